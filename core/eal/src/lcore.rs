@@ -1,0 +1,283 @@
+//! Lcores: threads pinned to CPUs, each with a unique lcore id that indexes per-lcore
+//! state (mempool caches). Threads that are not lcores work too: they have no id
+//! and bypass per-lcore caches, or call [`register_thread`] to get one.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Highest lcore id + 1.
+pub const MAX_LCORES: usize = 128;
+
+/// Marker for "this thread is not an lcore".
+pub const LCORE_ID_ANY: u32 = u32::MAX;
+
+static USED: [AtomicBool; MAX_LCORES] = [const { AtomicBool::new(false) }; MAX_LCORES];
+
+thread_local! {
+    static LCORE_ID: Cell<u32> = const { Cell::new(LCORE_ID_ANY) };
+    static GUARD: Cell<Option<LcoreGuard>> = const { Cell::new(None) };
+}
+
+/// Errors of lcore handling.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LcoreError {
+    /// Bad `-l` list syntax.
+    #[error("bad lcore list `{list}`: {why} (expected e.g. `0-1` or `0,2-3`)")]
+    BadList {
+        /// The list given.
+        list: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Id out of range.
+    #[error("lcore {0} is out of range (0..{MAX_LCORES})")]
+    OutOfRange(u32),
+    /// Id taken by another live thread.
+    #[error("lcore {0} is already in use by another thread")]
+    Busy(u32),
+    /// No id left.
+    #[error("all {MAX_LCORES} lcore ids are in use")]
+    Exhausted,
+    /// This thread already has an id.
+    #[error("this thread is already lcore {0}")]
+    AlreadyRegistered(u32),
+    /// Pinning failed.
+    #[error("cannot pin lcore {lcore} to CPU {cpu}: {err}")]
+    Pin {
+        /// Lcore id.
+        lcore: u32,
+        /// CPU.
+        cpu: u32,
+        /// OS error text.
+        err: String,
+    },
+}
+
+/// Releases the thread's lcore id when the thread exits.
+struct LcoreGuard(u32);
+
+impl Drop for LcoreGuard {
+    fn drop(&mut self) {
+        // Release: everything this thread did with per-lcore state happens-before the
+        // next thread that acquires the id.
+        USED[self.0 as usize].store(false, Ordering::Release);
+    }
+}
+
+/// The calling thread's lcore id, or [`LCORE_ID_ANY`].
+#[inline(always)]
+pub fn lcore_id() -> u32 {
+    LCORE_ID.with(|c| c.get())
+}
+
+fn claim(id: u32) -> Result<(), LcoreError> {
+    if id as usize >= MAX_LCORES {
+        return Err(LcoreError::OutOfRange(id));
+    }
+    let cur = lcore_id();
+    if cur != LCORE_ID_ANY {
+        return Err(LcoreError::AlreadyRegistered(cur));
+    }
+    USED[id as usize]
+        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .map_err(|_| LcoreError::Busy(id))?;
+    LCORE_ID.with(|c| c.set(id));
+    GUARD.with(|g| g.set(Some(LcoreGuard(id))));
+    Ok(())
+}
+
+/// Give the calling (non-lcore) thread a free lcore id, highest first so that ids
+/// matching CPU numbers stay free for pinned lcores. Released when the thread ends
+/// or on [`unregister_thread`].
+pub fn register_thread() -> Result<u32, LcoreError> {
+    for id in (0..MAX_LCORES as u32).rev() {
+        match claim(id) {
+            Ok(()) => return Ok(id),
+            Err(LcoreError::Busy(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(LcoreError::Exhausted)
+}
+
+/// Make the calling thread a specific lcore (used by [`launch`] and the main lcore).
+pub fn register_as(id: u32) -> Result<(), LcoreError> {
+    claim(id)
+}
+
+/// Give up the calling thread's lcore id now.
+pub fn unregister_thread() {
+    LCORE_ID.with(|c| c.set(LCORE_ID_ANY));
+    GUARD.with(|g| drop(g.take()));
+}
+
+/// Parse a DPDK lcore list such as `0-1`, `0,2-3` or `3`. Sorted, no duplicates.
+pub fn parse_lcore_list(s: &str) -> Result<Vec<u32>, LcoreError> {
+    let bad = |why: &str| LcoreError::BadList {
+        list: s.to_string(),
+        why: why.to_string(),
+    };
+    let mut out = Vec::new();
+    if s.trim().is_empty() {
+        return Err(bad("empty"));
+    }
+    for part in s.split(',') {
+        let part = part.trim();
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (part, part),
+        };
+        let a: u32 = a
+            .trim()
+            .parse()
+            .map_err(|_| bad(&format!("`{part}` is not a number or range")))?;
+        let b: u32 = b
+            .trim()
+            .parse()
+            .map_err(|_| bad(&format!("`{part}` is not a number or range")))?;
+        if a > b {
+            return Err(bad(&format!("range `{part}` goes backwards")));
+        }
+        if b as usize >= MAX_LCORES {
+            return Err(LcoreError::OutOfRange(b));
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Pin the calling thread to `cpu`.
+pub fn pin_to_cpu(lcore: u32, cpu: u32) -> Result<(), LcoreError> {
+    // SAFETY: `cpu_set_t` is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu as usize >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(LcoreError::Pin {
+            lcore,
+            cpu,
+            err: "CPU number too large".into(),
+        });
+    }
+    // SAFETY: `cpu` is within the set's capacity (checked above).
+    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is this thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(LcoreError::Pin {
+            lcore,
+            cpu,
+            err: std::io::Error::last_os_error().to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A launched worker lcore.
+pub struct LcoreHandle<T> {
+    /// The lcore id.
+    pub lcore: u32,
+    handle: std::thread::JoinHandle<Result<T, LcoreError>>,
+}
+
+impl<T> LcoreHandle<T> {
+    /// Wait for the lcore's function to return. A panic in it is reported as `Err`
+    /// with the panic message.
+    pub fn join(self) -> Result<T, String> {
+        match self.handle.join() {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(p) => Err(panic_message(&p)),
+        }
+    }
+}
+
+/// The text of a panic payload.
+pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// Start `f` on a new thread that is lcore `lcore`, pinned to CPU `lcore` when
+/// `pin` is set (DPDK's default lcore-to-CPU mapping).
+pub fn launch<T, F>(lcore: u32, pin: bool, f: F) -> std::io::Result<LcoreHandle<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let handle = std::thread::Builder::new()
+        .name(format!("lcore-{lcore}"))
+        .spawn(move || {
+            register_as(lcore)?;
+            if pin {
+                pin_to_cpu(lcore, lcore)?;
+            }
+            Ok(f())
+        })?;
+    Ok(LcoreHandle { lcore, handle })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists() {
+        assert_eq!(parse_lcore_list("0-1").unwrap(), vec![0, 1]);
+        assert_eq!(parse_lcore_list("3,0-1,1").unwrap(), vec![0, 1, 3]);
+        assert!(matches!(
+            parse_lcore_list("1-0"),
+            Err(LcoreError::BadList { .. })
+        ));
+        assert!(matches!(
+            parse_lcore_list("a"),
+            Err(LcoreError::BadList { .. })
+        ));
+        assert!(matches!(
+            parse_lcore_list(""),
+            Err(LcoreError::BadList { .. })
+        ));
+        assert_eq!(parse_lcore_list("0-500"), Err(LcoreError::OutOfRange(500)));
+    }
+
+    #[test]
+    fn ids_are_unique_and_released_at_thread_exit() {
+        let h = launch(100, false, || {
+            assert_eq!(lcore_id(), 100);
+            // A second thread cannot take the same id while this one lives.
+            let r = std::thread::spawn(|| register_as(100)).join().unwrap();
+            assert_eq!(r, Err(LcoreError::Busy(100)));
+            lcore_id()
+        })
+        .unwrap();
+        assert_eq!(h.join().unwrap(), 100);
+        // Released: a new thread can be lcore 100 now.
+        let again = launch(100, false, lcore_id).unwrap();
+        assert_eq!(again.join().unwrap(), 100);
+        assert_eq!(lcore_id(), LCORE_ID_ANY);
+    }
+
+    #[test]
+    fn launched_lcore_is_pinned() {
+        let h = launch(0, true, || {
+            // SAFETY: plain data out-parameter of the right size.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            // SAFETY: valid pointer and size; pid 0 = this thread.
+            let rc = unsafe {
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
+            };
+            assert_eq!(rc, 0);
+            // SAFETY: reading the set filled above.
+            (0..4)
+                .filter(|c| unsafe { libc::CPU_ISSET(*c, &set) })
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+        assert_eq!(h.join().unwrap(), vec![0]);
+    }
+}

@@ -1,0 +1,170 @@
+//! `ironpath-eal`: the runtime every PMD and graph shares.
+//!
+//! It owns:
+//! * [`memory`]: regions on 2 MiB hugepages, or ordinary pages with one warning;
+//! * [`mempool`]: fixed-size mbuf pools with an MPMC free ring and per-lcore caches;
+//! * [`mbuf`]: the safe packet handle [`Mbuf`] (chains, refcounts, indirect clones)
+//!   and the raw fast-path helpers;
+//! * [`mpmc`] and [`spsc`]: rings (our MPMC ring for pools, `ringbuf` SPSC for edges
+//!   between lcores);
+//! * [`lcore`]: lcore ids, pinned threads, `-l` lists;
+//! * [`loader`]: the PMD plugin loader and its checks;
+//! * [`port`]: ports made from devargs, their control API and fast-path handles;
+//! * [`args`]: DPDK-style runtime arguments (`-l`, `--vdev`, `-d`, `--no-huge`, `-m`);
+//! * [`Eal`]: the context tying loaded drivers and ports together (no globals).
+
+pub mod args;
+pub mod lcore;
+pub mod loader;
+pub mod mbuf;
+pub mod memory;
+pub mod mempool;
+pub mod mpmc;
+pub mod port;
+pub mod spsc;
+mod sync;
+
+pub use ironpath_abi as abi;
+pub use mbuf::{Mbuf, MbufError};
+pub use memory::{MemKind, MemPolicy};
+pub use mempool::{Mempool, MempoolConfig, MempoolError, MempoolStats};
+pub use port::{Port, PortError, PortId, PortState, RxQ, TxQ};
+pub use sync::CachePadded;
+
+use loader::{LoadError, Registry};
+use std::path::{Path, PathBuf};
+
+/// Most ports one runtime holds (as DPDK's `RTE_MAX_ETHPORTS`).
+pub const MAX_PORTS: usize = 32;
+
+/// The runtime context: loaded drivers and the port table.
+#[derive(Default)]
+pub struct Eal {
+    registry: Registry,
+    ports: Vec<Option<Port>>,
+    policy: MemPolicy,
+}
+
+impl Eal {
+    /// A runtime with no plugins loaded yet.
+    pub fn new(policy: MemPolicy) -> Self {
+        Self {
+            registry: Registry::default(),
+            ports: Vec::new(),
+            policy,
+        }
+    }
+
+    /// Load plugins from each path (file or directory); when `paths` is empty, from
+    /// the default directories ([`loader::default_paths`]). Returns the refusals.
+    pub fn load_plugins(&mut self, paths: &[PathBuf]) -> Vec<LoadError> {
+        let paths: Vec<PathBuf> = if paths.is_empty() {
+            loader::default_paths()
+                .into_iter()
+                .filter(|p| p.is_dir())
+                .collect()
+        } else {
+            paths.to_vec()
+        };
+        paths
+            .iter()
+            .flat_map(|p| self.registry.load_path(p))
+            .collect()
+    }
+
+    /// Load one plugin file.
+    pub fn load_plugin(
+        &mut self,
+        path: &Path,
+    ) -> Result<std::sync::Arc<loader::Driver>, LoadError> {
+        self.registry.load_one(path)
+    }
+
+    /// Loaded drivers.
+    pub fn drivers(&self) -> &[std::sync::Arc<loader::Driver>] {
+        self.registry.drivers()
+    }
+
+    /// Memory policy for pools made through [`Eal::pool_create`].
+    pub fn mem_policy(&self) -> MemPolicy {
+        self.policy
+    }
+
+    /// Create a pool with this runtime's memory policy.
+    pub fn pool_create(&self, cfg: MempoolConfig) -> Result<Mempool, MempoolError> {
+        let cfg = if self.policy == MemPolicy::NoHuge {
+            cfg.policy(MemPolicy::NoHuge)
+        } else {
+            cfg
+        };
+        Mempool::create(&cfg)
+    }
+
+    /// Create a port from a devargs string (`net_null0,size=64`); returns its id.
+    pub fn port_attach(&mut self, devargs: &str) -> Result<PortId, PortError> {
+        let name = devargs.split(',').next().unwrap_or("").trim();
+        if self.ports().any(|p| p.name() == name) {
+            return Err(PortError::Exists(name.to_string()));
+        }
+        let slot = match self.ports.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.ports.len() < MAX_PORTS => {
+                self.ports.push(None);
+                self.ports.len() - 1
+            }
+            None => return Err(PortError::TooMany(MAX_PORTS)),
+        };
+        let port = Port::probe(&self.registry, slot as PortId, devargs)?;
+        self.ports[slot] = Some(port);
+        Ok(slot as PortId)
+    }
+
+    /// Close and remove a port.
+    pub fn port_detach(&mut self, id: PortId) -> Result<(), PortError> {
+        let slot = self
+            .ports
+            .get_mut(id as usize)
+            .ok_or(PortError::NoPort(id))?;
+        let mut p = slot.take().ok_or(PortError::NoPort(id))?;
+        p.close();
+        Ok(())
+    }
+
+    /// A port by id.
+    pub fn port(&self, id: PortId) -> Result<&Port, PortError> {
+        self.ports
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .ok_or(PortError::NoPort(id))
+    }
+
+    /// A port by id, for control operations.
+    pub fn port_mut(&mut self, id: PortId) -> Result<&mut Port, PortError> {
+        self.ports
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .ok_or(PortError::NoPort(id))
+    }
+
+    /// All ports, in id order.
+    pub fn ports(&self) -> impl Iterator<Item = &Port> {
+        self.ports.iter().flatten()
+    }
+
+    /// All ports, mutable.
+    pub fn ports_mut(&mut self) -> impl Iterator<Item = &mut Port> {
+        self.ports.iter_mut().flatten()
+    }
+
+    /// Ids of all ports.
+    pub fn port_ids(&self) -> Vec<PortId> {
+        self.ports().map(Port::id).collect()
+    }
+}
+
+impl Drop for Eal {
+    fn drop(&mut self) {
+        // Ports first (they call into their libraries), then the registry.
+        self.ports.clear();
+    }
+}

@@ -1,0 +1,395 @@
+//! The PMD plugin loader: finds `libironpath_pmd_*.so` files in plugin directories,
+//! checks each before calling into it, and keeps every loaded library alive for as
+//! long as a driver handle (and so any port) of it exists.
+//!
+//! Checks, in order, each refusal naming the file and what was expected and found:
+//! 1. the file is not writable by anyone but its owner (mode & 022 == 0);
+//! 2. it loads (`dlopen`) and exports [`ironpath_abi::ENTRY_SYMBOL`];
+//! 3. the entry's ABI major equals ours (read from the frozen first 8 bytes);
+//! 4. the shared struct sizes (entry, mbuf, mempool, stats) equal ours;
+//! 5. it has a driver name and a probe function.
+
+use ironpath_abi as abi;
+use std::ffi::CStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Environment variable with extra plugin directories or files, `:`-separated.
+pub const PMD_PATH_ENV: &str = "IRONPATH_PMD_PATH";
+
+/// File-name prefix of plugins found by directory scans.
+pub const PLUGIN_PREFIX: &str = "libironpath_pmd_";
+
+/// Why a plugin file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Cannot stat the file.
+    #[error("plugin {path}: {err}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// OS error.
+        err: std::io::Error,
+    },
+    /// Writable by group or others.
+    #[error(
+        "plugin {path}: refused: the file is writable by others than its owner (mode {mode:04o}); \
+         expected no group/other write bits (chmod go-w)"
+    )]
+    Writable {
+        /// File.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// `dlopen` failed.
+    #[error("plugin {path}: cannot load: {err}")]
+    Open {
+        /// File.
+        path: PathBuf,
+        /// Loader error text.
+        err: String,
+    },
+    /// No entry symbol.
+    #[error("plugin {path}: refused: no `{sym}` symbol (expected a PMD built with ironpath-pmd-sdk); found: none", sym = abi::ENTRY_SYMBOL)]
+    NoEntry {
+        /// File.
+        path: PathBuf,
+    },
+    /// Entry returned NULL.
+    #[error("plugin {path}: refused: `{sym}` returned NULL", sym = abi::ENTRY_SYMBOL)]
+    NullEntry {
+        /// File.
+        path: PathBuf,
+    },
+    /// ABI major differs.
+    #[error(
+        "plugin {path}: refused: ABI major version {found}, this host expects {expected} \
+         (rebuild the plugin against ironpath-abi {expected}.x)"
+    )]
+    AbiMajor {
+        /// File.
+        path: PathBuf,
+        /// Plugin's major.
+        found: u16,
+        /// Ours.
+        expected: u16,
+    },
+    /// A shared struct has another size.
+    #[error(
+        "plugin {path}: refused: size of {what} is {found} bytes, this host expects {expected}"
+    )]
+    Size {
+        /// File.
+        path: PathBuf,
+        /// Which struct.
+        what: &'static str,
+        /// Plugin's size.
+        found: u32,
+        /// Ours.
+        expected: u32,
+    },
+    /// Missing name or probe.
+    #[error("plugin {path}: refused: {what} is missing from its entry table")]
+    Incomplete {
+        /// File.
+        path: PathBuf,
+        /// What is missing.
+        what: &'static str,
+    },
+    /// Same driver name as an already loaded plugin.
+    #[error("plugin {path}: refused: driver `{name}` is already provided by {other}")]
+    Duplicate {
+        /// File.
+        path: PathBuf,
+        /// Driver name.
+        name: String,
+        /// The file that provides it already.
+        other: PathBuf,
+    },
+}
+
+/// A loaded driver. The library stays loaded while any clone of the `Arc<Driver>`
+/// exists; ports hold one.
+pub struct Driver {
+    /// Driver name (`net_null`).
+    pub name: String,
+    /// Device-argument help.
+    pub help: String,
+    /// The file it came from.
+    pub path: PathBuf,
+    /// ABI minor the plugin was built against.
+    pub abi_minor: u16,
+    /// Size of the plugin's `DevOps` table.
+    pub dev_ops_size: u32,
+    pub(crate) probe: abi::ProbeFn,
+    _lib: libloading::Library,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn check_sizes(path: &Path, e: &abi::PmdEntry) -> Result<(), LoadError> {
+    let (entry, mbuf, mempool, _ops, stats) = abi::entry_sizes();
+    for (what, found, expected) in [
+        ("PmdEntry", e.entry_size, entry),
+        ("Mbuf", e.mbuf_size, mbuf),
+        ("Mempool", e.mempool_size, mempool),
+        ("Stats", e.stats_size, stats),
+    ] {
+        if found != expected {
+            return Err(LoadError::Size {
+                path: path.to_path_buf(),
+                what,
+                found,
+                expected,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Load one plugin file.
+pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
+    let meta = std::fs::metadata(path).map_err(|err| LoadError::Io {
+        path: path.to_path_buf(),
+        err,
+    })?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(LoadError::Writable {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    // SAFETY: loading a library runs its initialisers. We accept that for files from
+    // the configured plugin directories that passed the permission check; Rust
+    // cdylibs built with the SDK have no initialisers of their own.
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| LoadError::Open {
+        path: path.to_path_buf(),
+        err: e.to_string(),
+    })?;
+    // SAFETY: the symbol's type is fixed by the ABI: `extern "C" fn() -> *const PmdEntry`.
+    let entry_fn: abi::PmdEntryFn = match unsafe { lib.get::<abi::PmdEntryFn>(abi::ENTRY_SYMBOL_C) }
+    {
+        Ok(f) => *f,
+        Err(_) => {
+            return Err(LoadError::NoEntry {
+                path: path.to_path_buf(),
+            })
+        }
+    };
+    // SAFETY: calling the entry function has no preconditions; it returns a pointer
+    // to a static table (or NULL).
+    let ep = unsafe { entry_fn() };
+    if ep.is_null() {
+        return Err(LoadError::NullEntry {
+            path: path.to_path_buf(),
+        });
+    }
+    // SAFETY: every ABI version starts the table with two u16 and a u32; read only
+    // those before the major is known to match.
+    let (major, minor) = unsafe { ((*ep).abi_major, (*ep).abi_minor) };
+    if major != abi::ABI_MAJOR {
+        return Err(LoadError::AbiMajor {
+            path: path.to_path_buf(),
+            found: major,
+            expected: abi::ABI_MAJOR,
+        });
+    }
+    // SAFETY: same major: the table has at least our v1 layout (entry_size checked next
+    // before any field past the header is trusted).
+    let e = unsafe { &*ep };
+    check_sizes(path, e)?;
+    let Some(probe) = e.probe else {
+        return Err(LoadError::Incomplete {
+            path: path.to_path_buf(),
+            what: "probe",
+        });
+    };
+    if e.name.is_null() {
+        return Err(LoadError::Incomplete {
+            path: path.to_path_buf(),
+            what: "name",
+        });
+    }
+    // SAFETY: non-null pointers to NUL-terminated static strings (ABI contract).
+    let name = unsafe { CStr::from_ptr(e.name) }
+        .to_string_lossy()
+        .into_owned();
+    let help = if e.devargs_help.is_null() {
+        String::new()
+    } else {
+        // SAFETY: as above.
+        unsafe { CStr::from_ptr(e.devargs_help) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    if name.is_empty() {
+        return Err(LoadError::Incomplete {
+            path: path.to_path_buf(),
+            what: "name",
+        });
+    }
+    Ok(Arc::new(Driver {
+        name,
+        help,
+        path: path.to_path_buf(),
+        abi_minor: minor,
+        dev_ops_size: e.dev_ops_size,
+        probe,
+        _lib: lib,
+    }))
+}
+
+/// Plugin files in `dir` (those named `libironpath_pmd_*.so`), sorted.
+pub fn plugin_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(PLUGIN_PREFIX) && n.ends_with(".so"))
+        })
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// The directories searched when no `-d` is given: `$IRONPATH_PMD_PATH`, then the
+/// directory of the running executable and its parent (so `cargo run`, tests and an
+/// installed `bin/` next to `lib/` all find the plugins built with them), then
+/// `<exe>/../lib/ironpath`.
+pub fn default_paths() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::env::var_os(PMD_PATH_ENV)
+        .map(|s| {
+            std::env::split_paths(&s)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            v.push(dir.to_path_buf());
+            if let Some(up) = dir.parent() {
+                v.push(up.to_path_buf());
+                v.push(up.join("lib/ironpath"));
+            }
+        }
+    }
+    v
+}
+
+/// A set of loaded drivers with their load errors.
+#[derive(Default, Debug)]
+pub struct Registry {
+    drivers: Vec<Arc<Driver>>,
+}
+
+impl Registry {
+    /// Load a file, or every plugin file in a directory. Returns the errors of files
+    /// that were refused (the others are loaded).
+    pub fn load_path(&mut self, path: &Path) -> Vec<LoadError> {
+        if path.is_dir() {
+            match plugin_files(path) {
+                Ok(files) => files
+                    .iter()
+                    .filter_map(|f| self.load_one(f).err())
+                    .collect(),
+                Err(err) => vec![LoadError::Io {
+                    path: path.to_path_buf(),
+                    err,
+                }],
+            }
+        } else {
+            self.load_one(path).err().into_iter().collect()
+        }
+    }
+
+    /// Load one file; a driver name already present is refused.
+    pub fn load_one(&mut self, path: &Path) -> Result<Arc<Driver>, LoadError> {
+        let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if let Some(d) = self.drivers.iter().find(|d| d.path == canon) {
+            return Ok(d.clone());
+        }
+        let d = load_file(&canon)?;
+        if let Some(other) = self.drivers.iter().find(|o| o.name == d.name) {
+            return Err(LoadError::Duplicate {
+                path: canon,
+                name: d.name.clone(),
+                other: other.path.clone(),
+            });
+        }
+        self.drivers.push(d.clone());
+        Ok(d)
+    }
+
+    /// Loaded drivers.
+    pub fn drivers(&self) -> &[Arc<Driver>] {
+        &self.drivers
+    }
+
+    /// The driver for an instance name: the longest driver name that prefixes it
+    /// (`net_null0` → `net_null`).
+    pub fn find_for_instance(&self, instance: &str) -> Option<&Arc<Driver>> {
+        self.drivers
+            .iter()
+            .filter(|d| instance.starts_with(d.name.as_str()))
+            .max_by_key(|d| d.name.len())
+    }
+}
+
+/// Closest candidate by edit distance, for "did you mean" hints.
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, c)| *d <= (c.len() / 2).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_match() {
+        assert_eq!(
+            closest("net_nul", ["net_null", "net_ring"]),
+            Some("net_null")
+        );
+        assert_eq!(closest("zzzzzzzz", ["net_null", "net_ring"]), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error() {
+        let e = load_file(Path::new("/nonexistent/libironpath_pmd_x.so")).unwrap_err();
+        assert!(matches!(e, LoadError::Io { .. }));
+        assert!(e.to_string().contains("/nonexistent/libironpath_pmd_x.so"));
+    }
+}

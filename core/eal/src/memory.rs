@@ -1,0 +1,222 @@
+//! Memory regions: 2 MiB hugepages through `hugepage-rs` when the system has free
+//! ones, otherwise ordinary anonymous pages with one warning per process (like DPDK's
+//! `--no-huge`). IOVA is the virtual address (IOVA-as-VA, what VFIO with an IOMMU uses).
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Size of the hugepages this runtime asks for.
+pub const HUGEPAGE_SIZE: usize = 2 << 20;
+
+/// What backs a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemKind {
+    /// 2 MiB hugepages (`MAP_HUGETLB`).
+    Hugepages,
+    /// Ordinary 4 KiB pages.
+    Normal,
+}
+
+impl std::fmt::Display for MemKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MemKind::Hugepages => "2 MiB hugepages",
+            MemKind::Normal => "ordinary pages",
+        })
+    }
+}
+
+/// Which memory the runtime should try.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemPolicy {
+    /// Hugepages if the system has enough free, else ordinary pages with a warning.
+    #[default]
+    PreferHuge,
+    /// Ordinary pages only (`--no-huge`), no warning.
+    NoHuge,
+}
+
+/// Errors creating a region.
+#[derive(Debug, thiserror::Error)]
+pub enum MemError {
+    /// Zero-length request.
+    #[error("memory region of 0 bytes requested")]
+    Empty,
+    /// `mmap` of ordinary pages failed.
+    #[error("cannot map {len} bytes of memory: {err}")]
+    Map {
+        /// Requested length.
+        len: usize,
+        /// OS error.
+        err: std::io::Error,
+    },
+}
+
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Free 2 MiB hugepages according to `/proc/meminfo` (0 when unknown).
+pub fn hugepages_free() -> usize {
+    let Ok(s) = std::fs::read_to_string("/proc/meminfo") else {
+        return 0;
+    };
+    let mut free = 0;
+    let mut size_ok = false;
+    for line in s.lines() {
+        let mut it = line.split_whitespace();
+        match (it.next(), it.next()) {
+            (Some("HugePages_Free:"), Some(v)) => free = v.parse().unwrap_or(0),
+            (Some("Hugepagesize:"), Some(v)) => size_ok = v == "2048",
+            _ => {}
+        }
+    }
+    if size_ok {
+        free
+    } else {
+        0
+    }
+}
+
+/// One mapping of memory for pools.
+#[derive(Debug)]
+pub struct MemRegion {
+    ptr: NonNull<u8>,
+    len: usize,
+    kind: MemKind,
+}
+
+// SAFETY: a region is a plain block of memory; it carries no thread affinity.
+unsafe impl Send for MemRegion {}
+// SAFETY: the region hands out only raw pointers; access discipline is the user's.
+unsafe impl Sync for MemRegion {}
+
+impl MemRegion {
+    /// Map `len` bytes (rounded up to the page size), zeroed, following `policy`.
+    pub fn new(len: usize, policy: MemPolicy) -> Result<Self, MemError> {
+        if len == 0 {
+            return Err(MemError::Empty);
+        }
+        let huge_len = len.div_ceil(HUGEPAGE_SIZE) * HUGEPAGE_SIZE;
+        if policy == MemPolicy::PreferHuge {
+            if hugepages_free() * HUGEPAGE_SIZE >= huge_len {
+                if let Ok(layout) = Layout::from_size_align(huge_len, 64) {
+                    // SAFETY: `layout` has non-zero size; the block is released with the
+                    // same layout in `Drop`.
+                    let p = unsafe { hugepage_rs::alloc(layout) };
+                    if let Some(ptr) = NonNull::new(p) {
+                        return Ok(Self {
+                            ptr,
+                            len: huge_len,
+                            kind: MemKind::Hugepages,
+                        });
+                    }
+                }
+            }
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "ironpath: warning: no free 2 MiB hugepages for {} MiB; using ordinary pages \
+                     (slower; reserve some with `echo 64 > /proc/sys/vm/nr_hugepages`, or pass --no-huge)",
+                    huge_len >> 20
+                );
+            }
+        }
+        let page = 4096;
+        let norm_len = len.div_ceil(page) * page;
+        // SAFETY: an anonymous private mapping with no address hint has no preconditions.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                norm_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(MemError::Map {
+                len: norm_len,
+                err: std::io::Error::last_os_error(),
+            });
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(MemError::Empty)?;
+        Ok(Self {
+            ptr,
+            len: norm_len,
+            kind: MemKind::Normal,
+        })
+    }
+
+    /// Whether the one-time fallback warning has been printed in this process.
+    pub fn fallback_warned() -> bool {
+        WARNED.load(Ordering::Relaxed)
+    }
+
+    /// Start of the region.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// IO virtual address of the start (IOVA-as-VA).
+    pub fn iova(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: regions are at least one page.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// What backs the region.
+    pub fn kind(&self) -> MemKind {
+        self.kind
+    }
+}
+
+impl Drop for MemRegion {
+    fn drop(&mut self) {
+        match self.kind {
+            MemKind::Hugepages => {
+                if let Ok(layout) = Layout::from_size_align(self.len, 64) {
+                    // SAFETY: allocated by `hugepage_rs::alloc` with this same layout.
+                    unsafe { hugepage_rs::dealloc(self.ptr.as_ptr(), layout) };
+                }
+            }
+            MemKind::Normal => {
+                // SAFETY: mapped by `mmap` above with exactly this length; no references
+                // into the region outlive it (pools own their region).
+                unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normal_region_is_zeroed_and_writable() {
+        let r = MemRegion::new(10_000, MemPolicy::NoHuge).unwrap();
+        assert_eq!(r.kind(), MemKind::Normal);
+        assert_eq!(r.len(), 12_288);
+        // SAFETY: the region is `len` bytes, mapped read/write, owned by this test.
+        let s = unsafe { std::slice::from_raw_parts_mut(r.as_ptr(), r.len()) };
+        assert!(s.iter().all(|b| *b == 0));
+        s[0] = 1;
+        s[r.len() - 1] = 2;
+    }
+
+    #[test]
+    fn empty_region_is_refused() {
+        assert!(matches!(
+            MemRegion::new(0, MemPolicy::NoHuge),
+            Err(MemError::Empty)
+        ));
+    }
+}

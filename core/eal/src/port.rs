@@ -1,0 +1,810 @@
+//! Ports: instances of loaded drivers, created from DPDK-style device arguments
+//! (`net_null0,size=64`), with a control API (configure, queues, start/stop/close,
+//! stats, xstats, link, MAC, MTU, promiscuous) and copyable fast-path queue handles.
+
+use crate::loader::{closest, Driver, Registry};
+use crate::mempool::Mempool;
+use ironpath_abi as abi;
+use ironpath_abi::{DevOps, Mbuf as RawMbuf};
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::Arc;
+
+/// Port identifier (index in the runtime's port table).
+pub type PortId = u16;
+
+/// Errors of port operations.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// No loaded driver matches the instance name.
+    #[error("no driver for device `{name}`: loaded drivers: {loaded}{hint}")]
+    NoDriver {
+        /// Instance name.
+        name: String,
+        /// Loaded driver names.
+        loaded: String,
+        /// " (did you mean ...?)" or empty.
+        hint: String,
+    },
+    /// The driver refused the device arguments (its message names the argument).
+    #[error("{name}: {msg}\n  usage: {name},{help}")]
+    Probe {
+        /// Instance name.
+        name: String,
+        /// Driver's message.
+        msg: String,
+        /// Driver's device-argument help.
+        help: String,
+    },
+    /// Malformed devargs string.
+    #[error("bad device string `{0}`: expected NAME[,KEY=VALUE...] such as `net_null0,size=64`")]
+    BadDevargs(String),
+    /// A port with this name exists.
+    #[error("a port named `{0}` already exists")]
+    Exists(String),
+    /// Too many ports.
+    #[error("too many ports (limit {0})")]
+    TooMany(usize),
+    /// No such port.
+    #[error("no port {0}")]
+    NoPort(PortId),
+    /// The driver does not implement the operation.
+    #[error("port {port}: {op} is not supported by driver {driver}")]
+    NotSupported {
+        /// Port.
+        port: PortId,
+        /// Operation.
+        op: &'static str,
+        /// Driver.
+        driver: String,
+    },
+    /// The driver returned an error.
+    #[error("port {port}: {op} failed: {err}")]
+    Errno {
+        /// Port.
+        port: PortId,
+        /// Operation.
+        op: &'static str,
+        /// Decoded errno.
+        err: std::io::Error,
+    },
+    /// Wrong state for the operation.
+    #[error("port {port}: {op}: {why}")]
+    State {
+        /// Port.
+        port: PortId,
+        /// Operation.
+        op: &'static str,
+        /// What state is needed.
+        why: String,
+    },
+}
+
+/// Life-cycle state of a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortState {
+    /// Probed, not configured.
+    Probed,
+    /// Configured (queues may be set up), stopped.
+    Stopped,
+    /// Started.
+    Started,
+}
+
+/// Fast-path receive handle: a copy of the queue pointer and its burst function.
+#[derive(Clone, Copy)]
+pub struct RxQ {
+    q: *mut c_void,
+    f: abi::RxBurstFn,
+    /// Port of this queue.
+    pub port: PortId,
+    /// Queue index.
+    pub queue: u16,
+}
+
+/// Fast-path transmit handle.
+#[derive(Clone, Copy)]
+pub struct TxQ {
+    q: *mut c_void,
+    f: abi::TxBurstFn,
+    /// Port of this queue.
+    pub port: PortId,
+    /// Queue index.
+    pub queue: u16,
+}
+
+// SAFETY: a queue handle is used by one lcore at a time (contract of `Port::rx_queue`
+// / `Port::tx_queue`); the driver's queue state has no thread affinity.
+unsafe impl Send for RxQ {}
+// SAFETY: as above.
+unsafe impl Send for TxQ {}
+
+impl RxQ {
+    /// Receive up to `pkts.len()` (at most 65535) packets; returns how many.
+    #[inline(always)]
+    pub fn rx_burst(&self, pkts: &mut [*mut RawMbuf]) -> usize {
+        let n = pkts.len().min(u16::MAX as usize) as u16;
+        // SAFETY: the handle was created for a set-up queue of a started port whose
+        // lifetime the caller guarantees (see `Port::rx_queue`); `pkts` has room for n.
+        let got = unsafe { (self.f)(self.q, pkts.as_mut_ptr(), n) };
+        (got as usize).min(n as usize)
+    }
+}
+
+impl TxQ {
+    /// Send packets; returns how many the driver took. The rest stay with the caller.
+    #[inline(always)]
+    pub fn tx_burst(&self, pkts: &mut [*mut RawMbuf]) -> usize {
+        let n = pkts.len().min(u16::MAX as usize) as u16;
+        // SAFETY: as for `RxQ::rx_burst`; the caller owns the packets it passes.
+        let sent = unsafe { (self.f)(self.q, pkts.as_mut_ptr(), n) };
+        (sent as usize).min(n as usize)
+    }
+}
+
+/// One port.
+pub struct Port {
+    id: PortId,
+    name: String,
+    devargs: String,
+    driver: Arc<Driver>,
+    dev: *mut c_void,
+    ops: DevOps,
+    state: PortState,
+    rxqs: Vec<Option<abi::RxQueue>>,
+    txqs: Vec<Option<abi::TxQueue>>,
+    rx_pools: Vec<Option<Mempool>>,
+    closed: bool,
+}
+
+// SAFETY: the control API takes `&mut self`, so control calls are serialised; drivers
+// must accept control calls from any thread (ABI contract).
+unsafe impl Send for Port {}
+
+/// Everything `show port info` prints.
+#[derive(Clone, Debug)]
+pub struct PortInfo {
+    /// Port id.
+    pub id: PortId,
+    /// Instance name.
+    pub name: String,
+    /// Full device string.
+    pub devargs: String,
+    /// Driver name.
+    pub driver: String,
+    /// Plugin file.
+    pub plugin: std::path::PathBuf,
+    /// State.
+    pub state: PortState,
+    /// Capabilities.
+    pub dev_info: abi::DevInfo,
+    /// Configured RX queues.
+    pub nb_rxq: u16,
+    /// Configured TX queues.
+    pub nb_txq: u16,
+    /// MAC address, if the driver reports one.
+    pub mac: Option<[u8; 6]>,
+    /// Promiscuous mode, if known.
+    pub promisc: Option<bool>,
+}
+
+fn errno_err(port: PortId, op: &'static str, rc: i32) -> PortError {
+    PortError::Errno {
+        port,
+        op,
+        err: std::io::Error::from_raw_os_error(-rc),
+    }
+}
+
+unsafe extern "C" fn host_log(level: u32, msg: *const c_char) {
+    if msg.is_null() {
+        return;
+    }
+    // SAFETY: the plugin passes a NUL-terminated string (ABI contract).
+    let m = unsafe { CStr::from_ptr(msg) }.to_string_lossy();
+    let lvl = match level {
+        0 => "error",
+        1 => "warning",
+        2 => "info",
+        _ => "debug",
+    };
+    if level <= 2 {
+        eprintln!("ironpath: {lvl}: {m}");
+    }
+}
+
+static HOST_API: abi::HostApi = abi::HostApi {
+    size: std::mem::size_of::<abi::HostApi>() as u32,
+    abi_major: abi::ABI_MAJOR,
+    abi_minor: abi::ABI_MINOR,
+    log: Some(host_log),
+};
+
+macro_rules! op {
+    ($self:ident, $slot:ident, $name:expr) => {
+        match $self.ops.$slot {
+            _ if $self.closed => {
+                return Err(PortError::State {
+                    port: $self.id,
+                    op: $name,
+                    why: "the port is closed".into(),
+                })
+            }
+            Some(f) => f,
+            None => {
+                return Err(PortError::NotSupported {
+                    port: $self.id,
+                    op: $name,
+                    driver: $self.driver.name.clone(),
+                })
+            }
+        }
+    };
+}
+
+impl Port {
+    /// Probe a device from a devargs string using the drivers in `reg`.
+    pub(crate) fn probe(reg: &Registry, id: PortId, devargs: &str) -> Result<Port, PortError> {
+        let devargs = devargs.trim();
+        let (name, args) = match devargs.split_once(',') {
+            Some((n, a)) => (n.trim(), a.trim()),
+            None => (devargs, ""),
+        };
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(PortError::BadDevargs(devargs.to_string()));
+        }
+        let Some(driver) = reg.find_for_instance(name).cloned() else {
+            let names: Vec<&str> = reg.drivers().iter().map(|d| d.name.as_str()).collect();
+            let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+            let hint = closest(stem, names.iter().copied())
+                .map(|c| format!(" (did you mean `{c}`?)"))
+                .unwrap_or_default();
+            return Err(PortError::NoDriver {
+                name: name.to_string(),
+                loaded: if names.is_empty() {
+                    "none (check -d or IRONPATH_PMD_PATH)".into()
+                } else {
+                    names.join(", ")
+                },
+                hint,
+            });
+        };
+        let cname = CString::new(name).map_err(|_| PortError::BadDevargs(devargs.to_string()))?;
+        let cargs = CString::new(args).map_err(|_| PortError::BadDevargs(devargs.to_string()))?;
+        let mut out = abi::Device {
+            dev: std::ptr::null_mut(),
+            ops: std::ptr::null(),
+        };
+        let mut err = abi::ErrMsg {
+            msg: [0; abi::ERR_MSG_LEN],
+        };
+        // SAFETY: `probe` comes from a checked plugin; all pointers are valid for the call.
+        let rc = unsafe {
+            (driver.probe)(
+                &HOST_API,
+                cname.as_ptr(),
+                cargs.as_ptr(),
+                &mut out,
+                &mut err,
+            )
+        };
+        let probe_err = |msg: String| PortError::Probe {
+            name: name.to_string(),
+            msg,
+            help: driver.help.clone(),
+        };
+        if rc != 0 || out.dev.is_null() || out.ops.is_null() {
+            err.msg[abi::ERR_MSG_LEN - 1] = 0;
+            // SAFETY: NUL-terminated (forced above).
+            let m = unsafe { CStr::from_ptr(err.msg.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            let m = if m.is_empty() {
+                format!(
+                    "probe failed: {}",
+                    std::io::Error::from_raw_os_error(rc.saturating_neg().max(1))
+                )
+            } else {
+                m
+            };
+            return Err(probe_err(m));
+        }
+        // Copy the plugin's table into a host-sized one: slots the plugin does not
+        // know (an older minor) stay NULL.
+        // SAFETY: DevOps is integers and Option<fn>s: all-zero is a valid value (NULLs).
+        let mut ops: DevOps = unsafe { std::mem::zeroed() };
+        // SAFETY: `out.ops` points to the plugin's table, `size` bytes long (its first
+        // field); we copy at most our own size.
+        unsafe {
+            let theirs = (*out.ops).size as usize;
+            let n = theirs.min(std::mem::size_of::<DevOps>());
+            std::ptr::copy_nonoverlapping(
+                out.ops.cast::<u8>(),
+                (&mut ops as *mut DevOps).cast::<u8>(),
+                n,
+            );
+        }
+        Ok(Port {
+            id,
+            name: name.to_string(),
+            devargs: devargs.to_string(),
+            driver,
+            dev: out.dev,
+            ops,
+            state: PortState::Probed,
+            rxqs: Vec::new(),
+            txqs: Vec::new(),
+            rx_pools: Vec::new(),
+            closed: false,
+        })
+    }
+
+    /// Port id.
+    pub fn id(&self) -> PortId {
+        self.id
+    }
+
+    /// Instance name (`net_null0`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &Arc<Driver> {
+        &self.driver
+    }
+
+    /// State.
+    pub fn state(&self) -> PortState {
+        self.state
+    }
+
+    /// Number of configured RX queues.
+    pub fn nb_rxq(&self) -> u16 {
+        self.rxqs.len() as u16
+    }
+
+    /// Number of configured TX queues.
+    pub fn nb_txq(&self) -> u16 {
+        self.txqs.len() as u16
+    }
+
+    /// Device capabilities.
+    pub fn dev_info(&self) -> Result<abi::DevInfo, PortError> {
+        let f = op!(self, dev_info, "dev_info");
+        let mut info = abi::DevInfo::default();
+        // SAFETY: `dev` is live (port not closed) and `info` a valid out-pointer.
+        let rc = unsafe { f(self.dev, &mut info) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "dev_info", rc));
+        }
+        Ok(info)
+    }
+
+    fn need(&self, op: &'static str, ok: bool, why: &str) -> Result<(), PortError> {
+        if ok {
+            Ok(())
+        } else {
+            Err(PortError::State {
+                port: self.id,
+                op,
+                why: why.to_string(),
+            })
+        }
+    }
+
+    /// Configure `nb_rxq` RX and `nb_txq` TX queues (port must be stopped). Releases
+    /// queues set up before.
+    pub fn configure(&mut self, nb_rxq: u16, nb_txq: u16) -> Result<(), PortError> {
+        self.need(
+            "configure",
+            self.state != PortState::Started,
+            "stop the port first",
+        )?;
+        let info = self.dev_info()?;
+        if nb_rxq == 0 && nb_txq == 0 {
+            return Err(PortError::State {
+                port: self.id,
+                op: "configure",
+                why: "need at least one queue".into(),
+            });
+        }
+        if nb_rxq > info.max_rx_queues || nb_txq > info.max_tx_queues {
+            return Err(PortError::State {
+                port: self.id,
+                op: "configure",
+                why: format!(
+                    "{nb_rxq} RX / {nb_txq} TX queues requested, driver {} allows at most {} / {}",
+                    self.driver.name, info.max_rx_queues, info.max_tx_queues
+                ),
+            });
+        }
+        self.release_queues();
+        let f = op!(self, dev_configure, "dev_configure");
+        let conf = abi::DevConf {
+            nb_rx_queues: nb_rxq,
+            nb_tx_queues: nb_txq,
+            ..Default::default()
+        };
+        // SAFETY: live device, valid config pointer.
+        let rc = unsafe { f(self.dev, &conf) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "configure", rc));
+        }
+        self.rxqs = (0..nb_rxq).map(|_| None).collect();
+        self.txqs = (0..nb_txq).map(|_| None).collect();
+        self.rx_pools = (0..nb_rxq).map(|_| None).collect();
+        self.state = PortState::Stopped;
+        Ok(())
+    }
+
+    fn release_queues(&mut self) {
+        for q in 0..self.rxqs.len() {
+            if self.rxqs[q].take().is_some() {
+                if let Some(f) = self.ops.rx_queue_release {
+                    // SAFETY: live device; queue q was set up.
+                    unsafe { f(self.dev, q as u16) };
+                }
+            }
+        }
+        for q in 0..self.txqs.len() {
+            if self.txqs[q].take().is_some() {
+                if let Some(f) = self.ops.tx_queue_release {
+                    // SAFETY: live device; queue q was set up.
+                    unsafe { f(self.dev, q as u16) };
+                }
+            }
+        }
+        self.rx_pools.iter_mut().for_each(|p| *p = None);
+    }
+
+    /// Set up RX queue `qid` with `nb_desc` descriptors receiving into `pool`.
+    pub fn rx_queue_setup(
+        &mut self,
+        qid: u16,
+        nb_desc: u16,
+        pool: &Mempool,
+    ) -> Result<(), PortError> {
+        self.need(
+            "rx_queue_setup",
+            self.state == PortState::Stopped,
+            "configure the port and stop it first",
+        )?;
+        self.need(
+            "rx_queue_setup",
+            (qid as usize) < self.rxqs.len(),
+            &format!("queue {qid} not configured (have {})", self.rxqs.len()),
+        )?;
+        let f = op!(self, rx_queue_setup, "rx_queue_setup");
+        if self.rxqs[qid as usize].take().is_some() {
+            if let Some(r) = self.ops.rx_queue_release {
+                // SAFETY: live device, queue was set up.
+                unsafe { r(self.dev, qid) };
+            }
+        }
+        let mut q = abi::RxQueue {
+            queue: std::ptr::null_mut(),
+            rx_burst: None,
+        };
+        // SAFETY: live device; the pool outlives the queue (kept in `rx_pools`).
+        let rc = unsafe { f(self.dev, qid, nb_desc, pool.as_abi(), &mut q) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "rx_queue_setup", rc));
+        }
+        if q.rx_burst.is_none() {
+            return Err(PortError::NotSupported {
+                port: self.id,
+                op: "rx_burst",
+                driver: self.driver.name.clone(),
+            });
+        }
+        self.rxqs[qid as usize] = Some(q);
+        self.rx_pools[qid as usize] = Some(pool.clone());
+        Ok(())
+    }
+
+    /// Set up TX queue `qid` with `nb_desc` descriptors.
+    pub fn tx_queue_setup(&mut self, qid: u16, nb_desc: u16) -> Result<(), PortError> {
+        self.need(
+            "tx_queue_setup",
+            self.state == PortState::Stopped,
+            "configure the port and stop it first",
+        )?;
+        self.need(
+            "tx_queue_setup",
+            (qid as usize) < self.txqs.len(),
+            &format!("queue {qid} not configured (have {})", self.txqs.len()),
+        )?;
+        let f = op!(self, tx_queue_setup, "tx_queue_setup");
+        if self.txqs[qid as usize].take().is_some() {
+            if let Some(r) = self.ops.tx_queue_release {
+                // SAFETY: live device, queue was set up.
+                unsafe { r(self.dev, qid) };
+            }
+        }
+        let mut q = abi::TxQueue {
+            queue: std::ptr::null_mut(),
+            tx_burst: None,
+        };
+        // SAFETY: live device, valid out-pointer.
+        let rc = unsafe { f(self.dev, qid, nb_desc, &mut q) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "tx_queue_setup", rc));
+        }
+        if q.tx_burst.is_none() {
+            return Err(PortError::NotSupported {
+                port: self.id,
+                op: "tx_burst",
+                driver: self.driver.name.clone(),
+            });
+        }
+        self.txqs[qid as usize] = Some(q);
+        Ok(())
+    }
+
+    /// Start the port (every configured queue must be set up).
+    pub fn start(&mut self) -> Result<(), PortError> {
+        if self.state == PortState::Started {
+            return Ok(());
+        }
+        self.need(
+            "start",
+            self.state == PortState::Stopped,
+            "configure the port first",
+        )?;
+        if let Some(q) = self.rxqs.iter().position(Option::is_none) {
+            return Err(PortError::State {
+                port: self.id,
+                op: "start",
+                why: format!("RX queue {q} is not set up"),
+            });
+        }
+        if let Some(q) = self.txqs.iter().position(Option::is_none) {
+            return Err(PortError::State {
+                port: self.id,
+                op: "start",
+                why: format!("TX queue {q} is not set up"),
+            });
+        }
+        if let Some(f) = self.ops.dev_start {
+            // SAFETY: live device.
+            let rc = unsafe { f(self.dev) };
+            if rc < 0 {
+                return Err(errno_err(self.id, "start", rc));
+            }
+        }
+        self.state = PortState::Started;
+        Ok(())
+    }
+
+    /// Stop the port. Queue handles must no longer be used for bursts.
+    pub fn stop(&mut self) -> Result<(), PortError> {
+        if self.state != PortState::Started {
+            return Ok(());
+        }
+        if let Some(f) = self.ops.dev_stop {
+            // SAFETY: live device.
+            let rc = unsafe { f(self.dev) };
+            if rc < 0 {
+                return Err(errno_err(self.id, "stop", rc));
+            }
+        }
+        self.state = PortState::Stopped;
+        Ok(())
+    }
+
+    /// Stop, release queues and close the device. Idempotent.
+    pub fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        let _ = self.stop();
+        self.release_queues();
+        if let Some(f) = self.ops.dev_close {
+            // SAFETY: live device; it is not used after this.
+            unsafe { f(self.dev) };
+        }
+        self.closed = true;
+        self.dev = std::ptr::null_mut();
+    }
+
+    /// Fast-path handle of RX queue `qid` (port must be started).
+    ///
+    /// # Safety
+    /// At most one thread may burst on a queue at a time, and the handle must not be
+    /// used after the port is stopped, reconfigured, closed or dropped.
+    pub unsafe fn rx_queue(&self, qid: u16) -> Option<RxQ> {
+        let q = self.rxqs.get(qid as usize)?.as_ref()?;
+        Some(RxQ {
+            q: q.queue,
+            f: q.rx_burst?,
+            port: self.id,
+            queue: qid,
+        })
+    }
+
+    /// Fast-path handle of TX queue `qid`.
+    ///
+    /// # Safety
+    /// As for [`Port::rx_queue`].
+    pub unsafe fn tx_queue(&self, qid: u16) -> Option<TxQ> {
+        let q = self.txqs.get(qid as usize)?.as_ref()?;
+        Some(TxQ {
+            q: q.queue,
+            f: q.tx_burst?,
+            port: self.id,
+            queue: qid,
+        })
+    }
+
+    /// Basic counters.
+    pub fn stats(&self) -> Result<abi::Stats, PortError> {
+        let f = op!(self, stats_get, "stats_get");
+        let mut s = abi::Stats::default();
+        // SAFETY: live device, valid out-pointer.
+        let rc = unsafe { f(self.dev, &mut s) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "stats_get", rc));
+        }
+        Ok(s)
+    }
+
+    /// Reset basic counters.
+    pub fn stats_reset(&mut self) -> Result<(), PortError> {
+        let f = op!(self, stats_reset, "stats_reset");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "stats_reset", rc));
+        }
+        Ok(())
+    }
+
+    /// Extended counters as (name, value) pairs.
+    pub fn xstats(&self) -> Result<Vec<(String, u64)>, PortError> {
+        let fnames = op!(self, xstats_names, "xstats_names");
+        let fvals = op!(self, xstats_get, "xstats_get");
+        // SAFETY: live device; a NULL buffer of length 0 asks for the count.
+        let n = unsafe { fnames(self.dev, std::ptr::null_mut(), 0) };
+        if n < 0 {
+            return Err(errno_err(self.id, "xstats_names", n));
+        }
+        let n = n as u32;
+        let mut names = vec![
+            abi::XstatName {
+                name: [0; abi::XSTAT_NAME_LEN]
+            };
+            n as usize
+        ];
+        let mut vals = vec![0u64; n as usize];
+        // SAFETY: buffers of `n` entries each.
+        let (a, b) = unsafe {
+            (
+                fnames(self.dev, names.as_mut_ptr(), n),
+                fvals(self.dev, vals.as_mut_ptr(), n),
+            )
+        };
+        if a < 0 {
+            return Err(errno_err(self.id, "xstats_names", a));
+        }
+        if b < 0 {
+            return Err(errno_err(self.id, "xstats_get", b));
+        }
+        let k = (a as u32).min(b as u32).min(n) as usize;
+        Ok(names[..k]
+            .iter_mut()
+            .zip(&vals[..k])
+            .map(|(nm, v)| {
+                nm.name[abi::XSTAT_NAME_LEN - 1] = 0;
+                // SAFETY: NUL-terminated (forced above).
+                (
+                    unsafe { CStr::from_ptr(nm.name.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned(),
+                    *v,
+                )
+            })
+            .collect())
+    }
+
+    /// Reset extended counters.
+    pub fn xstats_reset(&mut self) -> Result<(), PortError> {
+        let f = op!(self, xstats_reset, "xstats_reset");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "xstats_reset", rc));
+        }
+        Ok(())
+    }
+
+    /// Link state.
+    pub fn link(&self) -> Result<abi::Link, PortError> {
+        let f = op!(self, link_get, "link_get");
+        let mut l = abi::Link::default();
+        // SAFETY: live device, valid out-pointer.
+        let rc = unsafe { f(self.dev, &mut l) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "link_get", rc));
+        }
+        Ok(l)
+    }
+
+    /// MAC address.
+    pub fn mac(&self) -> Result<[u8; 6], PortError> {
+        let f = op!(self, mac_addr_get, "mac_addr_get");
+        let mut m = [0u8; 6];
+        // SAFETY: live device, valid out-pointer.
+        let rc = unsafe { f(self.dev, &mut m) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "mac_addr_get", rc));
+        }
+        Ok(m)
+    }
+
+    /// Set the MAC address.
+    pub fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PortError> {
+        let f = op!(self, mac_addr_set, "mac_addr_set");
+        // SAFETY: live device, valid pointer.
+        let rc = unsafe { f(self.dev, &mac) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "mac_addr_set", rc));
+        }
+        Ok(())
+    }
+
+    /// Set the MTU.
+    pub fn set_mtu(&mut self, mtu: u16) -> Result<(), PortError> {
+        let f = op!(self, mtu_set, "mtu_set");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev, mtu) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "mtu_set", rc));
+        }
+        Ok(())
+    }
+
+    /// Promiscuous mode on or off.
+    pub fn set_promiscuous(&mut self, on: bool) -> Result<(), PortError> {
+        let f = op!(self, promiscuous_set, "promiscuous_set");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev, u8::from(on)) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "promiscuous_set", rc));
+        }
+        Ok(())
+    }
+
+    /// Promiscuous mode.
+    pub fn promiscuous(&self) -> Result<bool, PortError> {
+        let f = op!(self, promiscuous_get, "promiscuous_get");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev) };
+        if rc < 0 {
+            return Err(errno_err(self.id, "promiscuous_get", rc));
+        }
+        Ok(rc != 0)
+    }
+
+    /// Everything about the port, for `show port info`.
+    pub fn info(&self) -> PortInfo {
+        PortInfo {
+            id: self.id,
+            name: self.name.clone(),
+            devargs: self.devargs.clone(),
+            driver: self.driver.name.clone(),
+            plugin: self.driver.path.clone(),
+            state: self.state,
+            dev_info: self.dev_info().unwrap_or_default(),
+            nb_rxq: self.nb_rxq(),
+            nb_txq: self.nb_txq(),
+            mac: self.mac().ok(),
+            promisc: self.promiscuous().ok(),
+        }
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
