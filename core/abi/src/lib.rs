@@ -152,8 +152,7 @@ pub mod ptype {
 /// Allocate `n` mbufs, all or nothing. Returns 0 on success, a negative errno
 /// (`-ENOBUFS`) when the pool cannot supply all of them (then `objs` is untouched).
 /// Every mbuf returned is reset: one segment, refcnt 1, `data_off` = headroom, length 0.
-pub type AllocBulkFn =
-    unsafe extern "C" fn(pool: *const Mempool, objs: *mut *mut Mbuf, n: u32) -> i32;
+pub type AllocBulkFn = unsafe extern "C" fn(pool: *const Mempool, objs: *mut *mut Mbuf, n: u32) -> i32;
 /// Release one reference to each of `n` packets (whole chains), to whatever pool each
 /// segment belongs to; a segment goes back to its pool when its refcount reaches zero.
 pub type FreeBulkFn = unsafe extern "C" fn(objs: *const *mut Mbuf, n: u32);
@@ -226,8 +225,8 @@ pub struct DevConf {
     pub nb_tx_queues: u16,
     /// Requested MTU (0 = keep).
     pub mtu: u16,
-    /// Reserved, zero.
-    pub reserved: u16,
+    /// The host's id for this port (drivers store it in `Mbuf::port` on RX).
+    pub port_id: u16,
     /// Requested RX offloads (`RX_*` flags).
     pub rx_offloads: u64,
     /// Requested TX offloads (`TX_*` flags).
@@ -404,18 +403,11 @@ pub struct DevOps {
     pub dev_info: Option<unsafe extern "C" fn(dev: *mut c_void, info: *mut DevInfo) -> i32>,
     /// Set up RX queue `qid` with `nb_desc` descriptors, receiving into `pool`.
     pub rx_queue_setup: Option<
-        unsafe extern "C" fn(
-            dev: *mut c_void,
-            qid: u16,
-            nb_desc: u16,
-            pool: *const Mempool,
-            out: *mut RxQueue,
-        ) -> i32,
+        unsafe extern "C" fn(dev: *mut c_void, qid: u16, nb_desc: u16, pool: *const Mempool, out: *mut RxQueue) -> i32,
     >,
     /// Set up TX queue `qid` with `nb_desc` descriptors.
-    pub tx_queue_setup: Option<
-        unsafe extern "C" fn(dev: *mut c_void, qid: u16, nb_desc: u16, out: *mut TxQueue) -> i32,
-    >,
+    pub tx_queue_setup:
+        Option<unsafe extern "C" fn(dev: *mut c_void, qid: u16, nb_desc: u16, out: *mut TxQueue) -> i32>,
     /// Release RX queue `qid` (its `queue` pointer becomes invalid).
     pub rx_queue_release: Option<unsafe extern "C" fn(dev: *mut c_void, qid: u16)>,
     /// Release TX queue `qid`.
@@ -433,8 +425,7 @@ pub struct DevOps {
     /// Reset basic counters.
     pub stats_reset: Option<unsafe extern "C" fn(dev: *mut c_void) -> i32>,
     /// Write up to `n` xstat names; returns the total number of xstats (>= 0) or an errno.
-    pub xstats_names:
-        Option<unsafe extern "C" fn(dev: *mut c_void, names: *mut XstatName, n: u32) -> i32>,
+    pub xstats_names: Option<unsafe extern "C" fn(dev: *mut c_void, names: *mut XstatName, n: u32) -> i32>,
     /// Write up to `n` xstat values, in the order of the names; returns the total number.
     pub xstats_get: Option<unsafe extern "C" fn(dev: *mut c_void, values: *mut u64, n: u32) -> i32>,
     /// Reset xstats.

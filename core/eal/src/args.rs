@@ -76,18 +76,17 @@ impl EalArgs {
                 break;
             }
             // Accept both `-l 0-1`, `-l0-1` and `--lcores=0-1`.
-            let (opt, inline) =
-                if let Some((o, v)) = a.split_once('=').filter(|_| a.starts_with("--")) {
-                    (o.to_string(), Some(v.to_string()))
-                } else if a.len() > 2
-                    && a.starts_with('-')
-                    && !a.starts_with("--")
-                    && matches!(&a[..2], "-l" | "-d" | "-m" | "-a")
-                {
-                    (a[..2].to_string(), Some(a[2..].to_string()))
-                } else {
-                    (a.clone(), None)
-                };
+            let (opt, inline) = if let Some((o, v)) = a.split_once('=').filter(|_| a.starts_with("--")) {
+                (o.to_string(), Some(v.to_string()))
+            } else if a.len() > 2
+                && a.starts_with('-')
+                && !a.starts_with("--")
+                && matches!(&a[..2], "-l" | "-d" | "-m" | "-a")
+            {
+                (a[..2].to_string(), Some(a[2..].to_string()))
+            } else {
+                (a.clone(), None)
+            };
             let mut value = |opt: &str| -> Result<String, ArgsError> {
                 match inline.clone().or_else(|| it.next()) {
                     Some(v) if !v.is_empty() => Ok(v),
@@ -97,11 +96,8 @@ impl EalArgs {
             match opt.as_str() {
                 "-l" | "--lcores" => {
                     let v = value(&opt)?;
-                    out.lcores =
-                        parse_lcore_list(&v).map_err(|e: LcoreError| ArgsError::BadValue {
-                            opt: opt.clone(),
-                            why: e.to_string(),
-                        })?;
+                    out.lcores = parse_lcore_list(&v)
+                        .map_err(|e: LcoreError| ArgsError::BadValue { opt: opt.clone(), why: e.to_string() })?;
                 }
                 "--vdev" => out.vdevs.push(value(&opt)?),
                 "-a" | "--allow" => out.allow.push(value(&opt)?),
@@ -167,16 +163,9 @@ mod tests {
     #[test]
     fn errors_name_the_argument() {
         let e = EalArgs::parse(&["--vdve", "x"]).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("unknown runtime argument `--vdve`"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("unknown runtime argument `--vdve`"), "{e}");
         let e = EalArgs::parse(&["-l"]).unwrap_err();
-        assert_eq!(
-            e,
-            ArgsError::MissingValue("-l".into(), "-l LIST, e.g. -l 0-1")
-        );
+        assert_eq!(e, ArgsError::MissingValue("-l".into(), "-l LIST, e.g. -l 0-1"));
         let e = EalArgs::parse(&["-m", "lots"]).unwrap_err();
         assert!(e.to_string().contains("`lots` is not a number"), "{e}");
         let e = EalArgs::parse(&["-l", "2-1"]).unwrap_err();

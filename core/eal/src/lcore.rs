@@ -113,10 +113,7 @@ pub fn unregister_thread() {
 
 /// Parse a DPDK lcore list such as `0-1`, `0,2-3` or `3`. Sorted, no duplicates.
 pub fn parse_lcore_list(s: &str) -> Result<Vec<u32>, LcoreError> {
-    let bad = |why: &str| LcoreError::BadList {
-        list: s.to_string(),
-        why: why.to_string(),
-    };
+    let bad = |why: &str| LcoreError::BadList { list: s.to_string(), why: why.to_string() };
     let mut out = Vec::new();
     if s.trim().is_empty() {
         return Err(bad("empty"));
@@ -127,14 +124,8 @@ pub fn parse_lcore_list(s: &str) -> Result<Vec<u32>, LcoreError> {
             Some((a, b)) => (a, b),
             None => (part, part),
         };
-        let a: u32 = a
-            .trim()
-            .parse()
-            .map_err(|_| bad(&format!("`{part}` is not a number or range")))?;
-        let b: u32 = b
-            .trim()
-            .parse()
-            .map_err(|_| bad(&format!("`{part}` is not a number or range")))?;
+        let a: u32 = a.trim().parse().map_err(|_| bad(&format!("`{part}` is not a number or range")))?;
+        let b: u32 = b.trim().parse().map_err(|_| bad(&format!("`{part}` is not a number or range")))?;
         if a > b {
             return Err(bad(&format!("range `{part}` goes backwards")));
         }
@@ -153,22 +144,14 @@ pub fn pin_to_cpu(lcore: u32, cpu: u32) -> Result<(), LcoreError> {
     // SAFETY: `cpu_set_t` is plain data; zeroed is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     if cpu as usize >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-        return Err(LcoreError::Pin {
-            lcore,
-            cpu,
-            err: "CPU number too large".into(),
-        });
+        return Err(LcoreError::Pin { lcore, cpu, err: "CPU number too large".into() });
     }
     // SAFETY: `cpu` is within the set's capacity (checked above).
     unsafe { libc::CPU_SET(cpu as usize, &mut set) };
     // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is this thread.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if rc != 0 {
-        return Err(LcoreError::Pin {
-            lcore,
-            cpu,
-            err: std::io::Error::last_os_error().to_string(),
-        });
+        return Err(LcoreError::Pin { lcore, cpu, err: std::io::Error::last_os_error().to_string() });
     }
     Ok(())
 }
@@ -210,15 +193,13 @@ where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
-    let handle = std::thread::Builder::new()
-        .name(format!("lcore-{lcore}"))
-        .spawn(move || {
-            register_as(lcore)?;
-            if pin {
-                pin_to_cpu(lcore, lcore)?;
-            }
-            Ok(f())
-        })?;
+    let handle = std::thread::Builder::new().name(format!("lcore-{lcore}")).spawn(move || {
+        register_as(lcore)?;
+        if pin {
+            pin_to_cpu(lcore, lcore)?;
+        }
+        Ok(f())
+    })?;
     Ok(LcoreHandle { lcore, handle })
 }
 
@@ -230,18 +211,9 @@ mod tests {
     fn parses_lists() {
         assert_eq!(parse_lcore_list("0-1").unwrap(), vec![0, 1]);
         assert_eq!(parse_lcore_list("3,0-1,1").unwrap(), vec![0, 1, 3]);
-        assert!(matches!(
-            parse_lcore_list("1-0"),
-            Err(LcoreError::BadList { .. })
-        ));
-        assert!(matches!(
-            parse_lcore_list("a"),
-            Err(LcoreError::BadList { .. })
-        ));
-        assert!(matches!(
-            parse_lcore_list(""),
-            Err(LcoreError::BadList { .. })
-        ));
+        assert!(matches!(parse_lcore_list("1-0"), Err(LcoreError::BadList { .. })));
+        assert!(matches!(parse_lcore_list("a"), Err(LcoreError::BadList { .. })));
+        assert!(matches!(parse_lcore_list(""), Err(LcoreError::BadList { .. })));
         assert_eq!(parse_lcore_list("0-500"), Err(LcoreError::OutOfRange(500)));
     }
 
@@ -268,14 +240,10 @@ mod tests {
             // SAFETY: plain data out-parameter of the right size.
             let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
             // SAFETY: valid pointer and size; pid 0 = this thread.
-            let rc = unsafe {
-                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
-            };
+            let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
             assert_eq!(rc, 0);
             // SAFETY: reading the set filled above.
-            (0..4)
-                .filter(|c| unsafe { libc::CPU_ISSET(*c, &set) })
-                .collect::<Vec<_>>()
+            (0..4).filter(|c| unsafe { libc::CPU_ISSET(*c, &set) }).collect::<Vec<_>>()
         })
         .unwrap();
         assert_eq!(h.join().unwrap(), vec![0]);

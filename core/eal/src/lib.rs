@@ -48,35 +48,29 @@ pub struct Eal {
 impl Eal {
     /// A runtime with no plugins loaded yet.
     pub fn new(policy: MemPolicy) -> Self {
-        Self {
-            registry: Registry::default(),
-            ports: Vec::new(),
-            policy,
-        }
+        Self { registry: Registry::default(), ports: Vec::new(), policy }
     }
 
     /// Load plugins from each path (file or directory); when `paths` is empty, from
-    /// the default directories ([`loader::default_paths`]). Returns the refusals.
+    /// `$IRONPATH_PMD_PATH` and the executable-relative directories
+    /// ([`loader::exe_dirs`]). Returns the refusals.
     pub fn load_plugins(&mut self, paths: &[PathBuf]) -> Vec<LoadError> {
-        let paths: Vec<PathBuf> = if paths.is_empty() {
-            loader::default_paths()
-                .into_iter()
-                .filter(|p| p.is_dir())
-                .collect()
-        } else {
-            paths.to_vec()
-        };
-        paths
-            .iter()
-            .flat_map(|p| self.registry.load_path(p))
-            .collect()
+        if !paths.is_empty() {
+            return paths.iter().flat_map(|p| self.registry.load_path(p)).collect();
+        }
+        // Defaults: every `$IRONPATH_PMD_PATH` entry, then the first of the
+        // executable-relative directories that holds plugins (so a build tree with
+        // copies in `deps/` and its parent does not load each driver twice).
+        let mut errs: Vec<LoadError> = loader::env_paths().iter().flat_map(|p| self.registry.load_path(p)).collect();
+        if let Some(dir) = loader::exe_dirs().into_iter().find(|d| loader::plugin_files(d).is_ok_and(|f| !f.is_empty()))
+        {
+            errs.extend(self.registry.load_path(&dir));
+        }
+        errs
     }
 
     /// Load one plugin file.
-    pub fn load_plugin(
-        &mut self,
-        path: &Path,
-    ) -> Result<std::sync::Arc<loader::Driver>, LoadError> {
+    pub fn load_plugin(&mut self, path: &Path) -> Result<std::sync::Arc<loader::Driver>, LoadError> {
         self.registry.load_one(path)
     }
 
@@ -92,11 +86,7 @@ impl Eal {
 
     /// Create a pool with this runtime's memory policy.
     pub fn pool_create(&self, cfg: MempoolConfig) -> Result<Mempool, MempoolError> {
-        let cfg = if self.policy == MemPolicy::NoHuge {
-            cfg.policy(MemPolicy::NoHuge)
-        } else {
-            cfg
-        };
+        let cfg = if self.policy == MemPolicy::NoHuge { cfg.policy(MemPolicy::NoHuge) } else { cfg };
         Mempool::create(&cfg)
     }
 
@@ -121,10 +111,7 @@ impl Eal {
 
     /// Close and remove a port.
     pub fn port_detach(&mut self, id: PortId) -> Result<(), PortError> {
-        let slot = self
-            .ports
-            .get_mut(id as usize)
-            .ok_or(PortError::NoPort(id))?;
+        let slot = self.ports.get_mut(id as usize).ok_or(PortError::NoPort(id))?;
         let mut p = slot.take().ok_or(PortError::NoPort(id))?;
         p.close();
         Ok(())
@@ -132,18 +119,12 @@ impl Eal {
 
     /// A port by id.
     pub fn port(&self, id: PortId) -> Result<&Port, PortError> {
-        self.ports
-            .get(id as usize)
-            .and_then(Option::as_ref)
-            .ok_or(PortError::NoPort(id))
+        self.ports.get(id as usize).and_then(Option::as_ref).ok_or(PortError::NoPort(id))
     }
 
     /// A port by id, for control operations.
     pub fn port_mut(&mut self, id: PortId) -> Result<&mut Port, PortError> {
-        self.ports
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-            .ok_or(PortError::NoPort(id))
+        self.ports.get_mut(id as usize).and_then(Option::as_mut).ok_or(PortError::NoPort(id))
     }
 
     /// All ports, in id order.

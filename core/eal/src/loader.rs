@@ -77,9 +77,7 @@ pub enum LoadError {
         expected: u16,
     },
     /// A shared struct has another size.
-    #[error(
-        "plugin {path}: refused: size of {what} is {found} bytes, this host expects {expected}"
-    )]
+    #[error("plugin {path}: refused: size of {what} is {found} bytes, this host expects {expected}")]
     Size {
         /// File.
         path: PathBuf,
@@ -129,10 +127,7 @@ pub struct Driver {
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver")
-            .field("name", &self.name)
-            .field("path", &self.path)
-            .finish()
+        f.debug_struct("Driver").field("name", &self.name).field("path", &self.path).finish()
     }
 }
 
@@ -145,12 +140,7 @@ fn check_sizes(path: &Path, e: &abi::PmdEntry) -> Result<(), LoadError> {
         ("Stats", e.stats_size, stats),
     ] {
         if found != expected {
-            return Err(LoadError::Size {
-                path: path.to_path_buf(),
-                what,
-                found,
-                expected,
-            });
+            return Err(LoadError::Size { path: path.to_path_buf(), what, found, expected });
         }
     }
     Ok(())
@@ -158,85 +148,53 @@ fn check_sizes(path: &Path, e: &abi::PmdEntry) -> Result<(), LoadError> {
 
 /// Load one plugin file.
 pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
-    let meta = std::fs::metadata(path).map_err(|err| LoadError::Io {
-        path: path.to_path_buf(),
-        err,
-    })?;
+    let meta = std::fs::metadata(path).map_err(|err| LoadError::Io { path: path.to_path_buf(), err })?;
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o022 != 0 {
-        return Err(LoadError::Writable {
-            path: path.to_path_buf(),
-            mode,
-        });
+        return Err(LoadError::Writable { path: path.to_path_buf(), mode });
     }
     // SAFETY: loading a library runs its initialisers. We accept that for files from
     // the configured plugin directories that passed the permission check; Rust
     // cdylibs built with the SDK have no initialisers of their own.
-    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| LoadError::Open {
-        path: path.to_path_buf(),
-        err: e.to_string(),
-    })?;
+    let lib = unsafe { libloading::Library::new(path) }
+        .map_err(|e| LoadError::Open { path: path.to_path_buf(), err: e.to_string() })?;
     // SAFETY: the symbol's type is fixed by the ABI: `extern "C" fn() -> *const PmdEntry`.
-    let entry_fn: abi::PmdEntryFn = match unsafe { lib.get::<abi::PmdEntryFn>(abi::ENTRY_SYMBOL_C) }
-    {
+    let entry_fn: abi::PmdEntryFn = match unsafe { lib.get::<abi::PmdEntryFn>(abi::ENTRY_SYMBOL_C) } {
         Ok(f) => *f,
-        Err(_) => {
-            return Err(LoadError::NoEntry {
-                path: path.to_path_buf(),
-            })
-        }
+        Err(_) => return Err(LoadError::NoEntry { path: path.to_path_buf() }),
     };
     // SAFETY: calling the entry function has no preconditions; it returns a pointer
     // to a static table (or NULL).
     let ep = unsafe { entry_fn() };
     if ep.is_null() {
-        return Err(LoadError::NullEntry {
-            path: path.to_path_buf(),
-        });
+        return Err(LoadError::NullEntry { path: path.to_path_buf() });
     }
     // SAFETY: every ABI version starts the table with two u16 and a u32; read only
     // those before the major is known to match.
     let (major, minor) = unsafe { ((*ep).abi_major, (*ep).abi_minor) };
     if major != abi::ABI_MAJOR {
-        return Err(LoadError::AbiMajor {
-            path: path.to_path_buf(),
-            found: major,
-            expected: abi::ABI_MAJOR,
-        });
+        return Err(LoadError::AbiMajor { path: path.to_path_buf(), found: major, expected: abi::ABI_MAJOR });
     }
     // SAFETY: same major: the table has at least our v1 layout (entry_size checked next
     // before any field past the header is trusted).
     let e = unsafe { &*ep };
     check_sizes(path, e)?;
     let Some(probe) = e.probe else {
-        return Err(LoadError::Incomplete {
-            path: path.to_path_buf(),
-            what: "probe",
-        });
+        return Err(LoadError::Incomplete { path: path.to_path_buf(), what: "probe" });
     };
     if e.name.is_null() {
-        return Err(LoadError::Incomplete {
-            path: path.to_path_buf(),
-            what: "name",
-        });
+        return Err(LoadError::Incomplete { path: path.to_path_buf(), what: "name" });
     }
     // SAFETY: non-null pointers to NUL-terminated static strings (ABI contract).
-    let name = unsafe { CStr::from_ptr(e.name) }
-        .to_string_lossy()
-        .into_owned();
+    let name = unsafe { CStr::from_ptr(e.name) }.to_string_lossy().into_owned();
     let help = if e.devargs_help.is_null() {
         String::new()
     } else {
         // SAFETY: as above.
-        unsafe { CStr::from_ptr(e.devargs_help) }
-            .to_string_lossy()
-            .into_owned()
+        unsafe { CStr::from_ptr(e.devargs_help) }.to_string_lossy().into_owned()
     };
     if name.is_empty() {
-        return Err(LoadError::Incomplete {
-            path: path.to_path_buf(),
-            what: "name",
-        });
+        return Err(LoadError::Incomplete { path: path.to_path_buf(), what: "name" });
     }
     Ok(Arc::new(Driver {
         name,
@@ -254,27 +212,25 @@ pub fn plugin_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(PLUGIN_PREFIX) && n.ends_with(".so"))
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(PLUGIN_PREFIX) && n.ends_with(".so"))
         })
         .collect();
     v.sort();
     Ok(v)
 }
 
-/// The directories searched when no `-d` is given: `$IRONPATH_PMD_PATH`, then the
-/// directory of the running executable and its parent (so `cargo run`, tests and an
-/// installed `bin/` next to `lib/` all find the plugins built with them), then
-/// `<exe>/../lib/ironpath`.
-pub fn default_paths() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::env::var_os(PMD_PATH_ENV)
-        .map(|s| {
-            std::env::split_paths(&s)
-                .filter(|p| !p.as_os_str().is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
+/// Plugin paths from `$IRONPATH_PMD_PATH` (`:`-separated files or directories).
+pub fn env_paths() -> Vec<PathBuf> {
+    std::env::var_os(PMD_PATH_ENV)
+        .map(|s| std::env::split_paths(&s).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// Directories next to the running executable where plugins built or installed with
+/// it live, in search order: its own directory, its parent (a test binary in
+/// `target/debug/deps` finds `target/debug`), and `../lib/ironpath` (an install).
+pub fn exe_dirs() -> Vec<PathBuf> {
+    let mut v = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
             v.push(dir.to_path_buf());
@@ -299,14 +255,8 @@ impl Registry {
     pub fn load_path(&mut self, path: &Path) -> Vec<LoadError> {
         if path.is_dir() {
             match plugin_files(path) {
-                Ok(files) => files
-                    .iter()
-                    .filter_map(|f| self.load_one(f).err())
-                    .collect(),
-                Err(err) => vec![LoadError::Io {
-                    path: path.to_path_buf(),
-                    err,
-                }],
+                Ok(files) => files.iter().filter_map(|f| self.load_one(f).err()).collect(),
+                Err(err) => vec![LoadError::Io { path: path.to_path_buf(), err }],
             }
         } else {
             self.load_one(path).err().into_iter().collect()
@@ -321,11 +271,7 @@ impl Registry {
         }
         let d = load_file(&canon)?;
         if let Some(other) = self.drivers.iter().find(|o| o.name == d.name) {
-            return Err(LoadError::Duplicate {
-                path: canon,
-                name: d.name.clone(),
-                other: other.path.clone(),
-            });
+            return Err(LoadError::Duplicate { path: canon, name: d.name.clone(), other: other.path.clone() });
         }
         self.drivers.push(d.clone());
         Ok(d)
@@ -339,10 +285,7 @@ impl Registry {
     /// The driver for an instance name: the longest driver name that prefixes it
     /// (`net_null0` → `net_null`).
     pub fn find_for_instance(&self, instance: &str) -> Option<&Arc<Driver>> {
-        self.drivers
-            .iter()
-            .filter(|d| instance.starts_with(d.name.as_str()))
-            .max_by_key(|d| d.name.len())
+        self.drivers.iter().filter(|d| instance.starts_with(d.name.as_str())).max_by_key(|d| d.name.len())
     }
 }
 
@@ -363,9 +306,7 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -378,10 +319,7 @@ mod tests {
 
     #[test]
     fn closest_match() {
-        assert_eq!(
-            closest("net_nul", ["net_null", "net_ring"]),
-            Some("net_null")
-        );
+        assert_eq!(closest("net_nul", ["net_null", "net_ring"]), Some("net_null"));
         assert_eq!(closest("zzzzzzzz", ["net_null", "net_ring"]), None);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }

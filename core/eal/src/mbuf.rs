@@ -209,13 +209,9 @@ impl Mbuf {
     /// Allocate `n` empty packets, all or nothing.
     pub fn alloc_bulk(pool: &Mempool, n: usize) -> Result<Vec<Self>, MbufError> {
         let mut raw = vec![std::ptr::null_mut(); n];
-        pool.alloc_bulk_raw(&mut raw)
-            .map_err(|_| MbufError::NoMbuf)?;
+        pool.alloc_bulk_raw(&mut raw).map_err(|_| MbufError::NoMbuf)?;
         // SAFETY: fresh, non-null, owned by us.
-        Ok(raw
-            .into_iter()
-            .map(|p| unsafe { Self::from_raw(p) })
-            .collect())
+        Ok(raw.into_iter().map(|p| unsafe { Self::from_raw(p) }).collect())
     }
 
     /// Allocate a packet holding a copy of `data` (chained across segments if needed).
@@ -229,11 +225,7 @@ impl Mbuf {
             let mut seg = Self::alloc(pool)?;
             let k = seg.tailroom().min(rest.len());
             if k == 0 {
-                return Err(MbufError::NoRoom {
-                    op: "from_slice",
-                    want: rest.len(),
-                    have: 0,
-                });
+                return Err(MbufError::NoRoom { op: "from_slice", want: rest.len(), have: 0 });
             }
             seg.append(k)?.copy_from_slice(&rest[..k]);
             rest = &rest[k..];
@@ -249,9 +241,8 @@ impl Mbuf {
     #[inline(always)]
     pub unsafe fn from_raw(p: *mut RawMbuf) -> Self {
         // SAFETY: caller's contract (non-null).
-        Self {
-            ptr: unsafe { NonNull::new_unchecked(p) },
-        }
+        let ptr = unsafe { NonNull::new_unchecked(p) };
+        Self { ptr }
     }
 
     /// Give up the handle without freeing; the caller now owns the reference.
@@ -335,9 +326,7 @@ impl Mbuf {
     pub fn data(&self) -> &[u8] {
         let h = self.hdr();
         // SAFETY: buf_addr+data_off .. +data_len lies inside the segment's buffer.
-        unsafe {
-            std::slice::from_raw_parts(h.buf_addr.add(h.data_off as usize), h.data_len as usize)
-        }
+        unsafe { std::slice::from_raw_parts(h.buf_addr.add(h.data_off as usize), h.data_len as usize) }
     }
 
     /// The first segment's data, writable if the packet is not shared.
@@ -347,9 +336,7 @@ impl Mbuf {
         }
         let h = self.hdr();
         // SAFETY: as in `data`, and we are the only holder of this buffer.
-        Ok(unsafe {
-            std::slice::from_raw_parts_mut(h.buf_addr.add(h.data_off as usize), h.data_len as usize)
-        })
+        Ok(unsafe { std::slice::from_raw_parts_mut(h.buf_addr.add(h.data_off as usize), h.data_len as usize) })
     }
 
     /// Each segment's data, in order.
@@ -386,11 +373,7 @@ impl Mbuf {
         }
         let have = self.tailroom();
         if len > have {
-            return Err(MbufError::NoRoom {
-                op: "append",
-                want: len,
-                have,
-            });
+            return Err(MbufError::NoRoom { op: "append", want: len, have });
         }
         let last = self.last_seg();
         // SAFETY: valid, exclusively held segment; len fits in its tailroom.
@@ -410,11 +393,7 @@ impl Mbuf {
         }
         let have = self.headroom();
         if len > have {
-            return Err(MbufError::NoRoom {
-                op: "prepend",
-                want: len,
-                have,
-            });
+            return Err(MbufError::NoRoom { op: "prepend", want: len, have });
         }
         let h = self.header_mut();
         h.data_off -= len as u16;
@@ -433,11 +412,7 @@ impl Mbuf {
         }
         let have = self.data_len();
         if len > have {
-            return Err(MbufError::NoRoom {
-                op: "adj",
-                want: len,
-                have,
-            });
+            return Err(MbufError::NoRoom { op: "adj", want: len, have });
         }
         let h = self.header_mut();
         h.data_off += len as u16;
@@ -454,11 +429,7 @@ impl Mbuf {
         }
         let have = self.pkt_len();
         if len > have {
-            return Err(MbufError::NoRoom {
-                op: "trim",
-                want: len,
-                have,
-            });
+            return Err(MbufError::NoRoom { op: "trim", want: len, have });
         }
         let keep = have - len;
         let mut acc = 0usize;
@@ -644,13 +615,7 @@ mod tests {
     use crate::mempool::MempoolConfig;
 
     fn pool(n: u32, room: u16) -> Mempool {
-        Mempool::create(
-            &MempoolConfig::new("m", n)
-                .cache_size(0)
-                .data_room(room)
-                .policy(MemPolicy::NoHuge),
-        )
-        .unwrap()
+        Mempool::create(&MempoolConfig::new("m", n).cache_size(0).data_room(room).policy(MemPolicy::NoHuge)).unwrap()
     }
 
     #[test]
@@ -666,10 +631,7 @@ mod tests {
         m.trim(2).unwrap();
         assert_eq!(m.data(), b"1234567");
         assert_eq!(m.pkt_len(), 7);
-        assert!(matches!(
-            m.append(1000),
-            Err(MbufError::NoRoom { op: "append", .. })
-        ));
+        assert!(matches!(m.append(1000), Err(MbufError::NoRoom { op: "append", .. })));
         assert!(matches!(m.adj(8), Err(MbufError::NoRoom { op: "adj", .. })));
         drop(m);
         assert_eq!(p.stats().in_use, 0);

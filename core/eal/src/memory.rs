@@ -104,11 +104,7 @@ impl MemRegion {
                     // same layout in `Drop`.
                     let p = unsafe { hugepage_rs::alloc(layout) };
                     if let Some(ptr) = NonNull::new(p) {
-                        return Ok(Self {
-                            ptr,
-                            len: huge_len,
-                            kind: MemKind::Hugepages,
-                        });
+                        return Ok(Self { ptr, len: huge_len, kind: MemKind::Hugepages });
                     }
                 }
             }
@@ -134,17 +130,10 @@ impl MemRegion {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(MemError::Map {
-                len: norm_len,
-                err: std::io::Error::last_os_error(),
-            });
+            return Err(MemError::Map { len: norm_len, err: std::io::Error::last_os_error() });
         }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or(MemError::Empty)?;
-        Ok(Self {
-            ptr,
-            len: norm_len,
-            kind: MemKind::Normal,
-        })
+        Ok(Self { ptr, len: norm_len, kind: MemKind::Normal })
     }
 
     /// Whether the one-time fallback warning has been printed in this process.
@@ -214,9 +203,6 @@ mod tests {
 
     #[test]
     fn empty_region_is_refused() {
-        assert!(matches!(
-            MemRegion::new(0, MemPolicy::NoHuge),
-            Err(MemError::Empty)
-        ));
+        assert!(matches!(MemRegion::new(0, MemPolicy::NoHuge), Err(MemError::Empty)));
     }
 }

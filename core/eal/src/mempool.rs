@@ -166,11 +166,7 @@ static OPS: MempoolOps = MempoolOps {
     free_bulk: Some(ops_free_bulk),
 };
 
-unsafe extern "C" fn ops_alloc_bulk(
-    pool: *const abi::Mempool,
-    objs: *mut *mut RawMbuf,
-    n: u32,
-) -> i32 {
+unsafe extern "C" fn ops_alloc_bulk(pool: *const abi::Mempool, objs: *mut *mut RawMbuf, n: u32) -> i32 {
     // SAFETY: `pool` is the `abi` field at offset 0 of a live `PoolInner` (the host
     // only hands out such pointers), and `objs` has room for `n` pointers (caller's
     // contract in the ABI).
@@ -273,27 +269,15 @@ impl PoolInner {
 
     fn stats(&self) -> MempoolStats {
         let size = self.abi.size;
-        let in_caches: u32 = self
-            .caches
-            .iter()
-            .map(|c| c.len.load(Ordering::Relaxed))
-            .sum();
+        let in_caches: u32 = self.caches.iter().map(|c| c.len.load(Ordering::Relaxed)).sum();
         let available = (self.ring.len() as u32 + in_caches).min(size);
         MempoolStats {
             size,
             available,
             in_use: size - available,
             in_caches,
-            cache_hits: self
-                .caches
-                .iter()
-                .map(|c| c.hits.load(Ordering::Relaxed))
-                .sum(),
-            cache_misses: self
-                .caches
-                .iter()
-                .map(|c| c.misses.load(Ordering::Relaxed))
-                .sum::<u64>()
+            cache_hits: self.caches.iter().map(|c| c.hits.load(Ordering::Relaxed)).sum(),
+            cache_misses: self.caches.iter().map(|c| c.misses.load(Ordering::Relaxed)).sum::<u64>()
                 + self.ring_ops.load(Ordering::Relaxed),
             get_fails: self.get_fails.load(Ordering::Relaxed),
         }
@@ -345,55 +329,31 @@ impl Drop for Mempool {
 
 impl std::fmt::Debug for Mempool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mempool")
-            .field("name", &self.name())
-            .field("stats", &self.stats())
-            .finish()
+        f.debug_struct("Mempool").field("name", &self.name()).field("stats", &self.stats()).finish()
     }
 }
 
 impl Mempool {
     /// Create a pool; its memory is mapped and every mbuf header initialised.
     pub fn create(cfg: &MempoolConfig) -> Result<Self, MempoolError> {
-        let perr = |why: String| MempoolError::Param {
-            name: cfg.name.clone(),
-            why,
-        };
+        let perr = |why: String| MempoolError::Param { name: cfg.name.clone(), why };
         if cfg.size == 0 || cfg.size > (1 << 30) {
-            return Err(perr(format!(
-                "size {} is out of range (1..=2^30)",
-                cfg.size
-            )));
+            return Err(perr(format!("size {} is out of range (1..=2^30)", cfg.size)));
         }
         if cfg.cache_size > CACHE_MAX_SIZE {
-            return Err(perr(format!(
-                "cache size {} is above the maximum {CACHE_MAX_SIZE}",
-                cfg.cache_size
-            )));
+            return Err(perr(format!("cache size {} is above the maximum {CACHE_MAX_SIZE}", cfg.cache_size)));
         }
         if cfg.headroom > cfg.data_room {
-            return Err(perr(format!(
-                "headroom {} is larger than the data room {}",
-                cfg.headroom, cfg.data_room
-            )));
+            return Err(perr(format!("headroom {} is larger than the data room {}", cfg.headroom, cfg.data_room)));
         }
-        let name =
-            CString::new(cfg.name.clone()).map_err(|_| perr("name contains a NUL byte".into()))?;
+        let name = CString::new(cfg.name.clone()).map_err(|_| perr("name contains a NUL byte".into()))?;
         let elt_size = (MBUF_HDR + cfg.data_room as usize).div_ceil(64) * 64;
-        let total = elt_size
-            .checked_mul(cfg.size as usize)
-            .ok_or_else(|| perr("size times element size overflows".into()))?;
-        let region = MemRegion::new(total, cfg.policy).map_err(|err| MempoolError::Memory {
-            name: cfg.name.clone(),
-            err,
-        })?;
-        let ring = MpmcRing::new((cfg.size as usize).next_power_of_two())
-            .map_err(|e| perr(e.to_string()))?;
-        let cache_cap = if cfg.cache_size == 0 {
-            0
-        } else {
-            3 * cfg.cache_size as usize
-        };
+        let total =
+            elt_size.checked_mul(cfg.size as usize).ok_or_else(|| perr("size times element size overflows".into()))?;
+        let region =
+            MemRegion::new(total, cfg.policy).map_err(|err| MempoolError::Memory { name: cfg.name.clone(), err })?;
+        let ring = MpmcRing::new((cfg.size as usize).next_power_of_two()).map_err(|e| perr(e.to_string()))?;
+        let cache_cap = if cfg.cache_size == 0 { 0 } else { 3 * cfg.cache_size as usize };
         let caches = (0..MAX_LCORES)
             .map(|_| {
                 CachePadded(LcoreCache {
@@ -562,12 +522,7 @@ mod tests {
     use crate::lcore;
 
     fn pool(n: u32, cache: u32) -> Mempool {
-        Mempool::create(
-            &MempoolConfig::new("t", n)
-                .cache_size(cache)
-                .policy(MemPolicy::NoHuge),
-        )
-        .unwrap()
+        Mempool::create(&MempoolConfig::new("t", n).cache_size(cache).policy(MemPolicy::NoHuge)).unwrap()
     }
 
     #[test]
@@ -588,10 +543,7 @@ mod tests {
         let mut objs = [std::ptr::null_mut(); 8];
         p.get_bulk(&mut objs).unwrap();
         let mut one = [std::ptr::null_mut(); 1];
-        assert!(matches!(
-            p.get_bulk(&mut one),
-            Err(MempoolError::Exhausted { want: 1 })
-        ));
+        assert!(matches!(p.get_bulk(&mut one), Err(MempoolError::Exhausted { want: 1 })));
         assert_eq!(p.stats().get_fails, 1);
         // SAFETY: objects from this pool, returned once.
         unsafe { p.put_bulk(&objs) };

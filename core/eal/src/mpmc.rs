@@ -52,15 +52,8 @@ impl<T: Copy> MpmcRing<T> {
         if capacity == 0 || !capacity.is_power_of_two() || capacity > (1 << 31) {
             return Err(CapacityError(capacity));
         }
-        let slots = (0..capacity)
-            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-            .collect();
-        Ok(Self {
-            prod: CachePadded::default(),
-            cons: CachePadded::default(),
-            mask: (capacity - 1) as u32,
-            slots,
-        })
+        let slots = (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+        Ok(Self { prod: CachePadded::default(), cons: CachePadded::default(), mask: (capacity - 1) as u32, slots })
     }
 
     /// Number of slots.
@@ -125,12 +118,7 @@ impl<T: Copy> MpmcRing<T> {
             if self
                 .prod
                 .head
-                .compare_exchange_weak(
-                    old_head,
-                    old_head.wrapping_add(n),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
+                .compare_exchange_weak(old_head, old_head.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {
                 break (old_head, n);
@@ -147,9 +135,7 @@ impl<T: Copy> MpmcRing<T> {
         while self.prod.tail.load(Ordering::Acquire) != old_head {
             spin();
         }
-        self.prod
-            .tail
-            .store(old_head.wrapping_add(n), Ordering::Release);
+        self.prod.tail.store(old_head.wrapping_add(n), Ordering::Release);
         n as usize
     }
 
@@ -173,12 +159,7 @@ impl<T: Copy> MpmcRing<T> {
             if self
                 .cons
                 .head
-                .compare_exchange_weak(
-                    old_head,
-                    old_head.wrapping_add(n),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
+                .compare_exchange_weak(old_head, old_head.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {
                 break (old_head, n);
@@ -194,9 +175,7 @@ impl<T: Copy> MpmcRing<T> {
         while self.cons.tail.load(Ordering::Acquire) != old_head {
             spin();
         }
-        self.cons
-            .tail
-            .store(old_head.wrapping_add(n), Ordering::Release);
+        self.cons.tail.store(old_head.wrapping_add(n), Ordering::Release);
         n as usize
     }
 }
@@ -381,11 +360,7 @@ mod loom_tests {
                 })
                 .collect();
             assert!(r.enqueue_bulk(&[3]));
-            let mut got: Vec<u32> = ths
-                .into_iter()
-                .map(|t| t.join().unwrap())
-                .filter(|v| *v != 0)
-                .collect();
+            let mut got: Vec<u32> = ths.into_iter().map(|t| t.join().unwrap()).filter(|v| *v != 0).collect();
             let mut rest = [0u32; 4];
             let n = r.dequeue_burst(&mut rest);
             got.extend_from_slice(&rest[..n]);

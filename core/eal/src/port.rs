@@ -188,11 +188,7 @@ pub struct PortInfo {
 }
 
 fn errno_err(port: PortId, op: &'static str, rc: i32) -> PortError {
-    PortError::Errno {
-        port,
-        op,
-        err: std::io::Error::from_raw_os_error(-rc),
-    }
+    PortError::Errno { port, op, err: std::io::Error::from_raw_os_error(-rc) }
 }
 
 unsafe extern "C" fn host_log(level: u32, msg: *const c_char) {
@@ -223,19 +219,11 @@ macro_rules! op {
     ($self:ident, $slot:ident, $name:expr) => {
         match $self.ops.$slot {
             _ if $self.closed => {
-                return Err(PortError::State {
-                    port: $self.id,
-                    op: $name,
-                    why: "the port is closed".into(),
-                })
+                return Err(PortError::State { port: $self.id, op: $name, why: "the port is closed".into() })
             }
             Some(f) => f,
             None => {
-                return Err(PortError::NotSupported {
-                    port: $self.id,
-                    op: $name,
-                    driver: $self.driver.name.clone(),
-                })
+                return Err(PortError::NotSupported { port: $self.id, op: $name, driver: $self.driver.name.clone() })
             }
         }
     };
@@ -255,54 +243,27 @@ impl Port {
         let Some(driver) = reg.find_for_instance(name).cloned() else {
             let names: Vec<&str> = reg.drivers().iter().map(|d| d.name.as_str()).collect();
             let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
-            let hint = closest(stem, names.iter().copied())
-                .map(|c| format!(" (did you mean `{c}`?)"))
-                .unwrap_or_default();
+            let hint =
+                closest(stem, names.iter().copied()).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
             return Err(PortError::NoDriver {
                 name: name.to_string(),
-                loaded: if names.is_empty() {
-                    "none (check -d or IRONPATH_PMD_PATH)".into()
-                } else {
-                    names.join(", ")
-                },
+                loaded: if names.is_empty() { "none (check -d or IRONPATH_PMD_PATH)".into() } else { names.join(", ") },
                 hint,
             });
         };
         let cname = CString::new(name).map_err(|_| PortError::BadDevargs(devargs.to_string()))?;
         let cargs = CString::new(args).map_err(|_| PortError::BadDevargs(devargs.to_string()))?;
-        let mut out = abi::Device {
-            dev: std::ptr::null_mut(),
-            ops: std::ptr::null(),
-        };
-        let mut err = abi::ErrMsg {
-            msg: [0; abi::ERR_MSG_LEN],
-        };
+        let mut out = abi::Device { dev: std::ptr::null_mut(), ops: std::ptr::null() };
+        let mut err = abi::ErrMsg { msg: [0; abi::ERR_MSG_LEN] };
         // SAFETY: `probe` comes from a checked plugin; all pointers are valid for the call.
-        let rc = unsafe {
-            (driver.probe)(
-                &HOST_API,
-                cname.as_ptr(),
-                cargs.as_ptr(),
-                &mut out,
-                &mut err,
-            )
-        };
-        let probe_err = |msg: String| PortError::Probe {
-            name: name.to_string(),
-            msg,
-            help: driver.help.clone(),
-        };
+        let rc = unsafe { (driver.probe)(&HOST_API, cname.as_ptr(), cargs.as_ptr(), &mut out, &mut err) };
+        let probe_err = |msg: String| PortError::Probe { name: name.to_string(), msg, help: driver.help.clone() };
         if rc != 0 || out.dev.is_null() || out.ops.is_null() {
             err.msg[abi::ERR_MSG_LEN - 1] = 0;
             // SAFETY: NUL-terminated (forced above).
-            let m = unsafe { CStr::from_ptr(err.msg.as_ptr()) }
-                .to_string_lossy()
-                .into_owned();
+            let m = unsafe { CStr::from_ptr(err.msg.as_ptr()) }.to_string_lossy().into_owned();
             let m = if m.is_empty() {
-                format!(
-                    "probe failed: {}",
-                    std::io::Error::from_raw_os_error(rc.saturating_neg().max(1))
-                )
+                format!("probe failed: {}", std::io::Error::from_raw_os_error(rc.saturating_neg().max(1)))
             } else {
                 m
             };
@@ -317,11 +278,7 @@ impl Port {
         unsafe {
             let theirs = (*out.ops).size as usize;
             let n = theirs.min(std::mem::size_of::<DevOps>());
-            std::ptr::copy_nonoverlapping(
-                out.ops.cast::<u8>(),
-                (&mut ops as *mut DevOps).cast::<u8>(),
-                n,
-            );
+            std::ptr::copy_nonoverlapping(out.ops.cast::<u8>(), (&mut ops as *mut DevOps).cast::<u8>(), n);
         }
         Ok(Port {
             id,
@@ -384,29 +341,17 @@ impl Port {
         if ok {
             Ok(())
         } else {
-            Err(PortError::State {
-                port: self.id,
-                op,
-                why: why.to_string(),
-            })
+            Err(PortError::State { port: self.id, op, why: why.to_string() })
         }
     }
 
     /// Configure `nb_rxq` RX and `nb_txq` TX queues (port must be stopped). Releases
     /// queues set up before.
     pub fn configure(&mut self, nb_rxq: u16, nb_txq: u16) -> Result<(), PortError> {
-        self.need(
-            "configure",
-            self.state != PortState::Started,
-            "stop the port first",
-        )?;
+        self.need("configure", self.state != PortState::Started, "stop the port first")?;
         let info = self.dev_info()?;
         if nb_rxq == 0 && nb_txq == 0 {
-            return Err(PortError::State {
-                port: self.id,
-                op: "configure",
-                why: "need at least one queue".into(),
-            });
+            return Err(PortError::State { port: self.id, op: "configure", why: "need at least one queue".into() });
         }
         if nb_rxq > info.max_rx_queues || nb_txq > info.max_tx_queues {
             return Err(PortError::State {
@@ -420,11 +365,7 @@ impl Port {
         }
         self.release_queues();
         let f = op!(self, dev_configure, "dev_configure");
-        let conf = abi::DevConf {
-            nb_rx_queues: nb_rxq,
-            nb_tx_queues: nb_txq,
-            ..Default::default()
-        };
+        let conf = abi::DevConf { nb_rx_queues: nb_rxq, nb_tx_queues: nb_txq, port_id: self.id, ..Default::default() };
         // SAFETY: live device, valid config pointer.
         let rc = unsafe { f(self.dev, &conf) };
         if rc < 0 {
@@ -458,17 +399,8 @@ impl Port {
     }
 
     /// Set up RX queue `qid` with `nb_desc` descriptors receiving into `pool`.
-    pub fn rx_queue_setup(
-        &mut self,
-        qid: u16,
-        nb_desc: u16,
-        pool: &Mempool,
-    ) -> Result<(), PortError> {
-        self.need(
-            "rx_queue_setup",
-            self.state == PortState::Stopped,
-            "configure the port and stop it first",
-        )?;
+    pub fn rx_queue_setup(&mut self, qid: u16, nb_desc: u16, pool: &Mempool) -> Result<(), PortError> {
+        self.need("rx_queue_setup", self.state == PortState::Stopped, "configure the port and stop it first")?;
         self.need(
             "rx_queue_setup",
             (qid as usize) < self.rxqs.len(),
@@ -481,21 +413,14 @@ impl Port {
                 unsafe { r(self.dev, qid) };
             }
         }
-        let mut q = abi::RxQueue {
-            queue: std::ptr::null_mut(),
-            rx_burst: None,
-        };
+        let mut q = abi::RxQueue { queue: std::ptr::null_mut(), rx_burst: None };
         // SAFETY: live device; the pool outlives the queue (kept in `rx_pools`).
         let rc = unsafe { f(self.dev, qid, nb_desc, pool.as_abi(), &mut q) };
         if rc < 0 {
             return Err(errno_err(self.id, "rx_queue_setup", rc));
         }
         if q.rx_burst.is_none() {
-            return Err(PortError::NotSupported {
-                port: self.id,
-                op: "rx_burst",
-                driver: self.driver.name.clone(),
-            });
+            return Err(PortError::NotSupported { port: self.id, op: "rx_burst", driver: self.driver.name.clone() });
         }
         self.rxqs[qid as usize] = Some(q);
         self.rx_pools[qid as usize] = Some(pool.clone());
@@ -504,11 +429,7 @@ impl Port {
 
     /// Set up TX queue `qid` with `nb_desc` descriptors.
     pub fn tx_queue_setup(&mut self, qid: u16, nb_desc: u16) -> Result<(), PortError> {
-        self.need(
-            "tx_queue_setup",
-            self.state == PortState::Stopped,
-            "configure the port and stop it first",
-        )?;
+        self.need("tx_queue_setup", self.state == PortState::Stopped, "configure the port and stop it first")?;
         self.need(
             "tx_queue_setup",
             (qid as usize) < self.txqs.len(),
@@ -521,21 +442,14 @@ impl Port {
                 unsafe { r(self.dev, qid) };
             }
         }
-        let mut q = abi::TxQueue {
-            queue: std::ptr::null_mut(),
-            tx_burst: None,
-        };
+        let mut q = abi::TxQueue { queue: std::ptr::null_mut(), tx_burst: None };
         // SAFETY: live device, valid out-pointer.
         let rc = unsafe { f(self.dev, qid, nb_desc, &mut q) };
         if rc < 0 {
             return Err(errno_err(self.id, "tx_queue_setup", rc));
         }
         if q.tx_burst.is_none() {
-            return Err(PortError::NotSupported {
-                port: self.id,
-                op: "tx_burst",
-                driver: self.driver.name.clone(),
-            });
+            return Err(PortError::NotSupported { port: self.id, op: "tx_burst", driver: self.driver.name.clone() });
         }
         self.txqs[qid as usize] = Some(q);
         Ok(())
@@ -546,24 +460,12 @@ impl Port {
         if self.state == PortState::Started {
             return Ok(());
         }
-        self.need(
-            "start",
-            self.state == PortState::Stopped,
-            "configure the port first",
-        )?;
+        self.need("start", self.state == PortState::Stopped, "configure the port first")?;
         if let Some(q) = self.rxqs.iter().position(Option::is_none) {
-            return Err(PortError::State {
-                port: self.id,
-                op: "start",
-                why: format!("RX queue {q} is not set up"),
-            });
+            return Err(PortError::State { port: self.id, op: "start", why: format!("RX queue {q} is not set up") });
         }
         if let Some(q) = self.txqs.iter().position(Option::is_none) {
-            return Err(PortError::State {
-                port: self.id,
-                op: "start",
-                why: format!("TX queue {q} is not set up"),
-            });
+            return Err(PortError::State { port: self.id, op: "start", why: format!("TX queue {q} is not set up") });
         }
         if let Some(f) = self.ops.dev_start {
             // SAFETY: live device.
@@ -614,12 +516,7 @@ impl Port {
     /// used after the port is stopped, reconfigured, closed or dropped.
     pub unsafe fn rx_queue(&self, qid: u16) -> Option<RxQ> {
         let q = self.rxqs.get(qid as usize)?.as_ref()?;
-        Some(RxQ {
-            q: q.queue,
-            f: q.rx_burst?,
-            port: self.id,
-            queue: qid,
-        })
+        Some(RxQ { q: q.queue, f: q.rx_burst?, port: self.id, queue: qid })
     }
 
     /// Fast-path handle of TX queue `qid`.
@@ -628,12 +525,7 @@ impl Port {
     /// As for [`Port::rx_queue`].
     pub unsafe fn tx_queue(&self, qid: u16) -> Option<TxQ> {
         let q = self.txqs.get(qid as usize)?.as_ref()?;
-        Some(TxQ {
-            q: q.queue,
-            f: q.tx_burst?,
-            port: self.id,
-            queue: qid,
-        })
+        Some(TxQ { q: q.queue, f: q.tx_burst?, port: self.id, queue: qid })
     }
 
     /// Basic counters.
@@ -669,20 +561,10 @@ impl Port {
             return Err(errno_err(self.id, "xstats_names", n));
         }
         let n = n as u32;
-        let mut names = vec![
-            abi::XstatName {
-                name: [0; abi::XSTAT_NAME_LEN]
-            };
-            n as usize
-        ];
+        let mut names = vec![abi::XstatName { name: [0; abi::XSTAT_NAME_LEN] }; n as usize];
         let mut vals = vec![0u64; n as usize];
         // SAFETY: buffers of `n` entries each.
-        let (a, b) = unsafe {
-            (
-                fnames(self.dev, names.as_mut_ptr(), n),
-                fvals(self.dev, vals.as_mut_ptr(), n),
-            )
-        };
+        let (a, b) = unsafe { (fnames(self.dev, names.as_mut_ptr(), n), fvals(self.dev, vals.as_mut_ptr(), n)) };
         if a < 0 {
             return Err(errno_err(self.id, "xstats_names", a));
         }
@@ -696,12 +578,7 @@ impl Port {
             .map(|(nm, v)| {
                 nm.name[abi::XSTAT_NAME_LEN - 1] = 0;
                 // SAFETY: NUL-terminated (forced above).
-                (
-                    unsafe { CStr::from_ptr(nm.name.as_ptr()) }
-                        .to_string_lossy()
-                        .into_owned(),
-                    *v,
-                )
+                (unsafe { CStr::from_ptr(nm.name.as_ptr()) }.to_string_lossy().into_owned(), *v)
             })
             .collect())
     }

@@ -76,9 +76,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             let mut i = 1usize;
             while i <= N {
-                let batch: Vec<*mut RawMbuf> = (i..(i + 32).min(N + 1))
-                    .map(|v| v as *mut RawMbuf)
-                    .collect();
+                let batch: Vec<*mut RawMbuf> = (i..(i + 32).min(N + 1)).map(|v| v as *mut RawMbuf).collect();
                 let n = p.enqueue_burst(&batch);
                 i += n;
             }

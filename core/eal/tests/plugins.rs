@@ -1,0 +1,267 @@
+//! Loads the real PMD plugins (`cargo build --workspace` builds them next to this
+//! test's binary) and moves packets through null and ring ports; proves every refusal.
+
+use ironpath_eal::abi::Mbuf as RawMbuf;
+use ironpath_eal::loader::LoadError;
+use ironpath_eal::{Eal, MemPolicy, Mempool, MempoolConfig, PortError};
+use std::path::PathBuf;
+
+/// The directory holding the plugins built with this test (target/<profile>).
+fn plugin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    assert!(
+        dir.join("libironpath_pmd_null.so").exists(),
+        "plugins not built in {}: run `cargo build --workspace` (same profile) first",
+        dir.display()
+    );
+    dir
+}
+
+fn plugin(name: &str) -> PathBuf {
+    plugin_dir().join(format!("lib{name}.so"))
+}
+
+fn eal() -> Eal {
+    let mut e = Eal::new(MemPolicy::NoHuge);
+    let errs = e.load_plugins(&[plugin("ironpath_pmd_null"), plugin("ironpath_pmd_ring")]);
+    assert!(errs.is_empty(), "{errs:?}");
+    e
+}
+
+fn pool(name: &str, n: u32) -> Mempool {
+    Mempool::create(&MempoolConfig::new(name, n).cache_size(0).policy(MemPolicy::NoHuge)).unwrap()
+}
+
+fn setup(e: &mut Eal, devargs: &str, pool: &Mempool) -> u16 {
+    let id = e.port_attach(devargs).unwrap_or_else(|err| panic!("{devargs}: {err}"));
+    let p = e.port_mut(id).unwrap();
+    p.configure(1, 1).unwrap();
+    p.rx_queue_setup(0, 512, pool).unwrap();
+    p.tx_queue_setup(0, 512).unwrap();
+    p.start().unwrap();
+    id
+}
+
+#[test]
+fn default_search_finds_the_plugins_built_with_the_binary() {
+    let _ = plugin_dir();
+    let mut e = Eal::new(MemPolicy::NoHuge);
+    let errs = e.load_plugins(&[]);
+    assert!(errs.is_empty(), "{errs:?}");
+    let names: Vec<&str> = e.drivers().iter().map(|d| d.name.as_str()).collect();
+    assert!(names.contains(&"net_null") && names.contains(&"net_ring"), "{names:?}");
+}
+
+#[test]
+fn null_to_ring_loopback_to_null_counts_exactly() {
+    let mut e = eal();
+    let mp = pool("fwd", 1024);
+    let null = setup(&mut e, "net_null0,size=100,copy=1", &mp);
+    let ring = setup(&mut e, "net_ring0", &mp);
+    // SAFETY: this thread alone bursts on these queues while the ports stay started.
+    let (nrx, ntx, rrx, rtx) = unsafe {
+        (
+            e.port(null).unwrap().rx_queue(0).unwrap(),
+            e.port(null).unwrap().tx_queue(0).unwrap(),
+            e.port(ring).unwrap().rx_queue(0).unwrap(),
+            e.port(ring).unwrap().tx_queue(0).unwrap(),
+        )
+    };
+    let mut burst = [std::ptr::null_mut::<RawMbuf>(); 32];
+    for _ in 0..100 {
+        let n = nrx.rx_burst(&mut burst);
+        assert_eq!(n, 32);
+        // SAFETY: just received, owned by us.
+        let first = unsafe { &*burst[0] };
+        assert_eq!(first.pkt_len, 100);
+        assert_eq!(first.port, null);
+        assert_eq!(rtx.tx_burst(&mut burst[..n]), n);
+        let m = rrx.rx_burst(&mut burst);
+        assert_eq!(m, n);
+        // SAFETY: as above.
+        assert_eq!(unsafe { (*burst[0]).port }, ring);
+        assert_eq!(ntx.tx_burst(&mut burst[..m]), m);
+    }
+    let ns = e.port(null).unwrap().stats().unwrap();
+    let rs = e.port(ring).unwrap().stats().unwrap();
+    assert_eq!((ns.ipackets, ns.ibytes, ns.opackets, ns.obytes), (3200, 320_000, 3200, 320_000));
+    assert_eq!((rs.ipackets, rs.opackets, rs.q_ipackets[0]), (3200, 3200, 3200));
+    assert_eq!(mp.stats().in_use, 0, "every mbuf returned");
+    let xs = e.port(null).unwrap().xstats().unwrap();
+    assert!(xs.contains(&("rx_q0_packets".to_string(), 3200)), "{xs:?}");
+    e.port_mut(null).unwrap().stats_reset().unwrap();
+    assert_eq!(e.port(null).unwrap().stats().unwrap().ipackets, 0);
+    let info = e.port(null).unwrap().info();
+    assert_eq!(info.driver, "net_null");
+    assert!(info.mac.is_some());
+    assert_eq!(e.port(null).unwrap().link().unwrap().speed_mbps, 10_000);
+}
+
+#[test]
+fn ring_link_cross_connects_two_ports_and_refuses_a_third() {
+    let mut e = eal();
+    let mp = pool("link", 256);
+    let a = setup(&mut e, "net_ring_a,link=t1", &mp);
+    let b = setup(&mut e, "net_ring_b,link=t1", &mp);
+    let err = e.port_attach("net_ring_c,link=t1").unwrap_err();
+    assert!(err.to_string().contains("already connects net_ring_a and net_ring_b"), "{err}");
+    assert_eq!(e.port(a).unwrap().link().unwrap().up, 1);
+    // SAFETY: single-threaded use of started ports.
+    let (atx, brx, btx, arx) = unsafe {
+        (
+            e.port(a).unwrap().tx_queue(0).unwrap(),
+            e.port(b).unwrap().rx_queue(0).unwrap(),
+            e.port(b).unwrap().tx_queue(0).unwrap(),
+            e.port(a).unwrap().rx_queue(0).unwrap(),
+        )
+    };
+    let mut burst = [std::ptr::null_mut::<RawMbuf>(); 8];
+    mp.alloc_bulk_raw(&mut burst).unwrap();
+    assert_eq!(atx.tx_burst(&mut burst), 8);
+    assert_eq!(arx.rx_burst(&mut burst), 0, "a does not hear itself");
+    assert_eq!(brx.rx_burst(&mut burst), 8);
+    assert_eq!(btx.tx_burst(&mut burst), 8);
+    assert_eq!(arx.rx_burst(&mut burst), 8);
+    // SAFETY: owned packets, freed once.
+    unsafe { ironpath_eal::mbuf::free_bulk_raw(&burst) };
+    // Closing one end leaves packets in flight to be freed with the link.
+    assert_eq!(atx.tx_burst(&mut { [std::ptr::null_mut::<RawMbuf>(); 0] }), 0);
+    let mut more = [std::ptr::null_mut::<RawMbuf>(); 4];
+    mp.alloc_bulk_raw(&mut more).unwrap();
+    assert_eq!(atx.tx_burst(&mut more), 4);
+    e.port_detach(a).unwrap();
+    e.port_detach(b).unwrap();
+    assert_eq!(mp.stats().in_use, 0, "packets left in the rings were freed");
+}
+
+#[test]
+fn ring_full_returns_partial_tx() {
+    let mut e = eal();
+    let mp = pool("full", 256);
+    let r = setup(&mut e, "net_ring9,size=16", &mp);
+    // SAFETY: single-threaded use of a started port.
+    let tx = unsafe { e.port(r).unwrap().tx_queue(0).unwrap() };
+    let mut burst = [std::ptr::null_mut::<RawMbuf>(); 32];
+    mp.alloc_bulk_raw(&mut burst).unwrap();
+    let n = tx.tx_burst(&mut burst);
+    assert_eq!(n, 16);
+    // SAFETY: the 16 not taken are still ours.
+    unsafe { ironpath_eal::mbuf::free_bulk_raw(&burst[n..]) };
+    drop(e);
+    assert_eq!(mp.stats().in_use, 0);
+}
+
+#[test]
+fn mempool_exhaustion_is_counted_as_rx_nombuf() {
+    let mut e = eal();
+    let mp = pool("tiny", 40);
+    let id = setup(&mut e, "net_null1", &mp);
+    // SAFETY: single-threaded use of a started port.
+    let rx = unsafe { e.port(id).unwrap().rx_queue(0).unwrap() };
+    let mut a = [std::ptr::null_mut::<RawMbuf>(); 32];
+    let mut b = [std::ptr::null_mut::<RawMbuf>(); 32];
+    assert_eq!(rx.rx_burst(&mut a), 32);
+    assert_eq!(rx.rx_burst(&mut b), 0, "only 8 left: bulk allocation fails");
+    let s = e.port(id).unwrap().stats().unwrap();
+    assert_eq!((s.ipackets, s.rx_nombuf), (32, 32));
+    assert_eq!(mp.stats().get_fails, 1);
+    // SAFETY: owned packets, freed once.
+    unsafe { ironpath_eal::mbuf::free_bulk_raw(&a) };
+    assert_eq!(rx.rx_burst(&mut b), 32);
+    // SAFETY: as above.
+    unsafe { ironpath_eal::mbuf::free_bulk_raw(&b) };
+}
+
+#[test]
+fn bad_device_arguments_name_the_argument() {
+    let mut e = eal();
+    let err = e.port_attach("net_null0,sise=64").unwrap_err().to_string();
+    assert!(err.contains("unknown device argument `sise` (did you mean `size`?)"), "{err}");
+    assert!(err.contains("usage: net_null0,size="), "{err}");
+    let err = e.port_attach("net_null0,size=99999").unwrap_err().to_string();
+    assert!(err.contains("`size=99999` is out of range"), "{err}");
+    let err = e.port_attach("net_nul0").unwrap_err().to_string();
+    assert!(err.contains("no driver for device `net_nul0`") && err.contains("did you mean `net_null`"), "{err}");
+    let mp = pool("big", 8);
+    let id = e.port_attach("net_null5,size=4000").unwrap();
+    let p = e.port_mut(id).unwrap();
+    p.configure(1, 1).unwrap();
+    let err = p.rx_queue_setup(0, 64, &mp).unwrap_err().to_string();
+    assert!(err.contains("rx_queue_setup failed"), "{err}");
+    let err = p.start().unwrap_err().to_string();
+    assert!(err.contains("RX queue 0 is not set up"), "{err}");
+    let err = p.configure(100, 1).unwrap_err().to_string();
+    assert!(err.contains("allows at most 64"), "{err}");
+}
+
+#[test]
+fn plugin_with_another_abi_major_is_refused() {
+    let mut e = Eal::new(MemPolicy::NoHuge);
+    let err = e.load_plugin(&plugin("ironpath_testpmd_abi_major")).unwrap_err();
+    assert!(matches!(err, LoadError::AbiMajor { found: 2, expected: 1, .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("libironpath_testpmd_abi_major.so") && msg.contains("ABI major version 2, this host expects 1"),
+        "{msg}"
+    );
+    assert!(e.drivers().is_empty());
+}
+
+#[test]
+fn library_without_entry_symbol_is_refused() {
+    let mut e = Eal::new(MemPolicy::NoHuge);
+    let err = e.load_plugin(&plugin("ironpath_testpmd_no_entry")).unwrap_err();
+    assert!(matches!(err, LoadError::NoEntry { .. }), "{err}");
+    assert!(err.to_string().contains("no `ironpath_pmd_entry` symbol"), "{err}");
+}
+
+#[test]
+fn panicking_probe_is_an_error_and_the_host_keeps_running() {
+    let mut e = Eal::new(MemPolicy::NoHuge);
+    e.load_plugin(&plugin("ironpath_testpmd_panic_probe")).unwrap();
+    let err = e.port_attach("net_panic0").unwrap_err();
+    assert!(matches!(err, PortError::Probe { .. }));
+    assert!(err.to_string().contains("panicked in probe: deliberate panic in probe of net_panic0"), "{err}");
+    // The same library still works, and fast-path panics become counted errors.
+    let mp = pool("p", 64);
+    let id = setup(&mut e, "net_panic1,ok=1", &mp);
+    // SAFETY: single-threaded use of a started port.
+    let rx = unsafe { e.port(id).unwrap().rx_queue(0).unwrap() };
+    let mut b = [std::ptr::null_mut::<RawMbuf>(); 4];
+    assert_eq!(rx.rx_burst(&mut b), 0);
+    assert_eq!(e.port(id).unwrap().stats().unwrap().ierrors, 1);
+    let err = e.port(id).unwrap().mac().unwrap_err().to_string();
+    assert!(err.contains("mac_addr_get failed"), "{err}");
+}
+
+#[test]
+fn world_writable_plugin_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("ironpath-ww-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("libironpath_pmd_null.so");
+    std::fs::copy(plugin("ironpath_pmd_null"), &f).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut e = Eal::new(MemPolicy::NoHuge);
+    let errs = e.load_plugins(&[dir.clone()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(errs.len(), 1);
+    let msg = errs[0].to_string();
+    assert!(msg.contains("writable by others than its owner (mode 0666)"), "{msg}");
+    assert!(e.drivers().is_empty());
+}
+
+#[test]
+fn library_stays_loaded_while_a_port_exists() {
+    let mp = pool("keep", 64);
+    let (id, mut e) = {
+        let mut e = eal();
+        let id = setup(&mut e, "net_null7", &mp);
+        (id, e)
+    };
+    let driver = e.port(id).unwrap().driver().clone();
+    assert!(std::sync::Arc::strong_count(&driver) >= 3, "registry + port + this handle");
+    e.port_detach(id).unwrap();
+    assert_eq!(std::sync::Arc::strong_count(&driver), 2, "registry + this handle");
+}

@@ -1,0 +1,254 @@
+//! `net_null`: like DPDK's net_null. RX allocates real mbufs from the queue's mempool
+//! and sets their length (`size=`, default 64); with `copy=1` it also copies a template
+//! packet (a valid Ethernet/IPv4/UDP frame) into each. TX counts and frees what it is
+//! given to its pool. Nothing is recycled behind the pool's back, so the figures
+//! measure the real mempool and mbuf paths.
+//!
+//! Device arguments: `size=<14..=9000>`, `copy=0|1`, `no_rx=0|1` (RX returns nothing),
+//! `mac=aa:bb:cc:dd:ee:ff`.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use std::ffi::CStr;
+use std::sync::Arc;
+
+const KEYS: &[&str] = &["size", "copy", "no_rx", "mac"];
+const MAX_QUEUES: u16 = 64;
+
+/// A null device.
+pub struct NullPmd {
+    size: u16,
+    copy: bool,
+    no_rx: bool,
+    mac: [u8; 6],
+    mtu: u16,
+    promisc: bool,
+    port_id: u16,
+    template: Arc<[u8]>,
+}
+
+/// Receive queue: a packet generator.
+pub struct NullRx {
+    pool: Pool,
+    size: u16,
+    copy: bool,
+    no_rx: bool,
+    port_id: u16,
+    template: Arc<[u8]>,
+    stats: Arc<QueueStats>,
+}
+
+/// Transmit queue: a sink.
+pub struct NullTx {
+    stats: Arc<QueueStats>,
+}
+
+/// The Internet checksum of `data` (for the template's IPv4 header).
+fn csum(data: &[u8]) -> u16 {
+    let mut s: u32 = data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// A broadcast Ethernet / IPv4 / UDP frame of `size` bytes from 198.18.0.1:9 to
+/// 198.18.255.255:9 (RFC 2544 range), payload zero; shorter sizes are truncated.
+fn template(size: u16, mac: [u8; 6]) -> Arc<[u8]> {
+    let size = size as usize;
+    let mut f = vec![0u8; size.max(42)];
+    f[0..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = (f.len() - 14) as u16;
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
+    ip[16..20].copy_from_slice(&[198, 18, 255, 255]);
+    let c = csum(ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let udp = &mut f[34..42];
+    udp[0..2].copy_from_slice(&9u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f.truncate(size);
+    f.into()
+}
+
+impl Pmd for NullPmd {
+    const NAME: &'static CStr = c"net_null";
+    const DEVARGS_HELP: &'static CStr = c"size=<14..9000, default 64>,copy=0|1,no_rx=0|1,mac=<aa:bb:cc:dd:ee:ff>";
+    type Rx = NullRx;
+    type Tx = NullTx;
+
+    fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
+        let a = DevArgs::parse(ctx.args, KEYS)?;
+        let size = a.get_u64("size", 64, 14, 9000)? as u16;
+        let copy = a.get_bool("copy", false)?;
+        let no_rx = a.get_bool("no_rx", false)?;
+        // Default MAC: locally administered, derived from the instance name.
+        let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let def = [0x02, 0x00, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8];
+        let mac = a.get_mac("mac")?.unwrap_or(def);
+        Ok(Self { size, copy, no_rx, mac, mtu: 1500, promisc: true, port_id: u16::MAX, template: template(size, mac) })
+    }
+
+    fn info(&self) -> abi::DevInfo {
+        abi::DevInfo {
+            max_rx_queues: MAX_QUEUES,
+            max_tx_queues: MAX_QUEUES,
+            min_desc: 0,
+            max_desc: u16::MAX,
+            min_mtu: 68,
+            max_mtu: 9000,
+            mtu: self.mtu,
+            max_rx_pktlen: 9000 + 18,
+            ..Default::default()
+        }
+    }
+
+    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
+        self.port_id = conf.port_id;
+        Ok(())
+    }
+
+    fn rx_queue_setup(
+        &mut self,
+        _qid: u16,
+        _nb_desc: u16,
+        pool: Pool,
+        stats: Arc<QueueStats>,
+    ) -> Result<NullRx, PmdError> {
+        let room = pool.buf_len().saturating_sub(pool.headroom());
+        if self.size > room {
+            return Err(PmdError::invalid(format!(
+                "size={} does not fit the mempool's mbufs ({room} bytes of data room after headroom)",
+                self.size
+            )));
+        }
+        Ok(NullRx {
+            pool,
+            size: self.size,
+            copy: self.copy,
+            no_rx: self.no_rx,
+            port_id: self.port_id,
+            template: self.template.clone(),
+            stats,
+        })
+    }
+
+    fn tx_queue_setup(&mut self, _qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<NullTx, PmdError> {
+        Ok(NullTx { stats })
+    }
+
+    fn link(&self) -> abi::Link {
+        abi::Link { speed_mbps: 10_000, up: 1, full_duplex: 1, autoneg: 0, reserved: 0 }
+    }
+
+    fn mac(&self) -> Result<[u8; 6], PmdError> {
+        Ok(self.mac)
+    }
+
+    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        self.mac = mac;
+        Ok(())
+    }
+
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+        if !(68..=9000).contains(&mtu) {
+            return Err(PmdError::new(abi::errno::EINVAL, format!("MTU {mtu} is out of range 68..=9000")));
+        }
+        self.mtu = mtu;
+        Ok(())
+    }
+
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        self.promisc = on;
+        Ok(())
+    }
+
+    fn promiscuous(&self) -> Result<bool, PmdError> {
+        Ok(self.promisc)
+    }
+}
+
+impl RxQueue for NullRx {
+    #[inline]
+    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let n = pkts.len();
+        if self.no_rx || n == 0 {
+            return 0;
+        }
+        if !self.pool.alloc_bulk(pkts) {
+            self.stats.nombuf.add(n as u64);
+            return 0;
+        }
+        let size = self.size;
+        for &m in pkts.iter() {
+            // SAFETY: fresh packets from the pool, owned by us until returned; `size`
+            // fits the data room (checked at queue setup).
+            unsafe {
+                let r = &mut *m;
+                r.data_len = size;
+                r.pkt_len = u32::from(size);
+                r.port = self.port_id;
+                if self.copy {
+                    std::ptr::copy_nonoverlapping(
+                        self.template.as_ptr(),
+                        r.buf_addr.add(r.data_off as usize),
+                        self.template.len(),
+                    );
+                }
+            }
+        }
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(n as u64 * u64::from(size));
+        n
+    }
+}
+
+impl TxQueue for NullTx {
+    #[inline]
+    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let mut bytes = 0u64;
+        for &m in pkts.iter() {
+            // SAFETY: the caller hands us valid packets it owned.
+            bytes += u64::from(unsafe { (*m).pkt_len });
+        }
+        // SAFETY: we own these packets now and release them once.
+        unsafe { free_bulk(pkts) };
+        self.stats.packets.add(pkts.len() as u64);
+        self.stats.bytes.add(bytes);
+        pkts.len()
+    }
+}
+
+export_pmd!(NullPmd);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_is_a_valid_ipv4_udp_frame() {
+        let t = template(64, [2, 0, 0, 0, 0, 1]);
+        assert_eq!(t.len(), 64);
+        assert_eq!(&t[12..14], &[0x08, 0x00]);
+        assert_eq!(csum(&t[14..34]), 0, "IPv4 header checksum must verify");
+        assert_eq!(u16::from_be_bytes([t[16], t[17]]), 50);
+        assert_eq!(u16::from_be_bytes([t[38], t[39]]), 30);
+    }
+
+    #[test]
+    fn bad_arguments_name_themselves() {
+        let e = NullPmd::probe(&ProbeCtx { name: "net_null0", args: "size=5" }).err().unwrap();
+        assert!(e.msg.contains("`size=5` is out of range"), "{}", e.msg);
+        let e = NullPmd::probe(&ProbeCtx { name: "net_null0", args: "bogus=1" }).err().unwrap();
+        assert!(e.msg.contains("unknown device argument `bogus`"), "{}", e.msg);
+    }
+}

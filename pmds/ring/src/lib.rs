@@ -1,0 +1,324 @@
+//! `net_ring`: ports backed by in-process rings, for tests and pipelines.
+//!
+//! * `net_ring0` alone is a loopback: what TX queue *q* sends, RX queue *q* receives.
+//! * Two ports with the same `link=NAME` are cross-connected: what one sends on TX
+//!   queue *q*, the other receives on RX queue *q*. A third port on a link is refused.
+//!
+//! Each direction of each queue is a lock-free SPSC ring (`ringbuf`) of `size=` slots
+//! (default 1024). A full ring makes `tx_burst` return fewer than asked (the caller
+//! keeps and usually frees the rest), like a NIC with a full descriptor ring.
+//!
+//! Device arguments: `link=<name>`, `size=<16..=1048576>`, `mac=aa:bb:cc:dd:ee:ff`.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use ringbuf::traits::{Consumer, Observer, Producer, Split};
+use ringbuf::{HeapCons, HeapProd, HeapRb};
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+const KEYS: &[&str] = &["link", "size", "mac"];
+const MAX_QUEUES: u16 = 16;
+
+/// A packet pointer in a ring: owned by whichever side holds it.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct Pkt(*mut Mbuf);
+
+// SAFETY: ownership of the packet moves with the pointer through the ring.
+unsafe impl Send for Pkt {}
+
+/// The two ends of one ring while no queue holds them.
+#[derive(Default)]
+struct Slot {
+    prod: Option<HeapProd<Pkt>>,
+    cons: Option<HeapCons<Pkt>>,
+}
+
+/// A link: up to two ports; rings keyed by (sending end, queue).
+struct Link {
+    ends: [Option<String>; 2],
+    loopback: bool,
+    size: usize,
+    rings: HashMap<(usize, u16), Slot>,
+}
+
+impl Link {
+    fn slot(&mut self, end: usize, qid: u16) -> &mut Slot {
+        let size = self.size;
+        self.rings.entry((end, qid)).or_insert_with(|| {
+            let (p, c) = HeapRb::<Pkt>::new(size).split();
+            Slot { prod: Some(p), cons: Some(c) }
+        })
+    }
+
+    /// Free packets still in rings whose both ends are back (called when the last
+    /// port of the link goes).
+    fn drain(&mut self) {
+        for slot in self.rings.values_mut() {
+            if let Some(c) = slot.cons.as_mut() {
+                let mut buf = [Pkt(std::ptr::null_mut()); 64];
+                loop {
+                    let n = c.pop_slice(&mut buf);
+                    if n == 0 {
+                        break;
+                    }
+                    let raw: Vec<*mut Mbuf> = buf[..n].iter().map(|p| p.0).collect();
+                    // SAFETY: packets in the ring were given up by their sender; we
+                    // are the last holder.
+                    unsafe { free_bulk(&raw) };
+                }
+            }
+        }
+    }
+}
+
+static LINKS: Mutex<Option<HashMap<String, Link>>> = Mutex::new(None);
+
+fn links() -> MutexGuard<'static, Option<HashMap<String, Link>>> {
+    // A poisoned lock only means another thread panicked while holding it; the map
+    // itself stays consistent (every update is a single insert/remove).
+    LINKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn with_link<R>(name: &str, f: impl FnOnce(&mut Link) -> R) -> Option<R> {
+    links().get_or_insert_with(HashMap::new).get_mut(name).map(f)
+}
+
+/// A ring device.
+pub struct RingPmd {
+    name: String,
+    link: String,
+    end: usize,
+    mac: [u8; 6],
+    mtu: u16,
+    port_id: u16,
+}
+
+/// Receive queue: consumer end of the peer's ring.
+pub struct RingRx {
+    link: String,
+    key: (usize, u16),
+    cons: Option<HeapCons<Pkt>>,
+    port_id: u16,
+    stats: Arc<QueueStats>,
+}
+
+/// Transmit queue: producer end of our ring.
+pub struct RingTx {
+    link: String,
+    key: (usize, u16),
+    prod: Option<HeapProd<Pkt>>,
+    stats: Arc<QueueStats>,
+}
+
+impl Drop for RingRx {
+    fn drop(&mut self) {
+        let c = self.cons.take();
+        with_link(&self.link, |l| l.rings.entry(self.key).or_default().cons = c);
+    }
+}
+
+impl Drop for RingTx {
+    fn drop(&mut self) {
+        let p = self.prod.take();
+        with_link(&self.link, |l| l.rings.entry(self.key).or_default().prod = p);
+    }
+}
+
+impl Drop for RingPmd {
+    fn drop(&mut self) {
+        let mut g = links();
+        let map = g.get_or_insert_with(HashMap::new);
+        let Some(l) = map.get_mut(&self.link) else { return };
+        l.ends[self.end] = None;
+        if l.ends.iter().all(Option::is_none) {
+            l.drain();
+            map.remove(&self.link);
+        }
+    }
+}
+
+impl Pmd for RingPmd {
+    const NAME: &'static CStr = c"net_ring";
+    const DEVARGS_HELP: &'static CStr = c"link=<name>,size=<16..1048576, default 1024>,mac=<aa:bb:cc:dd:ee:ff>";
+    type Rx = RingRx;
+    type Tx = RingTx;
+
+    fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
+        let a = DevArgs::parse(ctx.args, KEYS)?;
+        let size = a.get_u64("size", 1024, 16, 1 << 20)? as usize;
+        let named = a.get_name("link", 64)?;
+        let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let mac = a.get_mac("mac")?.unwrap_or([0x02, 0x01, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8]);
+        let (link, loopback) = match named {
+            Some(n) => (format!("link:{n}"), false),
+            None => (format!("loop:{}", ctx.name), true),
+        };
+        let mut g = links();
+        let map = g.get_or_insert_with(HashMap::new);
+        let l = map.entry(link.clone()).or_insert_with(|| Link {
+            ends: [None, None],
+            loopback,
+            size,
+            rings: HashMap::new(),
+        });
+        if l.size != size {
+            return Err(PmdError::invalid(format!(
+                "size={size} differs from size={} of the other port on link `{}`",
+                l.size,
+                link.trim_start_matches("link:")
+            )));
+        }
+        let end = if loopback {
+            if l.ends[0].is_some() {
+                return Err(PmdError::new(abi::errno::EEXIST, format!("{} exists already", ctx.name)));
+            }
+            0
+        } else {
+            match l.ends.iter().position(Option::is_none) {
+                Some(e) => e,
+                None => {
+                    return Err(PmdError::new(
+                        abi::errno::EBUSY,
+                        format!(
+                            "link `{}` already connects {} and {}; a link joins two ports",
+                            link.trim_start_matches("link:"),
+                            l.ends[0].as_deref().unwrap_or("?"),
+                            l.ends[1].as_deref().unwrap_or("?")
+                        ),
+                    ))
+                }
+            }
+        };
+        l.ends[end] = Some(ctx.name.to_string());
+        Ok(Self { name: ctx.name.to_string(), link, end, mac, mtu: 1500, port_id: u16::MAX })
+    }
+
+    fn info(&self) -> abi::DevInfo {
+        abi::DevInfo {
+            max_rx_queues: MAX_QUEUES,
+            max_tx_queues: MAX_QUEUES,
+            min_desc: 0,
+            max_desc: u16::MAX,
+            min_mtu: 68,
+            max_mtu: 65000,
+            mtu: self.mtu,
+            max_rx_pktlen: 65535,
+            ..Default::default()
+        }
+    }
+
+    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
+        self.port_id = conf.port_id;
+        Ok(())
+    }
+
+    fn rx_queue_setup(
+        &mut self,
+        qid: u16,
+        _nb_desc: u16,
+        _pool: Pool,
+        stats: Arc<QueueStats>,
+    ) -> Result<RingRx, PmdError> {
+        let (name, end) = (self.name.clone(), self.end);
+        let r = with_link(&self.link, |l| {
+            let from = if l.loopback { end } else { 1 - end };
+            let key = (from, qid);
+            l.slot(from, qid).cons.take().map(|c| (c, key))
+        })
+        .flatten();
+        let Some((cons, key)) = r else {
+            return Err(PmdError::new(abi::errno::EBUSY, format!("{name}: RX queue {qid} is already in use")));
+        };
+        Ok(RingRx { link: self.link.clone(), key, cons: Some(cons), port_id: self.port_id, stats })
+    }
+
+    fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<RingTx, PmdError> {
+        let (name, end) = (self.name.clone(), self.end);
+        let r = with_link(&self.link, |l| l.slot(end, qid).prod.take()).flatten();
+        let Some(prod) = r else {
+            return Err(PmdError::new(abi::errno::EBUSY, format!("{name}: TX queue {qid} is already in use")));
+        };
+        Ok(RingTx { link: self.link.clone(), key: (end, qid), prod: Some(prod), stats })
+    }
+
+    fn link(&self) -> abi::Link {
+        let up = with_link(&self.link, |l| l.loopback || l.ends.iter().all(Option::is_some)).unwrap_or(false);
+        abi::Link { speed_mbps: 100_000, up: u8::from(up), full_duplex: 1, autoneg: 0, reserved: 0 }
+    }
+
+    fn mac(&self) -> Result<[u8; 6], PmdError> {
+        Ok(self.mac)
+    }
+
+    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        self.mac = mac;
+        Ok(())
+    }
+
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+        if !(68..=65000).contains(&mtu) {
+            return Err(PmdError::invalid(format!("MTU {mtu} is out of range 68..=65000")));
+        }
+        self.mtu = mtu;
+        Ok(())
+    }
+
+    fn set_promiscuous(&mut self, _on: bool) -> Result<(), PmdError> {
+        Ok(())
+    }
+
+    fn promiscuous(&self) -> Result<bool, PmdError> {
+        Ok(true)
+    }
+}
+
+fn as_pkts(s: &mut [*mut Mbuf]) -> &mut [Pkt] {
+    // SAFETY: `Pkt` is repr(transparent) over `*mut Mbuf`.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len()) }
+}
+
+impl RxQueue for RingRx {
+    #[inline]
+    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let Some(c) = self.cons.as_mut() else { return 0 };
+        let n = c.pop_slice(as_pkts(pkts));
+        let mut bytes = 0u64;
+        for &m in &pkts[..n] {
+            // SAFETY: packets taken from the ring are ours now.
+            unsafe {
+                (*m).port = self.port_id;
+                bytes += u64::from((*m).pkt_len);
+            }
+        }
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(bytes);
+        n
+    }
+}
+
+impl TxQueue for RingTx {
+    #[inline]
+    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let Some(p) = self.prod.as_mut() else { return 0 };
+        // Only we produce, so the free space can only grow between here and the push.
+        let k = pkts.len().min(p.vacant_len());
+        // Sum the lengths before pushing: once pushed, the consumer may free them.
+        let mut bytes = 0u64;
+        for &m in &pkts[..k] {
+            // SAFETY: the caller hands us valid packets it owns.
+            bytes += u64::from(unsafe { (*m).pkt_len });
+        }
+        let n = p.push_slice(as_pkts(&mut pkts[..k]));
+        debug_assert_eq!(n, k);
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(bytes);
+        n
+    }
+}
+
+export_pmd!(RingPmd);
