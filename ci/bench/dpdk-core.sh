@@ -67,13 +67,13 @@ rm -f "$OUT"/*.log "$OUT"/summary.md
 
 # ---------------------------------------------------------------- 1. install if needed
 apt_wait() { # run an apt-get command, waiting (up to ~10 min) for other apt/dpkg runs to finish
-  local i
+  local i rc
   for ((i = 0; i < 60; i++)); do
-    if apt-get -o DPkg::Lock::Timeout=600 "$@" >>"$OUT/apt.log" 2>&1; then return 0; fi
-    if grep -qiE 'could not get lock|unable to acquire|is another process using it' "$OUT/apt.log"; then
-      echo "waiting for the apt/dpkg lock..." >&2; sleep 10; : >>"$OUT/apt.log"; continue
-    fi
-    return 1
+    apt-get -o DPkg::Lock::Timeout=600 "$@" >"$OUT/apt.try" 2>&1; rc=$?
+    cat "$OUT/apt.try" >>"$OUT/apt.log"
+    [ $rc = 0 ] && return 0
+    grep -qiE 'could not get lock|unable to acquire|is another process using it' "$OUT/apt.try" || return 1
+    echo "waiting for the apt/dpkg lock (another apt-get/dpkg is running)..." >&2; sleep 10
   done
   return 1
 }
@@ -120,6 +120,18 @@ wait_quiet() { # $1 = tag; records how busy the machine was before the run
   return 0
 }
 BUSY_RUNS=""
+# CPU used by everything except this script's children while a run lasts (% of all CPUs)
+busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+my_child_ticks() { sed 's/.*) //' /proc/$$/stat | awk '{print $14+$15}'; }  # cutime+cstime
+run_begin() { RB_T=$(date +%s.%N); RB_B=$(busy_ticks); RB_C=$(my_child_ticks); }
+run_end() { # $1 = tag; sets RUN_NOTE (not to be called in a subshell)
+  local p
+  p=$(awk -v t0="$RB_T" -v t1="$(date +%s.%N)" -v b0="$RB_B" -v b1="$(busy_ticks)" -v c0="$RB_C" \
+      -v c1="$(my_child_ticks)" -v n="$(nproc)" -v hz="$(getconf CLK_TCK)" \
+      'BEGIN{p = 100 * ((b1-b0) - (c1-c0)) / hz / ((t1-t0) * n); printf "%d", (p < 0 ? 0 : p + 0.5)}')
+  [ "$p" -ge 10 ] && { warn "other processes used ${p}% of the CPUs during $1: figures may be noisy"; BUSY_RUNS="$BUSY_RUNS $1(${p}% during)"; }
+  RUN_NOTE="other processes used ${p}% of the CPUs during the run"
+}
 
 # ---------------------------------------------------------------- 2a. probe: can dpdk-test run? TSC?
 echo "# $(date -u) dpdk $DPDK_VER, kernel $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), mem: $MEMDESC" >"$OUT/runs.txt"
@@ -140,10 +152,10 @@ fi
 ring_ok=0
 for ((r = 1; r <= RING_REPS; r++)); do
   wait_quiet "ring-$r"
-  s=$(date +%s)
+  s=$(date +%s); run_begin
   DPDK_TEST=ring_perf_autotest timeout -k 5 "$RUN_TIMEOUT" dpdk-test $EAL >"$OUT/ring-$r.log" 2>&1
-  rc=$?
-  echo "ring-$r: rc=$rc $(( $(date +%s) - s )) s" >>"$OUT/runs.txt"
+  rc=$?; run_end "ring-$r"
+  echo "ring-$r: rc=$rc $(( $(date +%s) - s )) s; $RUN_NOTE" >>"$OUT/runs.txt"
   if [ $rc = 0 ] && grep -q 'Test OK' "$OUT/ring-$r.log"; then ring_ok=$((ring_ok + 1))
   else warn "ring_perf_autotest run $r failed (rc=$rc$([ $rc = 124 ] && echo ', timed out')): $OUT/ring-$r.log"; fi
 done
@@ -191,7 +203,7 @@ EOF
     PRE="$OUT/hzshim.so"
   fi
   wait_quiet mempool
-  s=$(date +%s)
+  s=$(date +%s); run_begin
   env ${PRE:+LD_PRELOAD=$PRE IPB_HZ_DIV=$SCALE} DPDK_TEST=mempool_perf_autotest \
     timeout -k 5 "$MEMPOOL_TIMEOUT" stdbuf -oL dpdk-test $EAL >"$MPLOG" 2>&1 &
   mppid=$!
@@ -201,9 +213,9 @@ EOF
     # every figure needed is out once the with-cache 2-core constant_n=1 line is printed
     if mp_lines "$MPLOG" | grep -q '^cache 2 1 '; then kill -TERM "$mppid" 2>/dev/null; stopped=1; break; fi
   done
-  wait "$mppid"; rc=$?
+  wait "$mppid"; rc=$?; run_end mempool
   el=$(( $(date +%s) - s ))
-  echo "mempool ($MEMPOOL_MODE, scale $SCALE): rc=$rc $el s$([ $stopped = 1 ] && echo ', stopped by this script once the needed lines were out')" >>"$OUT/runs.txt"
+  echo "mempool ($MEMPOOL_MODE, scale $SCALE): rc=$rc $el s$([ $stopped = 1 ] && echo ', stopped by this script once the needed lines were out'); $RUN_NOTE" >>"$OUT/runs.txt"
   [ $rc = 124 ] && { warn "mempool_perf_autotest hit the ${MEMPOOL_TIMEOUT}s bound: later rows are n/a"; MP_NOTE="timed out after ${MEMPOOL_TIMEOUT}s; "; }
   grep -q 'rate_persec=' "$MPLOG" || die "mempool_perf_autotest produced no result (rc=$rc): see $MPLOG"
 fi
@@ -278,7 +290,7 @@ ring_row "ring SP/SC bulk 32, enq on one core, deq on other" "spsc_2c_phys spsc_
   echo
   cat "$TABLE"
   echo
-  [ -n "$BUSY_RUNS" ] && { echo "WARNING: machine was busy before:$BUSY_RUNS"; echo; }
+  [ -n "$BUSY_RUNS" ] && { echo "WARNING: other load on the machine at:$BUSY_RUNS (see runs.txt)"; echo; }
   echo "Raw lines (file:line in $OUT):"
   cat "$RAW"
   echo

@@ -14,23 +14,17 @@ pub(crate) fn spin() {
     std::hint::spin_loop();
 }
 
-/// An `UnsafeCell` with loom's closure-based API, so the ring compiles against both.
+/// An `UnsafeCell` that is loom's under `--cfg loom` (whose closure-based accessors
+/// the ring uses there); outside loom the ring copies slots with raw pointers.
 #[cfg(not(loom))]
 #[derive(Debug)]
+#[repr(transparent)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]
 impl<T> UnsafeCell<T> {
     pub(crate) const fn new(v: T) -> Self {
         Self(std::cell::UnsafeCell::new(v))
-    }
-    #[inline(always)]
-    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-        f(self.0.get())
-    }
-    #[inline(always)]
-    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-        f(self.0.get())
     }
 }
 
