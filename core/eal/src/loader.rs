@@ -1,6 +1,6 @@
 //! The PMD plugin loader: finds `libironpath_pmd_*.so` files in plugin directories,
-//! checks each before calling into it, and keeps every loaded library alive for as
-//! long as a driver handle (and so any port) of it exists.
+//! checks each before calling into it, and keeps every loaded library mapped for the
+//! life of the process (ports hold an `Arc<Driver>`; libraries are never closed).
 //!
 //! Checks, in order, each refusal naming the file and what was expected and found:
 //! 1. the file is not writable by anyone but its owner (mode & 022 == 0);
@@ -122,7 +122,9 @@ pub struct Driver {
     /// Size of the plugin's `DevOps` table.
     pub dev_ops_size: u32,
     pub(crate) probe: abi::ProbeFn,
-    _lib: libloading::Library,
+    /// Never closed: a plugin may have registered thread-local destructors or handed
+    /// out function pointers that outlive every port (as DPDK, we never unload).
+    _lib: std::mem::ManuallyDrop<libloading::Library>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -203,7 +205,7 @@ pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
         abi_minor: minor,
         dev_ops_size: e.dev_ops_size,
         probe,
-        _lib: lib,
+        _lib: std::mem::ManuallyDrop::new(lib),
     }))
 }
 

@@ -139,6 +139,9 @@ impl Drop for RingPmd {
             l.drain();
             map.remove(&self.link);
         }
+        if map.is_empty() {
+            *g = None;
+        }
     }
 }
 
