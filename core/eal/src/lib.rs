@@ -10,10 +10,13 @@
 //! * [`lcore`]: lcore ids, pinned threads, `-l` lists;
 //! * [`loader`]: the PMD plugin loader and its checks;
 //! * [`port`]: ports made from devargs, their control API and fast-path handles;
+//! * [`burst`]: [`Burst`], owned packets for the fast path with safe accessors;
+//! * [`tsc`]: cycle counting;
 //! * [`args`]: DPDK-style runtime arguments (`-l`, `--vdev`, `-d`, `--no-huge`, `-m`);
 //! * [`Eal`]: the context tying loaded drivers and ports together (no globals).
 
 pub mod args;
+pub mod burst;
 pub mod lcore;
 pub mod loader;
 pub mod mbuf;
@@ -23,8 +26,10 @@ pub mod mpmc;
 pub mod port;
 pub mod spsc;
 mod sync;
+pub mod tsc;
 
 pub use ironpath_abi as abi;
+pub use burst::{Burst, MAX_BURST};
 pub use mbuf::{Mbuf, MbufError};
 pub use memory::{MemKind, MemPolicy};
 pub use mempool::{Mempool, MempoolConfig, MempoolError, MempoolStats};

@@ -1,0 +1,261 @@
+//! [`Burst`]: a fixed-capacity array of owned packets, the unit of work on the fast
+//! path. Receiving fills it, transmitting drains it from the front, dropping it frees
+//! what is left. It gives safe access to each packet's header and first-segment data,
+//! so forwarding engines and graph nodes need no `unsafe`.
+
+use crate::mbuf::{free_bulk_raw, reset_raw};
+use crate::mempool::Mempool;
+use crate::port::{RxQ, TxQ};
+use crate::Mbuf;
+use ironpath_abi as abi;
+use ironpath_abi::Mbuf as RawMbuf;
+use std::sync::atomic::Ordering;
+
+/// Most packets a burst holds (as a graph frame).
+pub const MAX_BURST: usize = 256;
+
+/// Owned packets, at most [`MAX_BURST`].
+pub struct Burst {
+    pkts: [*mut RawMbuf; MAX_BURST],
+    len: usize,
+}
+
+// SAFETY: the burst owns one reference to each packet it holds.
+unsafe impl Send for Burst {}
+
+impl Default for Burst {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Burst {
+    fn drop(&mut self) {
+        self.free_all();
+    }
+}
+
+impl Burst {
+    /// An empty burst.
+    pub const fn new() -> Self {
+        Self { pkts: [std::ptr::null_mut(); MAX_BURST], len: 0 }
+    }
+
+    /// Number of packets.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Free slots.
+    #[inline(always)]
+    pub fn room(&self) -> usize {
+        MAX_BURST - self.len
+    }
+
+    /// Receive up to `max` packets from `q`, appended; returns how many.
+    #[inline(always)]
+    pub fn rx(&mut self, q: &RxQ, max: usize) -> usize {
+        let end = (self.len + max).min(MAX_BURST);
+        let n = q.rx_burst(&mut self.pkts[self.len..end]);
+        self.len += n;
+        n
+    }
+
+    /// Send packets from the front to `q`; the ones sent leave the burst, the rest
+    /// move to the front. Returns how many were sent.
+    #[inline(always)]
+    pub fn tx(&mut self, q: &TxQ) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
+        let n = q.tx_burst(&mut self.pkts[..self.len]);
+        if n < self.len {
+            self.pkts.copy_within(n..self.len, 0);
+        }
+        self.len -= n;
+        n
+    }
+
+    /// Free every packet.
+    #[inline(always)]
+    pub fn free_all(&mut self) {
+        if self.len > 0 {
+            // SAFETY: we own one reference to each of these packets.
+            unsafe { free_bulk_raw(&self.pkts[..self.len]) };
+            self.len = 0;
+        }
+    }
+
+    /// Allocate `n` reset packets from `pool` and append them, all or nothing.
+    #[inline(always)]
+    pub fn alloc(&mut self, pool: &Mempool, n: usize) -> Result<(), crate::MempoolError> {
+        let n = n.min(self.room());
+        pool.alloc_bulk_raw(&mut self.pkts[self.len..self.len + n])?;
+        self.len += n;
+        Ok(())
+    }
+
+    /// Append a packet; gives it back if the burst is full.
+    pub fn push(&mut self, m: Mbuf) -> Result<(), Mbuf> {
+        if self.len == MAX_BURST {
+            return Err(m);
+        }
+        self.pkts[self.len] = m.into_raw();
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Remove and return packet `i` (the last packet takes its place).
+    pub fn swap_remove(&mut self, i: usize) -> Option<Mbuf> {
+        if i >= self.len {
+            return None;
+        }
+        let p = self.pkts[i];
+        self.len -= 1;
+        self.pkts[i] = self.pkts[self.len];
+        // SAFETY: we owned this packet and no longer list it.
+        Some(unsafe { Mbuf::from_raw(p) })
+    }
+
+    /// Keep only the packets for which `f` returns true (in order); free the others.
+    /// Returns how many were freed.
+    #[inline]
+    pub fn retain(&mut self, mut f: impl FnMut(&RawMbuf, &[u8]) -> bool) -> usize {
+        let mut keep = 0;
+        let mut dropped = [std::ptr::null_mut::<RawMbuf>(); MAX_BURST];
+        let mut nd = 0;
+        for i in 0..self.len {
+            let p = self.pkts[i];
+            if f(self.header(i), self.data(i)) {
+                self.pkts[keep] = p;
+                keep += 1;
+            } else {
+                dropped[nd] = p;
+                nd += 1;
+            }
+        }
+        self.len = keep;
+        if nd > 0 {
+            // SAFETY: we owned these packets and no longer list them.
+            unsafe { free_bulk_raw(&dropped[..nd]) };
+        }
+        nd
+    }
+
+    /// Header of packet `i` (read-only). Panics if `i >= len()`.
+    #[inline(always)]
+    pub fn header(&self, i: usize) -> &RawMbuf {
+        assert!(i < self.len);
+        // SAFETY: a packet we own.
+        unsafe { &*self.pkts[i] }
+    }
+
+    /// Header of packet `i` for writing metadata (offload flags, lengths for offloads,
+    /// port, ...). Panics if `i >= len()`.
+    #[inline(always)]
+    pub fn header_mut(&mut self, i: usize) -> &mut RawMbuf {
+        assert!(i < self.len);
+        // SAFETY: a packet we own, borrowed mutably through `self`.
+        unsafe { &mut *self.pkts[i] }
+    }
+
+    /// First-segment data of packet `i`. Panics if `i >= len()`.
+    #[inline(always)]
+    pub fn data(&self, i: usize) -> &[u8] {
+        let h = self.header(i);
+        // SAFETY: the data range lies inside the segment's buffer.
+        unsafe { std::slice::from_raw_parts(h.buf_addr.add(h.data_off as usize), h.data_len as usize) }
+    }
+
+    /// First-segment data of packet `i` for writing, or `None` when the packet's data
+    /// is shared (refcount > 1 or indirect). Panics if `i >= len()`.
+    #[inline(always)]
+    pub fn data_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+        let h = self.header(i);
+        if h.refcnt.load(Ordering::Acquire) != 1 || h.ol_flags & abi::IND_ATTACHED != 0 {
+            return None;
+        }
+        // SAFETY: exclusively owned data inside the segment's buffer.
+        Some(unsafe { std::slice::from_raw_parts_mut(h.buf_addr.add(h.data_off as usize), h.data_len as usize) })
+    }
+
+    /// Make packet `i` a one-segment packet of `len` bytes (fresh packets from
+    /// [`Burst::alloc`]); returns its data for writing, or `None` if `len` does not
+    /// fit the buffer or the packet is shared.
+    #[inline(always)]
+    pub fn set_len(&mut self, i: usize, len: usize) -> Option<&mut [u8]> {
+        let h = self.header_mut(i);
+        if h.next.is_null() && h.data_off as usize + len <= h.buf_len as usize {
+            h.data_len = len as u16;
+            h.pkt_len = len as u32;
+            self.data_mut(i)
+        } else {
+            None
+        }
+    }
+
+    /// Reset packet `i` to an empty packet with the pool's headroom.
+    pub fn reset(&mut self, i: usize) {
+        let h = self.header(i);
+        // SAFETY: `pool` of a host mbuf is a live pool.
+        let headroom = unsafe { (*h.pool).headroom };
+        let p = self.pkts[i];
+        // SAFETY: a packet we own; its chain tail (if any) is freed first.
+        unsafe {
+            if !(*p).next.is_null() {
+                free_bulk_raw(&[(*p).next]);
+            }
+            reset_raw(p, headroom);
+        }
+    }
+
+    /// Move all packets to `other` (as many as fit); returns how many moved.
+    pub fn move_to(&mut self, other: &mut Burst) -> usize {
+        let n = self.len.min(other.room());
+        other.pkts[other.len..other.len + n].copy_from_slice(&self.pkts[..n]);
+        other.len += n;
+        self.pkts.copy_within(n..self.len, 0);
+        self.len -= n;
+        n
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{MemPolicy, MempoolConfig};
+
+    #[test]
+    fn alloc_write_retain_and_free() {
+        let p = Mempool::create(&MempoolConfig::new("b", 64).cache_size(0).policy(MemPolicy::NoHuge)).unwrap();
+        let mut b = Burst::new();
+        b.alloc(&p, 10).unwrap();
+        for i in 0..10 {
+            b.set_len(i, 60).unwrap()[0] = i as u8;
+        }
+        assert_eq!(b.data(3)[0], 3);
+        let freed = b.retain(|_, d| d[0] % 2 == 0);
+        assert_eq!((freed, b.len()), (5, 5));
+        assert_eq!(b.data(1)[0], 2);
+        let m = b.swap_remove(0).unwrap();
+        let s = m.share();
+        b.push(m).unwrap();
+        let last = b.len() - 1;
+        assert!(b.data_mut(last).is_none(), "shared data is read-only");
+        drop(s);
+        assert!(b.data_mut(last).is_some());
+        assert!(b.set_len(0, 5000).is_none());
+        let mut other = Burst::new();
+        assert_eq!(b.move_to(&mut other), 5);
+        drop(other);
+        drop(b);
+        assert_eq!(p.stats().in_use, 0);
+    }
+}
