@@ -28,8 +28,8 @@ pub mod spsc;
 mod sync;
 pub mod tsc;
 
-pub use ironpath_abi as abi;
 pub use burst::{Burst, MAX_BURST};
+pub use ironpath_abi as abi;
 pub use mbuf::{Mbuf, MbufError};
 pub use memory::{MemKind, MemPolicy};
 pub use mempool::{Mempool, MempoolConfig, MempoolError, MempoolStats};
@@ -117,8 +117,9 @@ impl Eal {
     /// Close and remove a port.
     pub fn port_detach(&mut self, id: PortId) -> Result<(), PortError> {
         let slot = self.ports.get_mut(id as usize).ok_or(PortError::NoPort(id))?;
-        let mut p = slot.take().ok_or(PortError::NoPort(id))?;
-        p.close();
+        let p = slot.as_mut().ok_or(PortError::NoPort(id))?;
+        p.close()?;
+        *slot = None;
         Ok(())
     }
 

@@ -90,8 +90,13 @@ pub enum PortState {
     Started,
 }
 
-/// Fast-path receive handle: a copy of the queue pointer and its burst function.
-#[derive(Clone, Copy)]
+/// A lease on one queue: while a handle holds it, the port refuses to stop,
+/// reconfigure or close, so the driver's queue stays valid under the handle.
+#[derive(Debug, Default)]
+struct Lease;
+
+/// Fast-path receive handle: the queue pointer, its burst function and a lease.
+/// Only one handle per queue exists at a time (see [`Port::rx_queue`]).
 pub struct RxQ {
     q: *mut c_void,
     f: abi::RxBurstFn,
@@ -99,10 +104,10 @@ pub struct RxQ {
     pub port: PortId,
     /// Queue index.
     pub queue: u16,
+    _lease: Arc<Lease>,
 }
 
 /// Fast-path transmit handle.
-#[derive(Clone, Copy)]
 pub struct TxQ {
     q: *mut c_void,
     f: abi::TxBurstFn,
@@ -110,10 +115,11 @@ pub struct TxQ {
     pub port: PortId,
     /// Queue index.
     pub queue: u16,
+    _lease: Arc<Lease>,
 }
 
-// SAFETY: a queue handle is used by one lcore at a time (contract of `Port::rx_queue`
-// / `Port::tx_queue`); the driver's queue state has no thread affinity.
+// SAFETY: a handle is the only one for its queue (leases are exclusive), so one thread
+// bursts on a queue at a time; the driver's queue state has no thread affinity.
 unsafe impl Send for RxQ {}
 // SAFETY: as above.
 unsafe impl Send for TxQ {}
@@ -123,8 +129,8 @@ impl RxQ {
     #[inline(always)]
     pub fn rx_burst(&self, pkts: &mut [*mut RawMbuf]) -> usize {
         let n = pkts.len().min(u16::MAX as usize) as u16;
-        // SAFETY: the handle was created for a set-up queue of a started port whose
-        // lifetime the caller guarantees (see `Port::rx_queue`); `pkts` has room for n.
+        // SAFETY: the handle was made for a set-up queue of a started port, and its lease
+        // keeps the port from stopping or closing; `pkts` has room for n pointers.
         let got = unsafe { (self.f)(self.q, pkts.as_mut_ptr(), n) };
         (got as usize).min(n as usize)
     }
@@ -153,6 +159,8 @@ pub struct Port {
     rxqs: Vec<Option<abi::RxQueue>>,
     txqs: Vec<Option<abi::TxQueue>>,
     rx_pools: Vec<Option<Mempool>>,
+    rx_leases: Vec<Arc<Lease>>,
+    tx_leases: Vec<Arc<Lease>>,
     closed: bool,
 }
 
@@ -291,6 +299,8 @@ impl Port {
             rxqs: Vec::new(),
             txqs: Vec::new(),
             rx_pools: Vec::new(),
+            rx_leases: Vec::new(),
+            tx_leases: Vec::new(),
             closed: false,
         })
     }
@@ -337,6 +347,25 @@ impl Port {
         Ok(info)
     }
 
+    /// The first queue whose fast-path handle is still out, if any.
+    fn leased(&self) -> Option<String> {
+        if let Some(q) = self.rx_leases.iter().position(|l| Arc::strong_count(l) > 1) {
+            return Some(format!("RX queue {q}"));
+        }
+        self.tx_leases.iter().position(|l| Arc::strong_count(l) > 1).map(|q| format!("TX queue {q}"))
+    }
+
+    fn not_leased(&self, op: &'static str) -> Result<(), PortError> {
+        match self.leased() {
+            Some(q) => Err(PortError::State {
+                port: self.id,
+                op,
+                why: format!("{q} is still in use by a forwarding thread (stop forwarding first)"),
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn need(&self, op: &'static str, ok: bool, why: &str) -> Result<(), PortError> {
         if ok {
             Ok(())
@@ -349,6 +378,7 @@ impl Port {
     /// queues set up before.
     pub fn configure(&mut self, nb_rxq: u16, nb_txq: u16) -> Result<(), PortError> {
         self.need("configure", self.state != PortState::Started, "stop the port first")?;
+        self.not_leased("configure")?;
         let info = self.dev_info()?;
         if nb_rxq == 0 && nb_txq == 0 {
             return Err(PortError::State { port: self.id, op: "configure", why: "need at least one queue".into() });
@@ -374,6 +404,8 @@ impl Port {
         self.rxqs = (0..nb_rxq).map(|_| None).collect();
         self.txqs = (0..nb_txq).map(|_| None).collect();
         self.rx_pools = (0..nb_rxq).map(|_| None).collect();
+        self.rx_leases = (0..nb_rxq).map(|_| Arc::new(Lease)).collect();
+        self.tx_leases = (0..nb_txq).map(|_| Arc::new(Lease)).collect();
         self.state = PortState::Stopped;
         Ok(())
     }
@@ -483,6 +515,7 @@ impl Port {
         if self.state != PortState::Started {
             return Ok(());
         }
+        self.not_leased("stop")?;
         if let Some(f) = self.ops.dev_stop {
             // SAFETY: live device.
             let rc = unsafe { f(self.dev) };
@@ -494,11 +527,13 @@ impl Port {
         Ok(())
     }
 
-    /// Stop, release queues and close the device. Idempotent.
-    pub fn close(&mut self) {
+    /// Stop, release queues and close the device. Idempotent. Refused while a queue
+    /// handle is out.
+    pub fn close(&mut self) -> Result<(), PortError> {
         if self.closed {
-            return;
+            return Ok(());
         }
+        self.not_leased("close")?;
         let _ = self.stop();
         self.release_queues();
         if let Some(f) = self.ops.dev_close {
@@ -507,25 +542,35 @@ impl Port {
         }
         self.closed = true;
         self.dev = std::ptr::null_mut();
+        Ok(())
     }
 
-    /// Fast-path handle of RX queue `qid` (port must be started).
-    ///
-    /// # Safety
-    /// At most one thread may burst on a queue at a time, and the handle must not be
-    /// used after the port is stopped, reconfigured, closed or dropped.
-    pub unsafe fn rx_queue(&self, qid: u16) -> Option<RxQ> {
+    /// The fast-path handle of RX queue `qid`: `None` unless the port is started and
+    /// no other handle of that queue is out. While the handle lives, the port refuses
+    /// to stop, reconfigure or close.
+    pub fn rx_queue(&self, qid: u16) -> Option<RxQ> {
+        if self.state != PortState::Started {
+            return None;
+        }
+        let lease = self.rx_leases.get(qid as usize)?;
+        if Arc::strong_count(lease) > 1 {
+            return None;
+        }
         let q = self.rxqs.get(qid as usize)?.as_ref()?;
-        Some(RxQ { q: q.queue, f: q.rx_burst?, port: self.id, queue: qid })
+        Some(RxQ { q: q.queue, f: q.rx_burst?, port: self.id, queue: qid, _lease: lease.clone() })
     }
 
-    /// Fast-path handle of TX queue `qid`.
-    ///
-    /// # Safety
-    /// As for [`Port::rx_queue`].
-    pub unsafe fn tx_queue(&self, qid: u16) -> Option<TxQ> {
+    /// The fast-path handle of TX queue `qid` (same rules as [`Port::rx_queue`]).
+    pub fn tx_queue(&self, qid: u16) -> Option<TxQ> {
+        if self.state != PortState::Started {
+            return None;
+        }
+        let lease = self.tx_leases.get(qid as usize)?;
+        if Arc::strong_count(lease) > 1 {
+            return None;
+        }
         let q = self.txqs.get(qid as usize)?.as_ref()?;
-        Some(TxQ { q: q.queue, f: q.tx_burst?, port: self.id, queue: qid })
+        Some(TxQ { q: q.queue, f: q.tx_burst?, port: self.id, queue: qid, _lease: lease.clone() })
     }
 
     /// Basic counters.
@@ -682,6 +727,10 @@ impl Port {
 
 impl Drop for Port {
     fn drop(&mut self) {
-        self.close();
+        if let Err(e) = self.close() {
+            // A handle is still out: closing would pull the queue from under it. Leak
+            // the device instead (a bug in the caller, never undefined behaviour).
+            eprintln!("ironpath: warning: port {} dropped while in use, not closed: {e}", self.id);
+        }
     }
 }

@@ -59,15 +59,13 @@ fn null_to_ring_loopback_to_null_counts_exactly() {
     let mp = pool("fwd", 1024);
     let null = setup(&mut e, "net_null0,size=100,copy=1", &mp);
     let ring = setup(&mut e, "net_ring0", &mp);
-    // SAFETY: this thread alone bursts on these queues while the ports stay started.
-    let (nrx, ntx, rrx, rtx) = unsafe {
-        (
-            e.port(null).unwrap().rx_queue(0).unwrap(),
-            e.port(null).unwrap().tx_queue(0).unwrap(),
-            e.port(ring).unwrap().rx_queue(0).unwrap(),
-            e.port(ring).unwrap().tx_queue(0).unwrap(),
-        )
-    };
+    let (nrx, ntx, rrx, rtx) = (
+        e.port(null).unwrap().rx_queue(0).unwrap(),
+        e.port(null).unwrap().tx_queue(0).unwrap(),
+        e.port(ring).unwrap().rx_queue(0).unwrap(),
+        e.port(ring).unwrap().tx_queue(0).unwrap(),
+    );
+    assert!(e.port(null).unwrap().rx_queue(0).is_none(), "one handle per queue");
     let mut burst = [std::ptr::null_mut::<RawMbuf>(); 32];
     for _ in 0..100 {
         let n = nrx.rx_burst(&mut burst);
@@ -107,15 +105,12 @@ fn ring_link_cross_connects_two_ports_and_refuses_a_third() {
     let err = e.port_attach("net_ring_c,link=t1").unwrap_err();
     assert!(err.to_string().contains("already connects net_ring_a and net_ring_b"), "{err}");
     assert_eq!(e.port(a).unwrap().link().unwrap().up, 1);
-    // SAFETY: single-threaded use of started ports.
-    let (atx, brx, btx, arx) = unsafe {
-        (
-            e.port(a).unwrap().tx_queue(0).unwrap(),
-            e.port(b).unwrap().rx_queue(0).unwrap(),
-            e.port(b).unwrap().tx_queue(0).unwrap(),
-            e.port(a).unwrap().rx_queue(0).unwrap(),
-        )
-    };
+    let (atx, brx, btx, arx) = (
+        e.port(a).unwrap().tx_queue(0).unwrap(),
+        e.port(b).unwrap().rx_queue(0).unwrap(),
+        e.port(b).unwrap().tx_queue(0).unwrap(),
+        e.port(a).unwrap().rx_queue(0).unwrap(),
+    );
     let mut burst = [std::ptr::null_mut::<RawMbuf>(); 8];
     mp.alloc_bulk_raw(&mut burst).unwrap();
     assert_eq!(atx.tx_burst(&mut burst), 8);
@@ -130,6 +125,9 @@ fn ring_link_cross_connects_two_ports_and_refuses_a_third() {
     let mut more = [std::ptr::null_mut::<RawMbuf>(); 4];
     mp.alloc_bulk_raw(&mut more).unwrap();
     assert_eq!(atx.tx_burst(&mut more), 4);
+    let err = e.port_detach(a).unwrap_err().to_string();
+    assert!(err.contains("queue 0 is still in use by a forwarding thread"), "{err}");
+    drop((atx, brx, btx, arx));
     e.port_detach(a).unwrap();
     e.port_detach(b).unwrap();
     assert_eq!(mp.stats().in_use, 0, "packets left in the rings were freed");
@@ -140,14 +138,14 @@ fn ring_full_returns_partial_tx() {
     let mut e = eal();
     let mp = pool("full", 256);
     let r = setup(&mut e, "net_ring9,size=16", &mp);
-    // SAFETY: single-threaded use of a started port.
-    let tx = unsafe { e.port(r).unwrap().tx_queue(0).unwrap() };
+    let tx = e.port(r).unwrap().tx_queue(0).unwrap();
     let mut burst = [std::ptr::null_mut::<RawMbuf>(); 32];
     mp.alloc_bulk_raw(&mut burst).unwrap();
     let n = tx.tx_burst(&mut burst);
     assert_eq!(n, 16);
     // SAFETY: the 16 not taken are still ours.
     unsafe { ironpath_eal::mbuf::free_bulk_raw(&burst[n..]) };
+    drop(tx);
     drop(e);
     assert_eq!(mp.stats().in_use, 0);
 }
@@ -157,8 +155,7 @@ fn mempool_exhaustion_is_counted_as_rx_nombuf() {
     let mut e = eal();
     let mp = pool("tiny", 40);
     let id = setup(&mut e, "net_null1", &mp);
-    // SAFETY: single-threaded use of a started port.
-    let rx = unsafe { e.port(id).unwrap().rx_queue(0).unwrap() };
+    let rx = e.port(id).unwrap().rx_queue(0).unwrap();
     let mut a = [std::ptr::null_mut::<RawMbuf>(); 32];
     let mut b = [std::ptr::null_mut::<RawMbuf>(); 32];
     assert_eq!(rx.rx_burst(&mut a), 32);
@@ -226,8 +223,7 @@ fn panicking_probe_is_an_error_and_the_host_keeps_running() {
     // The same library still works, and fast-path panics become counted errors.
     let mp = pool("p", 64);
     let id = setup(&mut e, "net_panic1,ok=1", &mp);
-    // SAFETY: single-threaded use of a started port.
-    let rx = unsafe { e.port(id).unwrap().rx_queue(0).unwrap() };
+    let rx = e.port(id).unwrap().rx_queue(0).unwrap();
     let mut b = [std::ptr::null_mut::<RawMbuf>(); 4];
     assert_eq!(rx.rx_burst(&mut b), 0);
     assert_eq!(e.port(id).unwrap().stats().unwrap().ierrors, 1);

@@ -1,0 +1,57 @@
+//! `ironpath`: the command-line front end of the framework.
+//!
+//! * `ironpath testpmd [runtime args] -- [app args]`: DPDK testpmd's shell and
+//!   forwarding engines on ironpath ports;
+//! * `ironpath plugins [-d DIR]`: list the PMD plugins found and their device
+//!   arguments.
+#![forbid(unsafe_code)]
+
+mod testpmd;
+
+fn usage() -> &'static str {
+    "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments"
+}
+
+fn plugins(args: &[String]) -> i32 {
+    let (eal_args, _) = match ironpath_eal::args::EalArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ironpath plugins: {e}");
+            return 1;
+        }
+    };
+    let mut eal = ironpath_eal::Eal::new(eal_args.mem_policy());
+    let errs = eal.load_plugins(&eal_args.plugin_paths);
+    for d in eal.drivers() {
+        println!("{:<12} ABI 1.{}  {}\n             {},{}", d.name, d.abi_minor, d.path.display(), d.name, d.help);
+    }
+    for e in &errs {
+        println!("refused: {e}");
+    }
+    if eal.drivers().is_empty() {
+        eprintln!("no plugin found (searched -d paths, $IRONPATH_PMD_PATH and next to the executable)");
+        return 1;
+    }
+    0
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("testpmd") => testpmd::main(&args[1..]),
+        Some("plugins") => plugins(&args[1..]),
+        Some("-h" | "--help" | "help") => {
+            println!("{}", usage());
+            0
+        }
+        Some(other) => {
+            eprintln!("ironpath: unknown command `{other}`\n{}", usage());
+            2
+        }
+        None => {
+            eprintln!("{}", usage());
+            2
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,487 @@
+//! The shell's commands: a table of (words, usage, help) and one dispatcher. Every
+//! wrong command or argument yields a one-line reason followed by the usage.
+
+use super::params::{parse_txpkts, MODES};
+use super::{display, App};
+use std::time::{Duration, Instant};
+
+/// One command's documentation.
+pub struct CmdDoc {
+    /// Leading keywords (for help lookup and completion).
+    pub words: &'static str,
+    /// Usage line.
+    pub usage: &'static str,
+    /// What it does.
+    pub help: &'static str,
+}
+
+/// Every command.
+pub const COMMANDS: &[CmdDoc] = &[
+    CmdDoc {
+        words: "start",
+        usage: "start | start tx_first [N]",
+        help: "start forwarding (tx_first: first send N bursts on every stream, default 1)",
+    },
+    CmdDoc { words: "stop", usage: "stop", help: "stop forwarding and print the forward statistics" },
+    CmdDoc { words: "quit", usage: "quit", help: "stop everything and exit" },
+    CmdDoc {
+        words: "show port",
+        usage: "show port info|summary|stats|xstats (ID|all)",
+        help: "port information and counters",
+    },
+    CmdDoc { words: "clear port", usage: "clear port stats|xstats (ID|all)", help: "reset port counters" },
+    CmdDoc { words: "show fwd", usage: "show fwd stats all", help: "forward statistics so far" },
+    CmdDoc { words: "clear fwd", usage: "clear fwd [stats all]", help: "reset forward statistics" },
+    CmdDoc { words: "show config", usage: "show config rxtx|cores|fwd", help: "current configuration" },
+    CmdDoc {
+        words: "set fwd",
+        usage: "set fwd io|mac|macswap|5tswap|rxonly|txonly|flowgen|csum|icmpecho [retry]",
+        help: "choose the forwarding engine",
+    },
+    CmdDoc { words: "set burst", usage: "set burst N (1..=256)", help: "packets per burst" },
+    CmdDoc {
+        words: "set txpkts",
+        usage: "set txpkts LEN[,LEN...] (total 42..=9000)",
+        help: "segment lengths of generated packets",
+    },
+    CmdDoc { words: "set nbcore", usage: "set nbcore N", help: "number of forwarding lcores" },
+    CmdDoc { words: "set promisc", usage: "set promisc (ID|all) on|off", help: "promiscuous mode" },
+    CmdDoc { words: "set verbose", usage: "set verbose N", help: "verbosity level" },
+    CmdDoc { words: "port start", usage: "port start (ID|all)", help: "configure and start ports" },
+    CmdDoc { words: "port stop", usage: "port stop (ID|all)", help: "stop ports" },
+    CmdDoc { words: "port close", usage: "port close (ID|all)", help: "close ports (and remove them)" },
+    CmdDoc { words: "port attach", usage: "port attach DEVARGS (e.g. net_null2,size=128)", help: "add a port" },
+    CmdDoc { words: "port detach", usage: "port detach ID", help: "remove a port" },
+    CmdDoc {
+        words: "port config",
+        usage: "port config all rxq|txq|rxd|txd N",
+        help: "queue counts and sizes (applied at port start)",
+    },
+    CmdDoc {
+        words: "monitor",
+        usage: "monitor [SECS [COUNT]]",
+        help: "per-port Ipkts/IBytes/Opkts/Obytes and rates every SECS seconds (default 1 s, 10 rows)",
+    },
+    CmdDoc { words: "help", usage: "help [COMMAND]", help: "list commands, or one command's usage" },
+];
+
+/// Completion candidates: every command's words and the keywords after them.
+pub const WORDS: &[&str] = &[
+    "start", "tx_first", "stop", "quit", "show", "port", "info", "summary", "stats", "xstats", "all", "clear", "fwd",
+    "config", "rxtx", "cores", "set", "burst", "txpkts", "nbcore", "promisc", "on", "off", "verbose", "attach",
+    "detach", "close", "rxq", "txq", "rxd", "txd", "monitor", "help", "retry", "io", "mac", "macswap", "5tswap",
+    "rxonly", "txonly", "flowgen", "csum", "icmpecho",
+];
+
+/// What the shell does after a command.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading.
+    Continue,
+    /// Exit.
+    Quit,
+}
+
+fn usage_for(words: &str) -> &'static str {
+    COMMANDS.iter().find(|c| c.words == words).map(|c| c.usage).unwrap_or("help")
+}
+
+fn bad(words: &str, why: impl std::fmt::Display) -> String {
+    format!("Bad arguments: {why}\nUsage: {}", usage_for(words))
+}
+
+fn ports_arg(app: &App, words: &str, a: Option<&str>) -> Result<Vec<u16>, String> {
+    match a {
+        Some("all") => Ok(app.eal.port_ids()),
+        Some(s) => {
+            let id: u16 = s.parse().map_err(|_| bad(words, format!("`{s}` is not a port id or `all`")))?;
+            app.eal.port(id).map_err(|e| bad(words, e))?;
+            Ok(vec![id])
+        }
+        None => Err(bad(words, "missing port id or `all`")),
+    }
+}
+
+fn num<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
+    words: &str,
+    a: Option<&str>,
+    min: T,
+    max: T,
+) -> Result<T, String> {
+    let a = a.ok_or_else(|| bad(words, "missing number"))?;
+    match a.parse::<T>() {
+        Ok(n) if n >= min && n <= max => Ok(n),
+        _ => Err(bad(words, format!("`{a}` is not a number in {min}..={max}"))),
+    }
+}
+
+fn no_more(words: &str, rest: &[&str]) -> Result<(), String> {
+    match rest.first() {
+        None => Ok(()),
+        Some(x) => Err(bad(words, format!("unexpected `{x}`"))),
+    }
+}
+
+/// Run one command line; output goes to the returned string, errors as `Err`.
+pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
+    let line = line.split('#').next().unwrap_or("").trim();
+    let t: Vec<&str> = line.split_whitespace().collect();
+    let Some(&first) = t.first() else { return Ok((String::new(), Flow::Continue)) };
+    let arg = |i: usize| t.get(i).copied();
+    let mut out = String::new();
+    match first {
+        "start" => {
+            let n = match (arg(1), arg(2)) {
+                (None, _) => None,
+                (Some("tx_first"), None) => Some(1),
+                (Some("tx_first"), n) => Some(num("start", n, 1u32, 1024)?),
+                (Some(x), _) => return Err(bad("start", format!("unexpected `{x}`"))),
+            };
+            no_more("start", t.get(3..).unwrap_or(&[]))?;
+            out = app.start(n).map_err(|e| bad("start", e))?;
+        }
+        "stop" => {
+            no_more("stop", &t[1..])?;
+            out = app.stop().map_err(|e| bad("stop", e))?;
+        }
+        "quit" | "exit" => {
+            if app.is_running() {
+                out = app.stop().unwrap_or_default();
+            }
+            out.push_str("\nBye...\n");
+            return Ok((out, Flow::Quit));
+        }
+        "help" => out = help(arg(1), t.get(2).copied()),
+        "monitor" => {
+            let secs = match arg(1) {
+                Some(_) => num("monitor", arg(1), 0.1f64, 3600.0)?,
+                None => 1.0,
+            };
+            let count = match arg(2) {
+                Some(_) => num("monitor", arg(2), 1u32, 100_000)?,
+                None => 10,
+            };
+            monitor(app, secs, count, &mut |s| println!("{s}"));
+        }
+        "show" => out = show(app, &t)?,
+        "clear" => match (arg(1), arg(2)) {
+            (Some("port"), Some(kind @ ("stats" | "xstats"))) => {
+                for id in ports_arg(app, "clear port", arg(3))? {
+                    let p = app.eal.port_mut(id).map_err(|e| bad("clear port", e))?;
+                    let r = if kind == "stats" { p.stats_reset() } else { p.xstats_reset() };
+                    r.map_err(|e| bad("clear port", e))?;
+                    out.push_str(&format!(
+                        "\n  NIC {} for port {id} cleared\n",
+                        if kind == "stats" { "statistics" } else { "xstats" }
+                    ));
+                }
+            }
+            (Some("port"), _) => return Err(bad("clear port", "expected stats or xstats")),
+            (Some("fwd"), None) | (Some("fwd"), Some("stats")) => {
+                app.clear_fwd();
+                out.push_str("\n  Forward statistics cleared\n");
+            }
+            _ => return Err(bad("clear port", "expected `clear port ...` or `clear fwd`")),
+        },
+        "set" => out = set(app, &t)?,
+        "port" => out = port(app, &t)?,
+        _ => {
+            let hint = ironpath_eal::loader::closest(
+                first,
+                ["start", "stop", "quit", "show", "clear", "set", "port", "help", "monitor"],
+            )
+            .map(|c| format!(" (did you mean `{c}`?)"))
+            .unwrap_or_default();
+            return Err(format!("Bad arguments: unknown command `{first}`{hint}\nUsage: help [COMMAND]"));
+        }
+    }
+    Ok((out, Flow::Continue))
+}
+
+fn help(a: Option<&str>, b: Option<&str>) -> String {
+    match a {
+        None => {
+            let mut o = String::from("\nCommands (help COMMAND for one):\n");
+            for c in COMMANDS {
+                o.push_str(&format!("  {:<72} {}\n", c.usage, c.help));
+            }
+            o
+        }
+        Some(w) => {
+            let two = b.map(|b| format!("{w} {b}"));
+            let found: Vec<&CmdDoc> = COMMANDS
+                .iter()
+                .filter(|c| Some(c.words.to_string()) == two || c.words == w || c.words.starts_with(&format!("{w} ")))
+                .collect();
+            if found.is_empty() {
+                format!("no command `{w}`: try `help`\n")
+            } else {
+                found.iter().map(|c| format!("{}\n    {}\n", c.usage, c.help)).collect()
+            }
+        }
+    }
+}
+
+fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
+    let arg = |i: usize| t.get(i).copied();
+    let mut out = String::new();
+    match arg(1) {
+        Some("port") => {
+            let what = arg(2).ok_or_else(|| bad("show port", "missing info|summary|stats|xstats"))?;
+            if what == "summary" {
+                let ids = ports_arg(app, "show port", arg(3).or(Some("all")))?;
+                out.push_str(&format!("Number of available ports: {}\n", app.eal.ports().count()));
+                out.push_str(&format!(
+                    "{:<4} {:<17} {:<14} {:<12} {:<6} {}\n",
+                    "Port", "MAC Address", "Name", "Driver", "Status", "Link"
+                ));
+                for id in ids {
+                    let p = app.eal.port(id).map_err(|e| bad("show port", e))?;
+                    let l = p.link().unwrap_or_default();
+                    out.push_str(&format!(
+                        "{:<4} {:<17} {:<14} {:<12} {:<6} {}\n",
+                        id,
+                        p.mac().map(|m| display::mac(&m)).unwrap_or_else(|_| "n/a".into()),
+                        p.name(),
+                        p.driver().name,
+                        if l.up != 0 { "up" } else { "down" },
+                        display::link_speed(l.speed_mbps)
+                    ));
+                }
+                return Ok(out);
+            }
+            let ids = ports_arg(app, "show port", arg(3))?;
+            no_more("show port", t.get(4..).unwrap_or(&[]))?;
+            for id in ids {
+                match what {
+                    "info" => {
+                        let p = app.eal.port(id).map_err(|e| bad("show port", e))?;
+                        out.push_str(&display::port_info(&p.info(), p.link().ok()));
+                    }
+                    "stats" => out.push_str(&app.port_stats_text(id).map_err(|e| bad("show port", e))?),
+                    "xstats" => {
+                        let x = app.eal.port(id).and_then(|p| p.xstats()).map_err(|e| bad("show port", e))?;
+                        out.push_str(&display::xstats(id, &x));
+                    }
+                    other => {
+                        return Err(bad("show port", format!("`{other}`: expected info, summary, stats or xstats")))
+                    }
+                }
+            }
+        }
+        Some("fwd") => {
+            if arg(2) != Some("stats") || arg(3) != Some("all") {
+                return Err(bad("show fwd", "expected `show fwd stats all`"));
+            }
+            out = app.fwd_stats_text();
+        }
+        Some("config") => match arg(2) {
+            Some("rxtx") => {
+                let engine = &app.p.forward_mode;
+                out.push_str(&format!("  {engine} packet forwarding packets/burst={}\n", app.p.burst));
+                out.push_str(&format!(
+                    "  packet len={} - nb packet segments={}\n",
+                    app.p.txpkts.iter().map(|l| u32::from(*l)).sum::<u32>(),
+                    app.p.txpkts.len()
+                ));
+                out.push_str(&format!(
+                    "  nb forwarding cores={} - nb forwarding ports={}\n",
+                    app.fwd_lcores().len(),
+                    app.eal.ports().count()
+                ));
+                for p in app.eal.ports() {
+                    out.push_str(&format!(
+                        "  port {}: RX queue number: {} Tx queue number: {}\n",
+                        p.id(),
+                        p.nb_rxq(),
+                        p.nb_txq()
+                    ));
+                    out.push_str(&format!("    RX desc={} - TX desc={}\n", app.p.rxd, app.p.txd));
+                }
+            }
+            Some("cores") => {
+                let l: Vec<String> = app.fwd_lcores().iter().map(|c| c.to_string()).collect();
+                out.push_str(&format!("List of forwarding lcores: {}\n", l.join(" ")));
+            }
+            Some("fwd") => {
+                let fwd = app.fwd_lcores();
+                match super::runner::build_streams(&app.eal, &app.pool, app.p.topology, &fwd) {
+                    Ok((_streams, infos)) => out.push_str(&app.fwd_config_text(&infos)),
+                    Err(e) => {
+                        if app.is_running() {
+                            out.push_str(&app.fwd_config_text(&app.streams.clone()));
+                        } else {
+                            return Err(bad("show config", e));
+                        }
+                    }
+                }
+            }
+            _ => return Err(bad("show config", "expected rxtx, cores or fwd")),
+        },
+        _ => return Err(bad("show port", "expected `show port ...`, `show fwd stats all` or `show config ...`")),
+    }
+    Ok(out)
+}
+
+fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
+    let arg = |i: usize| t.get(i).copied();
+    let mut out = String::new();
+    match arg(1) {
+        Some("fwd") => {
+            let m = arg(2).ok_or_else(|| bad("set fwd", "missing mode"))?;
+            if !MODES.contains(&m) {
+                let hint = ironpath_eal::loader::closest(m, MODES.iter().copied())
+                    .map(|c| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
+                return Err(bad("set fwd", format!("unknown mode `{m}`{hint}")));
+            }
+            let retry = match arg(3) {
+                None => false,
+                Some("retry") => true,
+                Some(x) => return Err(bad("set fwd", format!("unexpected `{x}`"))),
+            };
+            if app.is_running() {
+                return Err(bad("set fwd", "stop forwarding first"));
+            }
+            app.p.forward_mode = m.to_string();
+            app.retry = retry;
+            out = format!("Set {m} packet forwarding mode{}\n", if retry { " with retry" } else { "" });
+        }
+        Some("burst") => {
+            let n = num("set burst", arg(2), 1u16, super::params::MAX_PKT_BURST)?;
+            if app.is_running() {
+                return Err(bad("set burst", "stop forwarding first"));
+            }
+            app.p.burst = n;
+            out = format!("Number of packets per burst set to {n}\n");
+        }
+        Some("txpkts") => {
+            let v = arg(2).ok_or_else(|| bad("set txpkts", "missing lengths"))?;
+            let segs = parse_txpkts(v).map_err(|e| bad("set txpkts", e))?;
+            if app.is_running() {
+                return Err(bad("set txpkts", "stop forwarding first"));
+            }
+            app.p.txpkts = segs;
+        }
+        Some("nbcore") => {
+            let max = app.lcores.len().saturating_sub(1).max(1) as u16;
+            let n = num("set nbcore", arg(2), 1u16, max)?;
+            if app.is_running() {
+                return Err(bad("set nbcore", "stop forwarding first"));
+            }
+            app.p.nb_cores = n;
+            out = format!("Number of forwarding cores set to {n}\n");
+        }
+        Some("promisc") => {
+            let ids = ports_arg(app, "set promisc", arg(2))?;
+            let on = match arg(3) {
+                Some("on") => true,
+                Some("off") => false,
+                _ => return Err(bad("set promisc", "expected on or off")),
+            };
+            for id in ids {
+                app.eal.port_mut(id).and_then(|p| p.set_promiscuous(on)).map_err(|e| bad("set promisc", e))?;
+            }
+        }
+        Some("verbose") => {
+            app.verbose = num("set verbose", arg(2), 0u32, 10)?;
+            out = format!("Change verbose level from ? to {}\n", app.verbose);
+        }
+        _ => return Err(bad("set fwd", "expected fwd, burst, txpkts, nbcore, promisc or verbose after `set`")),
+    }
+    Ok(out)
+}
+
+fn port(app: &mut App, t: &[&str]) -> Result<String, String> {
+    let arg = |i: usize| t.get(i).copied();
+    let mut out = String::new();
+    match arg(1) {
+        Some(op @ ("start" | "stop" | "close")) => {
+            let words = match op {
+                "start" => "port start",
+                "stop" => "port stop",
+                _ => "port close",
+            };
+            let ids = ports_arg(app, words, arg(2))?;
+            if app.is_running() && op != "start" {
+                return Err(bad(words, "Please stop forwarding first"));
+            }
+            for id in ids {
+                match op {
+                    "start" => app.port_start_one(id).map_err(|e| bad(words, e))?,
+                    "stop" => {
+                        app.eal.port_mut(id).and_then(|p| p.stop()).map_err(|e| bad(words, e))?;
+                        out.push_str(&format!("Stopping ports...\nPort {id} stopped\n"));
+                    }
+                    _ => {
+                        app.eal.port_detach(id).map_err(|e| bad(words, e))?;
+                        out.push_str(&format!("Closing ports...\nPort {id} is closed\n"));
+                    }
+                }
+            }
+            if op == "start" {
+                out.push_str("Done\n");
+            }
+        }
+        Some("attach") => {
+            let d = arg(2).ok_or_else(|| bad("port attach", "missing device arguments"))?;
+            no_more("port attach", t.get(3..).unwrap_or(&[]))?;
+            let id = app.eal.port_attach(d).map_err(|e| bad("port attach", e))?;
+            out = format!(
+                "Attaching a new port...\nPort {id} is attached. Now total ports is {}\nDone\n",
+                app.eal.ports().count()
+            );
+        }
+        Some("detach") => {
+            let id = num("port detach", arg(2), 0u16, u16::MAX)?;
+            if app.is_running() {
+                return Err(bad("port detach", "Please stop forwarding first"));
+            }
+            app.eal.port_detach(id).map_err(|e| bad("port detach", e))?;
+            out = format!(
+                "Removing a device...\nPort {id} is detached. Now total ports is {}\nDone\n",
+                app.eal.ports().count()
+            );
+        }
+        Some("config") => {
+            if arg(2) != Some("all") {
+                return Err(bad("port config", "expected `all` (per-port values are not supported)"));
+            }
+            let what = arg(3).ok_or_else(|| bad("port config", "missing rxq|txq|rxd|txd"))?;
+            if app.is_running() {
+                return Err(bad("port config", "Please stop forwarding first"));
+            }
+            match what {
+                "rxq" => app.p.rxq = num("port config", arg(4), 1u16, 1024)?,
+                "txq" => app.p.txq = num("port config", arg(4), 1u16, 1024)?,
+                "rxd" => app.p.rxd = num("port config", arg(4), 1u16, 65535)?,
+                "txd" => app.p.txd = num("port config", arg(4), 1u16, 65535)?,
+                other => return Err(bad("port config", format!("`{other}`: expected rxq, txq, rxd or txd"))),
+            }
+            out = "Set; stop and start the ports to apply (port stop all; port start all)\n".into();
+        }
+        _ => return Err(bad("port start", "expected start, stop, close, attach, detach or config after `port`")),
+    }
+    Ok(out)
+}
+
+/// Print per-port deltas every `secs` seconds, `count` times.
+pub fn monitor(app: &mut App, secs: f64, count: u32, emit: &mut dyn FnMut(String)) {
+    let ids = app.eal.port_ids();
+    let snap = |app: &App| -> Vec<ironpath_eal::abi::Stats> {
+        ids.iter().map(|id| app.eal.port(*id).and_then(|p| p.stats()).unwrap_or_default()).collect()
+    };
+    let mut prev = snap(app);
+    let mut t = Instant::now();
+    emit(display::monitor_header());
+    for _ in 0..count {
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let cur = snap(app);
+        let dt = t.elapsed().as_secs_f64();
+        t = Instant::now();
+        for (i, id) in ids.iter().enumerate() {
+            emit(display::monitor_row(*id, &prev[i], &cur[i], dt));
+        }
+        prev = cur;
+    }
+}

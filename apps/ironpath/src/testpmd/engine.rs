@@ -1,0 +1,175 @@
+//! Forwarding engines and streams. A stream is (RX port, queue) → (TX port, queue);
+//! each forwarding lcore runs its streams in a loop, calling the current engine's
+//! `fwd` once per stream per round, as DPDK's testpmd does. Each engine lives in its
+//! own file under `fwd/` and is one value of [`FwdEngine`].
+
+use ironpath_eal::{Burst, Mempool, RxQ, TxQ};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A counter written by one lcore and read by the shell.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Add (single writer: load + store).
+    #[inline(always)]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+    /// Read.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Per-stream counters.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct StreamStats {
+    /// Packets received.
+    pub rx_packets: Counter,
+    /// Packets sent.
+    pub tx_packets: Counter,
+    /// Packets dropped because the TX queue did not take them.
+    pub fwd_dropped: Counter,
+    /// Packets with a bad IPv4 header checksum (csum engine).
+    pub rx_bad_ip_csum: Counter,
+    /// Packets with a bad L4 checksum (csum engine).
+    pub rx_bad_l4_csum: Counter,
+    /// Malformed packets dropped (csum, icmpecho).
+    pub rx_malformed: Counter,
+    /// TSC cycles spent in calls that moved packets.
+    pub busy_cycles: Counter,
+    /// Mbuf allocation failures (txonly, flowgen).
+    pub alloc_failed: Counter,
+}
+
+impl StreamStats {
+    /// All counters, in field order.
+    pub fn snapshot(&self) -> [u64; 8] {
+        [
+            self.rx_packets.get(),
+            self.tx_packets.get(),
+            self.fwd_dropped.get(),
+            self.rx_bad_ip_csum.get(),
+            self.rx_bad_l4_csum.get(),
+            self.rx_malformed.get(),
+            self.busy_cycles.get(),
+            self.alloc_failed.get(),
+        ]
+    }
+}
+
+/// Settings every engine may read (a snapshot taken at `start`).
+#[derive(Clone, Debug)]
+pub struct FwdSettings {
+    /// Packets per burst.
+    pub burst: usize,
+    /// Retry partial TX (`set fwd MODE retry`).
+    pub retry: bool,
+    /// TX retries before dropping (DPDK `burst_tx_retry_num`).
+    pub retry_num: u32,
+    /// Delay between retries in microseconds (DPDK `burst_tx_delay_time`).
+    pub retry_delay_us: u64,
+    /// txonly/flowgen segment lengths.
+    pub txpkts: Vec<u16>,
+    /// flowgen flows.
+    pub flows: u32,
+    /// Count busy cycles.
+    pub record_cycles: bool,
+}
+
+/// One stream, owned by one forwarding lcore while forwarding runs.
+pub struct Stream {
+    /// Receive handle.
+    pub rx: RxQ,
+    /// Transmit handle.
+    pub tx: TxQ,
+    /// MAC of the TX port (source of `mac` mode).
+    pub tx_mac: [u8; 6],
+    /// Peer MAC for the TX port (destination of `mac` mode).
+    pub peer_mac: [u8; 6],
+    /// Pool for generated packets.
+    pub pool: Mempool,
+    /// Counters.
+    pub stats: Arc<StreamStats>,
+    /// Engine-private state: txonly template, flowgen next flow.
+    pub template: Vec<u8>,
+    /// flowgen: next flow index.
+    pub next_flow: u32,
+    /// Scratch burst.
+    pub burst: Burst,
+}
+
+/// A forwarding engine.
+pub struct FwdEngine {
+    /// Mode name as typed in `set fwd`.
+    pub name: &'static str,
+    /// Called once per stream at start (build templates); may be a no-op.
+    pub begin: fn(&mut Stream, &FwdSettings),
+    /// One round on a stream.
+    pub fwd: fn(&mut Stream, &FwdSettings),
+    /// For cycles/packet: count TX (generators) rather than RX packets.
+    pub counts_tx: bool,
+}
+
+/// No per-stream setup.
+pub fn no_begin(_: &mut Stream, _: &FwdSettings) {}
+
+/// Receive a burst into `s.burst`; returns how many.
+#[inline(always)]
+pub fn rx(s: &mut Stream, set: &FwdSettings) -> usize {
+    let n = s.burst.rx(&s.rx, set.burst);
+    s.stats.rx_packets.add(n as u64);
+    n
+}
+
+/// Send everything in `s.burst` (with retries if set), count, free what is left.
+#[inline(always)]
+pub fn tx_all(s: &mut Stream, set: &FwdSettings) {
+    let total = s.burst.len();
+    if total == 0 {
+        return;
+    }
+    let mut sent = s.burst.tx(&s.tx);
+    if set.retry && !s.burst.is_empty() {
+        let mut tries = 0;
+        while !s.burst.is_empty() && tries < set.retry_num {
+            if set.retry_delay_us > 0 {
+                let until = std::time::Instant::now() + std::time::Duration::from_micros(set.retry_delay_us);
+                while std::time::Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            }
+            sent += s.burst.tx(&s.tx);
+            tries += 1;
+        }
+    }
+    s.stats.tx_packets.add(sent as u64);
+    if !s.burst.is_empty() {
+        s.stats.fwd_dropped.add(s.burst.len() as u64);
+        s.burst.free_all();
+    }
+}
+
+/// All engines, in the order `help` lists them.
+pub fn engines() -> [&'static FwdEngine; 9] {
+    use super::fwd::*;
+    [
+        &io::ENGINE,
+        &mac::ENGINE,
+        &macswap::ENGINE,
+        &fivetswap::ENGINE,
+        &rxonly::ENGINE,
+        &txonly::ENGINE,
+        &flowgen::ENGINE,
+        &csum::ENGINE,
+        &icmpecho::ENGINE,
+    ]
+}
+
+/// The engine named `name`.
+pub fn engine(name: &str) -> Option<&'static FwdEngine> {
+    engines().into_iter().find(|e| e.name == name)
+}

@@ -1,0 +1,354 @@
+//! `ironpath testpmd`: DPDK testpmd's arguments, shell and forwarding engines on
+//! ironpath ports. The shell state lives in [`App`]; each command is a method.
+
+pub mod commands;
+pub mod display;
+pub mod engine;
+pub mod fwd;
+pub mod params;
+pub mod pkt;
+pub mod runner;
+pub mod shell;
+
+use engine::FwdSettings;
+use ironpath_eal::abi::Stats;
+use ironpath_eal::args::EalArgs;
+use ironpath_eal::{tsc, Eal, Mempool, MempoolConfig, PortState};
+use params::Params;
+use runner::{Running, StreamInfo};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The shell's state.
+pub struct App {
+    /// Runtime: drivers and ports.
+    pub eal: Eal,
+    /// Current settings (start from the command line, changed by `set`/`port config`).
+    pub p: Params,
+    /// `set fwd MODE retry`.
+    pub retry: bool,
+    /// Lcores from `-l`; the first is the main lcore.
+    pub lcores: Vec<u32>,
+    /// The packet pool all ports receive into.
+    pub pool: Mempool,
+    running: Option<Running>,
+    streams: Vec<StreamInfo>,
+    stream_base: Vec<[u64; 8]>,
+    fwd_base: HashMap<u16, Stats>,
+    last_show: HashMap<u16, (Stats, Instant)>,
+    /// `set verbose N`.
+    pub verbose: u32,
+    pin: bool,
+}
+
+/// A startup failure, printed as one line.
+pub type StartError = String;
+
+/// Number of mbufs testpmd creates by default for `nb_ports` ports.
+fn default_nb_mbufs(p: &Params, nb_ports: usize, nb_lcores: usize) -> u32 {
+    let per_port = u32::from(p.rxd) * u32::from(p.rxq) + u32::from(p.txd) * u32::from(p.txq) + 2 * 512;
+    let n = per_port * nb_ports.max(1) as u32 + nb_lcores as u32 * p.mbcache * 2;
+    n.max(16384)
+}
+
+impl App {
+    /// Parse both argument parts, load plugins, create the pool and the `--vdev` ports
+    /// and start them.
+    pub fn init(args: &[String]) -> Result<App, StartError> {
+        let (eal_args, app_args) = EalArgs::parse(args).map_err(|e| e.to_string())?;
+        let p = Params::parse(&app_args)?;
+        let mut eal = Eal::new(eal_args.mem_policy());
+        for e in eal.load_plugins(&eal_args.plugin_paths) {
+            eprintln!("ironpath: warning: {e}");
+        }
+        if eal.drivers().is_empty() {
+            return Err(
+                "no PMD plugin loaded: pass -d DIR or set IRONPATH_PMD_PATH (see `cargo build --workspace`)".into()
+            );
+        }
+        let nb_ports = eal_args.vdevs.len() + eal_args.allow.len();
+        let nb_mbufs = p.total_num_mbufs.unwrap_or_else(|| default_nb_mbufs(&p, nb_ports, eal_args.lcores.len()));
+        let cfg = MempoolConfig::new("mb_pool_0", nb_mbufs).cache_size(p.mbcache.min(nb_mbufs / 2));
+        let pool = eal.pool_create(cfg).map_err(|e| e.to_string())?;
+        if let Some(mb) = eal_args.mem_mb {
+            let (_, _, len) = pool.region();
+            if (len as u64) > mb << 20 {
+                return Err(format!(
+                    "-m {mb}: the packet pool needs {} MiB ({} mbufs); raise -m or lower --total-num-mbufs",
+                    (len as u64).div_ceil(1 << 20),
+                    nb_mbufs
+                ));
+            }
+        }
+        println!("ironpath: memory: {} ({} mbufs of {} bytes)", pool.mem_kind(), nb_mbufs, pool.elt_size());
+        let nb_fwd = eal_args.lcores.len().saturating_sub(1);
+        if usize::from(p.nb_cores) > nb_fwd.max(1) {
+            return Err(format!(
+                "--nb-cores={} but only {nb_fwd} forwarding lcore(s) in -l {:?} (the first lcore is the main one)",
+                p.nb_cores, eal_args.lcores
+            ));
+        }
+        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u32;
+        let pin = eal_args.lcores.iter().all(|l| *l < ncpu);
+        if !pin {
+            eprintln!(
+                "ironpath: warning: lcores {:?} exceed the {ncpu} CPUs here; lcores run unpinned",
+                eal_args.lcores
+            );
+        }
+        let mut app = App {
+            eal,
+            p,
+            retry: false,
+            lcores: eal_args.lcores.clone(),
+            pool,
+            running: None,
+            streams: Vec::new(),
+            stream_base: Vec::new(),
+            fwd_base: HashMap::new(),
+            last_show: HashMap::new(),
+            verbose: 0,
+            pin,
+        };
+        for d in eal_args.vdevs.iter().chain(&eal_args.allow) {
+            let id = app.eal.port_attach(d).map_err(|e| e.to_string())?;
+            app.port_start_one(id)?;
+        }
+        Ok(app)
+    }
+
+    /// Forwarding lcores in use (`nb_cores` of the lcores after the main one).
+    pub fn fwd_lcores(&self) -> Vec<u32> {
+        self.lcores.iter().skip(1).take(usize::from(self.p.nb_cores)).copied().collect()
+    }
+
+    /// Whether forwarding is running.
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Configure, set up queues and start one port with the current settings.
+    pub fn port_start_one(&mut self, id: u16) -> Result<(), String> {
+        let (rxq, txq, rxd, txd) = (self.p.rxq, self.p.txq, self.p.rxd, self.p.txd);
+        let pool = self.pool.clone();
+        let port = self.eal.port_mut(id).map_err(|e| e.to_string())?;
+        if port.state() == PortState::Started {
+            return Ok(());
+        }
+        port.configure(rxq, txq).map_err(|e| e.to_string())?;
+        for q in 0..rxq {
+            port.rx_queue_setup(q, rxd, &pool).map_err(|e| e.to_string())?;
+        }
+        for q in 0..txq {
+            port.tx_queue_setup(q, txd).map_err(|e| e.to_string())?;
+        }
+        port.start().map_err(|e| e.to_string())?;
+        let _ = port.set_promiscuous(true);
+        let mac = port.mac().map(|m| display::mac(&m)).unwrap_or_else(|_| "n/a".into());
+        println!("Port {id}: {mac}");
+        Ok(())
+    }
+
+    fn settings(&self) -> FwdSettings {
+        FwdSettings {
+            burst: usize::from(self.p.burst),
+            retry: self.retry,
+            retry_num: 64,
+            retry_delay_us: 1,
+            txpkts: self.p.txpkts.clone(),
+            flows: self.p.flowgen_flows,
+            record_cycles: self.p.record_core_cycles,
+        }
+    }
+
+    /// `start` / `start tx_first N`.
+    pub fn start(&mut self, tx_first: Option<u32>) -> Result<String, String> {
+        if self.running.is_some() {
+            return Err("Packet forwarding already started".into());
+        }
+        let engine = engine::engine(&self.p.forward_mode).ok_or("unknown forwarding mode")?;
+        let fwd = self.fwd_lcores();
+        let (mut streams, infos) = runner::build_streams(&self.eal, &self.pool, self.p.topology, &fwd)?;
+        let set = self.settings();
+        let out = self.fwd_config_text(&infos);
+        self.fwd_base.clear();
+        for id in self.eal.port_ids() {
+            if let Ok(s) = self.eal.port(id).and_then(|p| p.stats()) {
+                self.fwd_base.insert(id, s);
+            }
+        }
+        if let Some(n) = tx_first {
+            runner::tx_first(&mut streams, &set, n);
+        }
+        self.stream_base = vec![[0; 8]; infos.len()];
+        self.streams = infos;
+        self.running = Some(runner::start(streams, engine, set, self.pin)?);
+        Ok(out)
+    }
+
+    /// `stop`: stop the lcores and print the summary.
+    pub fn stop(&mut self) -> Result<String, String> {
+        let Some(r) = self.running.take() else {
+            return Err("Packet forwarding not started".into());
+        };
+        let mut out = String::from("Telling cores to stop...\nWaiting for lcores to finish...\n");
+        for e in r.stop() {
+            out.push_str(&format!("lcore error: {e}\n"));
+        }
+        out.push_str(&self.fwd_stats_text());
+        out.push_str("\nDone.\n");
+        Ok(out)
+    }
+
+    /// The `show fwd stats all` text (also the body of `stop`).
+    pub fn fwd_stats_text(&self) -> String {
+        let mut out = String::new();
+        let nb_ports = self.eal.ports().count();
+        let deltas: Vec<[u64; 8]> = (0..self.streams.len()).map(|i| self.stream_delta(i)).collect();
+        if self.streams.len() > nb_ports {
+            for (s, d) in self.streams.iter().zip(&deltas) {
+                out.push_str(&display::fwd_stream(s.rx_port, s.rx_queue, s.tx_port, s.tx_queue, d[0], d[1], d[2]));
+            }
+        }
+        let csum = self.p.forward_mode == "csum";
+        let (mut trx, mut trd, mut ttx, mut ttd) = (0, 0, 0, 0);
+        for id in self.eal.port_ids() {
+            let Ok(cur) = self.eal.port(id).and_then(|p| p.stats()) else { continue };
+            let base = self.fwd_base.get(&id).copied().unwrap_or_default();
+            let mut fwd_drop = 0;
+            let (mut bad_ip, mut bad_l4) = (0, 0);
+            for (s, d) in self.streams.iter().zip(&deltas) {
+                if s.tx_port == id {
+                    fwd_drop += d[2];
+                }
+                if s.rx_port == id {
+                    bad_ip += d[3];
+                    bad_l4 += d[4];
+                }
+            }
+            let pf = display::PortFwd {
+                port: id,
+                rx: cur.ipackets.saturating_sub(base.ipackets),
+                rx_dropped: cur.imissed.saturating_sub(base.imissed),
+                tx: cur.opackets.saturating_sub(base.opackets),
+                tx_dropped: fwd_drop + cur.oerrors.saturating_sub(base.oerrors),
+                bad_ip,
+                bad_l4,
+            };
+            trx += pf.rx;
+            trd += pf.rx_dropped;
+            ttx += pf.tx;
+            ttd += pf.tx_dropped;
+            out.push_str(&display::fwd_port(&pf, csum));
+        }
+        out.push_str(&display::fwd_total(trx, trd, ttx, ttd));
+        if self.p.record_core_cycles {
+            let cycles: u64 = deltas.iter().map(|d| d[6]).sum();
+            let counts_tx = engine::engine(&self.p.forward_mode).is_some_and(|e| e.counts_tx);
+            let pkts = if counts_tx { ttx } else { trx };
+            if pkts > 0 {
+                out.push_str(&format!(
+                    "\n  CPU cycles/packet={:.2} (busy cycles={} / total {} packets={}) at {} MHz Clock\n",
+                    cycles as f64 / pkts as f64,
+                    cycles,
+                    self.p.forward_mode,
+                    pkts,
+                    tsc::tsc_hz() / 1_000_000
+                ));
+            }
+        }
+        out
+    }
+
+    /// Counters of stream `i` since the last `clear fwd`: rx, tx, dropped, bad ip,
+    /// bad l4, malformed, busy cycles, alloc failures.
+    fn stream_delta(&self, i: usize) -> [u64; 8] {
+        let cur = self.streams[i].stats.snapshot();
+        let base = self.stream_base.get(i).copied().unwrap_or([0; 8]);
+        std::array::from_fn(|k| cur[k].wrapping_sub(base[k]))
+    }
+
+    /// `clear fwd stats all`: counters have one writer (the lcore), so clearing
+    /// records a baseline instead of writing to them.
+    pub fn clear_fwd(&mut self) {
+        self.stream_base = self.streams.iter().map(|s| s.stats.snapshot()).collect();
+        self.fwd_base.clear();
+        for id in self.eal.port_ids() {
+            if let Ok(s) = self.eal.port(id).and_then(|p| p.stats()) {
+                self.fwd_base.insert(id, s);
+            }
+        }
+    }
+
+    /// Port stats with rates since the previous show of that port.
+    pub fn port_stats_text(&mut self, id: u16) -> Result<String, String> {
+        let s = self.eal.port(id).and_then(|p| p.stats()).map_err(|e| e.to_string())?;
+        let now = Instant::now();
+        let r = match self.last_show.get(&id) {
+            Some((prev, t)) => display::rates(prev, &s, now.duration_since(*t).as_secs_f64()),
+            None => display::Rates::default(),
+        };
+        self.last_show.insert(id, (s, now));
+        Ok(display::nic_stats(id, &s, &r))
+    }
+
+    /// `show config fwd` and the `start` banner.
+    pub fn fwd_config_text(&self, infos: &[StreamInfo]) -> String {
+        let ports = self.eal.ports().count();
+        let cores = self.fwd_lcores();
+        let mut o = format!(
+            "{}{} packet forwarding - ports={} - cores={} - streams={} - NUMA support disabled, MP allocation mode: native\n",
+            self.p.forward_mode,
+            if self.retry { " with retry" } else { "" },
+            ports,
+            cores.len(),
+            infos.len()
+        );
+        for l in cores {
+            let mine: Vec<&StreamInfo> = infos.iter().filter(|s| s.lcore == l).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            o.push_str(&format!("Logical Core {l} (socket 0) forwards packets on {} streams:\n", mine.len()));
+            for s in mine {
+                o.push_str(&format!(
+                    "  RX P={}/Q={} (socket 0) -> TX P={}/Q={} (socket 0) peer={}\n",
+                    s.rx_port,
+                    s.rx_queue,
+                    s.tx_port,
+                    s.tx_queue,
+                    display::mac(&runner::default_peer_mac(s.tx_port))
+                ));
+            }
+        }
+        o
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            let _ = r.stop();
+        }
+    }
+}
+
+/// Entry point of `ironpath testpmd`.
+pub fn main(args: &[String]) -> i32 {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!(
+            "usage: ironpath testpmd [runtime args] -- [application args]\n\n{}\n\n{}",
+            ironpath_eal::args::USAGE,
+            params::usage()
+        );
+        return 0;
+    }
+    let mut app = match App::init(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ironpath testpmd: {e}");
+            return 1;
+        }
+    };
+    shell::run(&mut app)
+}
