@@ -14,7 +14,8 @@ runtime arguments (before `--`):
   -d PATH              load a PMD plugin file or every plugin in a directory (repeatable)
   --no-huge            use ordinary pages instead of hugepages
   -m MB                memory to reserve, in MiB (checked against pool sizes)
-  --no-pci             accepted for DPDK compatibility (no PCI scan is done)";
+  --no-pci             accepted for DPDK compatibility (no PCI scan is done)
+  -n N                 memory channels: accepted for DPDK compatibility, ignored";
 
 /// Parsed runtime arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,6 +60,7 @@ fn usage_of(opt: &str) -> &'static str {
         "-a" | "--allow" => "-a DEVARGS, e.g. -a 0000:00:04.0",
         "-d" => "-d PATH (a plugin .so or a directory of them)",
         "-m" => "-m MB, e.g. -m 512",
+        "-n" => "-n CHANNELS, e.g. -n 4",
         _ => "",
     }
 }
@@ -81,7 +83,7 @@ impl EalArgs {
             } else if a.len() > 2
                 && a.starts_with('-')
                 && !a.starts_with("--")
-                && matches!(&a[..2], "-l" | "-d" | "-m" | "-a")
+                && matches!(&a[..2], "-l" | "-d" | "-m" | "-a" | "-n")
             {
                 (a[..2].to_string(), Some(a[2..].to_string()))
             } else {
@@ -104,6 +106,13 @@ impl EalArgs {
                 "-d" => out.plugin_paths.push(PathBuf::from(value(&opt)?)),
                 "--no-huge" => out.no_huge = true,
                 "--no-pci" => {}
+                "-n" => {
+                    let v = value(&opt)?;
+                    v.parse::<u32>().map_err(|_| ArgsError::BadValue {
+                        opt: opt.clone(),
+                        why: format!("`{v}` is not a number of memory channels"),
+                    })?;
+                }
                 "-m" => {
                     let v = value(&opt)?;
                     let mb = v.parse::<u64>().map_err(|_| ArgsError::BadValue {

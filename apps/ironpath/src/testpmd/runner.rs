@@ -48,6 +48,9 @@ pub fn peer_port(ports: &[u16], rx: u16, topology: Topology) -> u16 {
     }
 }
 
+/// Streams with the lcore each is placed on.
+pub type Placed = Vec<(u32, Stream)>;
+
 /// DPDK's default peer address for port `p`: 02:00:00:00:00:pp.
 pub fn default_peer_mac(p: u16) -> [u8; 6] {
     [2, 0, 0, 0, 0, p as u8]
@@ -60,7 +63,7 @@ pub fn build_streams(
     pool: &Mempool,
     topology: Topology,
     fwd_lcores: &[u32],
-) -> Result<(Vec<(u32, Stream)>, Vec<StreamInfo>), String> {
+) -> Result<(Placed, Vec<StreamInfo>), String> {
     let ports: Vec<u16> =
         eal.ports().filter(|p| p.state() == ironpath_eal::PortState::Started).map(|p| p.id()).collect();
     if ports.is_empty() {

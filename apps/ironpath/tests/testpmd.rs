@@ -1,0 +1,298 @@
+//! Drives `ironpath testpmd` as a user would: commands on standard input, from a
+//! command file, and in a real terminal (tmux), with null and ring ports.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
+
+struct Out {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+/// Run testpmd with `args`, feeding `input` line by line (a line `@sleep SECS` pauses
+/// the feeder, as a user would wait between commands); killed after 60 s.
+fn testpmd(args: &str, input: &str) -> Out {
+    let mut child = Command::new(BIN)
+        .arg("testpmd")
+        .args(args.split_whitespace())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ironpath");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_string();
+    let feeder = std::thread::spawn(move || {
+        for line in input.lines() {
+            if let Some(secs) = line.strip_prefix("@sleep ") {
+                std::thread::sleep(Duration::from_secs_f64(secs.parse().unwrap()));
+            } else if writeln!(stdin, "{line}").is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("testpmd did not exit within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = feeder.join();
+    let o = child.wait_with_output().unwrap();
+    Out {
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        code: o.status.code().unwrap_or(-1),
+    }
+}
+
+const NULL2: &str = "-l 0-1 --no-huge --vdev net_null0,size=64 --vdev net_null1,size=64 -- -i";
+
+/// RX and TX packet totals of the first "Accumulated forward statistics" block in `s`.
+fn accumulated(s: &str) -> (u64, u64) {
+    let i = s.find("Accumulated forward statistics").unwrap_or_else(|| panic!("no summary in:\n{s}"));
+    let block: String = s[i..].lines().take(4).collect::<Vec<_>>().join("\n");
+    (num_after(&block, "RX-packets:"), num_after(&block, "TX-packets:"))
+}
+
+fn num_after(s: &str, key: &str) -> u64 {
+    let i = s.rfind(key).unwrap_or_else(|| panic!("`{key}` not in output:\n{s}"));
+    s[i + key.len()..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn start_stop_show_and_quit_through_stdin() {
+    let o = testpmd(
+        &format!("{NULL2} --record-core-cycles"),
+        "show port summary all\nshow port info 0\nstart\n@sleep 0.3\nshow config fwd\nshow port stats all\nshow fwd stats all\nstop\nshow port xstats 1\nclear port stats all\nshow port stats 0\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let s = &o.stdout;
+    for want in [
+        "Number of available ports: 2",
+        "Infos for port 0",
+        "Driver name: net_null",
+        "io packet forwarding - ports=2 - cores=1 - streams=2",
+        "RX P=0/Q=0 (socket 0) -> TX P=1/Q=0 (socket 0)",
+        "NIC statistics for port 0",
+        "RX-packets:",
+        "Rx-pps:",
+        "Telling cores to stop...",
+        "Forward statistics for port 1",
+        "Accumulated forward statistics for all ports",
+        "CPU cycles/packet=",
+        "NIC extended statistics for port 1",
+        "rx_q0_packets:",
+        "NIC statistics for port 0 cleared",
+        "Bye...",
+    ] {
+        assert!(s.contains(want), "missing `{want}` in:\n{s}");
+    }
+    // The stop summary adds up: everything received was sent (io, no drops).
+    let (rx, tx) = accumulated(&s[s.find("Telling cores to stop").unwrap()..]);
+    assert!(rx > 0 && rx == tx, "rx {rx} tx {tx}");
+}
+
+#[test]
+fn engines_run_and_count_as_expected() {
+    let script = "set fwd rxonly\nstart\n@sleep 0.3\nstop\nset fwd txonly\nset txpkts 64,36\nstart\n@sleep 0.3\nstop\nset fwd csum\nstart\n@sleep 0.3\nstop\nset fwd flowgen\nstart\n@sleep 0.3\nstop\nset fwd macswap retry\nstart\n@sleep 0.3\nstop\nquit\n";
+    let o = testpmd(NULL2, script);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s = &o.stdout;
+    assert!(s.contains("Set macswap packet forwarding mode with retry"), "{s}");
+    // txonly sends and receives nothing: TX-packets > 0 with RX-packets 0 in its block.
+    let blocks: Vec<&str> = s.split("Telling cores to stop...").skip(1).collect();
+    assert_eq!(blocks.len(), 5, "{s}");
+    let acc = accumulated;
+    let (rx, tx) = acc(blocks[0]);
+    assert!(rx > 0 && tx == 0, "rxonly: {rx} {tx}");
+    let (rx, tx) = acc(blocks[1]);
+    assert!(rx == 0 && tx > 0, "txonly only sends: {rx} {tx}");
+    assert!(blocks[2].contains("Bad-ipcsum:"), "csum prints checksum counters");
+}
+
+#[test]
+fn ring_ports_with_tx_first_circulate_packets() {
+    let o = testpmd(
+        "-l 0-1 --no-huge --vdev net_ring0 --vdev net_ring1 -- -i",
+        "start tx_first 4\n@sleep 0.5\nshow fwd stats all\nstop\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let (rx, tx) = accumulated(&o.stdout[o.stdout.find("Telling cores").unwrap()..]);
+    // 4 bursts of 32 per port were seeded, then forwarded in a circle.
+    assert!(rx > 1000 && tx >= rx, "rx {rx} tx {tx}\n{}", o.stdout);
+}
+
+#[test]
+fn wrong_input_gets_a_reason_and_the_usage_and_never_crashes() {
+    let cases = [
+        ("frobnicate", "Bad arguments: unknown command `frobnicate`"),
+        ("stat", "(did you mean `start`?)"),
+        ("show port stats 9", "Bad arguments: no port 9"),
+        ("show port stats x", "`x` is not a port id or `all`"),
+        ("show port", "missing info|summary|stats|xstats"),
+        ("set fwd fast", "unknown mode `fast`"),
+        ("set burst 0", "`0` is not a number in 1..=256\nUsage: set burst N (1..=256)"),
+        ("set burst 99999999999999999999", "is not a number in 1..=256"),
+        ("set txpkts 10", "total length 10 must be 42..=9000"),
+        ("set nbcore 5", "not a number in 1..=1"),
+        ("set promisc all maybe", "expected on or off"),
+        ("port attach net_nope0", "no driver for device `net_nope0`"),
+        ("port attach net_null9,sise=1", "unknown device argument `sise` (did you mean `size`?)"),
+        ("port config all rxq 0", "Usage: port config all rxq|txq|rxd|txd N"),
+        ("stop", "Packet forwarding not started"),
+        ("start tx_first abc", "`abc` is not a number"),
+        ("clear fwd nonsense", "Usage:"),
+        ("show config nothing", "expected rxtx, cores or fwd"),
+        ("\u{1b}[A\u{0}\u{7f}", "Bad arguments: unknown command"),
+    ];
+    let input: String = cases.iter().map(|(c, _)| format!("{c}\n")).collect::<String>() + "help\nhelp set\nquit\n";
+    let o = testpmd(NULL2, &input);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for (cmd, want) in cases {
+        assert!(o.stdout.contains(want), "`{cmd}` should say `{want}`:\n{}", o.stdout);
+    }
+    assert!(o.stdout.contains("set fwd io|mac|macswap"), "help lists usages");
+    assert!(o.stdout.contains("set burst N (1..=256)"), "help set lists the set commands");
+}
+
+#[test]
+fn ports_can_be_attached_configured_restarted_and_detached() {
+    let o = testpmd(
+        NULL2,
+        "port attach net_null2,size=128\nport start 2\nport stop all\nport config all rxq 2\nport config all txq 2\nport start all\nshow port info 2\nshow config rxtx\nset nbcore 1\nstart\n@sleep 0.3\nstop\nport detach 2\nshow port summary all\nset promisc 0 off\nshow port info 0\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s = &o.stdout;
+    for want in [
+        "Port 2 is attached. Now total ports is 3",
+        "Port 0 stopped",
+        "Current number of RX queues: 2",
+        "RX queue number: 2 Tx queue number: 2",
+        "Forward Stats for RX Port= 0/Queue= 1 -> TX Port= 1/Queue= 1",
+        "Port 2 is detached. Now total ports is 2",
+        "Number of available ports: 2",
+        "Promiscuous mode: disabled",
+    ] {
+        assert!(s.contains(want), "missing `{want}` in:\n{s}");
+    }
+}
+
+#[test]
+fn command_file_and_non_interactive_mode() {
+    let dir = std::env::temp_dir().join(format!("ironpath-cmdfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("cmds.txt");
+    std::fs::write(&f, "set fwd macswap\n# a comment\nshow config rxtx\nstart\nstop\nquit\n").unwrap();
+    let o = testpmd(&format!("{NULL2} --cmdline-file={}", f.display()), "");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("Read CLI commands from"), "{}", o.stdout);
+    assert!(o.stdout.contains("macswap packet forwarding packets/burst=32"), "{}", o.stdout);
+
+    // Without -i: starts at once, reports every period, stops after --duration.
+    let o = testpmd(
+        "-l 0-1 --no-huge --vdev net_null0 --vdev net_null1 -- --forward-mode=io --stats-period 1 --duration 2.5",
+        "",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.matches("Port statistics ====").count() >= 2, "{}", o.stdout);
+    assert!(o.stdout.contains("rx-Mpps"), "per-second table:\n{}", o.stdout);
+    assert!(o.stdout.contains("Accumulated forward statistics"), "{}", o.stdout);
+}
+
+#[test]
+fn bad_command_line_arguments_are_one_line_errors() {
+    let o = testpmd("-l 0-1 --no-huge --vdev net_null0 -- --burst=0", "");
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("invalid value `0` for --burst (accepted 1..=256)"), "{}", o.stderr);
+    let o = testpmd("-l 0-1 --vdve net_null0 --", "");
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("unknown runtime argument `--vdve`"), "{}", o.stderr);
+    let o = testpmd("-l 0-1 --no-huge --vdev net_null0,size=1 --", "");
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("`size=1` is out of range: accepted 14..=9000"), "{}", o.stderr);
+    let o = testpmd("-l 0 --no-huge --vdev net_null0 -- -i", "start\n@sleep 0.3\nquit\n");
+    assert_eq!(o.code, 0);
+    assert!(o.stdout.contains("no forwarding lcore"), "{}", o.stdout);
+}
+
+#[test]
+fn mempool_exhaustion_shows_as_rx_nombuf() {
+    // null0 <-> ring_a; ring_a's peer ring_b is stopped, so nobody drains a->b: the
+    // ring swallows the whole pool and the null port's RX then finds it empty.
+    let o = testpmd(
+        "-l 0-1 --no-huge --vdev net_null0 --vdev net_ring_a,link=x,size=4096 --vdev net_ring_b,link=x,size=4096 \
+         -- -i --total-num-mbufs=1024 --mbcache=0",
+        "port stop 2\nstart\n@sleep 0.5\nstop\nshow port stats 0\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s = &o.stdout;
+    let i = s.rfind("NIC statistics for port 0").unwrap();
+    let nombuf = num_after(&s[i..], "RX-nombuf:");
+    assert!(nombuf > 0, "null RX found the pool empty and counted it:\n{s}");
+}
+
+/// Interactive editing in a real terminal: tab completion and history.
+#[test]
+fn interactive_terminal_completion_and_history_tty() {
+    let have_tmux = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    assert!(have_tmux, "tmux is needed for this test (apt-get install tmux; .ci/run installs it)");
+    let sess = format!("ironpath-tty-{}", std::process::id());
+    // Keep the pane open after testpmd exits so its last words can be read.
+    let cmd = format!("{BIN} testpmd {NULL2}; sleep 30");
+    let ok =
+        Command::new("tmux").args(["new-session", "-d", "-s", &sess, "-x", "200", "-y", "50", &cmd]).status().unwrap();
+    assert!(ok.success());
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).status();
+        }
+    }
+    let _k = Kill(sess.clone());
+    let keys = |k: &[&str]| {
+        let mut c = Command::new("tmux");
+        c.args(["send-keys", "-t", &sess]).args(k);
+        assert!(c.status().unwrap().success());
+    };
+    let screen = || {
+        let o = Command::new("tmux").args(["capture-pane", "-p", "-t", &sess, "-S", "-200"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let wait_for = |what: &str| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(20) {
+            if screen().contains(what) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("`{what}` never appeared:\n{}", screen());
+    };
+    wait_for("testpmd>");
+    // "sho<Tab> port sum<Tab> all<Enter>" completes to "show port summary all".
+    keys(&["sho", "Tab"]);
+    keys(&["port sum", "Tab"]);
+    keys(&["all", "Enter"]);
+    wait_for("Number of available ports: 2");
+    assert!(screen().contains("show port summary all"), "{}", screen());
+    // History: Up recalls the last command.
+    keys(&["Up", "Enter"]);
+    let t = Instant::now();
+    while screen().matches("Number of available ports: 2").count() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(20), "history recall failed:\n{}", screen());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    keys(&["quit", "Enter"]);
+    wait_for("Bye...");
+}
