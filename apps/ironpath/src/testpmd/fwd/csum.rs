@@ -111,6 +111,9 @@ mod tests {
         p[40] = 0x12;
         assert_eq!(check_and_fix(&mut p, true), Some(Check::default()));
         assert_eq!(p, good);
-        assert_eq!(check_and_fix(&mut [0u8; 20], false), None);
+        // An IPv4 frame cut inside its header is malformed; a non-IP frame is not.
+        let mut cut = good[..20].to_vec();
+        assert_eq!(check_and_fix(&mut cut, false), None);
+        assert_eq!(check_and_fix(&mut [0u8; 20], false), Some(Check::default()));
     }
 }

@@ -135,7 +135,8 @@ mod tests {
         assert_eq!(checksum(&f[34..42]), 0);
         assert_eq!(&f[26..30], &[198, 18, 0, 2]);
         assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 1]);
-        let mut runt = vec![0u8; 20];
-        assert_eq!(answer(&mut runt, [0; 6]), Verdict::Malformed);
+        let mut cut = f[..30].to_vec();
+        assert_eq!(answer(&mut cut, [0; 6]), Verdict::Malformed);
+        assert_eq!(answer(&mut [0u8; 20], [0; 6]), Verdict::Ignore);
     }
 }
