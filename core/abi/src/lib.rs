@@ -13,8 +13,11 @@
 //! * [`ABI_MINOR`] changes when a field is appended to a table. Tables carry their own
 //!   size in their first field, so a host reads only the slots a plugin knows and
 //!   treats the rest as NULL ("not supported").
-//! * [`Mbuf`] and [`Mempool`] are shared memory layouts: their sizes must be equal on
-//!   both sides, and the loader checks them before calling anything else.
+//! * [`Mbuf`], [`Mempool`] and [`Stats`] are shared memory layouts (the host hands
+//!   buffers of them to plugins): their sizes must be equal on both sides, so changing
+//!   one is a major change. [`PmdEntry`] may grow (the host reads the prefix it knows,
+//!   and requires at least the v1 size). The loader checks all this before calling
+//!   anything else.
 //!
 //! Layouts are pinned by compile-time assertions at the end of this file.
 #![no_std]
@@ -74,12 +77,18 @@ pub const TX_TCP_SEG: u64 = 1 << 35;
 pub const TX_IPV4: u64 = 1 << 36;
 /// TX: the packet is IPv6.
 pub const TX_IPV6: u64 = 1 << 37;
+/// RX: `timestamp` is valid.
+pub const RX_TIMESTAMP: u64 = 1 << 8;
 /// Internal: this mbuf is indirect: its buffer belongs to another (direct) mbuf.
 pub const IND_ATTACHED: u64 = 1 << 62;
 
 /// The mbuf header: one per packet segment, followed in memory by its data buffer.
 ///
-/// Two cache lines, DPDK-like. The first line holds what RX and TX touch per packet.
+/// Two cache lines, DPDK-like. The first line holds everything allocation, RX, TX and
+/// freeing of a single-segment packet touch (including `pool`); the second holds the
+/// chain link and metadata that is valid only when its `ol_flags` bit says so
+/// (`aggr_segs` with `RX_AGGREGATED`, `timestamp` with `RX_TIMESTAMP`) and the
+/// node-private area. Allocation does not clear the second line.
 #[repr(C, align(64))]
 pub struct Mbuf {
     /// Virtual address of the segment's buffer (headroom included).
@@ -116,16 +125,18 @@ pub struct Mbuf {
     pub l3_len: u16,
     /// TCP segment size for TSO, or the original MSS of an aggregated packet.
     pub tso_segsz: u16,
-    /// Next segment of the chain, or NULL.
-    pub next: *mut Mbuf,
-    // ---- second cache line ----
     /// The pool this mbuf returns to.
     pub pool: *const Mempool,
+    // ---- second cache line: touched only for chains and optional metadata ----
+    /// Next segment of the chain, or NULL. Always NULL when the first segment's
+    /// `nb_segs` is 1 (and in every free mbuf), so single-segment packets are
+    /// allocated and freed without touching this cache line.
+    pub next: *mut Mbuf,
     /// Number of original segments in an aggregated packet (`RX_AGGREGATED`).
     pub aggr_segs: u16,
     /// Reserved, zero.
     pub reserved: [u16; 3],
-    /// Receive timestamp in nanoseconds, 0 when not set.
+    /// Receive timestamp in nanoseconds; valid only with `RX_TIMESTAMP`.
     pub timestamp: u64,
     /// Free for use by graph nodes; not touched by PMDs.
     pub private: [u64; MBUF_PRIV_WORDS],
@@ -440,6 +451,9 @@ pub struct DevOps {
     pub promiscuous_set: Option<unsafe extern "C" fn(dev: *mut c_void, on: u8) -> i32>,
     /// Read promiscuous mode: 1, 0, or a negative errno.
     pub promiscuous_get: Option<unsafe extern "C" fn(dev: *mut c_void) -> i32>,
+    /// Write the message of the last failed op on this thread (empty if none) to
+    /// `err`; the host calls it right after an op returned a negative errno.
+    pub last_error: Option<unsafe extern "C" fn(dev: *mut c_void, err: *mut ErrMsg)>,
 }
 
 // SAFETY: `Mempool` is an immutable description after creation; the raw pointers it
@@ -480,8 +494,8 @@ const _: () = {
     assert!(offset_of!(Mbuf, l4_len) == 51);
     assert!(offset_of!(Mbuf, l3_len) == 52);
     assert!(offset_of!(Mbuf, tso_segsz) == 54);
-    assert!(offset_of!(Mbuf, next) == 56);
-    assert!(offset_of!(Mbuf, pool) == 64);
+    assert!(offset_of!(Mbuf, pool) == 56);
+    assert!(offset_of!(Mbuf, next) == 64);
     assert!(offset_of!(Mbuf, aggr_segs) == 72);
     assert!(offset_of!(Mbuf, timestamp) == 80);
     assert!(offset_of!(Mbuf, private) == 88);
@@ -500,7 +514,7 @@ const _: () = {
     assert!(offset_of!(PmdEntry, abi_minor) == 2);
     assert!(offset_of!(PmdEntry, entry_size) == 4);
     assert!(size_of::<PmdEntry>() == 48);
-    assert!(size_of::<DevOps>() == 8 + 20 * 8);
+    assert!(size_of::<DevOps>() == 8 + 21 * 8);
 };
 
 /// Constant helper: the [`PmdEntry`] header fields for this ABI version.

@@ -192,7 +192,7 @@ impl Burst {
     #[inline(always)]
     pub fn set_len(&mut self, i: usize, len: usize) -> Option<&mut [u8]> {
         let h = self.header_mut(i);
-        if h.next.is_null() && h.data_off as usize + len <= h.buf_len as usize {
+        if h.nb_segs == 1 && h.data_off as usize + len <= h.buf_len as usize {
             h.data_len = len as u16;
             h.pkt_len = len as u32;
             self.data_mut(i)
@@ -209,8 +209,9 @@ impl Burst {
         let p = self.pkts[i];
         // SAFETY: a packet we own; its chain tail (if any) is freed first.
         unsafe {
-            if !(*p).next.is_null() {
-                free_bulk_raw(&[(*p).next]);
+            if (*p).nb_segs != 1 {
+                crate::mbuf::free_segs_raw((*p).next);
+                (*p).next = std::ptr::null_mut();
             }
             reset_raw(p, headroom);
         }

@@ -135,12 +135,17 @@ impl std::fmt::Debug for Driver {
 
 fn check_sizes(path: &Path, e: &abi::PmdEntry) -> Result<(), LoadError> {
     let (entry, mbuf, mempool, _ops, stats) = abi::entry_sizes();
-    for (what, found, expected) in [
-        ("PmdEntry", e.entry_size, entry),
-        ("Mbuf", e.mbuf_size, mbuf),
-        ("Mempool", e.mempool_size, mempool),
-        ("Stats", e.stats_size, stats),
-    ] {
+    if e.entry_size < entry {
+        return Err(LoadError::Size {
+            path: path.to_path_buf(),
+            what: "PmdEntry",
+            found: e.entry_size,
+            expected: entry,
+        });
+    }
+    for (what, found, expected) in
+        [("Mbuf", e.mbuf_size, mbuf), ("Mempool", e.mempool_size, mempool), ("Stats", e.stats_size, stats)]
+    {
         if found != expected {
             return Err(LoadError::Size { path: path.to_path_buf(), what, found, expected });
         }

@@ -38,15 +38,17 @@ pub enum MbufError {
     TooManySegs(usize),
 }
 
-/// Reset a segment to a fresh one-segment packet with `headroom` (clamped to the buffer).
+/// Reset a segment to a fresh one-segment packet with `headroom` (clamped to the
+/// buffer). Writes only the first cache line: `next` must already be NULL (true of
+/// every free mbuf and every single-segment packet).
 ///
 /// # Safety
-/// `m` must point to a valid mbuf owned by the caller.
+/// `m` must point to a valid mbuf owned by the caller, with `next` NULL.
 #[inline(always)]
 pub unsafe fn reset_raw(m: *mut RawMbuf, headroom: u16) {
     // SAFETY: caller's contract.
     let m = unsafe { &mut *m };
-    m.next = std::ptr::null_mut();
+    debug_assert!(m.next.is_null());
     m.nb_segs = 1;
     m.data_off = headroom.min(m.buf_len);
     m.pkt_len = 0;
@@ -60,8 +62,6 @@ pub unsafe fn reset_raw(m: *mut RawMbuf, headroom: u16) {
     m.l3_len = 0;
     m.l4_len = 0;
     m.tso_segsz = 0;
-    m.aggr_segs = 0;
-    m.timestamp = 0;
 }
 
 /// Drop one reference to a segment. Returns the segment if the caller must now return
@@ -118,8 +118,13 @@ unsafe fn detach_if_indirect(m: *mut RawMbuf) {
     // SAFETY: an indirect segment holds one reference to its direct segment.
     let d = unsafe { prefree_seg(direct) };
     if !d.is_null() {
-        // SAFETY: `d` is now owned by us and belongs to its own pool.
-        unsafe { put_seg(d) };
+        // SAFETY: `d` is now owned by us and belongs to its own pool; it may still
+        // carry the link of the chain it was in.
+        unsafe {
+            (*d).next = std::ptr::null_mut();
+            (*d).nb_segs = 1;
+            put_seg(d);
+        }
     }
 }
 
@@ -134,41 +139,108 @@ unsafe fn put_seg(m: *mut RawMbuf) {
     pool.put_bulk(&[m]);
 }
 
-/// Release one reference to each packet (whole chains), batching the returns per pool.
-///
-/// # Safety
-/// The caller owns one reference to each packet; none is used afterwards.
-pub unsafe fn free_bulk_raw(pkts: &[*mut RawMbuf]) {
-    const BATCH: usize = 64;
-    let mut pending = [std::ptr::null_mut::<RawMbuf>(); BATCH];
-    let mut n = 0;
-    let mut pool: *const abi::Mempool = std::ptr::null();
-    for &p in pkts {
-        let mut seg = p;
+/// Returns segments to their pools in batches of one pool each.
+struct Returner {
+    pending: [*mut RawMbuf; 64],
+    n: usize,
+    pool: *const abi::Mempool,
+}
+
+impl Returner {
+    #[inline(always)]
+    fn new() -> Self {
+        Self { pending: [std::ptr::null_mut(); 64], n: 0, pool: std::ptr::null() }
+    }
+
+    /// Queue one segment whose count reached zero (its `next` already NULL).
+    ///
+    /// # Safety
+    /// `m` is a valid segment owned by the caller alone.
+    #[inline(always)]
+    unsafe fn push(&mut self, m: *mut RawMbuf) {
+        // SAFETY: caller's contract.
+        let mp = unsafe { (*m).pool };
+        if (mp != self.pool && self.n > 0) || self.n == self.pending.len() {
+            self.flush();
+        }
+        self.pool = mp;
+        self.pending[self.n] = m;
+        self.n += 1;
+    }
+
+    #[inline(always)]
+    fn flush(&mut self) {
+        if self.n > 0 {
+            // SAFETY: `pool` is the live PoolInner every pending segment belongs to.
+            unsafe { (*self.pool.cast::<PoolInner>()).put_bulk(&self.pending[..self.n]) };
+            self.n = 0;
+        }
+    }
+
+    /// Drop a reference to every segment from `seg` on, following `next`.
+    ///
+    /// # Safety
+    /// The caller owns one reference to each segment of the chain from `seg`.
+    #[inline(always)]
+    unsafe fn chain(&mut self, mut seg: *mut RawMbuf) {
         while !seg.is_null() {
-            // SAFETY: `seg` is a segment of a packet we own a reference to.
+            // SAFETY: a segment of a chain we hold a reference to.
             let next = unsafe { (*seg).next };
             // SAFETY: as above.
             let m = unsafe { prefree_seg(seg) };
             if !m.is_null() {
-                // SAFETY: `m` is ours alone now.
-                let mp = unsafe { (*m).pool };
-                if (mp != pool && n > 0) || n == BATCH {
-                    // SAFETY: `pool` is the live PoolInner all pending segments belong to.
-                    unsafe { (*pool.cast::<PoolInner>()).put_bulk(&pending[..n]) };
-                    n = 0;
+                // SAFETY: ours alone now; free mbufs keep `next` NULL and one segment.
+                unsafe {
+                    (*m).next = std::ptr::null_mut();
+                    (*m).nb_segs = 1;
+                    self.push(m);
                 }
-                pool = mp;
-                pending[n] = m;
-                n += 1;
             }
             seg = next;
         }
     }
-    if n > 0 {
-        // SAFETY: as above.
-        unsafe { (*pool.cast::<PoolInner>()).put_bulk(&pending[..n]) };
+}
+
+impl Drop for Returner {
+    fn drop(&mut self) {
+        self.flush();
     }
+}
+
+/// Release one reference to each packet (whole chains), batching the returns per pool.
+/// A single-segment packet (`nb_segs == 1`) is freed without reading its second
+/// cache line.
+///
+/// # Safety
+/// The caller owns one reference to each packet (each pointer is a first segment);
+/// none is used afterwards.
+#[inline]
+pub unsafe fn free_bulk_raw(pkts: &[*mut RawMbuf]) {
+    let mut r = Returner::new();
+    for &p in pkts {
+        // SAFETY: a packet we own a reference to.
+        unsafe {
+            if (*p).nb_segs == 1 {
+                let m = prefree_seg(p);
+                if !m.is_null() {
+                    r.push(m);
+                }
+            } else {
+                r.chain(p);
+            }
+        }
+    }
+}
+
+/// Release one reference to every segment from `seg` on (a chain cut from a packet:
+/// its `nb_segs` is not trusted).
+///
+/// # Safety
+/// The caller owns one reference to each segment of the chain from `seg`.
+pub unsafe fn free_segs_raw(seg: *mut RawMbuf) {
+    let mut r = Returner::new();
+    // SAFETY: caller's contract.
+    unsafe { r.chain(seg) };
 }
 
 /// An owned reference to a packet (a chain of segments). Dropping it frees the chain.
@@ -447,7 +519,7 @@ impl Mbuf {
                     let rest = s.next;
                     s.next = std::ptr::null_mut();
                     if !rest.is_null() {
-                        free_bulk_raw(&[rest]);
+                        free_segs_raw(rest);
                     }
                     break;
                 }
@@ -599,10 +671,14 @@ impl Mbuf {
         // SAFETY: `pool` is a live PoolInner.
         let headroom = unsafe { (*h.pool).headroom };
         if !rest.is_null() {
-            // SAFETY: the rest of our chain, owned through this handle.
-            unsafe { free_bulk_raw(&[rest]) };
+            // SAFETY: the rest of our chain, owned through this handle; then our own
+            // first segment, held alone, becomes a one-segment packet.
+            unsafe {
+                free_segs_raw(rest);
+                (*self.ptr.as_ptr()).next = std::ptr::null_mut();
+            }
         }
-        // SAFETY: our own first segment, held alone.
+        // SAFETY: our own first segment, held alone, `next` NULL.
         unsafe { reset_raw(self.ptr.as_ptr(), headroom) };
         Ok(())
     }

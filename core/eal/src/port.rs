@@ -58,7 +58,7 @@ pub enum PortError {
         driver: String,
     },
     /// The driver returned an error.
-    #[error("port {port}: {op} failed: {err}")]
+    #[error("port {port}: {op} failed: {}", if msg.is_empty() { err.to_string() } else { msg.clone() })]
     Errno {
         /// Port.
         port: PortId,
@@ -66,6 +66,8 @@ pub enum PortError {
         op: &'static str,
         /// Decoded errno.
         err: std::io::Error,
+        /// The driver's own message, when it gave one.
+        msg: String,
     },
     /// Wrong state for the operation.
     #[error("port {port}: {op}: {why}")]
@@ -196,7 +198,7 @@ pub struct PortInfo {
 }
 
 fn errno_err(port: PortId, op: &'static str, rc: i32) -> PortError {
-    PortError::Errno { port, op, err: std::io::Error::from_raw_os_error(-rc) }
+    PortError::Errno { port, op, err: std::io::Error::from_raw_os_error(-rc), msg: String::new() }
 }
 
 unsafe extern "C" fn host_log(level: u32, msg: *const c_char) {
@@ -305,6 +307,23 @@ impl Port {
         })
     }
 
+    /// The error for a failed op, with the driver's message if it has one.
+    fn fail(&self, op: &'static str, rc: i32) -> PortError {
+        let mut e = errno_err(self.id, op, rc);
+        if let (Some(f), false) = (self.ops.last_error, self.dev.is_null()) {
+            let mut m = abi::ErrMsg { msg: [0; abi::ERR_MSG_LEN] };
+            // SAFETY: live device; `m` is a valid buffer, NUL-terminated below.
+            unsafe { f(self.dev, &mut m) };
+            m.msg[abi::ERR_MSG_LEN - 1] = 0;
+            // SAFETY: NUL-terminated (forced above).
+            let text = unsafe { CStr::from_ptr(m.msg.as_ptr()) }.to_string_lossy().into_owned();
+            if let PortError::Errno { msg, .. } = &mut e {
+                *msg = text;
+            }
+        }
+        e
+    }
+
     /// Port id.
     pub fn id(&self) -> PortId {
         self.id
@@ -342,7 +361,7 @@ impl Port {
         // SAFETY: `dev` is live (port not closed) and `info` a valid out-pointer.
         let rc = unsafe { f(self.dev, &mut info) };
         if rc < 0 {
-            return Err(errno_err(self.id, "dev_info", rc));
+            return Err(self.fail("dev_info", rc));
         }
         Ok(info)
     }
@@ -399,7 +418,7 @@ impl Port {
         // SAFETY: live device, valid config pointer.
         let rc = unsafe { f(self.dev, &conf) };
         if rc < 0 {
-            return Err(errno_err(self.id, "configure", rc));
+            return Err(self.fail("configure", rc));
         }
         self.rxqs = (0..nb_rxq).map(|_| None).collect();
         self.txqs = (0..nb_txq).map(|_| None).collect();
@@ -449,7 +468,7 @@ impl Port {
         // SAFETY: live device; the pool outlives the queue (kept in `rx_pools`).
         let rc = unsafe { f(self.dev, qid, nb_desc, pool.as_abi(), &mut q) };
         if rc < 0 {
-            return Err(errno_err(self.id, "rx_queue_setup", rc));
+            return Err(self.fail("rx_queue_setup", rc));
         }
         if q.rx_burst.is_none() {
             return Err(PortError::NotSupported { port: self.id, op: "rx_burst", driver: self.driver.name.clone() });
@@ -478,7 +497,7 @@ impl Port {
         // SAFETY: live device, valid out-pointer.
         let rc = unsafe { f(self.dev, qid, nb_desc, &mut q) };
         if rc < 0 {
-            return Err(errno_err(self.id, "tx_queue_setup", rc));
+            return Err(self.fail("tx_queue_setup", rc));
         }
         if q.tx_burst.is_none() {
             return Err(PortError::NotSupported { port: self.id, op: "tx_burst", driver: self.driver.name.clone() });
@@ -503,7 +522,7 @@ impl Port {
             // SAFETY: live device.
             let rc = unsafe { f(self.dev) };
             if rc < 0 {
-                return Err(errno_err(self.id, "start", rc));
+                return Err(self.fail("start", rc));
             }
         }
         self.state = PortState::Started;
@@ -520,7 +539,7 @@ impl Port {
             // SAFETY: live device.
             let rc = unsafe { f(self.dev) };
             if rc < 0 {
-                return Err(errno_err(self.id, "stop", rc));
+                return Err(self.fail("stop", rc));
             }
         }
         self.state = PortState::Stopped;
@@ -580,7 +599,7 @@ impl Port {
         // SAFETY: live device, valid out-pointer.
         let rc = unsafe { f(self.dev, &mut s) };
         if rc < 0 {
-            return Err(errno_err(self.id, "stats_get", rc));
+            return Err(self.fail("stats_get", rc));
         }
         Ok(s)
     }
@@ -591,7 +610,7 @@ impl Port {
         // SAFETY: live device.
         let rc = unsafe { f(self.dev) };
         if rc < 0 {
-            return Err(errno_err(self.id, "stats_reset", rc));
+            return Err(self.fail("stats_reset", rc));
         }
         Ok(())
     }
@@ -603,7 +622,7 @@ impl Port {
         // SAFETY: live device; a NULL buffer of length 0 asks for the count.
         let n = unsafe { fnames(self.dev, std::ptr::null_mut(), 0) };
         if n < 0 {
-            return Err(errno_err(self.id, "xstats_names", n));
+            return Err(self.fail("xstats_names", n));
         }
         let n = n as u32;
         let mut names = vec![abi::XstatName { name: [0; abi::XSTAT_NAME_LEN] }; n as usize];
@@ -611,10 +630,10 @@ impl Port {
         // SAFETY: buffers of `n` entries each.
         let (a, b) = unsafe { (fnames(self.dev, names.as_mut_ptr(), n), fvals(self.dev, vals.as_mut_ptr(), n)) };
         if a < 0 {
-            return Err(errno_err(self.id, "xstats_names", a));
+            return Err(self.fail("xstats_names", a));
         }
         if b < 0 {
-            return Err(errno_err(self.id, "xstats_get", b));
+            return Err(self.fail("xstats_get", b));
         }
         let k = (a as u32).min(b as u32).min(n) as usize;
         Ok(names[..k]
@@ -634,7 +653,7 @@ impl Port {
         // SAFETY: live device.
         let rc = unsafe { f(self.dev) };
         if rc < 0 {
-            return Err(errno_err(self.id, "xstats_reset", rc));
+            return Err(self.fail("xstats_reset", rc));
         }
         Ok(())
     }
@@ -646,7 +665,7 @@ impl Port {
         // SAFETY: live device, valid out-pointer.
         let rc = unsafe { f(self.dev, &mut l) };
         if rc < 0 {
-            return Err(errno_err(self.id, "link_get", rc));
+            return Err(self.fail("link_get", rc));
         }
         Ok(l)
     }
@@ -658,7 +677,7 @@ impl Port {
         // SAFETY: live device, valid out-pointer.
         let rc = unsafe { f(self.dev, &mut m) };
         if rc < 0 {
-            return Err(errno_err(self.id, "mac_addr_get", rc));
+            return Err(self.fail("mac_addr_get", rc));
         }
         Ok(m)
     }
@@ -669,7 +688,7 @@ impl Port {
         // SAFETY: live device, valid pointer.
         let rc = unsafe { f(self.dev, &mac) };
         if rc < 0 {
-            return Err(errno_err(self.id, "mac_addr_set", rc));
+            return Err(self.fail("mac_addr_set", rc));
         }
         Ok(())
     }
@@ -680,7 +699,7 @@ impl Port {
         // SAFETY: live device.
         let rc = unsafe { f(self.dev, mtu) };
         if rc < 0 {
-            return Err(errno_err(self.id, "mtu_set", rc));
+            return Err(self.fail("mtu_set", rc));
         }
         Ok(())
     }
@@ -691,7 +710,7 @@ impl Port {
         // SAFETY: live device.
         let rc = unsafe { f(self.dev, u8::from(on)) };
         if rc < 0 {
-            return Err(errno_err(self.id, "promiscuous_set", rc));
+            return Err(self.fail("promiscuous_set", rc));
         }
         Ok(())
     }
@@ -702,7 +721,7 @@ impl Port {
         // SAFETY: live device.
         let rc = unsafe { f(self.dev) };
         if rc < 0 {
-            return Err(errno_err(self.id, "promiscuous_get", rc));
+            return Err(self.fail("promiscuous_get", rc));
         }
         Ok(rc != 0)
     }

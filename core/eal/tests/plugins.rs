@@ -190,6 +190,9 @@ fn bad_device_arguments_name_the_argument() {
     assert!(err.contains("RX queue 0 is not set up"), "{err}");
     let err = p.configure(100, 1).unwrap_err().to_string();
     assert!(err.contains("allows at most 64"), "{err}");
+    // Control-path errors carry the driver's own message.
+    let err = p.set_mtu(5).unwrap_err().to_string();
+    assert_eq!(err, "port 0: mtu_set failed: MTU 5 is out of range 68..=9000");
 }
 
 #[test]
@@ -228,7 +231,13 @@ fn panicking_probe_is_an_error_and_the_host_keeps_running() {
     assert_eq!(rx.rx_burst(&mut b), 0);
     assert_eq!(e.port(id).unwrap().stats().unwrap().ierrors, 1);
     let err = e.port(id).unwrap().mac().unwrap_err().to_string();
-    assert!(err.contains("mac_addr_get failed"), "{err}");
+    assert!(err.contains("mac_addr_get failed: driver panicked: deliberate panic in mac_addr_get"), "{err}");
+    // A TX burst that panics claims the packets (leaked, never freed twice).
+    let tx = e.port(id).unwrap().tx_queue(0).unwrap();
+    let mut b = [std::ptr::null_mut::<RawMbuf>(); 2];
+    mp.alloc_bulk_raw(&mut b).unwrap();
+    assert_eq!(tx.tx_burst(&mut b), 2);
+    assert_eq!(e.port(id).unwrap().stats().unwrap().oerrors, 2);
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //! * keeps per-queue counters ([`QueueStats`]) and answers `stats_get`,
 //!   `stats_reset` and the per-queue xstats for you,
 //! * wraps every call in `catch_unwind`: a panic becomes `-EFAULT` on the control path
-//!   and a counted error (0 packets) on the fast path; it never unwinds into the host.
+//!   and a counted error on the fast path (RX returns 0 packets; TX claims the whole
+//!   burst, leaking rather than risking a double free); it never unwinds into the host.
 //!
 //! See `docs/writing-a-pmd.md` for a walk-through.
 
@@ -435,19 +436,25 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// Run a control operation, turning errors and panics into a negative errno.
+thread_local! {
+    /// Message of the last failed control op on this thread (read by `last_error`).
+    static LAST_ERROR: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Run a control operation, turning errors and panics into a negative errno; the
+/// message is kept for the host's `last_error` call.
 fn control<R>(f: impl FnOnce() -> Result<R, PmdError>) -> Result<R, i32> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => {
-            log(1, &e.msg);
-            Err(-e.errno.max(1))
-        }
-        Err(p) => {
-            log(0, &format!("driver panicked: {}", panic_text(&p)));
-            Err(-abi::errno::EFAULT)
-        }
-    }
+    let (rc, msg) = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => return Ok(v),
+        Ok(Err(e)) => (-e.errno.max(1), e.msg),
+        Err(p) => (-abi::errno::EFAULT, format!("driver panicked: {}", panic_text(&p))),
+    };
+    LAST_ERROR.with(|l| *l.borrow_mut() = msg);
+    Err(rc)
+}
+
+unsafe extern "C" fn last_error(_dev: *mut c_void, err: *mut abi::ErrMsg) {
+    LAST_ERROR.with(|l| write_err(err, &l.borrow()));
 }
 
 fn rc(r: Result<(), i32>) -> i32 {
@@ -568,8 +575,11 @@ unsafe extern "C" fn tx_burst<D: Pmd>(q: *mut c_void, pkts: *mut *mut Mbuf, n: u
     match catch_unwind(AssertUnwindSafe(|| qw.q.tx_burst(pkts))) {
         Ok(k) => k.min(n as usize) as u16,
         Err(_) => {
-            qw.stats.errors.add(1);
-            0
+            // The driver may already have queued some of these packets: claim them
+            // all (counted as errors). Leaking them is safe; handing them back could
+            // free a packet the driver still holds.
+            qw.stats.errors.add(u64::from(n));
+            n
         }
     }
 }
@@ -828,6 +838,7 @@ impl<D: Pmd> OpsTable for D {
         mtu_set: Some(mtu_set::<D>),
         promiscuous_set: Some(promiscuous_set::<D>),
         promiscuous_get: Some(promiscuous_get::<D>),
+        last_error: Some(last_error),
     };
     const OPS_REF: &'static abi::DevOps = &Self::OPS;
 }
