@@ -38,19 +38,21 @@ pub enum MbufError {
     TooManySegs(usize),
 }
 
-/// Reset a segment to a fresh one-segment packet with `headroom` (clamped to the
-/// buffer). Writes only the first cache line: `next` must already be NULL (true of
-/// every free mbuf and every single-segment packet).
+/// Reset a segment to a fresh one-segment packet with `headroom` bytes of headroom.
+/// Writes only the first cache line: `next` must already be NULL (true of every free
+/// mbuf and every single-segment packet).
 ///
 /// # Safety
-/// `m` must point to a valid mbuf owned by the caller, with `next` NULL.
+/// `m` must point to a valid mbuf owned by the caller, with `next` NULL, and
+/// `headroom <= buf_len` (pools guarantee it for their own headroom).
 #[inline(always)]
 pub unsafe fn reset_raw(m: *mut RawMbuf, headroom: u16) {
     // SAFETY: caller's contract.
     let m = unsafe { &mut *m };
     debug_assert!(m.next.is_null());
     m.nb_segs = 1;
-    m.data_off = headroom.min(m.buf_len);
+    debug_assert!(headroom <= m.buf_len);
+    m.data_off = headroom;
     m.pkt_len = 0;
     m.data_len = 0;
     m.ol_flags = 0;
@@ -141,15 +143,18 @@ unsafe fn put_seg(m: *mut RawMbuf) {
 
 /// Returns segments to their pools in batches of one pool each.
 struct Returner {
-    pending: [*mut RawMbuf; 64],
+    pending: [std::mem::MaybeUninit<*mut RawMbuf>; RETURN_BATCH],
     n: usize,
     pool: *const abi::Mempool,
 }
 
+const RETURN_BATCH: usize = 64;
+
 impl Returner {
     #[inline(always)]
     fn new() -> Self {
-        Self { pending: [std::ptr::null_mut(); 64], n: 0, pool: std::ptr::null() }
+        // No zeroing: only `pending[..n]` is ever read.
+        Self { pending: [std::mem::MaybeUninit::uninit(); RETURN_BATCH], n: 0, pool: std::ptr::null() }
     }
 
     /// Queue one segment whose count reached zero (its `next` already NULL).
@@ -160,19 +165,24 @@ impl Returner {
     unsafe fn push(&mut self, m: *mut RawMbuf) {
         // SAFETY: caller's contract.
         let mp = unsafe { (*m).pool };
-        if (mp != self.pool && self.n > 0) || self.n == self.pending.len() {
+        if (mp != self.pool && self.n > 0) || self.n == RETURN_BATCH {
             self.flush();
         }
         self.pool = mp;
-        self.pending[self.n] = m;
+        // SAFETY: n < RETURN_BATCH (flushed above when full).
+        unsafe { self.pending.get_unchecked_mut(self.n).write(m) };
         self.n += 1;
     }
 
     #[inline(always)]
     fn flush(&mut self) {
         if self.n > 0 {
-            // SAFETY: `pool` is the live PoolInner every pending segment belongs to.
-            unsafe { (*self.pool.cast::<PoolInner>()).put_bulk(&self.pending[..self.n]) };
+            // SAFETY: `pending[..n]` were written by `push`; `pool` is the live
+            // PoolInner every pending segment belongs to.
+            unsafe {
+                let objs = std::slice::from_raw_parts(self.pending.as_ptr().cast::<*mut RawMbuf>(), self.n);
+                (*self.pool.cast::<PoolInner>()).put_bulk(objs);
+            }
             self.n = 0;
         }
     }
@@ -208,8 +218,8 @@ impl Drop for Returner {
 }
 
 /// Release one reference to each packet (whole chains), batching the returns per pool.
-/// A single-segment packet (`nb_segs == 1`) is freed without reading its second
-/// cache line.
+/// A single-segment, unshared, direct packet (the common case) is recognised from its
+/// first cache line alone and queued for its pool without further work.
 ///
 /// # Safety
 /// The caller owns one reference to each packet (each pointer is a first segment);
@@ -219,11 +229,25 @@ pub unsafe fn free_bulk_raw(pkts: &[*mut RawMbuf]) {
     let mut r = Returner::new();
     for &p in pkts {
         // SAFETY: a packet we own a reference to.
+        let m = unsafe { &*p };
+        // Acquire on the count: another holder's last reads happen-before reuse.
+        if m.nb_segs == 1
+            && m.ol_flags & abi::IND_ATTACHED == 0
+            && m.refcnt.load(Ordering::Acquire) == 1
+            && m.pool == r.pool
+            && r.n < RETURN_BATCH
+        {
+            // SAFETY: n < RETURN_BATCH (checked); sole owner of a direct segment.
+            unsafe { r.pending.get_unchecked_mut(r.n).write(p) };
+            r.n += 1;
+            continue;
+        }
+        // SAFETY: as above.
         unsafe {
-            if (*p).nb_segs == 1 {
-                let m = prefree_seg(p);
-                if !m.is_null() {
-                    r.push(m);
+            if m.nb_segs == 1 {
+                let s = prefree_seg(p);
+                if !s.is_null() {
+                    r.push(s);
                 }
             } else {
                 r.chain(p);

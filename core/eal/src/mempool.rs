@@ -230,10 +230,9 @@ impl PoolInner {
         } else {
             bump(&c.hits);
         }
-        // Hand out from the top (most recently freed: warm in cache).
-        for (i, slot) in out.iter_mut().enumerate() {
-            *slot = objs[(len - 1) as usize - i];
-        }
+        // Hand out the top of the stack (most recently freed: warm in cache).
+        let top = (len - n) as usize;
+        out.copy_from_slice(&objs[top..len as usize]);
         c.len.store(len - n, Ordering::Relaxed);
         true
     }
