@@ -6,7 +6,7 @@
 //!   arguments.
 #![forbid(unsafe_code)]
 
-mod testpmd;
+use ironpath::testpmd;
 
 fn usage() -> &'static str {
     "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments"

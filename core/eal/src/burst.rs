@@ -174,6 +174,36 @@ impl Burst {
         unsafe { std::slice::from_raw_parts(h.buf_addr.add(h.data_off as usize), h.data_len as usize) }
     }
 
+    /// Call `f` with the first-segment data of every packet that is not shared, in
+    /// order, prefetching the data of the packet `PREFETCH_AHEAD` places further.
+    /// The fast loop for engines and nodes that rewrite headers in place.
+    #[inline(always)]
+    pub fn for_each_data_mut(&mut self, mut f: impl FnMut(&mut [u8])) {
+        const PREFETCH_AHEAD: usize = 4;
+        let pkts = &self.pkts[..self.len];
+        for (i, &p) in pkts.iter().enumerate() {
+            if let Some(&q) = pkts.get(i + PREFETCH_AHEAD) {
+                prefetch_pkt_data(q);
+            }
+            // SAFETY: a packet we own.
+            let h = unsafe { &*p };
+            if h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & abi::IND_ATTACHED == 0 {
+                // SAFETY: exclusively owned data inside the segment's buffer; the slice
+                // lives only for the call.
+                f(unsafe { std::slice::from_raw_parts_mut(h.buf_addr.add(h.data_off as usize), h.data_len as usize) });
+            }
+        }
+    }
+
+    /// Hint the CPU to load the first data cache line of packet `i` (no-op when out
+    /// of range). Engines call it a few packets ahead of the one they work on.
+    #[inline(always)]
+    pub fn prefetch_data(&self, i: usize) {
+        if i < self.len {
+            prefetch_pkt_data(self.pkts[i]);
+        }
+    }
+
     /// First-segment data of packet `i` for writing, or `None` when the packet's data
     /// is shared (refcount > 1 or indirect). Panics if `i >= len()`.
     #[inline(always)]
@@ -226,6 +256,21 @@ impl Burst {
         self.len -= n;
         n
     }
+}
+
+/// Prefetch the first data cache line of a packet we own.
+#[inline(always)]
+fn prefetch_pkt_data(p: *mut RawMbuf) {
+    // SAFETY: `p` is a packet the burst owns; we only compute an address inside its
+    // buffer.
+    let a = unsafe { (*p).buf_addr.add((*p).data_off as usize) };
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(a as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = a;
 }
 
 #[cfg(all(test, not(loom)))]

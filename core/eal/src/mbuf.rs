@@ -148,7 +148,7 @@ struct Returner {
     pool: *const abi::Mempool,
 }
 
-const RETURN_BATCH: usize = 64;
+const RETURN_BATCH: usize = 16;
 
 impl Returner {
     #[inline(always)]
@@ -218,41 +218,56 @@ impl Drop for Returner {
 }
 
 /// Release one reference to each packet (whole chains), batching the returns per pool.
-/// A single-segment, unshared, direct packet (the common case) is recognised from its
-/// first cache line alone and queued for its pool without further work.
+///
+/// The common case — runs of single-segment, unshared, direct packets of one pool —
+/// is recognised from each packet's first cache line alone and handed to the pool
+/// straight from `pkts`, with no copy. Anything else (chains, shared or indirect
+/// packets) takes the general path.
 ///
 /// # Safety
 /// The caller owns one reference to each packet (each pointer is a first segment);
 /// none is used afterwards.
 #[inline]
 pub unsafe fn free_bulk_raw(pkts: &[*mut RawMbuf]) {
-    let mut r = Returner::new();
-    for &p in pkts {
-        // SAFETY: a packet we own a reference to.
-        let m = unsafe { &*p };
-        // Acquire on the count: another holder's last reads happen-before reuse.
-        if m.nb_segs == 1
-            && m.ol_flags & abi::IND_ATTACHED == 0
-            && m.refcnt.load(Ordering::Acquire) == 1
-            && m.pool == r.pool
-            && r.n < RETURN_BATCH
-        {
-            // SAFETY: n < RETURN_BATCH (checked); sole owner of a direct segment.
-            unsafe { r.pending.get_unchecked_mut(r.n).write(p) };
-            r.n += 1;
+    let mut i = 0;
+    while i < pkts.len() {
+        // SAFETY: packets we own a reference to.
+        let pool = unsafe { (*pkts[i]).pool };
+        let mut j = i;
+        while j < pkts.len() {
+            // SAFETY: as above.
+            let m = unsafe { &*pkts[j] };
+            // Acquire on the count: another holder's last reads happen-before reuse.
+            if m.nb_segs == 1
+                && m.ol_flags & abi::IND_ATTACHED == 0
+                && m.pool == pool
+                && m.refcnt.load(Ordering::Acquire) == 1
+            {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        if j > i {
+            // SAFETY: sole owner of each of these direct one-segment packets (next is
+            // NULL), all of `pool`, a live PoolInner.
+            unsafe { (*pool.cast::<PoolInner>()).put_bulk(&pkts[i..j]) };
+            i = j;
             continue;
         }
-        // SAFETY: as above.
+        let mut r = Returner::new();
+        // SAFETY: a packet we own a reference to.
         unsafe {
-            if m.nb_segs == 1 {
-                let s = prefree_seg(p);
+            if (*pkts[i]).nb_segs == 1 {
+                let s = prefree_seg(pkts[i]);
                 if !s.is_null() {
                     r.push(s);
                 }
             } else {
-                r.chain(p);
+                r.chain(pkts[i]);
             }
         }
+        i += 1;
     }
 }
 

@@ -8,7 +8,12 @@
 //! (default 1024). A full ring makes `tx_burst` return fewer than asked (the caller
 //! keeps and usually frees the rest), like a NIC with a full descriptor ring.
 //!
-//! Device arguments: `link=<name>`, `size=<16..=1048576>`, `mac=aa:bb:cc:dd:ee:ff`.
+//! Like DPDK's net_ring, the fast path does not touch the packets: it moves pointers
+//! and counts packets. With `bytes=1` it also counts bytes and stamps the receiving
+//! port into each mbuf (one cache line per packet more).
+//!
+//! Device arguments: `link=<name>`, `size=<16..=1048576>`, `bytes=0|1`,
+//! `mac=aa:bb:cc:dd:ee:ff`.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -20,7 +25,7 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-const KEYS: &[&str] = &["link", "size", "mac"];
+const KEYS: &[&str] = &["link", "size", "bytes", "mac"];
 const MAX_QUEUES: u16 = 16;
 
 /// A packet pointer in a ring: owned by whichever side holds it.
@@ -91,6 +96,7 @@ fn with_link<R>(name: &str, f: impl FnOnce(&mut Link) -> R) -> Option<R> {
 /// A ring device.
 pub struct RingPmd {
     name: String,
+    bytes: bool,
     link: String,
     end: usize,
     mac: [u8; 6],
@@ -104,6 +110,7 @@ pub struct RingRx {
     key: (usize, u16),
     cons: Option<HeapCons<Pkt>>,
     port_id: u16,
+    bytes: bool,
     stats: Arc<QueueStats>,
 }
 
@@ -112,6 +119,7 @@ pub struct RingTx {
     link: String,
     key: (usize, u16),
     prod: Option<HeapProd<Pkt>>,
+    bytes: bool,
     stats: Arc<QueueStats>,
 }
 
@@ -147,13 +155,15 @@ impl Drop for RingPmd {
 
 impl Pmd for RingPmd {
     const NAME: &'static CStr = c"net_ring";
-    const DEVARGS_HELP: &'static CStr = c"link=<name>,size=<16..1048576, default 1024>,mac=<aa:bb:cc:dd:ee:ff>";
+    const DEVARGS_HELP: &'static CStr =
+        c"link=<name>,size=<16..1048576, default 1024>,bytes=0|1 (count bytes, stamp port),mac=<aa:bb:cc:dd:ee:ff>";
     type Rx = RingRx;
     type Tx = RingTx;
 
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
         let a = DevArgs::parse(ctx.args, KEYS)?;
         let size = a.get_u64("size", 1024, 16, 1 << 20)? as usize;
+        let bytes = a.get_bool("bytes", false)?;
         let named = a.get_name("link", 64)?;
         let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
         let mac = a.get_mac("mac")?.unwrap_or([0x02, 0x01, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8]);
@@ -198,7 +208,7 @@ impl Pmd for RingPmd {
             }
         };
         l.ends[end] = Some(ctx.name.to_string());
-        Ok(Self { name: ctx.name.to_string(), link, end, mac, mtu: 1500, port_id: u16::MAX })
+        Ok(Self { name: ctx.name.to_string(), bytes, link, end, mac, mtu: 1500, port_id: u16::MAX })
     }
 
     fn info(&self) -> abi::DevInfo {
@@ -237,7 +247,7 @@ impl Pmd for RingPmd {
         let Some((cons, key)) = r else {
             return Err(PmdError::new(abi::errno::EBUSY, format!("{name}: RX queue {qid} is already in use")));
         };
-        Ok(RingRx { link: self.link.clone(), key, cons: Some(cons), port_id: self.port_id, stats })
+        Ok(RingRx { link: self.link.clone(), key, cons: Some(cons), port_id: self.port_id, bytes: self.bytes, stats })
     }
 
     fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<RingTx, PmdError> {
@@ -246,7 +256,7 @@ impl Pmd for RingPmd {
         let Some(prod) = r else {
             return Err(PmdError::new(abi::errno::EBUSY, format!("{name}: TX queue {qid} is already in use")));
         };
-        Ok(RingTx { link: self.link.clone(), key: (end, qid), prod: Some(prod), stats })
+        Ok(RingTx { link: self.link.clone(), key: (end, qid), prod: Some(prod), bytes: self.bytes, stats })
     }
 
     fn link(&self) -> abi::Link {
@@ -290,16 +300,18 @@ impl RxQueue for RingRx {
     fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
         let Some(c) = self.cons.as_mut() else { return 0 };
         let n = c.pop_slice(as_pkts(pkts));
-        let mut bytes = 0u64;
-        for &m in &pkts[..n] {
-            // SAFETY: packets taken from the ring are ours now.
-            unsafe {
-                (*m).port = self.port_id;
-                bytes += u64::from((*m).pkt_len);
+        if self.bytes {
+            let mut bytes = 0u64;
+            for &m in &pkts[..n] {
+                // SAFETY: packets taken from the ring are ours now.
+                unsafe {
+                    (*m).port = self.port_id;
+                    bytes += u64::from((*m).pkt_len);
+                }
             }
+            self.stats.bytes.add(bytes);
         }
         self.stats.packets.add(n as u64);
-        self.stats.bytes.add(bytes);
         n
     }
 }
@@ -308,18 +320,21 @@ impl TxQueue for RingTx {
     #[inline]
     fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
         let Some(p) = self.prod.as_mut() else { return 0 };
-        // Only we produce, so the free space can only grow between here and the push.
-        let k = pkts.len().min(p.vacant_len());
-        // Sum the lengths before pushing: once pushed, the consumer may free them.
-        let mut bytes = 0u64;
-        for &m in &pkts[..k] {
-            // SAFETY: the caller hands us valid packets it owns.
-            bytes += u64::from(unsafe { (*m).pkt_len });
-        }
-        let n = p.push_slice(as_pkts(&mut pkts[..k]));
-        debug_assert_eq!(n, k);
+        let n = if self.bytes {
+            // Only we produce, so the free space can only grow before the push. Sum the
+            // lengths first: once pushed, the consumer may free the packets.
+            let k = pkts.len().min(p.vacant_len());
+            let mut bytes = 0u64;
+            for &m in &pkts[..k] {
+                // SAFETY: the caller hands us valid packets it owns.
+                bytes += u64::from(unsafe { (*m).pkt_len });
+            }
+            self.stats.bytes.add(bytes);
+            p.push_slice(as_pkts(&mut pkts[..k]))
+        } else {
+            p.push_slice(as_pkts(pkts))
+        };
         self.stats.packets.add(n as u64);
-        self.stats.bytes.add(bytes);
         n
     }
 }

@@ -26,15 +26,10 @@ pub fn swap5(d: &mut [u8]) {
 }
 
 fn fwd(s: &mut Stream, set: &FwdSettings) {
-    let n = rx(s, set);
-    if n == 0 {
+    if rx(s, set) == 0 {
         return;
     }
-    for i in 0..n {
-        if let Some(d) = s.burst.data_mut(i) {
-            swap5(d);
-        }
-    }
+    s.burst.for_each_data_mut(swap5);
     tx_all(s, set);
 }
 

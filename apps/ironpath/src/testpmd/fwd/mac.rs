@@ -3,20 +3,17 @@
 use crate::testpmd::engine::{no_begin, rx, tx_all, FwdEngine, FwdSettings, Stream};
 
 fn fwd(s: &mut Stream, set: &FwdSettings) {
-    let n = rx(s, set);
-    if n == 0 {
+    if rx(s, set) == 0 {
         return;
     }
     let mut hdr = [0u8; 12];
     hdr[..6].copy_from_slice(&s.peer_mac);
     hdr[6..].copy_from_slice(&s.tx_mac);
-    for i in 0..n {
-        if let Some(d) = s.burst.data_mut(i) {
-            if let Some(eth) = d.get_mut(..12) {
-                eth.copy_from_slice(&hdr);
-            }
+    s.burst.for_each_data_mut(|d| {
+        if let Some(eth) = d.get_mut(..12) {
+            eth.copy_from_slice(&hdr);
         }
-    }
+    });
     tx_all(s, set);
 }
 

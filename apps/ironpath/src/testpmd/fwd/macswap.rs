@@ -5,21 +5,18 @@ use crate::testpmd::engine::{no_begin, rx, tx_all, FwdEngine, FwdSettings, Strea
 #[inline(always)]
 pub fn swap_macs(d: &mut [u8]) {
     if let Some(eth) = d.get_mut(..12) {
-        let (dst, src) = eth.split_at_mut(6);
-        dst.swap_with_slice(src);
+        let mut h = [0u8; 12];
+        h.copy_from_slice(eth);
+        eth[..6].copy_from_slice(&h[6..]);
+        eth[6..].copy_from_slice(&h[..6]);
     }
 }
 
 fn fwd(s: &mut Stream, set: &FwdSettings) {
-    let n = rx(s, set);
-    if n == 0 {
+    if rx(s, set) == 0 {
         return;
     }
-    for i in 0..n {
-        if let Some(d) = s.burst.data_mut(i) {
-            swap_macs(d);
-        }
-    }
+    s.burst.for_each_data_mut(swap_macs);
     tx_all(s, set);
 }
 

@@ -1,0 +1,6 @@
+//! `ironpath` (library part of the application crate): the testpmd shell, its
+//! forwarding engines and the packet helpers they use, shared by the `ironpath`
+//! binary, its integration tests and the fuzz targets.
+#![forbid(unsafe_code)]
+
+pub mod testpmd;
