@@ -5,6 +5,7 @@
 #   2. cargo test --workspace
 #   3. loom model checks of the lock-free MPMC ring
 #   4. the core's tests again under AddressSanitizer (stable toolchain + RUSTC_BOOTSTRAP)
+#   5. every cargo-fuzz target for FUZZ_SECS seconds (default 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -28,3 +29,7 @@ export RUST_BACKTRACE=0 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 target=x86_64-unknown-linux-gnu
 cargo build --workspace --locked --target "$target" --target-dir target/asan
 cargo test -p ironpath-eal -p ironpath-pmd-sdk --locked --target "$target" --target-dir target/asan
+
+echo "== fuzz: every target for ${FUZZ_SECS:-20}s"
+unset RUSTFLAGS ASAN_OPTIONS
+bash ci/fuzz.sh "${FUZZ_SECS:-20}"

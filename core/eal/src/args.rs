@@ -80,12 +80,14 @@ impl EalArgs {
             // Accept both `-l 0-1`, `-l0-1` and `--lcores=0-1`.
             let (opt, inline) = if let Some((o, v)) = a.split_once('=').filter(|_| a.starts_with("--")) {
                 (o.to_string(), Some(v.to_string()))
-            } else if a.len() > 2
-                && a.starts_with('-')
-                && !a.starts_with("--")
-                && matches!(&a[..2], "-l" | "-d" | "-m" | "-a" | "-n")
-            {
-                (a[..2].to_string(), Some(a[2..].to_string()))
+            } else if let (Some(short @ ("-l" | "-d" | "-m" | "-a" | "-n")), Some(rest)) = (a.get(..2), a.get(2..)) {
+                // `get` rather than indexing: a multi-byte character at byte 2 is not
+                // a short option with a glued value (found by the `cmdline` fuzzer).
+                if rest.is_empty() {
+                    (short.to_string(), None)
+                } else {
+                    (short.to_string(), Some(rest.to_string()))
+                }
             } else {
                 (a.clone(), None)
             };
@@ -167,6 +169,14 @@ mod tests {
         assert!(a.no_huge);
         assert_eq!(a.mem_mb, Some(512));
         assert_eq!(rest, vec!["-i", "--burst=32"]);
+    }
+
+    #[test]
+    fn non_ascii_arguments_are_errors_not_panics() {
+        // From a fuzzer crash: a multi-byte character right after the dash.
+        assert!(EalArgs::parse(&["-é"]).is_err());
+        assert!(EalArgs::parse(&["-lé"]).is_err());
+        assert!(EalArgs::parse(&["é"]).is_err());
     }
 
     #[test]
