@@ -188,6 +188,20 @@ fn ports_can_be_attached_configured_restarted_and_detached() {
 }
 
 #[test]
+fn verbose_prints_each_received_packet() {
+    // Ring ports seeded with one txonly burst each; rxonly receives them once.
+    let o = testpmd(
+        "-l 0-1 --no-huge --vdev net_ring0 --vdev net_ring1 -- -i",
+        "set verbose 1\nset fwd rxonly\nstart tx_first\n@sleep 0.3\nstop\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s = &o.stdout;
+    assert!(s.contains("Change verbose level from 0 to 1"), "{s}");
+    assert!(s.contains("port 0/queue 0: received 32 packets"), "{s}");
+    assert_eq!(s.matches("type=0x0800 - length=64 - nb_segs=1").count(), 64, "{s}");
+}
+
+#[test]
 fn command_file_and_non_interactive_mode() {
     let dir = std::env::temp_dir().join(format!("ironpath-cmdfile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -46,7 +46,11 @@ pub const COMMANDS: &[CmdDoc] = &[
     },
     CmdDoc { words: "set nbcore", usage: "set nbcore N", help: "number of forwarding lcores" },
     CmdDoc { words: "set promisc", usage: "set promisc (ID|all) on|off", help: "promiscuous mode" },
-    CmdDoc { words: "set verbose", usage: "set verbose N", help: "verbosity level" },
+    CmdDoc {
+        words: "set verbose",
+        usage: "set verbose N",
+        help: "verbosity: 1 or more prints every received packet (at the next start)",
+    },
     CmdDoc { words: "port start", usage: "port start (ID|all)", help: "configure and start ports" },
     CmdDoc { words: "port stop", usage: "port stop (ID|all)", help: "stop ports" },
     CmdDoc { words: "port close", usage: "port close (ID|all)", help: "close ports (and remove them)" },
@@ -384,8 +388,12 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
             }
         }
         Some("verbose") => {
-            app.verbose = num("set verbose", arg(2), 0u32, 10)?;
-            out = format!("Change verbose level from ? to {}\n", app.verbose);
+            let new = num("set verbose", arg(2), 0u32, 10)?;
+            out = format!("Change verbose level from {} to {new}\n", app.verbose);
+            app.verbose = new;
+            if app.is_running() {
+                out.push_str("(applies at the next start)\n");
+            }
         }
         _ => return Err(bad("set fwd", "expected fwd, burst, txpkts, nbcore, promisc or verbose after `set`")),
     }

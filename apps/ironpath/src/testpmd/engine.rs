@@ -78,6 +78,9 @@ pub struct FwdSettings {
     pub flows: u32,
     /// Count busy cycles.
     pub record_cycles: bool,
+    /// `set verbose N`: at 1 or more, print every received packet (as DPDK's
+    /// rx dump callback does; slow, for debugging).
+    pub verbose: u32,
 }
 
 /// One stream, owned by one forwarding lcore while forwarding runs.
@@ -122,7 +125,32 @@ pub fn no_begin(_: &mut Stream, _: &FwdSettings) {}
 pub fn rx(s: &mut Stream, set: &FwdSettings) -> usize {
     let n = s.burst.rx(&s.rx, set.burst);
     s.stats.rx_packets.add(n as u64);
+    if set.verbose > 0 && n > 0 {
+        dump(s, n);
+    }
     n
+}
+
+/// Print the received packets, one line each, DPDK-style.
+#[cold]
+fn dump(s: &Stream, n: usize) {
+    use std::fmt::Write;
+    let mut o = format!("port {}/queue {}: received {n} packets\n", s.rx.port, s.rx.queue);
+    for i in 0..n {
+        let (h, d) = (s.burst.header(i), s.burst.data(i));
+        let mac = |b: &[u8]| b.iter().map(|x| format!("{x:02X}")).collect::<Vec<_>>().join(":");
+        let (dst, src, ty) = if d.len() >= 14 {
+            (mac(&d[0..6]), mac(&d[6..12]), u16::from_be_bytes([d[12], d[13]]))
+        } else {
+            ("?".into(), "?".into(), 0)
+        };
+        let _ = writeln!(
+            o,
+            "  src={src} - dst={dst} - type=0x{ty:04x} - length={} - nb_segs={} - ol_flags=0x{:x}",
+            h.pkt_len, h.nb_segs, h.ol_flags
+        );
+    }
+    print!("{o}");
 }
 
 /// Send everything in `s.burst` (with retries if set), count, free what is left.

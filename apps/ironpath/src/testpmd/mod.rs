@@ -158,6 +158,7 @@ impl App {
             txpkts: self.p.txpkts.clone(),
             flows: self.p.flowgen_flows,
             record_cycles: self.p.record_core_cycles,
+            verbose: self.verbose,
         }
     }
 
