@@ -1,0 +1,198 @@
+//! Needs root: the af_packet PMD against the Linux kernel across a veth pair. Each
+//! test makes its own namespace and veth pair (unique names), gives the kernel end an
+//! address in 198.18.0.0/15, and removes everything on exit, pass or fail.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn sh(cmd: &str) -> String {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
+    assert!(o.status.success(), "`{cmd}` failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A namespace `ns` holding veth end `peer` (198.18.<n>.1/24); the other end `port`
+/// stays here for ironpath. IPv6 is off on both ends so the kernel sends nothing
+/// unasked.
+struct Veth {
+    ns: String,
+    port: String,
+    peer: String,
+    peer_ip: String,
+    our_ip: String,
+}
+
+impl Veth {
+    fn new(tag: &str, n: u8) -> Veth {
+        let id = std::process::id() % 100_000;
+        let v = Veth {
+            ns: format!("ipt-{tag}-{id}"),
+            port: format!("ip{tag}{id}a"),
+            peer: format!("ip{tag}{id}b"),
+            peer_ip: format!("198.18.{n}.1"),
+            our_ip: format!("198.18.{n}.2"),
+        };
+        v.teardown();
+        sh(&format!(
+            "ip netns add {ns} && ip link add {p} type veth peer name {q} && ip link set {q} netns {ns} && \
+             sysctl -qw net.ipv6.conf.{p}.disable_ipv6=1 && \
+             ip netns exec {ns} sysctl -qw net.ipv6.conf.{q}.disable_ipv6=1 && \
+             ip link set {p} up && ip netns exec {ns} ip addr add {ip}/24 dev {q} && \
+             ip netns exec {ns} ip link set {q} up && ip netns exec {ns} ip link set lo up",
+            ns = v.ns,
+            p = v.port,
+            q = v.peer,
+            ip = v.peer_ip
+        ));
+        v
+    }
+
+    fn teardown(&self) {
+        let _ = Command::new("ip").args(["link", "del", &self.port]).output();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+    }
+
+    fn peer_stat(&self, what: &str) -> u64 {
+        sh(&format!("ip netns exec {} cat /sys/class/net/{}/statistics/{what}", self.ns, self.peer)).trim().parse().unwrap()
+    }
+
+    fn port_mac(&self) -> String {
+        sh(&format!("cat /sys/class/net/{}/address", self.port)).trim().to_string()
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// testpmd on the veth's port end, driven through stdin.
+struct Testpmd {
+    child: Child,
+}
+
+impl Testpmd {
+    fn start(port: &str, app: &str) -> Testpmd {
+        let child = Command::new(BIN)
+            .args(["testpmd", "-l", "0-1", "--no-huge", "--vdev", &format!("net_af_packet0,iface={port}"), "--", "-i"])
+            .args(app.split_whitespace())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn testpmd");
+        Testpmd { child }
+    }
+
+    fn cmd(&mut self, line: &str) {
+        writeln!(self.child.stdin.as_mut().unwrap(), "{line}").unwrap();
+    }
+
+    /// Quit and return all output (killed after 30 s).
+    fn finish(mut self) -> String {
+        self.cmd("quit");
+        let t = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            if t.elapsed() > Duration::from_secs(30) {
+                let _ = self.child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = self.child.wait_with_output().unwrap();
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    }
+}
+
+fn num_after(s: &str, from: &str, key: &str) -> u64 {
+    let i = s.rfind(from).unwrap_or_else(|| panic!("`{from}` not in:\n{s}"));
+    let j = s[i..].find(key).unwrap_or_else(|| panic!("`{key}` not after `{from}` in:\n{s}"));
+    s[i + j + key.len()..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn kernel_ping_gets_replies_from_icmpecho_root() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let v = Veth::new("e", 1);
+    let mut t = Testpmd::start(&v.port, "--forward-mode=icmpecho");
+    t.cmd("start");
+    std::thread::sleep(Duration::from_millis(500));
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &v.ns, "ping", "-c", "5", "-i", "0.2", "-W", "2", "-w", "10", &v.our_ip])
+        .output()
+        .unwrap();
+    t.cmd("stop");
+    let out = t.finish();
+    let p = String::from_utf8_lossy(&ping.stdout);
+    assert!(p.contains("5 packets transmitted, 5 received"), "ping:\n{p}\ntestpmd:\n{out}");
+    // The kernel learned our MAC from the ARP reply.
+    let neigh = sh(&format!("ip netns exec {} ip neigh show {}", v.ns, v.our_ip));
+    assert!(neigh.contains(&v.port_mac()), "{neigh}");
+}
+
+#[test]
+fn txonly_bursts_arrive_in_the_kernel_counters_exactly_root() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let v = Veth::new("t", 2);
+    let before = v.peer_stat("rx_packets");
+    // Exactly 4 bursts of 32 txonly packets, then nothing more is sent (rxonly).
+    let mut t = Testpmd::start(&v.port, "--forward-mode=rxonly");
+    t.cmd("start tx_first 4");
+    std::thread::sleep(Duration::from_millis(800));
+    t.cmd("stop");
+    t.cmd("show port stats 0");
+    let out = t.finish();
+    let sent = num_after(&out, "NIC statistics for port 0", "TX-packets:");
+    assert_eq!(sent, 128, "{out}");
+    let got = v.peer_stat("rx_packets") - before;
+    assert_eq!(got, 128, "the kernel counted {got} of 128:\n{out}");
+}
+
+#[test]
+fn rxonly_counts_exactly_what_the_kernel_sent_root() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let v = Veth::new("r", 3);
+    // No ARP in rxonly: tell the kernel our MAC.
+    sh(&format!(
+        "ip netns exec {} ip neigh replace {} lladdr {} dev {} nud permanent",
+        v.ns,
+        v.our_ip,
+        v.port_mac(),
+        v.peer
+    ));
+    let mut t = Testpmd::start(&v.port, "--forward-mode=rxonly");
+    t.cmd("start");
+    std::thread::sleep(Duration::from_millis(500));
+    let before = v.peer_stat("tx_packets");
+    let ping = Command::new("timeout")
+        .args(["30", "ip", "netns", "exec", &v.ns, "ping", "-q", "-c", "1000", "-i", "0.002", "-W", "1", &v.our_ip])
+        .output()
+        .unwrap();
+    let sent = v.peer_stat("tx_packets") - before;
+    std::thread::sleep(Duration::from_millis(300));
+    t.cmd("stop");
+    t.cmd("show port stats 0");
+    let out = t.finish();
+    assert!(String::from_utf8_lossy(&ping.stdout).contains("1000 packets transmitted"), "{ping:?}");
+    assert_eq!(sent, 1000, "the kernel sent {sent}");
+    let got = num_after(&out, "NIC statistics for port 0", "RX-packets:");
+    let missed = num_after(&out, "NIC statistics for port 0", "RX-missed:");
+    assert_eq!((got, missed), (1000, 0), "{out}");
+}

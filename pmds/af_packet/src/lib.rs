@@ -1,0 +1,506 @@
+//! `net_af_packet`: a PMD on a Linux network interface through AF_PACKET sockets with
+//! PACKET_MMAP rings, like DPDK's net_af_packet.
+//!
+//! * RX: one socket per queue with a TPACKET_V3 block ring. The kernel fills whole
+//!   blocks (or retires a partly filled one after `tov` ms); each burst copies the
+//!   frames of the current block into mbufs and hands finished blocks back. With
+//!   `qpairs=N` the N RX sockets join one PACKET_FANOUT group (hash fanout), so flows
+//!   spread over queues. Outgoing packets are ignored (PACKET_IGNORE_OUTGOING).
+//! * TX: one socket per queue with a TPACKET_V2 frame ring; a burst copies packets into
+//!   free frames, marks them for sending and kicks the kernel once (`send`). Frames
+//!   come back as the kernel transmits them. `qdisc_bypass=1` skips the qdisc layer.
+//! * The kernel's checksum state is kept: `TP_STATUS_CSUMNOTREADY` (veth's
+//!   CHECKSUM_PARTIAL: only the pseudo-header sum is in the packet) becomes
+//!   `RX_L4_CKSUM_NONE`, `TP_STATUS_CSUM_VALID` becomes `RX_L4_CKSUM_GOOD`; a stripped
+//!   VLAN tag goes to `vlan_tci` with `RX_VLAN_STRIPPED`; the kernel's flow hash to
+//!   `rss_hash`.
+//! * Kernel drops (PACKET_STATISTICS) are reported as `imissed`; MAC, MTU, link and
+//!   promiscuous mode come from the interface.
+//!
+//! Device arguments: `iface=<name>` (required), `qpairs=<1..16>`, `blocksz=<bytes>`,
+//! `framesz=<bytes>`, `framecnt=<n>`, `tov=<ms>`, `qdisc_bypass=0|1`.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod sys;
+
+use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use sys::{Fd, Mmap};
+
+const KEYS: &[&str] = &["iface", "qpairs", "blocksz", "framesz", "framecnt", "tov", "qdisc_bypass"];
+
+/// Ring geometry and options from the device arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// RX block size (bytes; a power of two, multiple of the page size).
+    pub blocksz: u32,
+    /// Frame size (bytes; multiple of 16). RX frames are a V3 hint; TX frames are real.
+    pub framesz: u32,
+    /// Frames per ring; the RX ring holds `framecnt * framesz` bytes in blocks.
+    pub framecnt: u32,
+    /// RX block retire timeout in milliseconds.
+    pub tov: u32,
+}
+
+/// One RX socket's kernel drop counter, shared with the device for `imissed`
+/// (PACKET_STATISTICS resets on every read, so reads accumulate here).
+#[derive(Default)]
+struct Drops(AtomicU64);
+
+/// A device.
+pub struct AfPacket {
+    iface: String,
+    ifindex: i32,
+    qpairs: u16,
+    geo: Geometry,
+    port_id: u16,
+    rx_socks: Vec<Option<(Fd, Arc<Drops>)>>,
+    tx_socks: Vec<Option<Fd>>,
+    drops: Vec<(Arc<Fd>, Arc<Drops>)>,
+    promisc: bool,
+}
+
+/// Receive queue.
+pub struct AfRx {
+    /// Kept open while the queue lives (the device holds another reference for its
+    /// drop counter); the ring is unmapped before the socket closes (field order).
+    ring: Mmap,
+    _fd: Arc<Fd>,
+    blocksz: usize,
+    nblocks: usize,
+    block: usize,
+    /// Packets left in the current block and the offset of the next one.
+    left: u32,
+    next_off: usize,
+    pool: Pool,
+    port_id: u16,
+    stats: Arc<QueueStats>,
+}
+
+/// Transmit queue.
+pub struct AfTx {
+    ring: Mmap,
+    fd: Fd,
+    framesz: usize,
+    nframes: usize,
+    head: usize,
+    stats: Arc<QueueStats>,
+}
+
+fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
+    let page = 4096;
+    let blocksz = a.get_u64("blocksz", 1 << 16, page, 1 << 24)? as u32;
+    if !blocksz.is_power_of_two() {
+        return Err(PmdError::invalid(format!("blocksz={blocksz} must be a power of two (4096..=16777216)")));
+    }
+    let framesz = a.get_u64("framesz", 2048, 128, u64::from(blocksz))? as u32;
+    if !framesz.is_multiple_of(16) || !blocksz.is_multiple_of(framesz) {
+        return Err(PmdError::invalid(format!(
+            "framesz={framesz} must be a multiple of 16 that divides blocksz={blocksz}"
+        )));
+    }
+    let framecnt = a.get_u64("framecnt", 2048, 16, 1 << 20)? as u32;
+    if (u64::from(framecnt) * u64::from(framesz)) < u64::from(blocksz) {
+        return Err(PmdError::invalid(format!(
+            "framecnt={framecnt} x framesz={framesz} is smaller than one block (blocksz={blocksz})"
+        )));
+    }
+    let tov = a.get_u64("tov", 1, 1, 1000)? as u32;
+    Ok(Geometry { blocksz, framesz, framecnt, tov })
+}
+
+impl Pmd for AfPacket {
+    const NAME: &'static CStr = c"net_af_packet";
+    const DEVARGS_HELP: &'static CStr =
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 65536>,framesz=<2048>,framecnt=<2048>,tov=<ms, 1>,qdisc_bypass=0|1";
+    type Rx = AfRx;
+    type Tx = AfTx;
+
+    fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
+        let a = DevArgs::parse(ctx.args, KEYS)?;
+        let iface = a
+            .get_name("iface", 15)?
+            .ok_or_else(|| PmdError::invalid("device argument `iface` is required (e.g. iface=veth0)"))?;
+        let ifindex = sys::ifindex(&iface)
+            .map_err(|e| PmdError::new(abi::errno::ENODEV, format!("iface={iface}: {e} (see `ip link`)")))?;
+        let qpairs = a.get_u64("qpairs", 1, 1, 16)? as u16;
+        let geo = geometry(&a)?;
+        let qdisc_bypass = a.get_bool("qdisc_bypass", false)?;
+        let mut dev = AfPacket {
+            iface,
+            ifindex,
+            qpairs,
+            geo,
+            port_id: u16::MAX,
+            rx_socks: Vec::new(),
+            tx_socks: Vec::new(),
+            drops: Vec::new(),
+            promisc: false,
+        };
+        // Open the sockets now so a missing permission or interface shows at probe.
+        let fanout_id = (std::process::id() as u16) ^ (ifindex as u16).rotate_left(8);
+        for _ in 0..qpairs {
+            let rx = sys::packet_socket(ifindex).map_err(|e| dev.os_err("cannot open the RX socket", e))?;
+            sys::set_int(&rx, libc::PACKET_IGNORE_OUTGOING, 1).map_err(|e| dev.os_err("PACKET_IGNORE_OUTGOING", e))?;
+            if qpairs > 1 {
+                let arg = i32::from(fanout_id) | (libc::PACKET_FANOUT_HASH as i32) << 16;
+                sys::set_int(&rx, libc::PACKET_FANOUT, arg).map_err(|e| dev.os_err("PACKET_FANOUT", e))?;
+            }
+            let tx = sys::packet_socket(ifindex).map_err(|e| dev.os_err("cannot open the TX socket", e))?;
+            if qdisc_bypass {
+                sys::set_int(&tx, libc::PACKET_QDISC_BYPASS, 1).map_err(|e| dev.os_err("PACKET_QDISC_BYPASS", e))?;
+            }
+            dev.rx_socks.push(Some((rx, Arc::new(Drops::default()))));
+            dev.tx_socks.push(Some(tx));
+        }
+        Ok(dev)
+    }
+
+    fn info(&self) -> abi::DevInfo {
+        let mtu = sys::mtu(&self.iface).unwrap_or(1500);
+        abi::DevInfo {
+            max_rx_queues: self.qpairs,
+            max_tx_queues: self.qpairs,
+            min_desc: 0,
+            max_desc: u16::MAX,
+            min_mtu: 68,
+            max_mtu: (self.geo.framesz - 32 - 14).min(65535) as u16,
+            mtu: mtu.min(65535) as u16,
+            max_rx_pktlen: self.geo.framesz - 32,
+            ..Default::default()
+        }
+    }
+
+    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
+        self.port_id = conf.port_id;
+        Ok(())
+    }
+
+    fn rx_queue_setup(&mut self, qid: u16, _nb_desc: u16, pool: Pool, stats: Arc<QueueStats>) -> Result<AfRx, PmdError> {
+        let (fd, drops) = self
+            .rx_socks
+            .get_mut(qid as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| PmdError::new(abi::errno::EBUSY, format!("RX queue {qid} is in use or beyond qpairs={}", self.qpairs)))?;
+        let g = self.geo;
+        let nblocks = (u64::from(g.framecnt) * u64::from(g.framesz) / u64::from(g.blocksz)) as u32;
+        let ring = match sys::rx_ring_v3(&fd, g.blocksz, nblocks, g.framesz, g.tov) {
+            Ok(r) => r,
+            Err(e) => {
+                let err = self.os_err("cannot set up the TPACKET_V3 RX ring", e);
+                self.rx_socks[qid as usize] = Some((fd, drops));
+                return Err(err);
+            }
+        };
+        let fd = Arc::new(fd);
+        self.drops.push((fd.clone(), drops));
+        Ok(AfRx {
+            ring,
+            _fd: fd,
+            blocksz: g.blocksz as usize,
+            nblocks: nblocks as usize,
+            block: 0,
+            left: 0,
+            next_off: 0,
+            pool,
+            port_id: self.port_id,
+            stats,
+        })
+    }
+
+    fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<AfTx, PmdError> {
+        let fd = self
+            .tx_socks
+            .get_mut(qid as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| PmdError::new(abi::errno::EBUSY, format!("TX queue {qid} is in use or beyond qpairs={}", self.qpairs)))?;
+        let g = self.geo;
+        match sys::tx_ring_v2(&fd, g.blocksz, g.framesz, g.framecnt) {
+            Ok(ring) => Ok(AfTx { ring, fd, framesz: g.framesz as usize, nframes: g.framecnt as usize, head: 0, stats }),
+            Err(e) => {
+                let err = self.os_err("cannot set up the TPACKET_V2 TX ring", e);
+                self.tx_socks[qid as usize] = Some(fd);
+                Err(err)
+            }
+        }
+    }
+
+    fn link(&self) -> abi::Link {
+        let up = sys::is_running(&self.iface);
+        let speed = std::fs::read_to_string(format!("/sys/class/net/{}/speed", self.iface))
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .filter(|s| *s > 0)
+            .unwrap_or(0) as u32;
+        abi::Link { speed_mbps: speed, up: u8::from(up), full_duplex: 1, autoneg: 0, reserved: 0 }
+    }
+
+    fn extra_stats(&self, s: &mut abi::Stats) {
+        s.imissed += self.kernel_drops();
+    }
+
+    fn xstats(&self) -> Vec<(String, u64)> {
+        vec![("kernel_drops".to_string(), self.kernel_drops())]
+    }
+
+    fn mac(&self) -> Result<[u8; 6], PmdError> {
+        sys::hwaddr(&self.iface).map_err(|e| self.os_err("SIOCGIFHWADDR", e))
+    }
+
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+        sys::set_mtu(&self.iface, mtu).map_err(|e| self.os_err("SIOCSIFMTU", e))
+    }
+
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        // Membership on the first RX socket (open for the device's lifetime) makes the
+        // kernel count one promiscuous user for us, undone when the socket closes.
+        let fd = self
+            .drops
+            .first()
+            .map(|(fd, _)| fd.clone())
+            .ok_or_else(|| PmdError::invalid("set up an RX queue first"))?;
+        if on != self.promisc {
+            sys::promisc(&fd, self.ifindex, on).map_err(|e| self.os_err("PACKET_MR_PROMISC", e))?;
+            self.promisc = on;
+        }
+        Ok(())
+    }
+
+    fn promiscuous(&self) -> Result<bool, PmdError> {
+        Ok(self.promisc || sys::iface_flags(&self.iface).is_ok_and(|f| f & libc::IFF_PROMISC != 0))
+    }
+}
+
+impl AfPacket {
+    fn os_err(&self, what: &str, e: std::io::Error) -> PmdError {
+        let hint = if e.raw_os_error() == Some(libc::EPERM) { " (needs root or CAP_NET_RAW)" } else { "" };
+        PmdError::new(e.raw_os_error().unwrap_or(abi::errno::EIO), format!("iface={}: {what}: {e}{hint}", self.iface))
+    }
+
+    fn kernel_drops(&self) -> u64 {
+        self.drops
+            .iter()
+            .map(|(fd, d)| {
+                if let Ok(n) = sys::take_drops(fd) {
+                    d.0.fetch_add(n, Ordering::Relaxed);
+                }
+                d.0.load(Ordering::Relaxed)
+            })
+            .sum()
+    }
+}
+
+impl RxQueue for AfRx {
+    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let mut n = 0;
+        while n < pkts.len() {
+            if self.left == 0 && !self.open_block() {
+                break;
+            }
+            // Allocate what this block can still give, up to the room left.
+            let want = (self.left as usize).min(pkts.len() - n);
+            if !self.pool.alloc_bulk(&mut pkts[n..n + want]) {
+                self.stats.nombuf.add(want as u64);
+                break;
+            }
+            let got = self.fill(&mut pkts[n..n + want]);
+            n += got;
+            if self.left == 0 {
+                self.close_block();
+            }
+        }
+        self.stats.packets.add(n as u64);
+        n
+    }
+}
+
+impl AfRx {
+    fn block_ptr(&self) -> *mut u8 {
+        // SAFETY: block < nblocks and the ring maps nblocks * blocksz bytes.
+        unsafe { self.ring.ptr().add(self.block * self.blocksz) }
+    }
+
+    /// Take the current block if the kernel handed it to us (an empty retired block
+    /// is handed straight back).
+    fn open_block(&mut self) -> bool {
+        let b = self.block_ptr();
+        // SAFETY: the block descriptor lies at the start of the block; its status is
+        // written by the kernel, read with acquire so the block's frames are visible.
+        let status = unsafe { sys::load_acquire_u32(b.add(sys::BLK_STATUS)) };
+        if status & libc::TP_STATUS_USER == 0 {
+            return false;
+        }
+        // SAFETY: the kernel handed the block to us (status USER): its header is stable.
+        unsafe {
+            self.left = std::ptr::read_volatile(b.add(sys::BLK_NUM_PKTS).cast::<u32>());
+            self.next_off = std::ptr::read_volatile(b.add(sys::BLK_FIRST_PKT).cast::<u32>()) as usize;
+        }
+        if self.left == 0 {
+            self.close_block();
+            return false;
+        }
+        true
+    }
+
+    /// Give the current block back to the kernel and move to the next.
+    fn close_block(&mut self) {
+        let b = self.block_ptr();
+        // SAFETY: we own the block until this release store hands it back.
+        unsafe { sys::store_release_u32(b.add(sys::BLK_STATUS), libc::TP_STATUS_KERNEL) };
+        self.block = (self.block + 1) % self.nblocks;
+        self.left = 0;
+    }
+
+    /// Copy frames of the current block into the fresh mbufs `out`; returns how many
+    /// were filled (the rest are freed: oversized frames are counted as errors).
+    fn fill(&mut self, out: &mut [*mut Mbuf]) -> usize {
+        let b = self.block_ptr();
+        let mut k = 0;
+        let mut bytes = 0u64;
+        let mut spare: Vec<*mut Mbuf> = Vec::new();
+        for i in 0..out.len() {
+            if self.left == 0 {
+                spare.extend_from_slice(&out[i..]);
+                break;
+            }
+            // SAFETY: next_off points at a tpacket3_hdr inside this block (kernel
+            // layout; offsets bounded by blocksz, checked below).
+            let (h, next, snap, mac, status, hash, tci) = unsafe {
+                let h = b.add(self.next_off);
+                (
+                    h,
+                    std::ptr::read_volatile(h.add(sys::H3_NEXT).cast::<u32>()) as usize,
+                    std::ptr::read_volatile(h.add(sys::H3_SNAPLEN).cast::<u32>()) as usize,
+                    std::ptr::read_volatile(h.add(sys::H3_MAC).cast::<u16>()) as usize,
+                    std::ptr::read_volatile(h.add(sys::H3_STATUS).cast::<u32>()),
+                    std::ptr::read_volatile(h.add(sys::H3_RXHASH).cast::<u32>()),
+                    std::ptr::read_volatile(h.add(sys::H3_VLAN_TCI).cast::<u32>()),
+                )
+            };
+            self.left -= 1;
+            self.next_off += next;
+            let m = out[i];
+            // SAFETY: `m` is a fresh mbuf from our pool, owned by us.
+            let r = unsafe { &mut *m };
+            let room = (r.buf_len - r.data_off) as usize;
+            let in_block = self.next_off - next + mac + snap <= self.blocksz;
+            if snap > room || !in_block {
+                self.stats.errors.add(1);
+                spare.push(m);
+                continue;
+            }
+            // SAFETY: the frame bytes lie inside the block (checked), the destination
+            // inside the mbuf's buffer (snap <= room).
+            unsafe { std::ptr::copy_nonoverlapping(h.add(mac), r.buf_addr.add(r.data_off as usize), snap) };
+            r.data_len = snap as u16;
+            r.pkt_len = snap as u32;
+            r.port = self.port_id;
+            r.rss_hash = hash;
+            let mut fl = abi::RX_RSS_HASH;
+            if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+                fl |= abi::RX_L4_CKSUM_NONE;
+            } else if status & libc::TP_STATUS_CSUM_VALID != 0 {
+                fl |= abi::RX_L4_CKSUM_GOOD;
+            }
+            if status & libc::TP_STATUS_VLAN_VALID != 0 {
+                fl |= abi::RX_VLAN_STRIPPED;
+                r.vlan_tci = tci as u16;
+            }
+            r.ol_flags = fl;
+            bytes += snap as u64;
+            out[k] = m;
+            k += 1;
+        }
+        if !spare.is_empty() {
+            // SAFETY: fresh mbufs we own and did not hand out.
+            unsafe { free_bulk(&spare) };
+        }
+        self.stats.bytes.add(bytes);
+        k
+    }
+}
+
+impl TxQueue for AfTx {
+    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let room = self.framesz - sys::TX_DATA_OFF;
+        let mut sent = 0;
+        let mut bytes = 0u64;
+        let mut dropped = 0u64;
+        for &m in pkts.iter() {
+            // SAFETY: head < nframes; the ring maps nframes * framesz bytes.
+            let f = unsafe { self.ring.ptr().add(self.head * self.framesz) };
+            // SAFETY: the frame's status word is shared with the kernel.
+            let st = unsafe { sys::load_acquire_u32(f.add(sys::H2_STATUS)) };
+            if st != libc::TP_STATUS_AVAILABLE && st != libc::TP_STATUS_WRONG_FORMAT {
+                break; // ring full: the rest stays with the caller
+            }
+            // SAFETY: the caller hands us valid packets.
+            let len = unsafe { (*m).pkt_len } as usize;
+            if len > room {
+                dropped += 1;
+            } else {
+                // SAFETY: copy each segment into the frame's data area (len <= room).
+                unsafe {
+                    let mut off = 0;
+                    let mut seg = m;
+                    while !seg.is_null() && off < len {
+                        let s = &*seg;
+                        let k = (s.data_len as usize).min(len - off);
+                        std::ptr::copy_nonoverlapping(s.buf_addr.add(s.data_off as usize), f.add(sys::TX_DATA_OFF + off), k);
+                        off += k;
+                        seg = if s.nb_segs == 1 && seg == m { std::ptr::null_mut() } else { s.next };
+                    }
+                    std::ptr::write_volatile(f.add(sys::H2_LEN).cast::<u32>(), len as u32);
+                    sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_SEND_REQUEST);
+                }
+                bytes += len as u64;
+                self.head = (self.head + 1) % self.nframes;
+            }
+            sent += 1;
+        }
+        if sent > 0 {
+            // One kick per burst; the kernel sends every SEND_REQUEST frame.
+            sys::kick(&self.fd);
+            // SAFETY: the packets were copied (or dropped): we own and free them.
+            unsafe { free_bulk(&pkts[..sent]) };
+        }
+        self.stats.packets.add(sent as u64 - dropped);
+        self.stats.bytes.add(bytes);
+        self.stats.errors.add(dropped);
+        sent
+    }
+}
+
+export_pmd!(AfPacket);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo(args: &str) -> Result<Geometry, PmdError> {
+        geometry(&DevArgs::parse(args, KEYS).unwrap())
+    }
+
+    #[test]
+    fn geometry_defaults_and_checks() {
+        assert_eq!(geo("").unwrap(), Geometry { blocksz: 65536, framesz: 2048, framecnt: 2048, tov: 1 });
+        assert!(geo("blocksz=5000").unwrap_err().msg.contains("power of two"));
+        assert!(geo("framesz=100").unwrap_err().msg.contains("`framesz=100` is out of range"));
+        assert!(geo("framesz=2050").unwrap_err().msg.contains("multiple of 16"));
+        assert!(geo("framecnt=16,framesz=2048").unwrap_err().msg.contains("smaller than one block"));
+    }
+
+    #[test]
+    fn probe_names_missing_and_unknown_interfaces() {
+        let e = AfPacket::probe(&ProbeCtx { name: "net_af_packet0", args: "" }).err().unwrap();
+        assert!(e.msg.contains("`iface` is required"), "{}", e.msg);
+        let e = AfPacket::probe(&ProbeCtx { name: "net_af_packet0", args: "iface=nosuchif0" }).err().unwrap();
+        assert!(e.msg.contains("iface=nosuchif0: "), "{}", e.msg);
+        let e = AfPacket::probe(&ProbeCtx { name: "net_af_packet0", args: "ifase=lo" }).err().unwrap();
+        assert!(e.msg.contains("did you mean `iface`"), "{}", e.msg);
+    }
+}

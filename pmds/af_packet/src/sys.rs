@@ -1,0 +1,294 @@
+//! The Linux system interface of the af_packet PMD: sockets, rings, interface ioctls.
+//! Offsets of the kernel's ring structures (`linux/if_packet.h`) are named here once.
+
+use std::ffi::CString;
+use std::io::{Error, Result};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// `tpacket_block_desc` (V3 block header): `hdr.bh1.block_status`.
+pub const BLK_STATUS: usize = 8;
+/// `hdr.bh1.num_pkts`.
+pub const BLK_NUM_PKTS: usize = 12;
+/// `hdr.bh1.offset_to_first_pkt`.
+pub const BLK_FIRST_PKT: usize = 16;
+/// `tpacket3_hdr.tp_next_offset`.
+pub const H3_NEXT: usize = 0;
+/// `tpacket3_hdr.tp_snaplen`.
+pub const H3_SNAPLEN: usize = 12;
+/// `tpacket3_hdr.tp_status`.
+pub const H3_STATUS: usize = 20;
+/// `tpacket3_hdr.tp_mac` (offset of the frame from the header).
+pub const H3_MAC: usize = 24;
+/// `tpacket3_hdr.hv1.tp_rxhash`.
+pub const H3_RXHASH: usize = 28;
+/// `tpacket3_hdr.hv1.tp_vlan_tci`.
+pub const H3_VLAN_TCI: usize = 32;
+/// `tpacket2_hdr.tp_status`.
+pub const H2_STATUS: usize = 0;
+/// `tpacket2_hdr.tp_len`.
+pub const H2_LEN: usize = 4;
+/// Where the kernel takes a V2 TX frame's data: TPACKET2_HDRLEN - sizeof(sockaddr_ll).
+pub const TX_DATA_OFF: usize = 32;
+
+const _: () = {
+    assert!(std::mem::size_of::<libc::tpacket2_hdr>() == 32);
+    assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_snaplen) == H3_SNAPLEN);
+    assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_status) == H3_STATUS);
+    assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_mac) == H3_MAC);
+    assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_len) == H2_LEN);
+};
+
+/// An owned file descriptor, closed on drop.
+pub struct Fd(i32);
+
+impl Fd {
+    fn raw(&self) -> i32 {
+        self.0
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor and close it once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// A shared mapping of a packet ring, unmapped on drop.
+pub struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory shared with the kernel; the queue that owns it
+// is used by one thread at a time.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// Start of the mapping.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `map_ring` with this length; no reference outlives the queue.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+fn cvt(rc: i32) -> Result<i32> {
+    if rc < 0 {
+        Err(Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Interface index of `name`.
+pub fn ifindex(name: &str) -> Result<i32> {
+    let c = CString::new(name).map_err(|_| Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a valid NUL-terminated name.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(Error::last_os_error())
+    } else {
+        Ok(i as i32)
+    }
+}
+
+/// An AF_PACKET raw socket for every protocol, bound to `ifindex`.
+pub fn packet_socket(ifindex: i32) -> Result<Fd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: plain socket(2) call.
+    let fd = Fd(cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(proto)) })?);
+    // SAFETY: zeroed sockaddr_ll is valid; we fill the fields bind needs.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = ifindex;
+    // SAFETY: `sll` is a valid sockaddr_ll of the size given.
+    cvt(unsafe {
+        libc::bind(fd.raw(), (&sll as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32)
+    })?;
+    Ok(fd)
+}
+
+/// setsockopt(SOL_PACKET, opt, int).
+pub fn set_int(fd: &Fd, opt: i32, v: i32) -> Result<()> {
+    // SAFETY: `v` is a valid int for the call's duration.
+    cvt(unsafe { libc::setsockopt(fd.raw(), libc::SOL_PACKET, opt, (&v as *const i32).cast(), 4) })?;
+    Ok(())
+}
+
+fn set_struct<T>(fd: &Fd, opt: i32, v: &T) -> Result<()> {
+    // SAFETY: `v` is a valid T of the size given.
+    cvt(unsafe {
+        libc::setsockopt(fd.raw(), libc::SOL_PACKET, opt, (v as *const T).cast(), std::mem::size_of::<T>() as u32)
+    })?;
+    Ok(())
+}
+
+fn map_ring(fd: &Fd, len: usize) -> Result<Mmap> {
+    // SAFETY: mapping the socket's ring as the kernel documents (shared, read/write).
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
+            fd.raw(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        // MAP_LOCKED may exceed RLIMIT_MEMLOCK for non-root: retry without it.
+        // SAFETY: as above.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.raw(), 0)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::last_os_error());
+        }
+        return Ok(Mmap { ptr: p.cast(), len });
+    }
+    Ok(Mmap { ptr: p.cast(), len })
+}
+
+/// Set up and map a TPACKET_V3 RX ring.
+pub fn rx_ring_v3(fd: &Fd, blocksz: u32, nblocks: u32, framesz: u32, tov_ms: u32) -> Result<Mmap> {
+    set_int(fd, libc::PACKET_VERSION, libc::tpacket_versions::TPACKET_V3 as i32)?;
+    let req = libc::tpacket_req3 {
+        tp_block_size: blocksz,
+        tp_block_nr: nblocks,
+        tp_frame_size: framesz,
+        tp_frame_nr: blocksz / framesz * nblocks,
+        tp_retire_blk_tov: tov_ms,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: libc::TP_FT_REQ_FILL_RXHASH,
+    };
+    set_struct(fd, libc::PACKET_RX_RING, &req)?;
+    map_ring(fd, blocksz as usize * nblocks as usize)
+}
+
+/// Set up and map a TPACKET_V2 TX ring of `framecnt` frames.
+pub fn tx_ring_v2(fd: &Fd, blocksz: u32, framesz: u32, framecnt: u32) -> Result<Mmap> {
+    set_int(fd, libc::PACKET_VERSION, libc::tpacket_versions::TPACKET_V2 as i32)?;
+    let per_block = blocksz / framesz;
+    let nblocks = framecnt.div_ceil(per_block);
+    let req = libc::tpacket_req {
+        tp_block_size: blocksz,
+        tp_block_nr: nblocks,
+        tp_frame_size: framesz,
+        tp_frame_nr: per_block * nblocks,
+    };
+    set_struct(fd, libc::PACKET_TX_RING, &req)?;
+    map_ring(fd, blocksz as usize * nblocks as usize)
+}
+
+/// Ask the kernel to send every frame marked SEND_REQUEST (non-blocking).
+pub fn kick(fd: &Fd) {
+    // SAFETY: a zero-length send with no buffer is how a TX ring is flushed.
+    let _ = unsafe { libc::send(fd.raw(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+}
+
+/// Kernel drops since the last call (PACKET_STATISTICS resets the counters).
+pub fn take_drops(fd: &Fd) -> Result<u64> {
+    // SAFETY: zeroed stats are valid; the kernel fills at most `len` bytes.
+    let mut st: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as u32;
+    // SAFETY: valid out-pointers of the given size.
+    cvt(unsafe {
+        libc::getsockopt(fd.raw(), libc::SOL_PACKET, libc::PACKET_STATISTICS, (&mut st as *mut libc::tpacket_stats_v3).cast(), &mut len)
+    })?;
+    Ok(u64::from(st.tp_drops))
+}
+
+/// Add or drop a promiscuous membership on the interface.
+pub fn promisc(fd: &Fd, ifindex: i32, on: bool) -> Result<()> {
+    // SAFETY: zeroed packet_mreq is valid.
+    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mr.mr_ifindex = ifindex;
+    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+    let opt = if on { libc::PACKET_ADD_MEMBERSHIP } else { libc::PACKET_DROP_MEMBERSHIP };
+    set_struct(fd, opt, &mr)
+}
+
+fn ifreq(name: &str) -> Result<libc::ifreq> {
+    // SAFETY: zeroed ifreq is valid.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.len() >= r.ifr_name.len() {
+        return Err(Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    for (d, s) in r.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(r)
+}
+
+fn ioctl(req: libc::Ioctl, r: &mut libc::ifreq) -> Result<()> {
+    // SAFETY: plain datagram socket for interface ioctls.
+    let fd = Fd(cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?);
+    // SAFETY: `r` is a valid ifreq for these interface ioctls.
+    cvt(unsafe { libc::ioctl(fd.raw(), req, r as *mut libc::ifreq) })?;
+    Ok(())
+}
+
+/// The interface's MTU.
+pub fn mtu(name: &str) -> Result<u32> {
+    let mut r = ifreq(name)?;
+    ioctl(libc::SIOCGIFMTU, &mut r)?;
+    // SAFETY: SIOCGIFMTU fills the `ifru_mtu` member.
+    Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// Set the interface's MTU.
+pub fn set_mtu(name: &str, mtu: u16) -> Result<()> {
+    let mut r = ifreq(name)?;
+    r.ifr_ifru.ifru_mtu = i32::from(mtu);
+    ioctl(libc::SIOCSIFMTU, &mut r)
+}
+
+/// The interface's MAC address.
+pub fn hwaddr(name: &str) -> Result<[u8; 6]> {
+    let mut r = ifreq(name)?;
+    ioctl(libc::SIOCGIFHWADDR, &mut r)?;
+    // SAFETY: SIOCGIFHWADDR fills the `ifru_hwaddr` member.
+    let d = unsafe { r.ifr_ifru.ifru_hwaddr.sa_data };
+    Ok([d[0] as u8, d[1] as u8, d[2] as u8, d[3] as u8, d[4] as u8, d[5] as u8])
+}
+
+/// The interface's flags (`IFF_*`).
+pub fn iface_flags(name: &str) -> Result<i32> {
+    let mut r = ifreq(name)?;
+    ioctl(libc::SIOCGIFFLAGS, &mut r)?;
+    // SAFETY: SIOCGIFFLAGS fills the `ifru_flags` member.
+    Ok(i32::from(unsafe { r.ifr_ifru.ifru_flags }))
+}
+
+/// Whether the interface is up and running (carrier).
+pub fn is_running(name: &str) -> bool {
+    iface_flags(name).is_ok_and(|f| f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0)
+}
+
+/// Load a ring status word with acquire ordering.
+///
+/// # Safety
+/// `p` points to a 4-byte aligned u32 inside a live ring mapping.
+#[inline(always)]
+pub unsafe fn load_acquire_u32(p: *mut u8) -> u32 {
+    // SAFETY: caller's contract; the kernel updates this word concurrently, so it is
+    // accessed atomically.
+    unsafe { (*p.cast::<AtomicU32>()).load(Ordering::Acquire) }
+}
+
+/// Store a ring status word with release ordering (hands the slot to the kernel).
+///
+/// # Safety
+/// As for [`load_acquire_u32`].
+#[inline(always)]
+pub unsafe fn store_release_u32(p: *mut u8, v: u32) {
+    // SAFETY: caller's contract.
+    unsafe { (*p.cast::<AtomicU32>()).store(v, Ordering::Release) }
+}
