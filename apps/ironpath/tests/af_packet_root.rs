@@ -60,7 +60,10 @@ impl Veth {
     }
 
     fn peer_stat(&self, what: &str) -> u64 {
-        sh(&format!("ip netns exec {} cat /sys/class/net/{}/statistics/{what}", self.ns, self.peer)).trim().parse().unwrap()
+        sh(&format!("ip netns exec {} cat /sys/class/net/{}/statistics/{what}", self.ns, self.peer))
+            .trim()
+            .parse()
+            .unwrap()
     }
 
     fn port_mac(&self) -> String {

@@ -180,12 +180,16 @@ impl Pmd for AfPacket {
         Ok(())
     }
 
-    fn rx_queue_setup(&mut self, qid: u16, _nb_desc: u16, pool: Pool, stats: Arc<QueueStats>) -> Result<AfRx, PmdError> {
-        let (fd, drops) = self
-            .rx_socks
-            .get_mut(qid as usize)
-            .and_then(Option::take)
-            .ok_or_else(|| PmdError::new(abi::errno::EBUSY, format!("RX queue {qid} is in use or beyond qpairs={}", self.qpairs)))?;
+    fn rx_queue_setup(
+        &mut self,
+        qid: u16,
+        _nb_desc: u16,
+        pool: Pool,
+        stats: Arc<QueueStats>,
+    ) -> Result<AfRx, PmdError> {
+        let (fd, drops) = self.rx_socks.get_mut(qid as usize).and_then(Option::take).ok_or_else(|| {
+            PmdError::new(abi::errno::EBUSY, format!("RX queue {qid} is in use or beyond qpairs={}", self.qpairs))
+        })?;
         let g = self.geo;
         let nblocks = (u64::from(g.framecnt) * u64::from(g.framesz) / u64::from(g.blocksz)) as u32;
         let ring = match sys::rx_ring_v3(&fd, g.blocksz, nblocks, g.framesz, g.tov) {
@@ -213,14 +217,14 @@ impl Pmd for AfPacket {
     }
 
     fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<AfTx, PmdError> {
-        let fd = self
-            .tx_socks
-            .get_mut(qid as usize)
-            .and_then(Option::take)
-            .ok_or_else(|| PmdError::new(abi::errno::EBUSY, format!("TX queue {qid} is in use or beyond qpairs={}", self.qpairs)))?;
+        let fd = self.tx_socks.get_mut(qid as usize).and_then(Option::take).ok_or_else(|| {
+            PmdError::new(abi::errno::EBUSY, format!("TX queue {qid} is in use or beyond qpairs={}", self.qpairs))
+        })?;
         let g = self.geo;
         match sys::tx_ring_v2(&fd, g.blocksz, g.framesz, g.framecnt) {
-            Ok(ring) => Ok(AfTx { ring, fd, framesz: g.framesz as usize, nframes: g.framecnt as usize, head: 0, stats }),
+            Ok(ring) => {
+                Ok(AfTx { ring, fd, framesz: g.framesz as usize, nframes: g.framecnt as usize, head: 0, stats })
+            }
             Err(e) => {
                 let err = self.os_err("cannot set up the TPACKET_V2 TX ring", e);
                 self.tx_socks[qid as usize] = Some(fd);
@@ -450,7 +454,11 @@ impl TxQueue for AfTx {
                     while !seg.is_null() && off < len {
                         let s = &*seg;
                         let k = (s.data_len as usize).min(len - off);
-                        std::ptr::copy_nonoverlapping(s.buf_addr.add(s.data_off as usize), f.add(sys::TX_DATA_OFF + off), k);
+                        std::ptr::copy_nonoverlapping(
+                            s.buf_addr.add(s.data_off as usize),
+                            f.add(sys::TX_DATA_OFF + off),
+                            k,
+                        );
                         off += k;
                         seg = if s.nb_segs == 1 && seg == m { std::ptr::null_mut() } else { s.next };
                     }

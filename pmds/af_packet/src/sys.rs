@@ -200,7 +200,13 @@ pub fn take_drops(fd: &Fd) -> Result<u64> {
     let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as u32;
     // SAFETY: valid out-pointers of the given size.
     cvt(unsafe {
-        libc::getsockopt(fd.raw(), libc::SOL_PACKET, libc::PACKET_STATISTICS, (&mut st as *mut libc::tpacket_stats_v3).cast(), &mut len)
+        libc::getsockopt(
+            fd.raw(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats_v3).cast(),
+            &mut len,
+        )
     })?;
     Ok(u64::from(st.tp_drops))
 }

@@ -1,0 +1,358 @@
+//! `net_pcap`: a PMD on capture files, like DPDK's net_pcap.
+//!
+//! * `rx_pcap=FILE` replays a pcap or pcapng file (microsecond or nanosecond
+//!   timestamps, read with the `pcap-parser` crate). The whole file is checked and
+//!   loaded at probe: a truncated or corrupt file is refused with the number of the
+//!   record where it breaks. Packets larger than an mbuf are received as chains.
+//!   `infinite_rx=1` starts over at the end; `rate=recorded` replays at the recorded
+//!   pace, `rate=<pps>` at a fixed rate, default as fast as asked.
+//! * `tx_pcap=FILE` writes every packet sent to a pcap file (microsecond timestamps,
+//!   or nanosecond with `tx_ns=1`), flushed at stop and close. Without `tx_pcap`,
+//!   transmitted packets are counted and dropped.
+//!
+//! Device arguments: `rx_pcap=`, `tx_pcap=`, `infinite_rx=0|1`, `rate=recorded|<pps>`,
+//! `tx_ns=0|1`.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod file;
+
+use file::{Packet, Writer};
+use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use std::ffi::CStr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+const KEYS: &[&str] = &["rx_pcap", "tx_pcap", "infinite_rx", "rate", "tx_ns"];
+
+/// Replay pace.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rate {
+    /// As fast as the application polls.
+    Unlimited,
+    /// Following the recorded timestamps.
+    Recorded,
+    /// A fixed number of packets per second.
+    Pps(u64),
+}
+
+/// A device.
+pub struct PcapPmd {
+    rx: Option<Arc<Vec<Packet>>>,
+    infinite: bool,
+    rate: Rate,
+    tx: Option<Arc<Mutex<Writer>>>,
+    port_id: u16,
+    mac: [u8; 6],
+}
+
+/// Receive queue: replays the loaded packets.
+pub struct PcapRx {
+    pkts: Arc<Vec<Packet>>,
+    next: usize,
+    infinite: bool,
+    rate: Rate,
+    start: Option<Instant>,
+    /// Packets handed out since `start` (for `Rate::Pps`) and loops done.
+    sent: u64,
+    loops: u64,
+    pool: Pool,
+    port_id: u16,
+    stats: Arc<QueueStats>,
+}
+
+/// Transmit queue: writes to the capture file, or drops.
+pub struct PcapTx {
+    out: Option<Arc<Mutex<Writer>>>,
+    stats: Arc<QueueStats>,
+}
+
+fn parse_rate(a: &DevArgs) -> Result<Rate, PmdError> {
+    match a.get("rate") {
+        None => Ok(Rate::Unlimited),
+        Some("recorded") => Ok(Rate::Recorded),
+        Some(_) => Ok(Rate::Pps(
+            a.get_u64("rate", 0, 1, 1_000_000_000)
+                .map_err(|e| PmdError::invalid(format!("{}; or `recorded`", e.msg)))?,
+        )),
+    }
+}
+
+impl Pmd for PcapPmd {
+    const NAME: &'static CStr = c"net_pcap";
+    const DEVARGS_HELP: &'static CStr = c"rx_pcap=<file>,tx_pcap=<file>,infinite_rx=0|1,rate=recorded|<pps>,tx_ns=0|1";
+    type Rx = PcapRx;
+    type Tx = PcapTx;
+
+    fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
+        let a = DevArgs::parse(ctx.args, KEYS)?;
+        let rx_path = a.get_name("rx_pcap", 4096)?;
+        let tx_path = a.get_name("tx_pcap", 4096)?;
+        if rx_path.is_none() && tx_path.is_none() {
+            return Err(PmdError::invalid("give rx_pcap=FILE, tx_pcap=FILE or both"));
+        }
+        let infinite = a.get_bool("infinite_rx", false)?;
+        let rate = parse_rate(&a)?;
+        let rx = match &rx_path {
+            Some(p) => {
+                let pkts =
+                    file::read(std::path::Path::new(p)).map_err(|e| PmdError::invalid(format!("rx_pcap={p}: {e}")))?;
+                if pkts.is_empty() && infinite {
+                    return Err(PmdError::invalid(format!("rx_pcap={p}: no packets to replay with infinite_rx=1")));
+                }
+                Some(Arc::new(pkts))
+            }
+            None => None,
+        };
+        let tx = match &tx_path {
+            Some(p) => Some(Arc::new(Mutex::new(
+                Writer::create(std::path::Path::new(p), a.get_bool("tx_ns", false)?)
+                    .map_err(|e| PmdError::invalid(format!("tx_pcap={p}: {e}")))?,
+            ))),
+            None => None,
+        };
+        let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        Ok(PcapPmd {
+            rx,
+            infinite,
+            rate,
+            tx,
+            port_id: u16::MAX,
+            mac: [0x02, 0x70, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8],
+        })
+    }
+
+    fn info(&self) -> abi::DevInfo {
+        abi::DevInfo {
+            max_rx_queues: 1,
+            max_tx_queues: 1,
+            max_desc: u16::MAX,
+            min_mtu: 68,
+            max_mtu: 65535,
+            mtu: 1500,
+            max_rx_pktlen: 262_144,
+            ..Default::default()
+        }
+    }
+
+    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
+        self.port_id = conf.port_id;
+        Ok(())
+    }
+
+    fn rx_queue_setup(
+        &mut self,
+        _qid: u16,
+        _nb_desc: u16,
+        pool: Pool,
+        stats: Arc<QueueStats>,
+    ) -> Result<PcapRx, PmdError> {
+        let pkts = self.rx.clone().unwrap_or_default();
+        Ok(PcapRx {
+            pkts,
+            next: 0,
+            infinite: self.infinite,
+            rate: self.rate,
+            start: None,
+            sent: 0,
+            loops: 0,
+            pool,
+            port_id: self.port_id,
+            stats,
+        })
+    }
+
+    fn tx_queue_setup(&mut self, _qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<PcapTx, PmdError> {
+        Ok(PcapTx { out: self.tx.clone(), stats })
+    }
+
+    fn stop(&mut self) -> Result<(), PmdError> {
+        self.flush()
+    }
+
+    fn link(&self) -> abi::Link {
+        abi::Link { speed_mbps: 10_000, up: 1, full_duplex: 1, autoneg: 0, reserved: 0 }
+    }
+
+    fn xstats(&self) -> Vec<(String, u64)> {
+        let mut v = vec![("rx_pcap_packets_in_file".to_string(), self.rx.as_ref().map_or(0, |p| p.len() as u64))];
+        if let Some(w) = &self.tx {
+            v.push(("tx_pcap_packets_written".to_string(), w.lock().map_or(0, |w| w.written())));
+        }
+        v
+    }
+
+    fn mac(&self) -> Result<[u8; 6], PmdError> {
+        Ok(self.mac)
+    }
+
+    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        self.mac = mac;
+        Ok(())
+    }
+
+    fn set_promiscuous(&mut self, _on: bool) -> Result<(), PmdError> {
+        Ok(())
+    }
+
+    fn promiscuous(&self) -> Result<bool, PmdError> {
+        Ok(true)
+    }
+}
+
+impl PcapPmd {
+    fn flush(&self) -> Result<(), PmdError> {
+        if let Some(w) = &self.tx {
+            let mut w = w.lock().map_err(|_| PmdError::invalid("the capture writer was poisoned by a panic"))?;
+            w.flush().map_err(|e| PmdError::new(abi::errno::EIO, format!("tx_pcap: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PcapPmd {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+impl PcapRx {
+    /// How many packets the pace allows now.
+    fn allowed(&mut self, want: usize) -> usize {
+        let now = Instant::now();
+        let start = *self.start.get_or_insert(now);
+        match self.rate {
+            Rate::Unlimited => want,
+            Rate::Pps(pps) => {
+                let due = (now.duration_since(start).as_nanos() as u64).saturating_mul(pps) / 1_000_000_000;
+                (due.saturating_sub(self.sent) as usize).min(want)
+            }
+            Rate::Recorded => {
+                let Some(first) = self.pkts.first().map(|p| p.ts_ns) else { return 0 };
+                let span = self.pkts.last().map_or(0, |p| p.ts_ns.saturating_sub(first)).max(1);
+                let elapsed = now.duration_since(start).as_nanos() as u64;
+                let mut n = 0;
+                let mut i = self.next;
+                let mut loops = self.loops;
+                while n < want {
+                    let due = loops * span + self.pkts[i].ts_ns.saturating_sub(first);
+                    if due > elapsed {
+                        break;
+                    }
+                    n += 1;
+                    i += 1;
+                    if i == self.pkts.len() {
+                        if !self.infinite {
+                            break;
+                        }
+                        i = 0;
+                        loops += 1;
+                    }
+                }
+                n
+            }
+        }
+    }
+}
+
+impl RxQueue for PcapRx {
+    fn rx_burst(&mut self, out: &mut [*mut Mbuf]) -> usize {
+        if self.pkts.is_empty() || (self.next == self.pkts.len() && !self.infinite) {
+            return 0;
+        }
+        let n = self.allowed(out.len());
+        let room = (self.pool.buf_len() - self.pool.headroom()) as usize;
+        let mut k = 0;
+        let mut bytes = 0u64;
+        while k < n {
+            if self.next == self.pkts.len() {
+                if !self.infinite {
+                    break;
+                }
+                self.next = 0;
+                self.loops += 1;
+            }
+            let data = &self.pkts[self.next].data;
+            let segs = data.len().div_ceil(room).max(1);
+            let mut chain = [std::ptr::null_mut::<Mbuf>(); 64];
+            if segs > chain.len() {
+                self.stats.errors.add(1);
+                self.next += 1;
+                continue;
+            }
+            if !self.pool.alloc_bulk(&mut chain[..segs]) {
+                self.stats.nombuf.add(1);
+                break;
+            }
+            for (i, chunk) in data.chunks(room).enumerate().take(segs) {
+                // SAFETY: fresh mbufs from our pool; each chunk fits the data room.
+                unsafe { ironpath_pmd_sdk::set_data(chain[i], chunk) };
+            }
+            // SAFETY: we own the fresh segments and link them into one packet.
+            unsafe {
+                let head = &mut *chain[0];
+                head.pkt_len = data.len() as u32;
+                head.nb_segs = segs as u16;
+                head.port = self.port_id;
+                for i in 0..segs - 1 {
+                    (*chain[i]).next = chain[i + 1];
+                }
+            }
+            out[k] = chain[0];
+            k += 1;
+            bytes += data.len() as u64;
+            self.next += 1;
+            self.sent += 1;
+        }
+        self.stats.packets.add(k as u64);
+        self.stats.bytes.add(bytes);
+        k
+    }
+}
+
+impl TxQueue for PcapTx {
+    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let mut bytes = 0u64;
+        if let Some(w) = &self.out {
+            let Ok(mut w) = w.lock() else {
+                self.stats.errors.add(pkts.len() as u64);
+                // SAFETY: we took these packets and release them once.
+                unsafe { free_bulk(pkts) };
+                return pkts.len();
+            };
+            let mut buf = Vec::new();
+            for &m in pkts.iter() {
+                buf.clear();
+                // SAFETY: valid packets handed to us; we read each segment's data.
+                unsafe {
+                    let mut seg = m;
+                    let segs = (*m).nb_segs;
+                    for _ in 0..segs {
+                        if seg.is_null() {
+                            break;
+                        }
+                        buf.extend_from_slice(ironpath_pmd_sdk::data(seg));
+                        seg = (*seg).next;
+                    }
+                }
+                bytes += buf.len() as u64;
+                if w.write(&buf).is_err() {
+                    self.stats.errors.add(1);
+                }
+            }
+        } else {
+            for &m in pkts.iter() {
+                // SAFETY: valid packets handed to us.
+                bytes += u64::from(unsafe { (*m).pkt_len });
+            }
+        }
+        // SAFETY: written (or dropped): we own the packets and free them once.
+        unsafe { free_bulk(pkts) };
+        self.stats.packets.add(pkts.len() as u64);
+        self.stats.bytes.add(bytes);
+        pkts.len()
+    }
+}
+
+export_pmd!(PcapPmd);

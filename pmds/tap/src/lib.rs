@@ -1,0 +1,306 @@
+//! `net_tap`: a PMD on a Linux TAP device, created or attached by name, one file
+//! descriptor per queue (IFF_MULTI_QUEUE), with virtio-net headers (IFF_VNET_HDR) so
+//! offloads cross the boundary both ways:
+//!
+//! * RX: the kernel may hand us TCP segments up to 64 KiB (GSO) and packets whose
+//!   checksum is still to be completed. `VIRTIO_NET_HDR_F_NEEDS_CSUM` becomes
+//!   `RX_L4_CKSUM_NONE` (with `l2_len`/`l3_len` from `csum_start`),
+//!   `VIRTIO_NET_HDR_F_DATA_VALID` becomes `RX_L4_CKSUM_GOOD`, and a GSO type becomes
+//!   `RX_AGGREGATED` with `tso_segsz` = the segment size. Large packets arrive as mbuf
+//!   chains.
+//! * TX: `TX_TCP_SEG` with `tso_segsz` becomes a GSO header (the kernel segments),
+//!   `TX_TCP_CKSUM`/`TX_UDP_CKSUM` a NEEDS_CSUM header (the kernel completes the
+//!   checksum). A packet received with `RX_AGGREGATED`/`RX_L4_CKSUM_NONE` and sent on
+//!   unchanged keeps its GSO/partial-checksum header, so forwarding GSO traffic works.
+//!
+//! Device arguments: `iface=<name>` (default: the instance name), `queues=<1..16>`,
+//! `offload=0|1` (default 1), `mac=aa:bb:cc:dd:ee:ff` (the kernel side's address).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod sys;
+
+use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use sys::{Fd, VnetHdr};
+
+/// Offload counters of the RX queues, shared with the device for xstats.
+#[derive(Default)]
+struct Offloads {
+    gso_packets: AtomicU64,
+    csum_partial: AtomicU64,
+    largest_frame: AtomicU64,
+}
+
+const KEYS: &[&str] = &["iface", "queues", "offload", "mac"];
+/// Largest frame the kernel hands a TAP with GSO on.
+const MAX_FRAME: usize = 65_536 + 14 + 4;
+
+/// A device.
+pub struct Tap {
+    iface: String,
+    queues: u16,
+    rx_fds: Vec<Option<Arc<Fd>>>,
+    tx_fds: Vec<Option<Arc<Fd>>>,
+    port_id: u16,
+    mac: [u8; 6],
+    promisc: bool,
+    offloads: Arc<Offloads>,
+}
+
+/// Receive queue.
+pub struct TapRx {
+    fd: Arc<Fd>,
+    buf: Vec<u8>,
+    offloads: Arc<Offloads>,
+    pool: Pool,
+    port_id: u16,
+    stats: Arc<QueueStats>,
+}
+
+/// Transmit queue.
+pub struct TapTx {
+    fd: Arc<Fd>,
+    stats: Arc<QueueStats>,
+}
+
+impl Pmd for Tap {
+    const NAME: &'static CStr = c"net_tap";
+    const DEVARGS_HELP: &'static CStr = c"iface=<name>,queues=<1..16>,offload=0|1,mac=<aa:bb:cc:dd:ee:ff>";
+    type Rx = TapRx;
+    type Tx = TapTx;
+
+    fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
+        let a = DevArgs::parse(ctx.args, KEYS)?;
+        let iface = a.get_name("iface", 15)?.unwrap_or_else(|| ctx.name.chars().take(15).collect());
+        let queues = a.get_u64("queues", 1, 1, 16)? as u16;
+        let offload = a.get_bool("offload", true)?;
+        let mut fds = Vec::new();
+        for _ in 0..queues {
+            let fd = sys::open_tap(&iface, offload).map_err(|e| {
+                let hint = if e.raw_os_error() == Some(libc::EPERM) { " (needs root or CAP_NET_ADMIN)" } else { "" };
+                PmdError::new(
+                    e.raw_os_error().unwrap_or(abi::errno::EIO),
+                    format!("iface={iface}: cannot open the TAP device: {e}{hint}"),
+                )
+            })?;
+            fds.push(Arc::new(fd));
+        }
+        if let Some(m) = a.get_mac("mac")? {
+            sys::set_hwaddr(&iface, m)
+                .map_err(|e| PmdError::invalid(format!("mac=: cannot set the address of {iface}: {e}")))?;
+        }
+        // Our own address: the kernel side has one; we use another, locally administered.
+        let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let mac = [0x02, 0x7a, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8];
+        Ok(Tap {
+            iface,
+            queues,
+            rx_fds: fds.iter().cloned().map(Some).collect(),
+            tx_fds: fds.into_iter().map(Some).collect(),
+            port_id: u16::MAX,
+            mac,
+            promisc: true,
+            offloads: Arc::new(Offloads::default()),
+        })
+    }
+
+    fn info(&self) -> abi::DevInfo {
+        abi::DevInfo {
+            max_rx_queues: self.queues,
+            max_tx_queues: self.queues,
+            max_desc: u16::MAX,
+            min_mtu: 68,
+            max_mtu: 65_521,
+            mtu: sys::mtu(&self.iface).unwrap_or(1500).min(65535) as u16,
+            max_rx_pktlen: MAX_FRAME as u32,
+            rx_offload_capa: abi::RX_L4_CKSUM_GOOD | abi::RX_L4_CKSUM_NONE | abi::RX_AGGREGATED,
+            tx_offload_capa: abi::TX_TCP_SEG | abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM,
+            ..Default::default()
+        }
+    }
+
+    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
+        self.port_id = conf.port_id;
+        Ok(())
+    }
+
+    fn rx_queue_setup(
+        &mut self,
+        qid: u16,
+        _nb_desc: u16,
+        pool: Pool,
+        stats: Arc<QueueStats>,
+    ) -> Result<TapRx, PmdError> {
+        let fd = self.rx_fds.get(qid as usize).and_then(Clone::clone).ok_or_else(|| {
+            PmdError::new(abi::errno::EINVAL, format!("RX queue {qid} is beyond queues={}", self.queues))
+        })?;
+        Ok(TapRx {
+            fd,
+            buf: vec![0; VnetHdr::LEN + MAX_FRAME],
+            offloads: self.offloads.clone(),
+            pool,
+            port_id: self.port_id,
+            stats,
+        })
+    }
+
+    fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<TapTx, PmdError> {
+        let fd = self.tx_fds.get(qid as usize).and_then(Clone::clone).ok_or_else(|| {
+            PmdError::new(abi::errno::EINVAL, format!("TX queue {qid} is beyond queues={}", self.queues))
+        })?;
+        Ok(TapTx { fd, stats })
+    }
+
+    fn link(&self) -> abi::Link {
+        abi::Link { speed_mbps: 10_000, up: u8::from(sys::is_up(&self.iface)), full_duplex: 1, autoneg: 0, reserved: 0 }
+    }
+
+    fn xstats(&self) -> Vec<(String, u64)> {
+        let o = &self.offloads;
+        vec![
+            ("rx_gso_packets".into(), o.gso_packets.load(Ordering::Relaxed)),
+            ("rx_csum_partial_packets".into(), o.csum_partial.load(Ordering::Relaxed)),
+            ("rx_largest_frame".into(), o.largest_frame.load(Ordering::Relaxed)),
+        ]
+    }
+
+    fn mac(&self) -> Result<[u8; 6], PmdError> {
+        Ok(self.mac)
+    }
+
+    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        self.mac = mac;
+        Ok(())
+    }
+
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+        sys::set_mtu(&self.iface, mtu).map_err(|e| {
+            PmdError::new(e.raw_os_error().unwrap_or(abi::errno::EIO), format!("iface={}: {e}", self.iface))
+        })
+    }
+
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        // A TAP hands us every frame the kernel sends it: there is no filter to open.
+        self.promisc = on;
+        Ok(())
+    }
+
+    fn promiscuous(&self) -> Result<bool, PmdError> {
+        Ok(self.promisc)
+    }
+}
+
+impl RxQueue for TapRx {
+    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let room = (self.pool.buf_len() - self.pool.headroom()) as usize;
+        let mut n = 0;
+        let mut bytes = 0u64;
+        while n < pkts.len() {
+            let len = match sys::read(&self.fd, &mut self.buf) {
+                Ok(0) | Err(_) => break, // EAGAIN: nothing waiting
+                Ok(len) => len,
+            };
+            let Some((hdr, frame)) = VnetHdr::split(&self.buf[..len]) else {
+                self.stats.errors.add(1);
+                continue;
+            };
+            let segs = frame.len().div_ceil(room).max(1);
+            let mut chain = [std::ptr::null_mut::<Mbuf>(); 40];
+            if segs > chain.len() {
+                self.stats.errors.add(1);
+                continue;
+            }
+            if !self.pool.alloc_bulk(&mut chain[..segs]) {
+                self.stats.nombuf.add(1);
+                continue;
+            }
+            for (i, chunk) in frame.chunks(room).enumerate().take(segs) {
+                // SAFETY: fresh mbufs from our pool; each chunk fits the data room.
+                unsafe { ironpath_pmd_sdk::set_data(chain[i], chunk) };
+            }
+            // SAFETY: we own the fresh segments and link them into one packet.
+            unsafe {
+                for i in 0..segs - 1 {
+                    (*chain[i]).next = chain[i + 1];
+                }
+                let m = &mut *chain[0];
+                m.pkt_len = frame.len() as u32;
+                m.nb_segs = segs as u16;
+                m.port = self.port_id;
+                hdr.to_mbuf(m);
+                if m.ol_flags & abi::RX_AGGREGATED != 0 {
+                    self.offloads.gso_packets.fetch_add(1, Ordering::Relaxed);
+                }
+                if m.ol_flags & abi::RX_L4_CKSUM_NONE != 0 {
+                    self.offloads.csum_partial.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            self.offloads.largest_frame.fetch_max(frame.len() as u64, Ordering::Relaxed);
+            pkts[n] = chain[0];
+            n += 1;
+            bytes += frame.len() as u64;
+        }
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(bytes);
+        n
+    }
+}
+
+impl TxQueue for TapTx {
+    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let mut sent = 0;
+        let mut ok = 0u64;
+        let mut bytes = 0u64;
+        for &m in pkts.iter() {
+            // SAFETY: valid packets handed to us by the caller.
+            let (hdr, len) = unsafe { (VnetHdr::from_mbuf(&*m), (*m).pkt_len) };
+            let h = hdr.to_bytes();
+            let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 41];
+            iov[0] = libc::iovec { iov_base: h.as_ptr() as *mut libc::c_void, iov_len: h.len() };
+            let mut k = 1;
+            let mut seg = m;
+            // SAFETY: walking the packet's own chain; each segment's data lies in its buffer.
+            unsafe {
+                let nsegs = (*m).nb_segs;
+                for _ in 0..nsegs {
+                    if seg.is_null() || k == iov.len() {
+                        break;
+                    }
+                    let s = &*seg;
+                    iov[k] = libc::iovec {
+                        iov_base: s.buf_addr.add(s.data_off as usize).cast(),
+                        iov_len: s.data_len as usize,
+                    };
+                    k += 1;
+                    seg = if nsegs == 1 { std::ptr::null_mut() } else { s.next };
+                }
+            }
+            match sys::writev(&self.fd, &iov[..k]) {
+                Ok(_) => {
+                    bytes += u64::from(len);
+                    ok += 1;
+                    sent += 1;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
+                Err(_) => {
+                    // The kernel refused this frame (e.g. malformed GSO header): drop it.
+                    self.stats.errors.add(1);
+                    sent += 1;
+                }
+            }
+        }
+        if sent > 0 {
+            // SAFETY: written (or refused): we own these packets and free them once.
+            unsafe { free_bulk(&pkts[..sent]) };
+        }
+        self.stats.packets.add(ok);
+        self.stats.bytes.add(bytes);
+        sent
+    }
+}
+
+export_pmd!(Tap);
