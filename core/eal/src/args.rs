@@ -15,7 +15,8 @@ runtime arguments (before `--`):
   --no-huge            use ordinary pages instead of hugepages
   -m MB                memory to reserve, in MiB (checked against pool sizes)
   --no-pci             accepted for DPDK compatibility (no PCI scan is done)
-  -n N                 memory channels: accepted for DPDK compatibility, ignored";
+  -n N                 memory channels: accepted for DPDK compatibility, ignored
+  --main-lcore ID      which lcore of -l is the main one [default: the first]";
 
 /// Parsed runtime arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,6 +33,8 @@ pub struct EalArgs {
     pub no_huge: bool,
     /// `-m`.
     pub mem_mb: Option<u64>,
+    /// `--main-lcore`.
+    pub main_lcore: Option<u32>,
 }
 
 /// A bad runtime argument.
@@ -60,6 +63,7 @@ fn usage_of(opt: &str) -> &'static str {
         "-a" | "--allow" => "-a DEVARGS, e.g. -a 0000:00:04.0",
         "-d" => "-d PATH (a plugin .so or a directory of them)",
         "-m" => "-m MB, e.g. -m 512",
+        "--main-lcore" => "--main-lcore ID, e.g. --main-lcore 1",
         "-n" => "-n CHANNELS, e.g. -n 4",
         _ => "",
     }
@@ -108,6 +112,13 @@ impl EalArgs {
                 "-d" => out.plugin_paths.push(PathBuf::from(value(&opt)?)),
                 "--no-huge" => out.no_huge = true,
                 "--no-pci" => {}
+                "--main-lcore" => {
+                    let v = value(&opt)?;
+                    out.main_lcore = Some(v.parse().map_err(|_| ArgsError::BadValue {
+                        opt: opt.clone(),
+                        why: format!("`{v}` is not an lcore id"),
+                    })?);
+                }
                 "-n" => {
                     let v = value(&opt)?;
                     v.parse::<u32>().map_err(|_| ArgsError::BadValue {
@@ -128,6 +139,17 @@ impl EalArgs {
         }
         if out.lcores.is_empty() {
             out.lcores = vec![0];
+        }
+        if let Some(m) = out.main_lcore {
+            let Some(i) = out.lcores.iter().position(|l| *l == m) else {
+                return Err(ArgsError::BadValue {
+                    opt: "--main-lcore".into(),
+                    why: format!("lcore {m} is not in the lcore list {:?}", out.lcores),
+                });
+            };
+            // The main lcore goes first; the others keep their order.
+            out.lcores.remove(i);
+            out.lcores.insert(0, m);
         }
         Ok((out, rest))
     }
@@ -169,6 +191,14 @@ mod tests {
         assert!(a.no_huge);
         assert_eq!(a.mem_mb, Some(512));
         assert_eq!(rest, vec!["-i", "--burst=32"]);
+    }
+
+    #[test]
+    fn main_lcore_goes_first() {
+        let (a, _) = EalArgs::parse(&["-l", "0-2", "--main-lcore", "2"]).unwrap();
+        assert_eq!(a.lcores, vec![2, 0, 1]);
+        let e = EalArgs::parse(&["-l", "0-1", "--main-lcore", "5"]).unwrap_err();
+        assert!(e.to_string().contains("lcore 5 is not in the lcore list"), "{e}");
     }
 
     #[test]

@@ -93,7 +93,8 @@ pub struct AfTx {
 
 fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
     let page = 4096;
-    let blocksz = a.get_u64("blocksz", 1 << 16, page, 1 << 24)? as u32;
+    // Defaults as DPDK's net_af_packet: small rings stay in cache.
+    let blocksz = a.get_u64("blocksz", 4096, page, 1 << 24)? as u32;
     if !blocksz.is_power_of_two() {
         return Err(PmdError::invalid(format!("blocksz={blocksz} must be a power of two (4096..=16777216)")));
     }
@@ -103,7 +104,7 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
             "framesz={framesz} must be a multiple of 16 that divides blocksz={blocksz}"
         )));
     }
-    let framecnt = a.get_u64("framecnt", 2048, 16, 1 << 20)? as u32;
+    let framecnt = a.get_u64("framecnt", 512, 16, 1 << 20)? as u32;
     if (u64::from(framecnt) * u64::from(framesz)) < u64::from(blocksz) {
         return Err(PmdError::invalid(format!(
             "framecnt={framecnt} x framesz={framesz} is smaller than one block (blocksz={blocksz})"
@@ -116,7 +117,7 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 65536>,framesz=<2048>,framecnt=<2048>,tov=<ms, 1>,qdisc_bypass=0|1";
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<512>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1)";
     type Rx = AfRx;
     type Tx = AfTx;
 
@@ -129,7 +130,8 @@ impl Pmd for AfPacket {
             .map_err(|e| PmdError::new(abi::errno::ENODEV, format!("iface={iface}: {e} (see `ip link`)")))?;
         let qpairs = a.get_u64("qpairs", 1, 1, 16)? as u16;
         let geo = geometry(&a)?;
-        let qdisc_bypass = a.get_bool("qdisc_bypass", false)?;
+        // On by default, as in DPDK: af_packet TX skips the qdisc layer.
+        let qdisc_bypass = a.get_bool("qdisc_bypass", true)?;
         let mut dev = AfPacket {
             iface,
             ifindex,
@@ -495,11 +497,11 @@ mod tests {
 
     #[test]
     fn geometry_defaults_and_checks() {
-        assert_eq!(geo("").unwrap(), Geometry { blocksz: 65536, framesz: 2048, framecnt: 2048, tov: 1 });
+        assert_eq!(geo("").unwrap(), Geometry { blocksz: 4096, framesz: 2048, framecnt: 512, tov: 1 });
         assert!(geo("blocksz=5000").unwrap_err().msg.contains("power of two"));
         assert!(geo("framesz=100").unwrap_err().msg.contains("`framesz=100` is out of range"));
         assert!(geo("framesz=2050").unwrap_err().msg.contains("multiple of 16"));
-        assert!(geo("framecnt=16,framesz=2048").unwrap_err().msg.contains("smaller than one block"));
+        assert!(geo("framecnt=16,framesz=2048,blocksz=65536").unwrap_err().msg.contains("smaller than one block"));
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod file;
+pub mod file;
 
 use file::{Packet, Writer};
 use ironpath_pmd_sdk::abi::{self, Mbuf};

@@ -18,7 +18,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod sys;
+pub mod sys;
 
 use ironpath_pmd_sdk::abi::{self, Mbuf};
 use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
