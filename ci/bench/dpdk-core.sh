@@ -44,8 +44,9 @@
 #     against unmodified runs: scaled/unmodified rate over 59 one-core combinations, geomean 0.985,
 #     the same as between two unmodified runs; single combinations scatter ~10%, hence MEMPOOL_REPS.
 #   full: unmodified; stops once the needed lines are out (~40 min), bounded by MEMPOOL_TIMEOUT.
-# Memory matters: with HUGEPAGES=64 the with-cache mempool path measured up to 1.7x faster than
-# with --no-huge (4 KiB pages); say which one a figure came from (it is in the summary's EAL line).
+# Memory: HUGEPAGES=64 and --no-huge gave the same best-of-N figures within noise on this VM; the
+# summary's EAL line says which was used.  Noise here is bursty and partly from outside the VM
+# (repetitions can be bimodal even when runs.txt shows no other load): compare best-of-N figures.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
