@@ -84,8 +84,12 @@ struct Testpmd {
 
 impl Testpmd {
     fn start(port: &str, app: &str) -> Testpmd {
+        Self::start_args(&format!("net_af_packet0,iface={port}"), app)
+    }
+
+    fn start_args(vdev: &str, app: &str) -> Testpmd {
         let child = Command::new(BIN)
-            .args(["testpmd", "-l", "0-1", "--no-huge", "--vdev", &format!("net_af_packet0,iface={port}"), "--", "-i"])
+            .args(["testpmd", "-l", "0-1", "--no-huge", "--vdev", vdev, "--", "-i"])
             .args(app.split_whitespace())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -198,4 +202,44 @@ fn rxonly_counts_exactly_what_the_kernel_sent_root() {
     let got = num_after(&out, "NIC statistics for port 0", "RX-packets:");
     let missed = num_after(&out, "NIC statistics for port 0", "RX-missed:");
     assert_eq!((got, missed), (1000, 0), "{out}");
+}
+
+#[test]
+fn two_queue_pairs_with_fanout_count_every_packet_root() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let v = Veth::new("q", 6);
+    sh(&format!(
+        "ip netns exec {} ip neigh replace {} lladdr {} dev {} nud permanent",
+        v.ns,
+        v.our_ip,
+        v.port_mac(),
+        v.peer
+    ));
+    let mut t = Testpmd::start_args(
+        &format!("net_af_packet0,iface={},qpairs=2", v.port),
+        "--forward-mode=rxonly --rxq=2 --txq=2",
+    );
+    t.cmd("start");
+    std::thread::sleep(Duration::from_millis(500));
+    let before = v.peer_stat("tx_packets");
+    // Several flows (UDP ports) so the hash fanout has something to spread.
+    for port in 9000..9016 {
+        sh(&format!(
+            "ip netns exec {} bash -c 'for i in 1 2 3 4 5 6 7 8; do echo x > /dev/udp/{}/{port}; done'",
+            v.ns, v.our_ip
+        ));
+    }
+    let sent = v.peer_stat("tx_packets") - before;
+    std::thread::sleep(Duration::from_millis(300));
+    t.cmd("stop");
+    t.cmd("show port stats 0");
+    t.cmd("show port info 0");
+    let out = t.finish();
+    assert_eq!(sent, 128, "the kernel sent {sent}");
+    assert!(out.contains("Current number of RX queues: 2"), "{out}");
+    let got = num_after(&out, "NIC statistics for port 0", "RX-packets:");
+    assert_eq!(got, 128, "{out}");
 }
