@@ -191,10 +191,13 @@ unsafe extern "C" fn ops_free_bulk(objs: *const *mut RawMbuf, n: u32) {
 }
 
 impl PoolInner {
-    #[inline]
+    #[inline(always)]
     fn cache(&self) -> Option<&LcoreCache> {
+        if self.cache_size == 0 {
+            return None;
+        }
         let id = lcore_id();
-        if id == LCORE_ID_ANY || self.cache_size == 0 {
+        if id == LCORE_ID_ANY {
             return None;
         }
         self.caches.get(id as usize).map(|c| &c.0)

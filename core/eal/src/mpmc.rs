@@ -123,6 +123,7 @@ impl<T: Copy> MpmcRing<T> {
             {
                 break (old_head, n);
             }
+            #[cfg(loom)]
             spin();
         };
         // SAFETY: slots [old_head, old_head+n) were reserved by our CAS and are free:
@@ -161,6 +162,7 @@ impl<T: Copy> MpmcRing<T> {
             {
                 break (old_head, n);
             }
+            #[cfg(loom)]
             spin();
         };
         // SAFETY: slots [old_head, old_head+n) were published by producers (prod tail,
