@@ -10,7 +10,9 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use ironpath_pmd_sdk::abi::{self, Mbuf};
-use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use ironpath_pmd_sdk::{
+    export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState, TxQueue,
+};
 use std::ffi::CStr;
 use std::sync::Arc;
 
@@ -22,9 +24,7 @@ pub struct NullPmd {
     size: u16,
     copy: bool,
     no_rx: bool,
-    mac: [u8; 6],
-    mtu: u16,
-    promisc: bool,
+    soft: SoftState,
     port_id: u16,
     template: Arc<[u8]>,
 }
@@ -92,10 +92,15 @@ impl Pmd for NullPmd {
         let copy = a.get_bool("copy", false)?;
         let no_rx = a.get_bool("no_rx", false)?;
         // Default MAC: locally administered, derived from the instance name.
-        let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-        let def = [0x02, 0x00, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8];
-        let mac = a.get_mac("mac")?.unwrap_or(def);
-        Ok(Self { size, copy, no_rx, mac, mtu: 1500, promisc: true, port_id: u16::MAX, template: template(size, mac) })
+        let mac = a.get_mac("mac")?.unwrap_or_else(|| SoftState::mac_from_name(0x00, ctx.name));
+        Ok(Self {
+            size,
+            copy,
+            no_rx,
+            soft: SoftState::new(mac, 9000),
+            port_id: u16::MAX,
+            template: template(size, mac),
+        })
     }
 
     fn info(&self) -> abi::DevInfo {
@@ -106,7 +111,7 @@ impl Pmd for NullPmd {
             max_desc: u16::MAX,
             min_mtu: 68,
             max_mtu: 9000,
-            mtu: self.mtu,
+            mtu: self.soft.mtu,
             max_rx_pktlen: 9000 + 18,
             ..Default::default()
         }
@@ -150,30 +155,12 @@ impl Pmd for NullPmd {
         abi::Link { speed_mbps: 10_000, up: 1, full_duplex: 1, autoneg: 0, reserved: 0 }
     }
 
-    fn mac(&self) -> Result<[u8; 6], PmdError> {
-        Ok(self.mac)
+    fn soft(&self) -> Option<&SoftState> {
+        Some(&self.soft)
     }
 
-    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
-        self.mac = mac;
-        Ok(())
-    }
-
-    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
-        if !(68..=9000).contains(&mtu) {
-            return Err(PmdError::new(abi::errno::EINVAL, format!("MTU {mtu} is out of range 68..=9000")));
-        }
-        self.mtu = mtu;
-        Ok(())
-    }
-
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-        self.promisc = on;
-        Ok(())
-    }
-
-    fn promiscuous(&self) -> Result<bool, PmdError> {
-        Ok(self.promisc)
+    fn soft_mut(&mut self) -> Option<&mut SoftState> {
+        Some(&mut self.soft)
     }
 }
 

@@ -19,7 +19,9 @@ pub mod file;
 
 use file::{Packet, Writer};
 use ironpath_pmd_sdk::abi::{self, Mbuf};
-use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use ironpath_pmd_sdk::{
+    export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState, TxQueue,
+};
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -44,7 +46,7 @@ pub struct PcapPmd {
     rate: Rate,
     tx: Option<Arc<Mutex<Writer>>>,
     port_id: u16,
-    mac: [u8; 6],
+    soft: SoftState,
 }
 
 /// Receive queue: replays the loaded packets.
@@ -112,14 +114,13 @@ impl Pmd for PcapPmd {
             ))),
             None => None,
         };
-        let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
         Ok(PcapPmd {
             rx,
             infinite,
             rate,
             tx,
             port_id: u16::MAX,
-            mac: [0x02, 0x70, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8],
+            soft: SoftState::new(SoftState::mac_from_name(0x70, ctx.name), 65535),
         })
     }
 
@@ -130,7 +131,7 @@ impl Pmd for PcapPmd {
             max_desc: u16::MAX,
             min_mtu: 68,
             max_mtu: 65535,
-            mtu: 1500,
+            mtu: self.soft.mtu,
             max_rx_pktlen: 262_144,
             ..Default::default()
         }
@@ -183,21 +184,12 @@ impl Pmd for PcapPmd {
         v
     }
 
-    fn mac(&self) -> Result<[u8; 6], PmdError> {
-        Ok(self.mac)
+    fn soft(&self) -> Option<&SoftState> {
+        Some(&self.soft)
     }
 
-    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
-        self.mac = mac;
-        Ok(())
-    }
-
-    fn set_promiscuous(&mut self, _on: bool) -> Result<(), PmdError> {
-        Ok(())
-    }
-
-    fn promiscuous(&self) -> Result<bool, PmdError> {
-        Ok(true)
+    fn soft_mut(&mut self) -> Option<&mut SoftState> {
+        Some(&mut self.soft)
     }
 }
 

@@ -18,7 +18,9 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use ironpath_pmd_sdk::abi::{self, Mbuf};
-use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use ironpath_pmd_sdk::{
+    export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState, TxQueue,
+};
 use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 use std::collections::HashMap;
@@ -99,8 +101,7 @@ pub struct RingPmd {
     bytes: bool,
     link: String,
     end: usize,
-    mac: [u8; 6],
-    mtu: u16,
+    soft: SoftState,
     port_id: u16,
 }
 
@@ -165,8 +166,7 @@ impl Pmd for RingPmd {
         let size = a.get_u64("size", 1024, 16, 1 << 20)? as usize;
         let bytes = a.get_bool("bytes", false)?;
         let named = a.get_name("link", 64)?;
-        let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-        let mac = a.get_mac("mac")?.unwrap_or([0x02, 0x01, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8]);
+        let mac = a.get_mac("mac")?.unwrap_or_else(|| SoftState::mac_from_name(0x01, ctx.name));
         let (link, loopback) = match named {
             Some(n) => (format!("link:{n}"), false),
             None => (format!("loop:{}", ctx.name), true),
@@ -208,7 +208,7 @@ impl Pmd for RingPmd {
             }
         };
         l.ends[end] = Some(ctx.name.to_string());
-        Ok(Self { name: ctx.name.to_string(), bytes, link, end, mac, mtu: 1500, port_id: u16::MAX })
+        Ok(Self { name: ctx.name.to_string(), bytes, link, end, soft: SoftState::new(mac, 65000), port_id: u16::MAX })
     }
 
     fn info(&self) -> abi::DevInfo {
@@ -219,7 +219,7 @@ impl Pmd for RingPmd {
             max_desc: u16::MAX,
             min_mtu: 68,
             max_mtu: 65000,
-            mtu: self.mtu,
+            mtu: self.soft.mtu,
             max_rx_pktlen: 65535,
             ..Default::default()
         }
@@ -264,29 +264,12 @@ impl Pmd for RingPmd {
         abi::Link { speed_mbps: 100_000, up: u8::from(up), full_duplex: 1, autoneg: 0, reserved: 0 }
     }
 
-    fn mac(&self) -> Result<[u8; 6], PmdError> {
-        Ok(self.mac)
+    fn soft(&self) -> Option<&SoftState> {
+        Some(&self.soft)
     }
 
-    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
-        self.mac = mac;
-        Ok(())
-    }
-
-    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
-        if !(68..=65000).contains(&mtu) {
-            return Err(PmdError::invalid(format!("MTU {mtu} is out of range 68..=65000")));
-        }
-        self.mtu = mtu;
-        Ok(())
-    }
-
-    fn set_promiscuous(&mut self, _on: bool) -> Result<(), PmdError> {
-        Ok(())
-    }
-
-    fn promiscuous(&self) -> Result<bool, PmdError> {
-        Ok(true)
+    fn soft_mut(&mut self) -> Option<&mut SoftState> {
+        Some(&mut self.soft)
     }
 }
 

@@ -195,6 +195,37 @@ pub unsafe fn data<'a>(m: *const Mbuf) -> &'a [u8] {
     }
 }
 
+/// MAC address, MTU and promiscuous flag kept in software, for devices with no
+/// hardware to ask (null, ring, pcap ...). A driver returns it from [`Pmd::soft`] /
+/// [`Pmd::soft_mut`] and gets the MAC, MTU and promiscuous operations for free.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SoftState {
+    /// MAC address.
+    pub mac: [u8; 6],
+    /// Current MTU.
+    pub mtu: u16,
+    /// Smallest MTU accepted.
+    pub min_mtu: u16,
+    /// Largest MTU accepted.
+    pub max_mtu: u16,
+    /// Promiscuous mode.
+    pub promisc: bool,
+}
+
+impl SoftState {
+    /// MTU 1500 (68..=`max_mtu`), promiscuous, with `mac`.
+    pub fn new(mac: [u8; 6], max_mtu: u16) -> Self {
+        Self { mac, mtu: 1500, min_mtu: 68, max_mtu, promisc: true }
+    }
+
+    /// A locally administered MAC `02:<tag>:<4 bytes of a hash of the instance name>`,
+    /// stable across runs, different per instance.
+    pub fn mac_from_name(tag: u8, name: &str) -> [u8; 6] {
+        let h = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        [0x02, tag, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8]
+    }
+}
+
 /// A receive queue.
 pub trait RxQueue: Send + 'static {
     /// Receive up to `pkts.len()` packets into `pkts`; return how many. Count them in
@@ -264,25 +295,42 @@ pub trait Pmd: Sized + Send + 'static {
     fn xstats(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
-    /// MAC address.
+    /// Software-kept MAC/MTU/promiscuous state, if the device has no hardware for them.
+    fn soft(&self) -> Option<&SoftState> {
+        None
+    }
+    /// Mutable access to the same.
+    fn soft_mut(&mut self) -> Option<&mut SoftState> {
+        None
+    }
+    /// MAC address (default: from [`Pmd::soft`]).
     fn mac(&self) -> Result<[u8; 6], PmdError> {
-        Err(PmdError::not_supported("reading the MAC address"))
+        self.soft().map(|s| s.mac).ok_or_else(|| PmdError::not_supported("reading the MAC address"))
     }
-    /// Set the MAC address.
-    fn set_mac(&mut self, _mac: [u8; 6]) -> Result<(), PmdError> {
-        Err(PmdError::not_supported("setting the MAC address"))
+    /// Set the MAC address (default: in [`Pmd::soft_mut`]).
+    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        let s = self.soft_mut().ok_or_else(|| PmdError::not_supported("setting the MAC address"))?;
+        s.mac = mac;
+        Ok(())
     }
-    /// Set the MTU.
-    fn set_mtu(&mut self, _mtu: u16) -> Result<(), PmdError> {
-        Err(PmdError::not_supported("setting the MTU"))
+    /// Set the MTU (default: checked against and kept in [`Pmd::soft_mut`]).
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+        let s = self.soft_mut().ok_or_else(|| PmdError::not_supported("setting the MTU"))?;
+        if !(s.min_mtu..=s.max_mtu).contains(&mtu) {
+            return Err(PmdError::invalid(format!("MTU {mtu} is out of range {}..={}", s.min_mtu, s.max_mtu)));
+        }
+        s.mtu = mtu;
+        Ok(())
     }
-    /// Promiscuous mode on/off.
-    fn set_promiscuous(&mut self, _on: bool) -> Result<(), PmdError> {
-        Err(PmdError::not_supported("promiscuous mode"))
+    /// Promiscuous mode on/off (default: kept in [`Pmd::soft_mut`]).
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        let s = self.soft_mut().ok_or_else(|| PmdError::not_supported("promiscuous mode"))?;
+        s.promisc = on;
+        Ok(())
     }
-    /// Promiscuous mode.
+    /// Promiscuous mode (default: from [`Pmd::soft`]).
     fn promiscuous(&self) -> Result<bool, PmdError> {
-        Err(PmdError::not_supported("promiscuous mode"))
+        self.soft().map(|s| s.promisc).ok_or_else(|| PmdError::not_supported("promiscuous mode"))
     }
 }
 

@@ -21,7 +21,9 @@
 pub mod sys;
 
 use ironpath_pmd_sdk::abi::{self, Mbuf};
-use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use ironpath_pmd_sdk::{
+    export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState, TxQueue,
+};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,8 +48,7 @@ pub struct Tap {
     rx_fds: Vec<Option<Arc<Fd>>>,
     tx_fds: Vec<Option<Arc<Fd>>>,
     port_id: u16,
-    mac: [u8; 6],
-    promisc: bool,
+    soft: SoftState,
     offloads: Arc<Offloads>,
 }
 
@@ -94,16 +95,14 @@ impl Pmd for Tap {
                 .map_err(|e| PmdError::invalid(format!("mac=: cannot set the address of {iface}: {e}")))?;
         }
         // Our own address: the kernel side has one; we use another, locally administered.
-        let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-        let mac = [0x02, 0x7a, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8];
+        let mac = SoftState::mac_from_name(0x7a, ctx.name);
         Ok(Tap {
             iface,
             queues,
             rx_fds: fds.iter().cloned().map(Some).collect(),
             tx_fds: fds.into_iter().map(Some).collect(),
             port_id: u16::MAX,
-            mac,
-            promisc: true,
+            soft: SoftState::new(mac, 65_521),
             offloads: Arc::new(Offloads::default()),
         })
     }
@@ -168,29 +167,20 @@ impl Pmd for Tap {
         ]
     }
 
-    fn mac(&self) -> Result<[u8; 6], PmdError> {
-        Ok(self.mac)
+    fn soft(&self) -> Option<&SoftState> {
+        Some(&self.soft)
     }
 
-    fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
-        self.mac = mac;
-        Ok(())
+    fn soft_mut(&mut self) -> Option<&mut SoftState> {
+        Some(&mut self.soft)
     }
 
+    /// The MTU is the kernel interface's (a TAP has no promiscuous filter: every frame
+    /// the kernel sends reaches us, whatever the soft flag says).
     fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
         sys::set_mtu(&self.iface, mtu).map_err(|e| {
             PmdError::new(e.raw_os_error().unwrap_or(abi::errno::EIO), format!("iface={}: {e}", self.iface))
         })
-    }
-
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-        // A TAP hands us every frame the kernel sends it: there is no filter to open.
-        self.promisc = on;
-        Ok(())
-    }
-
-    fn promiscuous(&self) -> Result<bool, PmdError> {
-        Ok(self.promisc)
     }
 }
 
