@@ -45,8 +45,11 @@ fn mempool_two_threads(c: &mut Criterion, cache: u32, name: &str) {
     g.bench_function(name, |b| {
         b.iter_custom(|iters| {
             let stop = Arc::new(AtomicBool::new(false));
-            let (p2, s2) = (p.clone(), stop.clone());
+            let ready = Arc::new(AtomicBool::new(false));
+            let (p2, s2, r2) = (p.clone(), stop.clone(), ready.clone());
             let other = std::thread::spawn(move || {
+                // Pinned like DPDK's lcores: the two threads on two different CPUs.
+                let _ = lcore::pin_to_cpu(1, 1);
                 lcore::register_thread().unwrap();
                 let mut objs = [std::ptr::null_mut::<RawMbuf>(); BURST];
                 while !s2.load(Ordering::Relaxed) {
@@ -54,8 +57,13 @@ fn mempool_two_threads(c: &mut Criterion, cache: u32, name: &str) {
                         // SAFETY: objects from this pool, returned once.
                         unsafe { p2.put_bulk(&objs) };
                     }
+                    r2.store(true, Ordering::Relaxed);
                 }
             });
+            // Time only while the other thread is really contending.
+            while !ready.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
             let mut objs = [std::ptr::null_mut::<RawMbuf>(); BURST];
             let t = Instant::now();
             for _ in 0..iters {
@@ -99,12 +107,17 @@ fn rings(c: &mut Criterion) {
             let stop = Arc::new(AtomicBool::new(false));
             let (r2, s2) = (r.clone(), stop.clone());
             let prod = std::thread::spawn(move || {
+                let _ = lcore::pin_to_cpu(1, 1);
                 let objs = [1usize; BURST];
                 while !s2.load(Ordering::Relaxed) {
                     r2.enqueue_burst(&objs);
                 }
             });
             let mut out = [0usize; BURST];
+            // Start the clock once the producer runs (a full ring says so).
+            while r.len() < r.capacity() / 2 {
+                std::hint::spin_loop();
+            }
             let t = Instant::now();
             let mut got = 0u64;
             while got < iters * BURST as u64 {
@@ -123,12 +136,16 @@ fn rings(c: &mut Criterion) {
             let stop = Arc::new(AtomicBool::new(false));
             let s2 = stop.clone();
             let prod = std::thread::spawn(move || {
+                let _ = lcore::pin_to_cpu(1, 1);
                 let objs = [std::ptr::dangling_mut::<RawMbuf>(); BURST];
                 while !s2.load(Ordering::Relaxed) {
                     p.enqueue_burst(&objs);
                 }
             });
             let mut out = [std::ptr::null_mut::<RawMbuf>(); BURST];
+            while cn.count() < 1024 {
+                std::hint::spin_loop();
+            }
             let t = Instant::now();
             let mut got = 0u64;
             while got < iters * BURST as u64 {
@@ -148,6 +165,8 @@ fn all(c: &mut Criterion) {
     if lcore::lcore_id() == lcore::LCORE_ID_ANY {
         lcore::register_thread().unwrap();
     }
+    // The measuring thread on CPU 0, helpers on CPU 1 (as DPDK's -l 0-1).
+    let _ = lcore::pin_to_cpu(0, 0);
     // Cache 512 as in DPDK's mempool_perf_autotest "with cache" runs.
     mempool_one_thread(c, 512, "get_put_bulk32_cache_1t");
     mempool_one_thread(c, 0, "get_put_bulk32_nocache_1t");

@@ -101,8 +101,8 @@ impl<T: Copy> MpmcRing<T> {
     fn enqueue(&self, objs: &[T], fixed: bool) -> usize {
         let want = u32::try_from(objs.len()).unwrap_or(u32::MAX);
         let capacity = self.mask.wrapping_add(1);
+        let mut old_head = self.prod.head.load(Ordering::Relaxed);
         let (old_head, n) = loop {
-            let old_head = self.prod.head.load(Ordering::Relaxed);
             let cons_tail = self.cons.tail.load(Ordering::Acquire);
             let free = capacity.wrapping_sub(old_head.wrapping_sub(cons_tail));
             let n = if want <= free {
@@ -115,13 +115,15 @@ impl<T: Copy> MpmcRing<T> {
             if n == 0 {
                 return 0;
             }
-            if self
-                .prod
-                .head
-                .compare_exchange_weak(old_head, old_head.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
-                break (old_head, n);
+            match self.prod.head.compare_exchange_weak(
+                old_head,
+                old_head.wrapping_add(n),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break (old_head, n),
+                // Lost the race: retry from the head the winner left.
+                Err(now) => old_head = now,
             }
             #[cfg(loom)]
             spin();
@@ -140,8 +142,8 @@ impl<T: Copy> MpmcRing<T> {
     #[inline]
     fn dequeue(&self, out: &mut [T], fixed: bool) -> usize {
         let want = u32::try_from(out.len()).unwrap_or(u32::MAX);
+        let mut old_head = self.cons.head.load(Ordering::Relaxed);
         let (old_head, n) = loop {
-            let old_head = self.cons.head.load(Ordering::Relaxed);
             let prod_tail = self.prod.tail.load(Ordering::Acquire);
             let avail = prod_tail.wrapping_sub(old_head);
             let n = if want <= avail {
@@ -154,13 +156,14 @@ impl<T: Copy> MpmcRing<T> {
             if n == 0 {
                 return 0;
             }
-            if self
-                .cons
-                .head
-                .compare_exchange_weak(old_head, old_head.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
-                break (old_head, n);
+            match self.cons.head.compare_exchange_weak(
+                old_head,
+                old_head.wrapping_add(n),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break (old_head, n),
+                Err(now) => old_head = now,
             }
             #[cfg(loom)]
             spin();
