@@ -10,7 +10,7 @@ use ironpath_eal::abi::Mbuf as RawMbuf;
 use ironpath_eal::lcore;
 use ironpath_eal::mpmc::MpmcRing;
 use ironpath_eal::spsc::spsc_ring;
-use ironpath_eal::{MemPolicy, Mempool, MempoolConfig};
+use ironpath_eal::{CachePadded, MemPolicy, Mempool, MempoolConfig};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,13 +39,15 @@ fn mempool_one_thread(c: &mut Criterion, cache: u32, name: &str) {
 
 /// Both threads get/put on the same pool; the time is the main thread's.
 fn mempool_two_threads(c: &mut Criterion, cache: u32, name: &str) {
-    let p = Arc::new(pool(cache));
+    // Every shared object on its own cache lines: small heap objects otherwise sit
+    // together and a write to one (a flag) would slow reads of another (the handle).
+    let p = Arc::new(CachePadded(pool(cache)));
     let mut g = c.benchmark_group("mempool");
     g.throughput(Throughput::Elements(BURST as u64));
     g.bench_function(name, |b| {
         b.iter_custom(|iters| {
-            let stop = Arc::new(AtomicBool::new(false));
-            let ready = Arc::new(AtomicBool::new(false));
+            let stop = Arc::new(CachePadded(AtomicBool::new(false)));
+            let ready = Arc::new(CachePadded(AtomicBool::new(false)));
             let (p2, s2, r2) = (p.clone(), stop.clone(), ready.clone());
             let other = std::thread::spawn(move || {
                 // Pinned like DPDK's lcores: the two threads on two different CPUs.
