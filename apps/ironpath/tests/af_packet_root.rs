@@ -66,6 +66,17 @@ impl Veth {
             .unwrap()
     }
 
+    /// rxonly answers no ARP: tell the kernel our MAC for `our_ip`.
+    fn static_neighbour(&self) {
+        sh(&format!(
+            "ip netns exec {} ip neigh replace {} lladdr {} dev {} nud permanent",
+            self.ns,
+            self.our_ip,
+            self.port_mac(),
+            self.peer
+        ));
+    }
+
     fn port_mac(&self) -> String {
         sh(&format!("cat /sys/class/net/{}/address", self.port)).trim().to_string()
     }
@@ -176,14 +187,7 @@ fn rxonly_counts_exactly_what_the_kernel_sent_root() {
         return;
     }
     let v = Veth::new("r", 3);
-    // No ARP in rxonly: tell the kernel our MAC.
-    sh(&format!(
-        "ip netns exec {} ip neigh replace {} lladdr {} dev {} nud permanent",
-        v.ns,
-        v.our_ip,
-        v.port_mac(),
-        v.peer
-    ));
+    v.static_neighbour();
     let mut t = Testpmd::start(&v.port, "--forward-mode=rxonly");
     t.cmd("start");
     std::thread::sleep(Duration::from_millis(500));
@@ -211,13 +215,7 @@ fn two_queue_pairs_with_fanout_count_every_packet_root() {
         return;
     }
     let v = Veth::new("q", 6);
-    sh(&format!(
-        "ip netns exec {} ip neigh replace {} lladdr {} dev {} nud permanent",
-        v.ns,
-        v.our_ip,
-        v.port_mac(),
-        v.peer
-    ));
+    v.static_neighbour();
     let mut t = Testpmd::start_args(
         &format!("net_af_packet0,iface={},qpairs=2", v.port),
         "--forward-mode=rxonly --rxq=2 --txq=2",
