@@ -247,6 +247,70 @@ impl Burst {
         }
     }
 
+    /// Hand every packet to the burst its tag names (`tags[i]` for packet `i`,
+    /// an index into `outs`), keeping their order within each output; packets with
+    /// a tag outside `outs`, and packets whose output is full, are freed. The burst
+    /// ends empty. Returns how many were freed. Panics if `tags` is shorter than
+    /// the burst. (VPP's "enqueue to next" for a vector with per-packet nexts.)
+    #[inline]
+    pub fn distribute(&mut self, tags: &[u16], outs: &mut [Burst]) -> usize {
+        let tags = &tags[..self.len];
+        let mut dropped = [std::ptr::null_mut::<RawMbuf>(); MAX_BURST];
+        let mut nd = 0;
+        for (&p, &t) in self.pkts[..self.len].iter().zip(tags) {
+            match outs.get_mut(t as usize) {
+                Some(o) if o.len < MAX_BURST => {
+                    o.pkts[o.len] = p;
+                    o.len += 1;
+                }
+                _ => {
+                    dropped[nd] = p;
+                    nd += 1;
+                }
+            }
+        }
+        self.len = 0;
+        if nd > 0 {
+            // SAFETY: we owned these packets and no longer list them.
+            unsafe { free_bulk_raw(&dropped[..nd]) };
+        }
+        nd
+    }
+
+    /// Raw pointers of the packets (read-only view, e.g. to enqueue them to a ring
+    /// and then `consume_front` the ones taken).
+    #[inline(always)]
+    pub(crate) fn as_ptrs(&self) -> &[*mut RawMbuf] {
+        &self.pkts[..self.len]
+    }
+
+    /// Forget the first `n` packets because their ownership moved elsewhere (a ring
+    /// took them through [`Burst::as_ptrs`]); the rest move to the front.
+    ///
+    /// # Safety
+    /// The caller must have handed ownership of exactly these `n` packets to someone
+    /// else; otherwise they leak (or, worse, are used twice).
+    #[inline(always)]
+    pub(crate) unsafe fn consume_front(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.pkts.copy_within(n..self.len, 0);
+        self.len -= n;
+    }
+
+    /// Append up to `room()` packets produced by `f`, which fills the slice it is
+    /// given and returns how many it wrote (e.g. a ring dequeue).
+    ///
+    /// # Safety
+    /// Every pointer `f` writes (within the count it returns) must be a packet whose
+    /// ownership passes to the burst.
+    #[inline(always)]
+    pub(crate) unsafe fn fill_with(&mut self, max: usize, f: impl FnOnce(&mut [*mut RawMbuf]) -> usize) -> usize {
+        let end = (self.len + max).min(MAX_BURST);
+        let n = f(&mut self.pkts[self.len..end]).min(end - self.len);
+        self.len += n;
+        n
+    }
+
     /// Move all packets to `other` (as many as fit); returns how many moved.
     pub fn move_to(&mut self, other: &mut Burst) -> usize {
         let n = self.len.min(other.room());

@@ -164,6 +164,11 @@ pub struct LcoreHandle<T> {
 }
 
 impl<T> LcoreHandle<T> {
+    /// True once the thread has ended (its result waits for [`LcoreHandle::join`]).
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
     /// Wait for the lcore's function to return. A panic in it is reported as `Err`
     /// with the panic message.
     pub fn join(self) -> Result<T, String> {
@@ -193,10 +198,20 @@ where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
+    launch_on(lcore, pin.then_some(lcore), f)
+}
+
+/// Like [`launch`], pinning the thread to `cpu` when given (lcore ids and CPU
+/// numbers differ when a pipeline file says so).
+pub fn launch_on<T, F>(lcore: u32, cpu: Option<u32>, f: F) -> std::io::Result<LcoreHandle<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
     let handle = std::thread::Builder::new().name(format!("lcore-{lcore}")).spawn(move || {
         register_as(lcore)?;
-        if pin {
-            pin_to_cpu(lcore, lcore)?;
+        if let Some(cpu) = cpu {
+            pin_to_cpu(lcore, cpu)?;
         }
         Ok(f())
     })?;

@@ -46,6 +46,16 @@ impl SpscProducer {
         self.0.push_slice(as_ptrs(pkts))
     }
 
+    /// Enqueue packets from the front of `b` (as many as fit, in order); the ones
+    /// enqueued leave the burst. Returns how many.
+    #[inline]
+    pub fn enqueue_from(&mut self, b: &mut crate::Burst) -> usize {
+        let n = self.0.push_slice(as_ptrs(b.as_ptrs()));
+        // SAFETY: the ring now owns exactly the first `n` packets of the burst.
+        unsafe { b.consume_front(n) };
+        n
+    }
+
     /// Free slots (snapshot).
     pub fn free_count(&self) -> usize {
         self.0.vacant_len()
@@ -57,6 +67,14 @@ impl SpscConsumer {
     #[inline]
     pub fn dequeue_burst(&mut self, out: &mut [*mut RawMbuf]) -> usize {
         self.0.pop_slice(as_ptrs_mut(out))
+    }
+
+    /// Dequeue up to `max` packets onto the end of `b`; returns how many.
+    #[inline]
+    pub fn dequeue_into(&mut self, b: &mut crate::Burst, max: usize) -> usize {
+        let r = &mut self.0;
+        // SAFETY: packets leave the ring as they enter the burst: ownership moves.
+        unsafe { b.fill_with(max, |s| r.pop_slice(as_ptrs_mut(s))) }
     }
 
     /// Packets waiting (snapshot).

@@ -1,0 +1,153 @@
+//! What the control plane sees of a running graph: nodes, edges and lcores
+//! (`show graph`), their counters (`show runtime`), and the trace switch.
+
+use crate::stats::{Counter, NodeStats};
+use crate::trace::TraceBuf;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Counters of one edge (written by the sending lcore).
+#[derive(Debug, Default)]
+pub struct EdgeStats {
+    /// Packets that went along the edge.
+    pub packets: Counter,
+    /// Packets dropped on it (receiving frame or ring full).
+    pub drops: Counter,
+}
+
+/// One node as the shell shows it.
+#[derive(Debug)]
+pub struct NodeInfo {
+    /// Node name (engine-made ring ends are named `FROM->TO.ring_tx` / `.ring_rx`).
+    pub name: String,
+    /// Node type.
+    pub type_name: String,
+    /// Lcore running it.
+    pub lcore: u32,
+    /// Declared next edges and the node each leads to (if connected).
+    pub nexts: Vec<(String, Option<String>)>,
+    /// True for ring ends the engine inserted.
+    pub synthetic: bool,
+    /// Its counters.
+    pub stats: Arc<NodeStats>,
+    pub(crate) trace_left: Arc<AtomicU32>,
+}
+
+/// One edge as the shell shows it.
+#[derive(Debug)]
+pub struct EdgeInfo {
+    /// Sending node.
+    pub from: String,
+    /// Next-edge name on the sending node.
+    pub next: String,
+    /// Receiving node.
+    pub to: String,
+    /// Ring size when the edge crosses lcores.
+    pub ring: Option<usize>,
+    /// Its counters.
+    pub stats: Arc<EdgeStats>,
+}
+
+/// The whole graph, shared with the control plane.
+#[derive(Debug, Default)]
+pub struct GraphInfo {
+    /// Nodes (user nodes first, then engine-made ring ends).
+    pub nodes: Vec<NodeInfo>,
+    /// Edges as declared.
+    pub edges: Vec<EdgeInfo>,
+    /// Lcores and their CPUs.
+    pub lcores: Vec<(u32, Option<u32>)>,
+    pub(crate) trace: Arc<TraceBuf>,
+}
+
+impl GraphInfo {
+    /// A node by name.
+    pub fn node(&self, name: &str) -> Option<&NodeInfo> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// Arm the trace of `node` for its next `n` packets (0 disarms).
+    pub fn trace(&self, node: &str, n: u32) -> Result<(), String> {
+        match self.node(node) {
+            Some(ni) => {
+                ni.trace_left.store(n, Ordering::Relaxed);
+                Ok(())
+            }
+            None => Err(format!(
+                "no node `{node}`; nodes: {}",
+                self.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+
+    /// Take the trace records collected so far.
+    pub fn take_trace(&self) -> Vec<String> {
+        self.trace.take()
+    }
+
+    /// Text of `show graph`: lcores, nodes with their edges.
+    pub fn format_graph(&self) -> String {
+        let mut s = String::new();
+        for &(lc, cpu) in &self.lcores {
+            let cpu = cpu.map_or("unpinned".to_string(), |c| format!("cpu {c}"));
+            let _ = writeln!(s, "lcore {lc} ({cpu}):");
+            for n in self.nodes.iter().filter(|n| n.lcore == lc) {
+                let _ = writeln!(s, "  {} [{}]", n.name, n.type_name);
+                for (next, to) in &n.nexts {
+                    let _ = match to {
+                        Some(to) => {
+                            let ring = self
+                                .edges
+                                .iter()
+                                .find(|e| e.from == n.name && &e.next == next)
+                                .and_then(|e| e.ring)
+                                .map_or(String::new(), |r| format!("  (ring of {r}, other lcore)"));
+                            writeln!(s, "    {next} -> {to}{ring}")
+                        }
+                        None => writeln!(s, "    {next} -> (unconnected: dropped)"),
+                    };
+                }
+            }
+        }
+        s
+    }
+
+    /// Text of `show runtime`: VPP-like per-node counters.
+    pub fn format_runtime(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<28} {:<14} {:>5} {:>14} {:>16} {:>12} {:>11} {:>10}",
+            "Name", "Type", "Lcore", "Calls", "Packets", "Drops", "Cycles/pkt", "Pkts/call"
+        );
+        for n in &self.nodes {
+            let st = n.stats.snapshot();
+            let _ = writeln!(
+                s,
+                "{:<28} {:<14} {:>5} {:>14} {:>16} {:>12} {:>11.1} {:>10.1}",
+                n.name,
+                n.type_name,
+                n.lcore,
+                st.calls,
+                st.packets,
+                st.drops,
+                st.cycles_per_packet(),
+                st.packets_per_call()
+            );
+            for (spec, v) in n.stats.extra() {
+                if v != 0 {
+                    let _ = writeln!(s, "    {:<32} {:>16} {}", spec.name, v, spec.unit);
+                }
+            }
+            let (un, ff) = (n.stats.unconnected.get(), n.stats.frame_full.get());
+            if un != 0 {
+                let _ = writeln!(s, "    {:<32} {:>16} packets dropped", "unconnected_next", un);
+            }
+            if ff != 0 {
+                let _ = writeln!(s, "    {:<32} {:>16} packets dropped", "frame_full", ff);
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,34 @@
+//! `ironpath-graph`: the node graph engine.
+//!
+//! It owns:
+//! * [`Node`], the trait of a graph node: one function over a burst that says where
+//!   each packet goes next ([`Dispatch`]), plus declared counters;
+//! * [`build`]: checking declared nodes and edges, inserting an SPSC ring (a
+//!   `ring_tx`/`ring_rx` pair of nodes) on each edge between lcores, and ordering
+//!   each lcore's nodes topologically into an [`LcoreGraph`];
+//! * [`LcoreGraph::run_once`]: one walk of an lcore's graph (sources polled, others
+//!   run when their input frame has packets), with per-node counters (calls,
+//!   packets, TSC cycles, drops) as VPP's `show runtime`;
+//! * [`runner`]: pinned lcore threads and a clean stop;
+//! * [`GraphInfo`]: the control plane's view (`show graph`, `show runtime`, trace).
+//!
+//! Nothing here allocates, locks or logs per packet unless a trace is armed.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod builder;
+mod info;
+mod node;
+mod ring;
+pub mod runner;
+mod sched;
+mod stats;
+mod summary;
+mod trace;
+
+pub use builder::{build, EdgeDecl, Graph, GraphError, NodeDecl};
+pub use info::{EdgeInfo, EdgeStats, GraphInfo, NodeInfo};
+pub use node::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+pub use sched::LcoreGraph;
+pub use stats::{Counter, NodeStats, StatsSnapshot};
+pub use trace::{summarize, TraceBuf, TRACE_CAPACITY};

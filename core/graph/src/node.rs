@@ -1,0 +1,68 @@
+//! What a node is: one function over a burst that says where each packet goes next.
+
+use crate::stats::NodeStats;
+use ironpath_eal::{Burst, MAX_BURST};
+
+/// A next-edge index meaning "drop this packet" (freed by the engine and counted
+/// in the node's `drops`).
+pub const DROP: u16 = u16::MAX;
+
+/// Where the packets left in the burst after [`Node::process`] go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// All of them to next edge `k` (the common case; no per-packet array).
+    All(u16),
+    /// Packet `i` to next edge `next[i]` (or [`DROP`]).
+    Each,
+    /// The node kept or sent every packet itself; anything left is dropped.
+    Consumed,
+}
+
+/// A counter a node declares: its name and unit (shown by `show runtime`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CounterSpec {
+    /// Short name, e.g. `replies`.
+    pub name: &'static str,
+    /// Unit or meaning, e.g. `packets`.
+    pub unit: &'static str,
+}
+
+/// What a node sees of the engine during one call.
+pub struct NodeCx<'a> {
+    /// TSC at the start of this walk of the lcore's graph (one read per walk).
+    pub now_tsc: u64,
+    /// The lcore walking the graph.
+    pub lcore: u32,
+    pub(crate) stats: &'a NodeStats,
+}
+
+impl NodeCx<'_> {
+    /// Add `n` to the node's declared counter `k` (index into [`Node::counters`]).
+    #[inline(always)]
+    pub fn count(&self, k: usize, n: u64) {
+        self.stats.add_extra(k, n);
+    }
+}
+
+/// A graph node. It runs on one lcore, so it needs `Send` but never `Sync`.
+///
+/// The engine calls [`Node::process`] with the packets sent to the node (for a
+/// source node, every walk, even with none). The node may change packets in
+/// place, free some (e.g. `Burst::retain`), send them itself (a port), or add new
+/// ones; then it says where the remaining packets go with a [`Dispatch`].
+pub trait Node: Send {
+    /// Process one burst; for [`Dispatch::Each`], fill `next[..pkts.len()]`.
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch;
+
+    /// Counters this node declares (their values are set through [`NodeCx::count`]).
+    fn counters(&self) -> &'static [CounterSpec] {
+        &[]
+    }
+
+    /// Called when a walk of the lcore's graph found no packet anywhere (a chance
+    /// to flush buffered output without delaying a lone packet).
+    fn idle(&mut self, _cx: &mut NodeCx<'_>) {}
+
+    /// Called once when the graph stops: flush files, return held packets.
+    fn stop(&mut self) {}
+}

@@ -1,0 +1,217 @@
+//! One lcore's graph and its walk: sources are polled, every other node runs when
+//! its input frame holds packets, in topological order, so a packet crosses the
+//! whole lcore-local part of the graph in one walk.
+
+use crate::info::EdgeStats;
+use crate::node::{Dispatch, Node, NodeCx, DROP};
+use crate::stats::NodeStats;
+use crate::trace::{summarize, TraceBuf};
+use ironpath_eal::tsc::rdtsc;
+use ironpath_eal::{Burst, MAX_BURST};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Where one next edge of a node leads on this lcore.
+pub(crate) struct Target {
+    /// Index of the receiving node in this lcore's order.
+    pub node: usize,
+    pub edge: Arc<EdgeStats>,
+}
+
+pub(crate) struct RtNode {
+    pub name: Arc<str>,
+    pub node: Box<dyn Node>,
+    /// Polled every walk (sources and ring receivers).
+    pub always: bool,
+    /// Per declared next: its target, or `None` when unconnected.
+    pub targets: Vec<Option<Target>>,
+    pub next_names: Vec<Arc<str>>,
+    pub stats: Arc<NodeStats>,
+    pub trace_left: Arc<AtomicU32>,
+}
+
+/// The part of a graph one lcore runs.
+pub struct LcoreGraph {
+    /// Lcore id.
+    pub lcore: u32,
+    /// CPU to pin the lcore's thread to.
+    pub cpu: Option<u32>,
+    pub(crate) nodes: Vec<RtNode>,
+    inputs: Vec<Burst>,
+    scratch: Vec<Burst>,
+    next: Box<[u16; MAX_BURST]>,
+    trace: Arc<TraceBuf>,
+    stopped: bool,
+}
+
+impl LcoreGraph {
+    pub(crate) fn new(lcore: u32, cpu: Option<u32>, nodes: Vec<RtNode>, trace: Arc<TraceBuf>) -> Self {
+        let max_nexts = nodes.iter().map(|n| n.targets.len()).max().unwrap_or(0);
+        Self {
+            lcore,
+            cpu,
+            inputs: nodes.iter().map(|_| Burst::new()).collect(),
+            scratch: (0..max_nexts).map(|_| Burst::new()).collect(),
+            nodes,
+            next: Box::new([DROP; MAX_BURST]),
+            trace,
+            stopped: false,
+        }
+    }
+
+    /// Names of the nodes in walk order.
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().map(|n| &*n.name)
+    }
+
+    /// Walk the graph once; returns how many packets the nodes handled (0 = idle;
+    /// then every node's [`Node::idle`] is called).
+    pub fn run_once(&mut self) -> usize {
+        let now = rdtsc();
+        let mut work = 0;
+        for i in 0..self.nodes.len() {
+            let (left, right) = self.inputs.split_at_mut(i + 1);
+            let input = &mut left[i];
+            let rt = &mut self.nodes[i];
+            let n_in = input.len();
+            if n_in == 0 && !rt.always {
+                continue;
+            }
+            let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
+            let pre: Vec<String> =
+                if tracing { (0..n_in).map(|k| summarize(input.data(k))).collect() } else { Vec::new() };
+            let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats };
+            let t0 = rdtsc();
+            let d = rt.node.process(&mut cx, input, &mut self.next);
+            let dt = rdtsc().wrapping_sub(t0);
+            let n_out = input.len();
+            let n = n_in.max(n_out);
+            rt.stats.calls.add(1);
+            rt.stats.cycles.add(dt);
+            if n == 0 {
+                rt.stats.idle_cycles.add(dt);
+                continue;
+            }
+            rt.stats.busy_calls.add(1);
+            rt.stats.packets.add(n as u64);
+            work += n;
+            if tracing {
+                trace_call(&self.trace, self.lcore, rt, input, pre, n_in, d, &self.next);
+            }
+            match d {
+                Dispatch::All(k) => send(rt, k, input, right, i),
+                Dispatch::Each => {
+                    let nn = rt.targets.len();
+                    let dropped = input.distribute(&self.next[..], &mut self.scratch[..nn]);
+                    rt.stats.drops.add(dropped as u64);
+                    for k in 0..nn {
+                        if !self.scratch[k].is_empty() {
+                            send(rt, k as u16, &mut self.scratch[k], right, i);
+                        }
+                    }
+                }
+                Dispatch::Consumed => {
+                    if !input.is_empty() {
+                        rt.stats.drops.add(input.len() as u64);
+                        input.free_all();
+                    }
+                }
+            }
+        }
+        if work == 0 {
+            for rt in &mut self.nodes {
+                let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats };
+                rt.node.idle(&mut cx);
+            }
+        }
+        work
+    }
+
+    /// Stop every node (flush files, drain rings) and free packets still queued.
+    /// Call after every lcore of the graph has stopped walking.
+    pub fn finish(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        for rt in &mut self.nodes {
+            rt.node.stop();
+        }
+        for b in self.inputs.iter_mut().chain(self.scratch.iter_mut()) {
+            b.free_all();
+        }
+    }
+}
+
+impl Drop for LcoreGraph {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Move the packets in `from` along next edge `k` of node `i` (to a node after it);
+/// what cannot go is freed and counted.
+#[inline(always)]
+fn send(rt: &RtNode, k: u16, from: &mut Burst, right: &mut [Burst], i: usize) {
+    if k == DROP {
+        rt.stats.drops.add(from.len() as u64);
+        from.free_all();
+        return;
+    }
+    match rt.targets.get(k as usize) {
+        Some(Some(t)) => {
+            let moved = from.move_to(&mut right[t.node - i - 1]);
+            t.edge.packets.add(moved as u64);
+            if !from.is_empty() {
+                rt.stats.frame_full.add(from.len() as u64);
+                t.edge.drops.add(from.len() as u64);
+                from.free_all();
+            }
+        }
+        _ => {
+            rt.stats.unconnected.add(from.len() as u64);
+            from.free_all();
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[cold]
+fn trace_call(
+    buf: &TraceBuf,
+    lcore: u32,
+    rt: &RtNode,
+    out: &Burst,
+    pre: Vec<String>,
+    n_in: usize,
+    d: Dispatch,
+    next: &[u16; MAX_BURST],
+) {
+    let next_name = |k: u16| -> String {
+        if k == DROP {
+            return "drop".into();
+        }
+        match (rt.next_names.get(k as usize), rt.targets.get(k as usize)) {
+            (Some(n), Some(Some(_))) => n.to_string(),
+            (Some(n), _) => format!("{n} (unconnected: drop)"),
+            _ => format!("next {k} (undeclared: drop)"),
+        }
+    };
+    // Inputs as they arrived, then packets the node produced (a source's receive).
+    let mut lines: Vec<String> = pre;
+    lines.extend((n_in..out.len()).map(|k| summarize(out.data(k))));
+    let same = out.len() == n_in || n_in == 0;
+    for (k, s) in lines.into_iter().enumerate() {
+        if rt.trace_left.load(Ordering::Relaxed) == 0 {
+            break;
+        }
+        rt.trace_left.fetch_sub(1, Ordering::Relaxed);
+        let to = match d {
+            Dispatch::All(x) => next_name(x),
+            Dispatch::Each if same && k < out.len() => next_name(next[k]),
+            Dispatch::Each => "(see node counters)".into(),
+            Dispatch::Consumed => "consumed".into(),
+        };
+        buf.push(format!("lcore {lcore} {}: {s} -> {to}", rt.name));
+    }
+}

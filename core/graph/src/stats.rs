@@ -1,0 +1,153 @@
+//! Per-node counters: written by the one lcore that runs the node, read by anyone.
+
+use crate::node::CounterSpec;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A single-writer counter: the owning lcore adds with a plain load + store
+/// (no locked instruction); readers see a value at most one update old.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Add `n` (only the owning lcore calls this).
+    #[inline(always)]
+    pub fn add(&self, n: u64) {
+        // Relaxed is enough: one writer, and readers only need some recent value.
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The counters of one node, like VPP's `show runtime` row plus the node's own.
+#[derive(Debug)]
+pub struct NodeStats {
+    /// Calls of `process` (for source nodes, every poll).
+    pub calls: Counter,
+    /// Calls that handled at least one packet.
+    pub busy_calls: Counter,
+    /// Packets handled (received by a source, given to any other node).
+    pub packets: Counter,
+    /// TSC cycles spent in `process`.
+    pub cycles: Counter,
+    /// Cycles spent in calls that handled no packet (idle polls).
+    pub idle_cycles: Counter,
+    /// Packets the node dropped ([`crate::DROP`], or left over after `Consumed`).
+    pub drops: Counter,
+    /// Packets sent to a next edge that is not connected (freed).
+    pub unconnected: Counter,
+    /// Packets dropped because the next node's input frame was full.
+    pub frame_full: Counter,
+    /// Names and units of the node's own counters.
+    pub extra_specs: &'static [CounterSpec],
+    extra: Box<[Counter]>,
+}
+
+impl NodeStats {
+    /// Counters for a node that declares `extra_specs`.
+    pub fn new(extra_specs: &'static [CounterSpec]) -> Self {
+        Self {
+            calls: Counter::default(),
+            busy_calls: Counter::default(),
+            packets: Counter::default(),
+            cycles: Counter::default(),
+            idle_cycles: Counter::default(),
+            drops: Counter::default(),
+            unconnected: Counter::default(),
+            frame_full: Counter::default(),
+            extra_specs,
+            extra: extra_specs.iter().map(|_| Counter::default()).collect(),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn add_extra(&self, k: usize, n: u64) {
+        if let Some(c) = self.extra.get(k) {
+            c.add(n);
+        }
+    }
+
+    /// The node's own counters, with their names and units.
+    pub fn extra(&self) -> impl Iterator<Item = (&'static CounterSpec, u64)> + '_ {
+        self.extra_specs.iter().zip(self.extra.iter().map(Counter::get))
+    }
+
+    /// One of the node's own counters by name.
+    pub fn extra_by_name(&self, name: &str) -> Option<u64> {
+        self.extra().find(|(s, _)| s.name == name).map(|(_, v)| v)
+    }
+
+    /// Snapshot of the common counters.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            calls: self.calls.get(),
+            busy_calls: self.busy_calls.get(),
+            packets: self.packets.get(),
+            cycles: self.cycles.get(),
+            idle_cycles: self.idle_cycles.get(),
+            drops: self.drops.get() + self.unconnected.get() + self.frame_full.get(),
+        }
+    }
+}
+
+/// Plain values of a node's common counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Calls.
+    pub calls: u64,
+    /// Calls with packets.
+    pub busy_calls: u64,
+    /// Packets.
+    pub packets: u64,
+    /// Cycles in all calls.
+    pub cycles: u64,
+    /// Cycles in calls without packets.
+    pub idle_cycles: u64,
+    /// All drops (node, unconnected, frame full).
+    pub drops: u64,
+}
+
+impl StatsSnapshot {
+    /// Cycles per packet over the calls that handled packets (idle polls excluded,
+    /// as they cost nothing when there is work).
+    pub fn cycles_per_packet(&self) -> f64 {
+        if self.packets == 0 {
+            0.0
+        } else {
+            (self.cycles - self.idle_cycles.min(self.cycles)) as f64 / self.packets as f64
+        }
+    }
+
+    /// Packets per busy call (VPP's vectors/call).
+    pub fn packets_per_call(&self) -> f64 {
+        if self.busy_calls == 0 {
+            0.0
+        } else {
+            self.packets as f64 / self.busy_calls as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_ratios() {
+        static SPECS: [CounterSpec; 1] = [CounterSpec { name: "x", unit: "packets" }];
+        let s = NodeStats::new(&SPECS);
+        s.add_extra(0, 5);
+        s.add_extra(7, 5); // out of range: ignored
+        s.packets.add(10);
+        s.busy_calls.add(2);
+        s.cycles.add(1000);
+        s.idle_cycles.add(200);
+        assert_eq!(s.extra_by_name("x"), Some(5));
+        let snap = s.snapshot();
+        assert_eq!(snap.cycles_per_packet(), 80.0);
+        assert_eq!(snap.packets_per_call(), 5.0);
+    }
+}

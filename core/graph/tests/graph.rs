@@ -1,0 +1,231 @@
+//! The engine with test nodes: dispatch, drops, counters, rings across lcores,
+//! ordering, build errors.
+
+use ironpath_eal::{Burst, MemPolicy, Mempool, MempoolConfig, MAX_BURST};
+use ironpath_graph::{build, runner, CounterSpec, Dispatch, EdgeDecl, GraphError, Node, NodeCx, NodeDecl, DROP};
+use std::sync::{Arc, Mutex};
+
+/// Emits packets numbered 0.. (u64 in the first 8 bytes), `per_call` per walk, up to `total`.
+struct Seq {
+    pool: Mempool,
+    next: u64,
+    total: u64,
+    per_call: usize,
+}
+
+impl Node for Seq {
+    fn process(&mut self, _cx: &mut NodeCx<'_>, pkts: &mut Burst, _n: &mut [u16; MAX_BURST]) -> Dispatch {
+        let want = ((self.total - self.next) as usize).min(self.per_call);
+        if want > 0 && pkts.alloc(&self.pool, want).is_ok() {
+            let start = pkts.len() - want;
+            for i in start..pkts.len() {
+                pkts.set_len(i, 64).unwrap()[..8].copy_from_slice(&self.next.to_le_bytes());
+                self.next += 1;
+            }
+        }
+        Dispatch::All(0)
+    }
+}
+
+/// Sends even numbers to next 0, odd ones to next 1, multiples of 10 are dropped.
+struct Parity;
+static PARITY_COUNTERS: [CounterSpec; 1] = [CounterSpec { name: "tens", unit: "packets dropped" }];
+impl Node for Parity {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
+        for (i, slot) in next.iter_mut().enumerate().take(pkts.len()) {
+            let v = u64::from_le_bytes(pkts.data(i)[..8].try_into().unwrap());
+            *slot = if v % 10 == 0 {
+                cx.count(0, 1);
+                DROP
+            } else {
+                (v % 2) as u16
+            };
+        }
+        Dispatch::Each
+    }
+    fn counters(&self) -> &'static [CounterSpec] {
+        &PARITY_COUNTERS
+    }
+}
+
+/// Records what reaches it, then frees it.
+struct Sink(Arc<Mutex<Vec<u64>>>);
+impl Node for Sink {
+    fn process(&mut self, _cx: &mut NodeCx<'_>, pkts: &mut Burst, _n: &mut [u16; MAX_BURST]) -> Dispatch {
+        let mut v = self.0.lock().unwrap();
+        for i in 0..pkts.len() {
+            v.push(u64::from_le_bytes(pkts.data(i)[..8].try_into().unwrap()));
+        }
+        pkts.free_all();
+        Dispatch::Consumed
+    }
+}
+
+fn pool(n: u32) -> Mempool {
+    Mempool::create(&MempoolConfig::new("g", n).cache_size(0).policy(MemPolicy::NoHuge)).unwrap()
+}
+
+fn decl(name: &str, lcore: u32, nexts: &[&str], source: bool, node: Box<dyn Node>) -> NodeDecl {
+    NodeDecl {
+        name: name.into(),
+        type_name: "test".into(),
+        lcore,
+        nexts: nexts.iter().map(|s| s.to_string()).collect(),
+        source,
+        node,
+    }
+}
+
+fn edge(from: &str, next: &str, to: &str) -> EdgeDecl {
+    EdgeDecl { from: from.into(), next: next.into(), to: to.into(), ring_size: 256 }
+}
+
+#[test]
+fn per_packet_dispatch_drops_and_counters_on_one_lcore() {
+    let p = pool(1024);
+    let (even, odd) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let nodes = vec![
+        // Declared out of order on purpose: the engine sorts them.
+        decl("even", 0, &[], false, Box::new(Sink(even.clone()))),
+        decl("par", 0, &["even", "odd"], false, Box::new(Parity)),
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 1000, per_call: 32 })),
+        decl("odd", 0, &[], false, Box::new(Sink(odd.clone()))),
+    ];
+    let edges = [edge("src", "out", "par"), edge("par", "even", "even"), edge("par", "odd", "odd")];
+    let mut g = build(nodes, &edges, &[(0, None)]).unwrap();
+    let lg = &mut g.lcores[0];
+    assert_eq!(lg.node_names().collect::<Vec<_>>(), ["src", "par", "even", "odd"]);
+    let mut walks = 0;
+    while lg.run_once() > 0 {
+        walks += 1;
+    }
+    assert_eq!(walks, 32); // 1000 / 32 rounded up
+    let even = even.lock().unwrap().clone();
+    let odd = odd.lock().unwrap().clone();
+    assert_eq!(even, (0..1000).filter(|v| v % 2 == 0 && v % 10 != 0).collect::<Vec<_>>());
+    assert_eq!(odd, (0..1000).filter(|v| v % 2 == 1).collect::<Vec<_>>());
+    let par = g.info.node("par").unwrap().stats.clone();
+    assert_eq!(par.packets.get(), 1000);
+    assert_eq!(par.drops.get(), 100);
+    assert_eq!(par.extra_by_name("tens"), Some(100));
+    assert_eq!(g.info.node("src").unwrap().stats.packets.get(), 1000);
+    assert!(g.info.format_runtime().contains("tens"));
+    assert!(g.info.format_graph().contains("even -> even"));
+    drop(g);
+    assert_eq!(p.stats().in_use, 0, "every packet went back to the pool");
+}
+
+#[test]
+fn unconnected_next_is_counted_and_freed() {
+    let p = pool(256);
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 100, per_call: 50 })),
+        decl("par", 0, &["even", "odd"], false, Box::new(Parity)),
+    ];
+    let mut g = build(nodes, &[edge("src", "out", "par")], &[(0, None)]).unwrap();
+    while g.lcores[0].run_once() > 0 {}
+    let par = g.info.node("par").unwrap().stats.snapshot();
+    assert_eq!(par.drops, 100);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+fn two_lcores_through_a_ring_keep_order_and_lose_nothing() {
+    let p = Mempool::create(&MempoolConfig::new("g2", 4096).cache_size(64).policy(MemPolicy::NoHuge)).unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    const N: u64 = 200_000;
+    let nodes = vec![
+        decl("src", 100, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: N, per_call: 32 })),
+        decl("sink", 101, &[], false, Box::new(Sink(got.clone()))),
+    ];
+    let mut edges = vec![edge("src", "out", "sink")];
+    edges[0].ring_size = 1 << 16;
+    let g = build(nodes, &edges, &[(100, None), (101, None)]).unwrap();
+    assert_eq!(g.info.nodes.len(), 4, "ring_tx and ring_rx were inserted");
+    let info = g.info.clone();
+    let run = runner::launch(g.lcores, false).unwrap();
+    let t0 = std::time::Instant::now();
+    while got.lock().unwrap().len() < N as usize
+        && info.edges[0].stats.drops.get() == 0
+        && t0.elapsed() < std::time::Duration::from_secs(60)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(run.stop().is_empty());
+    let got = got.lock().unwrap();
+    let ring_full: u64 = info.nodes.iter().filter_map(|n| n.stats.extra_by_name("ring_full")).sum();
+    assert_eq!(ring_full, 0);
+    assert_eq!(got.len() as u64, N);
+    assert!(got.iter().enumerate().all(|(i, &v)| i as u64 == v), "in order");
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+fn ring_full_drops_are_counted_and_nothing_leaks_at_stop() {
+    let p = pool(2048);
+    let nodes = vec![
+        decl("src", 102, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 1000, per_call: 64 })),
+        decl("sink", 103, &[], false, Box::new(Sink(Arc::new(Mutex::new(Vec::new()))))),
+    ];
+    let mut edges = vec![edge("src", "out", "sink")];
+    edges[0].ring_size = 64;
+    let mut g = build(nodes, &edges, &[(102, None), (103, None)]).unwrap();
+    // Walk only the sending lcore: the ring fills, the rest is dropped and counted.
+    let sender = g.lcores.iter().position(|l| l.lcore == 102).unwrap();
+    while g.lcores[sender].run_once() > 0 {}
+    let full: u64 = g.info.nodes.iter().filter_map(|n| n.stats.extra_by_name("ring_full")).sum();
+    assert_eq!(full, 1000 - 64);
+    drop(g); // ring receiver drains at finish
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+fn trace_records_the_armed_number_of_packets() {
+    let p = pool(256);
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 64, per_call: 16 })),
+        decl("par", 0, &["even", "odd"], false, Box::new(Parity)),
+        decl("sink", 0, &[], false, Box::new(Sink(got))),
+    ];
+    let edges = [edge("src", "out", "par"), edge("par", "even", "sink")];
+    let mut g = build(nodes, &edges, &[(0, None)]).unwrap();
+    g.info.trace("par", 5).unwrap();
+    assert!(g.info.trace("nope", 1).unwrap_err().contains("nodes: src, par, sink"));
+    while g.lcores[0].run_once() > 0 {}
+    let t = g.info.take_trace();
+    assert_eq!(t.len(), 5, "{t:?}");
+    assert!(t[0].contains("par: len 64") && t[0].ends_with("-> drop"), "{}", t[0]);
+    assert!(t[1].ends_with("-> odd (unconnected: drop)"), "{}", t[1]);
+    assert!(t[2].ends_with("-> sink") || t[2].ends_with("-> even"), "{}", t[2]);
+}
+
+#[test]
+fn build_errors_name_what_is_wrong() {
+    let mk = || {
+        vec![
+            decl("a", 0, &["out"], true, Box::new(Parity) as Box<dyn Node>),
+            decl("b", 0, &["out"], false, Box::new(Parity)),
+        ]
+    };
+    let lc = [(0, None)];
+    assert!(
+        matches!(build(mk(), &[edge("a", "out", "zz")], &lc), Err(GraphError::NoNode { missing, .. }) if missing == "zz")
+    );
+    assert!(
+        matches!(build(mk(), &[edge("a", "bad", "b")], &lc), Err(GraphError::NoNext { declared, .. }) if declared == "out")
+    );
+    assert!(matches!(
+        build(mk(), &[edge("a", "out", "b"), edge("a", "out", "b")], &lc),
+        Err(GraphError::TwiceConnected { .. })
+    ));
+    assert!(matches!(build(mk(), &[edge("a", "out", "b"), edge("b", "out", "a")], &lc), Err(GraphError::Loop { .. })));
+    assert!(matches!(build(mk(), &[], &[(1, None)]), Err(GraphError::NoLcore { lcore: 0, .. })));
+    let mut dup = mk();
+    dup[1].name = "a".into();
+    assert_eq!(build(dup, &[], &lc).err(), Some(GraphError::Duplicate("a".into())));
+    // A loop across two lcores is fine: it goes through a ring.
+    let mut two = mk();
+    two[1].lcore = 1;
+    assert!(build(two, &[edge("a", "out", "b"), edge("b", "out", "a")], &[(0, None), (1, None)]).is_ok());
+}
