@@ -2,6 +2,8 @@
 //!
 //! * `ironpath testpmd [runtime args] -- [app args]`: DPDK testpmd's shell and
 //!   forwarding engines on ironpath ports;
+//! * `ironpath run FILE`: run a YAML pipeline (graph of nodes on lcores);
+//! * `ironpath check FILE...`: validate pipeline files;
 //! * `ironpath plugins [-d DIR]`: list the PMD plugins found and their device
 //!   arguments.
 #![forbid(unsafe_code)]
@@ -9,7 +11,7 @@
 use ironpath::testpmd;
 
 fn usage() -> &'static str {
-    "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments"
+    "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  run FILE [options]                     run a YAML pipeline (see `ironpath run --help`)\n  check FILE...                          validate pipeline files\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments"
 }
 
 fn plugins(args: &[String]) -> i32 {
@@ -40,6 +42,8 @@ fn main() {
     let code = match args.first().map(String::as_str) {
         Some("testpmd") => testpmd::main(&args[1..]),
         Some("plugins") => plugins(&args[1..]),
+        Some("run") => ironpath::pipeline::cli::run_main(&args[1..]),
+        Some("check") => ironpath::pipeline::cli::check_main(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{}", usage());
             0

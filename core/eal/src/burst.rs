@@ -174,6 +174,28 @@ impl Burst {
         unsafe { std::slice::from_raw_parts(h.buf_addr.add(h.data_off as usize), h.data_len as usize) }
     }
 
+    /// Every segment's data of packet `i`, in order. Panics if `i >= len()`.
+    pub fn segments(&self, i: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut seg: *const RawMbuf = self.header(i);
+        std::iter::from_fn(move || {
+            if seg.is_null() {
+                return None;
+            }
+            // SAFETY: a segment of a packet we own (the chain is ours with the head);
+            // `next` is NULL at the end of the chain.
+            let h = unsafe { &*seg };
+            seg = h.next;
+            // SAFETY: the data range lies inside the segment's buffer.
+            Some(unsafe { std::slice::from_raw_parts(h.buf_addr.add(h.data_off as usize), h.data_len as usize) })
+        })
+    }
+
+    /// Total length of packet `i` (all segments). Panics if `i >= len()`.
+    #[inline(always)]
+    pub fn pkt_len(&self, i: usize) -> usize {
+        self.header(i).pkt_len as usize
+    }
+
     /// Call `f` with the first-segment data of every packet that is not shared, in
     /// order, prefetching the data of the packet `PREFETCH_AHEAD` places further.
     /// The fast loop for engines and nodes that rewrite headers in place.
@@ -311,6 +333,15 @@ impl Burst {
         n
     }
 
+    /// Take every packet out as an owned [`Mbuf`], in order; the burst ends empty.
+    /// Packets the iterator has not yielded when it is dropped are freed. For nodes
+    /// that keep some packets (held until an address resolves) and push others back.
+    pub fn drain(&mut self) -> Drain {
+        let d = Drain { pkts: self.pkts, len: self.len, pos: 0 };
+        self.len = 0;
+        d
+    }
+
     /// Move all packets to `other` (as many as fit); returns how many moved.
     pub fn move_to(&mut self, other: &mut Burst) -> usize {
         let n = self.len.min(other.room());
@@ -319,6 +350,36 @@ impl Burst {
         self.pkts.copy_within(n..self.len, 0);
         self.len -= n;
         n
+    }
+}
+
+/// Packets taken out of a [`Burst`] by [`Burst::drain`].
+pub struct Drain {
+    pkts: [*mut RawMbuf; MAX_BURST],
+    len: usize,
+    pos: usize,
+}
+
+impl Iterator for Drain {
+    type Item = Mbuf;
+
+    fn next(&mut self) -> Option<Mbuf> {
+        if self.pos == self.len {
+            return None;
+        }
+        let p = self.pkts[self.pos];
+        self.pos += 1;
+        // SAFETY: the burst gave us its reference to each packet; each is yielded once.
+        Some(unsafe { Mbuf::from_raw(p) })
+    }
+}
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        if self.pos < self.len {
+            // SAFETY: the packets not yielded are still owned by us.
+            unsafe { free_bulk_raw(&self.pkts[self.pos..self.len]) };
+        }
     }
 }
 

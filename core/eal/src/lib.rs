@@ -28,7 +28,7 @@ pub mod spsc;
 mod sync;
 pub mod tsc;
 
-pub use burst::{Burst, MAX_BURST};
+pub use burst::{Burst, Drain, MAX_BURST};
 pub use ironpath_abi as abi;
 pub use mbuf::{Mbuf, MbufError};
 pub use memory::{MemKind, MemPolicy};

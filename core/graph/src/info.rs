@@ -140,6 +140,17 @@ impl GraphInfo {
                     let _ = writeln!(s, "    {:<32} {:>16} {}", spec.name, v, spec.unit);
                 }
             }
+            if n.type_name == "drop" {
+                // A drop node's reasons are the edges that lead to it.
+                for e in self.edges.iter().filter(|e| e.to == n.name) {
+                    let _ = writeln!(
+                        s,
+                        "    {:<32} {:>16} packets",
+                        format!("from {}.{}", e.from, e.next),
+                        e.stats.packets.get()
+                    );
+                }
+            }
             let (un, ff) = (n.stats.unconnected.get(), n.stats.frame_full.get());
             if un != 0 {
                 let _ = writeln!(s, "    {:<32} {:>16} packets dropped", "unconnected_next", un);

@@ -124,14 +124,19 @@ impl Writer {
 
     /// Append one packet stamped with the current time.
     pub fn write(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.write_with_len(data, data.len())
+    }
+
+    /// Append the first `data.len()` bytes of a packet of `orig_len` bytes (a
+    /// capture cut to a snap length).
+    pub fn write_with_len(&mut self, data: &[u8], orig_len: usize) -> std::io::Result<()> {
         let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let frac = if self.nano { t.subsec_nanos() } else { t.subsec_micros() };
-        let len = data.len() as u32;
         let mut h = [0u8; 16];
         h[0..4].copy_from_slice(&(t.as_secs() as u32).to_le_bytes());
         h[4..8].copy_from_slice(&frac.to_le_bytes());
-        h[8..12].copy_from_slice(&len.to_le_bytes());
-        h[12..16].copy_from_slice(&len.to_le_bytes());
+        h[8..12].copy_from_slice(&(data.len() as u32).to_le_bytes());
+        h[12..16].copy_from_slice(&(orig_len.max(data.len()) as u32).to_le_bytes());
         self.w.write_all(&h)?;
         self.w.write_all(data)?;
         self.written += 1;

@@ -66,6 +66,19 @@ pub const COMMANDS: &[CmdDoc] = &[
         usage: "monitor [SECS [COUNT]]",
         help: "per-port Ipkts/IBytes/Opkts/Obytes and rates every SECS seconds (default 1 s, 10 rows)",
     },
+    CmdDoc {
+        words: "pipeline",
+        usage: "pipeline load FILE | pipeline stop",
+        help: "run a YAML pipeline (its own ports, pools and lcores) / stop it and print its counters",
+    },
+    CmdDoc { words: "show graph", usage: "show graph", help: "the pipeline's lcores, nodes and edges" },
+    CmdDoc { words: "show runtime", usage: "show runtime", help: "per-node calls, packets, drops, cycles/packet" },
+    CmdDoc {
+        words: "trace",
+        usage: "trace on NODE [N] | trace off [NODE]",
+        help: "record the next N (default 50) packets a pipeline node handles",
+    },
+    CmdDoc { words: "show trace", usage: "show trace", help: "print and clear the trace records" },
     CmdDoc { words: "help", usage: "help [COMMAND]", help: "list commands, or one command's usage" },
 ];
 
@@ -74,7 +87,7 @@ pub const WORDS: &[&str] = &[
     "start", "tx_first", "stop", "quit", "show", "port", "info", "summary", "stats", "xstats", "all", "clear", "fwd",
     "config", "rxtx", "cores", "set", "burst", "txpkts", "nbcore", "promisc", "on", "off", "verbose", "attach",
     "detach", "close", "rxq", "txq", "rxd", "txd", "monitor", "help", "retry", "io", "mac", "macswap", "5tswap",
-    "rxonly", "txonly", "flowgen", "csum", "icmpecho",
+    "rxonly", "txonly", "flowgen", "csum", "icmpecho", "pipeline", "load", "graph", "runtime", "trace",
 ];
 
 /// What the shell does after a command.
@@ -167,7 +180,13 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
             };
             monitor(app, secs, count, &mut |s| println!("{s}"));
         }
+        "show" if matches!(arg(1), Some("graph" | "runtime" | "trace")) => {
+            no_more("show", &t[2..])?;
+            out = super::pipeline_cmds::show(app, t[1])?;
+        }
         "show" => out = show(app, &t)?,
+        "pipeline" => out = super::pipeline_cmds::pipeline(app, &t)?,
+        "trace" => out = super::pipeline_cmds::trace(app, &t)?,
         "clear" => match (arg(1), arg(2)) {
             (Some("port"), Some(kind @ ("stats" | "xstats"))) => {
                 for id in ports_arg(app, "clear port", arg(3))? {
@@ -192,7 +211,7 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
         _ => {
             let hint = ironpath_eal::loader::closest(
                 first,
-                ["start", "stop", "quit", "show", "clear", "set", "port", "help", "monitor"],
+                ["start", "stop", "quit", "show", "clear", "set", "port", "help", "monitor", "pipeline", "trace"],
             )
             .map(|c| format!(" (did you mean `{c}`?)"))
             .unwrap_or_default();

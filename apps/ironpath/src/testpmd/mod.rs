@@ -6,6 +6,7 @@ pub mod display;
 pub mod engine;
 pub mod fwd;
 pub mod params;
+pub mod pipeline_cmds;
 pub mod pkt;
 pub mod runner;
 pub mod shell;
@@ -38,6 +39,8 @@ pub struct App {
     last_show: HashMap<u16, (Stats, Instant)>,
     /// `set verbose N`.
     pub verbose: u32,
+    /// The pipeline `pipeline load` started.
+    pub pipeline: Option<crate::pipeline::PipelineRun>,
     pin: bool,
 }
 
@@ -108,6 +111,7 @@ impl App {
             fwd_base: HashMap::new(),
             last_show: HashMap::new(),
             verbose: 0,
+            pipeline: None,
             pin,
         };
         for d in eal_args.vdevs.iter().chain(&eal_args.allow) {
@@ -166,6 +170,9 @@ impl App {
     pub fn start(&mut self, tx_first: Option<u32>) -> Result<String, String> {
         if self.running.is_some() {
             return Err("Packet forwarding already started".into());
+        }
+        if self.pipeline.is_some() {
+            return Err("a pipeline is running on its own ports and lcores: pipeline stop first".into());
         }
         let engine = engine::engine(&self.p.forward_mode).ok_or("unknown forwarding mode")?;
         let fwd = self.fwd_lcores();
@@ -330,6 +337,9 @@ impl Drop for App {
     fn drop(&mut self) {
         if let Some(r) = self.running.take() {
             let _ = r.stop();
+        }
+        if let Some(mut p) = self.pipeline.take() {
+            p.stop(&mut self.eal);
         }
     }
 }

@@ -1,0 +1,219 @@
+//! `ironpath run FILE` and `ironpath check FILE`.
+
+use super::{check, stats, PipelineRun};
+use ironpath_eal::{Eal, MemPolicy};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Usage of `ironpath run`.
+pub const RUN_USAGE: &str = "usage: ironpath run FILE [options]
+
+Runs the pipeline FILE describes until Ctrl-C (or --duration), printing the
+per-second port table and, at exit, the per-node counters (`show runtime`).
+
+options:
+  --duration SECS       stop after SECS seconds
+  --stats-period SECS   print the port table every SECS seconds (default 1; 0: never)
+  --stats-json FILE     write the per-second figures as JSON lines to FILE
+  -d PATH               load PMD plugins from PATH (file or directory; repeatable)
+  --no-huge             ordinary pages for every mempool
+  --no-pin              do not pin lcores to CPUs";
+
+struct RunArgs {
+    file: PathBuf,
+    duration: Option<f64>,
+    period: f64,
+    json: Option<PathBuf>,
+    plugins: Vec<PathBuf>,
+    no_huge: bool,
+    pin: bool,
+}
+
+fn parse(args: &[String]) -> Result<RunArgs, String> {
+    let mut r = RunArgs {
+        file: PathBuf::new(),
+        duration: None,
+        period: 1.0,
+        json: None,
+        plugins: vec![],
+        no_huge: false,
+        pin: true,
+    };
+    let mut it = args.iter();
+    let num = |name: &str, v: Option<&String>| -> Result<f64, String> {
+        let v = v.ok_or_else(|| format!("{name} needs a value"))?;
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| format!("{name} {v}: not a number of seconds"))
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--duration" => r.duration = Some(num("--duration", it.next())?),
+            "--stats-period" => r.period = num("--stats-period", it.next())?,
+            "--stats-json" => r.json = Some(it.next().ok_or("--stats-json needs a file")?.into()),
+            "-d" => r.plugins.push(it.next().ok_or("-d needs a path")?.into()),
+            "--no-huge" => r.no_huge = true,
+            "--no-pin" => r.pin = false,
+            s if s.starts_with('-') => return Err(format!("unknown option `{s}`\n{RUN_USAGE}")),
+            s if r.file.as_os_str().is_empty() => r.file = s.into(),
+            s => return Err(format!("unexpected argument `{s}` (one FILE only)")),
+        }
+    }
+    if r.file.as_os_str().is_empty() {
+        return Err(RUN_USAGE.to_string());
+    }
+    Ok(r)
+}
+
+fn load_eal(plugins: &[PathBuf], policy: MemPolicy) -> Eal {
+    let mut eal = Eal::new(policy);
+    for e in eal.load_plugins(plugins) {
+        eprintln!("ironpath: warning: {e}");
+    }
+    eal
+}
+
+/// `ironpath check FILE...`: validate only; exit 1 if any file has errors.
+pub fn check_main(args: &[String]) -> i32 {
+    if args.is_empty() || args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("usage: ironpath check FILE...\n\nValidates pipeline files (every error with file:line:column) without running them.");
+        return i32::from(args.is_empty()) * 2;
+    }
+    let eal = load_eal(&[], MemPolicy::NoHuge);
+    let drivers: Vec<String> = eal.drivers().iter().map(|d| d.name.clone()).collect();
+    let drivers = (!drivers.is_empty()).then_some(drivers.as_slice());
+    let mut rc = 0;
+    for f in args {
+        match check(std::path::Path::new(f), drivers) {
+            Ok(p) => println!(
+                "{f}: ok ({} mempools, {} ports, {} lcores, {} nodes, {} edges)",
+                p.mempools.len(),
+                p.ports.len(),
+                p.lcores.len(),
+                p.nodes.len(),
+                p.edges.len()
+            ),
+            Err(e) => {
+                eprint!("{e}");
+                if !e.to_string().ends_with('\n') {
+                    eprintln!();
+                }
+                rc = 1;
+            }
+        }
+    }
+    rc
+}
+
+/// `ironpath run FILE [options]`.
+pub fn run_main(args: &[String]) -> i32 {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{RUN_USAGE}");
+        return 0;
+    }
+    let a = match parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ironpath run: {e}");
+            return 2;
+        }
+    };
+    let mut eal = load_eal(&a.plugins, if a.no_huge { MemPolicy::NoHuge } else { MemPolicy::PreferHuge });
+    let drivers: Vec<String> = eal.drivers().iter().map(|d| d.name.clone()).collect();
+    let cfg = match check(&a.file, Some(&drivers)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint!("{e}");
+            return 1;
+        }
+    };
+    let mut json = match &a.json {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Some(std::io::BufWriter::new(f)),
+            Err(e) => {
+                eprintln!("ironpath run: --stats-json {}: {e}", p.display());
+                return 1;
+            }
+        },
+        None => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Ordering::Relaxed)) {
+        eprintln!("ironpath: warning: no Ctrl-C handler: {e}");
+    }
+    let name = cfg.name.clone().unwrap_or_else(|| a.file.display().to_string());
+    let mut run = match PipelineRun::start(&mut eal, cfg, a.pin) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    println!(
+        "ironpath: pipeline `{name}` running: {} nodes on lcores {:?}, {} ports{}",
+        run.info.nodes.len(),
+        run.cfg.lcores.iter().map(|l| l.id).collect::<Vec<_>>(),
+        run.ports.len(),
+        a.duration.map_or(" (Ctrl-C to stop)".to_string(), |d| format!(" for {d} s"))
+    );
+    let t0 = Instant::now();
+    let mut prev = stats::snapshot(&eal, &run);
+    let mut t_prev = t0;
+    let mut next_print = a.period;
+    let mut next_json = 1.0;
+    let mut failed = false;
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let t = t0.elapsed().as_secs_f64();
+        let done = stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| t >= d);
+        if !run.healthy() {
+            failed = true;
+        }
+        let due_print = a.period > 0.0 && t >= next_print;
+        let due_json = json.is_some() && t >= next_json;
+        if due_print || due_json || done || failed {
+            let cur = stats::snapshot(&eal, &run);
+            let secs = t_prev.elapsed().as_secs_f64();
+            if due_print || (done && a.period > 0.0) {
+                print!("{}", stats::table(&run, &prev, &cur, secs));
+                let _ = std::io::stdout().flush();
+                next_print += a.period;
+            }
+            if let Some(w) = json.as_mut() {
+                let _ = writeln!(w, "{}", stats::json_line(&run, t, &prev, &cur, secs));
+                next_json = t.floor() + 1.0;
+            }
+            prev = cur;
+            t_prev = Instant::now();
+        }
+        if done || failed {
+            break;
+        }
+    }
+    let runtime = run.info.format_runtime();
+    let totals = stats::snapshot(&eal, &run);
+    let errs = run.stop(&mut eal);
+    if let Some(mut w) = json {
+        let _ = w.flush();
+    }
+    println!("\n{runtime}");
+    for (p, s) in run.cfg.ports.iter().zip(&totals) {
+        println!(
+            "port {:<10} RX-packets: {:<12} RX-bytes: {:<14} TX-packets: {:<12} TX-bytes: {:<14} RX-missed: {} RX-nombuf: {}",
+            p.name, s.ipackets, s.ibytes, s.opackets, s.obytes, s.imissed, s.rx_nombuf
+        );
+    }
+    for e in &errs {
+        eprintln!("ironpath: {e}");
+    }
+    if failed || !errs.is_empty() {
+        1
+    } else {
+        0
+    }
+}

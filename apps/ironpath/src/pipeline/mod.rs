@@ -1,0 +1,285 @@
+//! Pipelines from YAML: `ironpath run FILE`, `ironpath check FILE`, and the
+//! shell's `pipeline load FILE`. [`PipelineRun`] creates the pools and ports a file
+//! describes, builds its graph, and runs it on the file's lcores.
+
+pub mod cli;
+pub mod stats;
+
+use ironpath_config::{Catalog, ConfigError, ConfigErrors, HugePages, Loc, Pipeline};
+use ironpath_eal::{Eal, MemKind, MemPolicy, Mempool, MempoolConfig, PortId, RxQ, TxQ};
+use ironpath_graph::{runner, EdgeDecl, GraphInfo};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Parse and validate a pipeline file against the built-in node catalog and,
+/// when given, the loaded drivers. `${VAR}` and `${VAR:-default}` in the text are
+/// replaced from the environment first (so shipped files can name interfaces and
+/// output files the user picks); an unset variable without a default is an error.
+pub fn check(path: &Path, drivers: Option<&[String]>) -> Result<Pipeline, ConfigErrors> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors::single(path, Loc::default(), format!("cannot read: {e}")))?;
+    let text = expand_env(&text, |k| std::env::var(k).ok()).map_err(|e| ConfigErrors::new(path, e))?;
+    ironpath_config::parse_str(&text, path, &Catalog { nodes: ironpath_nodes::CATALOG, drivers })
+}
+
+/// Replace `${VAR}` / `${VAR:-default}` using `get`; every unset variable without
+/// a default (or unterminated `${`) is reported at its line and column.
+pub fn expand_env(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<String, Vec<ConfigError>> {
+    let mut out = String::with_capacity(text.len());
+    let mut errs = Vec::new();
+    for (ln, line) in text.split_inclusive('\n').enumerate() {
+        let mut rest = line;
+        let mut col = 1;
+        while let Some(i) = rest.find("${") {
+            out.push_str(&rest[..i]);
+            col += rest[..i].chars().count();
+            let loc = Loc { line: ln as u32 + 1, column: col as u32 };
+            let Some(end) = rest[i..].find('}') else {
+                errs.push(ConfigError::new(loc, "`${` without a closing `}`"));
+                out.push_str(&rest[i..]);
+                rest = "";
+                break;
+            };
+            let inner = &rest[i + 2..i + end];
+            let (name, default) = match inner.split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (inner, None),
+            };
+            match get(name).filter(|v| !v.is_empty()).or(default.map(str::to_string)) {
+                Some(v) => out.push_str(&v),
+                None => errs.push(ConfigError::new(
+                    loc,
+                    format!("environment variable `{name}` is not set (write `${{{name}:-DEFAULT}}` for a default)"),
+                )),
+            }
+            col += rest[i..i + end + 1].chars().count();
+            rest = &rest[i + end + 1..];
+        }
+        out.push_str(rest);
+    }
+    if errs.is_empty() {
+        Ok(out)
+    } else {
+        Err(errs)
+    }
+}
+
+/// A port the pipeline made.
+pub struct PipePort {
+    /// Name in the file.
+    pub name: String,
+    /// Port id in the runtime.
+    pub id: PortId,
+    /// Its pool.
+    pub pool: Mempool,
+}
+
+/// A running pipeline.
+pub struct PipelineRun {
+    /// The validated file.
+    pub cfg: Pipeline,
+    /// Ports, in file order.
+    pub ports: Vec<PipePort>,
+    /// Graph view for `show graph`/`show runtime`/trace.
+    pub info: Arc<GraphInfo>,
+    pools: Vec<(String, Mempool)>,
+    running: Option<runner::Running>,
+}
+
+struct Env<'a> {
+    eal: &'a Eal,
+    ports: &'a [PipePort],
+    pools: &'a [(String, Mempool)],
+}
+
+impl Env<'_> {
+    fn port(&self, name: &str) -> Result<&PipePort, String> {
+        self.ports.iter().find(|p| p.name == name).ok_or_else(|| format!("no port `{name}`"))
+    }
+}
+
+impl ironpath_nodes::Env for Env<'_> {
+    fn rx_queue(&mut self, port: &str, queue: u16) -> Result<RxQ, String> {
+        let p = self.port(port)?;
+        let eport = self.eal.port(p.id).map_err(|e| e.to_string())?;
+        eport.rx_queue(queue).ok_or_else(|| {
+            format!(
+                "port `{port}` RX queue {queue}: no such queue (rx_queues: {}) or already used by another node",
+                eport.nb_rxq()
+            )
+        })
+    }
+
+    fn tx_queue(&mut self, port: &str, queue: u16) -> Result<TxQ, String> {
+        let p = self.port(port)?;
+        let eport = self.eal.port(p.id).map_err(|e| e.to_string())?;
+        eport.tx_queue(queue).ok_or_else(|| {
+            format!(
+                "port `{port}` TX queue {queue}: no such queue (tx_queues: {}) or already used by another node (send several edges into one port_tx node)",
+                eport.nb_txq()
+            )
+        })
+    }
+
+    fn port_mac(&self, port: &str) -> Result<[u8; 6], String> {
+        let p = self.port(port)?;
+        self.eal.port(p.id).and_then(|x| x.mac()).map_err(|e| format!("port `{port}`: {e}"))
+    }
+
+    fn mempool(&self, name: Option<&str>, port: Option<&str>) -> Result<Mempool, String> {
+        if let Some(n) = name {
+            return self
+                .pools
+                .iter()
+                .find(|p| p.0 == n)
+                .map(|p| p.1.clone())
+                .ok_or_else(|| format!("no mempool `{n}`"));
+        }
+        if let Some(p) = port {
+            return Ok(self.port(p)?.pool.clone());
+        }
+        self.pools.first().map(|p| p.1.clone()).ok_or_else(|| "no mempool".to_string())
+    }
+
+    fn tsc_hz(&self) -> u64 {
+        ironpath_eal::tsc::tsc_hz()
+    }
+}
+
+/// `file:line:col: error: message` for a runtime failure of something the file declared.
+fn at(cfg: &Pipeline, loc: ironpath_config::Loc, msg: impl std::fmt::Display) -> String {
+    format!("{}:{}:{}: error: {msg}", cfg.file.display(), loc.line, loc.column)
+}
+
+impl PipelineRun {
+    /// Create pools and ports, build the graph and start its lcores. `pin` pins
+    /// lcores to their CPUs (off when the CPUs do not exist here). On failure
+    /// everything made so far is undone.
+    pub fn start(eal: &mut Eal, cfg: Pipeline, pin: bool) -> Result<PipelineRun, String> {
+        let mut run = PipelineRun { cfg, ports: Vec::new(), info: Arc::default(), pools: Vec::new(), running: None };
+        match run.start_inner(eal, pin) {
+            Ok(()) => Ok(run),
+            Err(e) => {
+                run.stop(eal);
+                Err(e)
+            }
+        }
+    }
+
+    fn start_inner(&mut self, eal: &mut Eal, pin: bool) -> Result<(), String> {
+        let cfg = self.cfg.clone();
+        for m in &cfg.mempools {
+            let policy = match (m.hugepages, eal.mem_policy()) {
+                (HugePages::Off, _) | (HugePages::Auto, MemPolicy::NoHuge) => MemPolicy::NoHuge,
+                _ => MemPolicy::PreferHuge,
+            };
+            let mc = MempoolConfig::new(&m.name, m.size).cache_size(m.cache).data_room(m.data_room).policy(policy);
+            let pool = Mempool::create(&mc).map_err(|e| at(&cfg, m.loc, format!("mempool `{}`: {e}", m.name)))?;
+            if m.hugepages == HugePages::On && pool.mem_kind() != MemKind::Hugepages {
+                return Err(at(
+                    &cfg,
+                    m.loc,
+                    format!("mempool `{}`: hugepages: on, but not enough free hugepages (see /proc/meminfo)", m.name),
+                ));
+            }
+            self.pools.push((m.name.clone(), pool));
+        }
+        let mut per_driver: HashMap<&str, u32> = HashMap::new();
+        for p in &cfg.ports {
+            let k = per_driver.entry(p.driver.as_str()).or_default();
+            // Device names are DRIVER + index, as DPDK's vdev names (net_ring0 ...).
+            let mut dev = format!("{}{k}", p.driver);
+            while eal.ports().any(|x| x.name() == dev) {
+                *k += 1;
+                dev = format!("{}{k}", p.driver);
+            }
+            *k += 1;
+            let devargs = if p.args.is_empty() { dev.clone() } else { format!("{dev},{}", p.args) };
+            let id = eal.port_attach(&devargs).map_err(|e| at(&cfg, p.loc, format!("port `{}`: {e}", p.name)))?;
+            let pool = self.pools.iter().find(|x| x.0 == p.mempool).map(|x| x.1.clone()).expect("validated mempool");
+            self.ports.push(PipePort { name: p.name.clone(), id, pool: pool.clone() });
+            let port = eal.port_mut(id).map_err(|e| e.to_string())?;
+            let fail = |e: ironpath_eal::PortError| at(&cfg, p.loc, format!("port `{}` ({dev}): {e}", p.name));
+            port.configure(p.rx_queues, p.tx_queues).map_err(fail)?;
+            for q in 0..p.rx_queues {
+                port.rx_queue_setup(q, p.rx_desc, &pool).map_err(fail)?;
+            }
+            for q in 0..p.tx_queues {
+                port.tx_queue_setup(q, p.tx_desc).map_err(fail)?;
+            }
+            if let Some(mtu) = p.mtu {
+                port.set_mtu(mtu).map_err(fail)?;
+            }
+            port.start().map_err(fail)?;
+            if let Err(e) = port.set_promiscuous(p.promisc) {
+                eprintln!("ironpath: warning: port `{}`: promiscuous {}: {e}", p.name, p.promisc);
+            }
+        }
+        let mut env = Env { eal, ports: &self.ports, pools: &self.pools };
+        let mut decls = Vec::new();
+        for n in &cfg.nodes {
+            let connected: Vec<&str> = cfg.edges.iter().filter(|e| e.from == n.name).map(|e| e.next.as_str()).collect();
+            let d = ironpath_nodes::make(n, &connected, &mut env)
+                .map_err(|e| at(&cfg, n.loc, format!("node `{}` ({}): {e}", n.name, n.type_name)))?;
+            decls.push(d);
+        }
+        let edges: Vec<EdgeDecl> = cfg
+            .edges
+            .iter()
+            .map(|e| EdgeDecl {
+                from: e.from.clone(),
+                next: e.next.clone(),
+                to: e.to.clone(),
+                ring_size: e.ring_size as usize,
+            })
+            .collect();
+        let lcores: Vec<(u32, Option<u32>)> = cfg.lcores.iter().map(|l| (l.id, Some(l.cpu as u32))).collect();
+        let graph =
+            ironpath_graph::build(decls, &edges, &lcores).map_err(|e| format!("{}: error: {e}", cfg.file.display()))?;
+        self.info = graph.info.clone();
+        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let pin = pin && cfg.lcores.iter().all(|l| l.cpu < ncpu);
+        if !pin {
+            eprintln!(
+                "ironpath: note: lcores run unpinned (CPUs named in the file exceed the {ncpu} here, or --no-pin)"
+            );
+        }
+        self.running = Some(runner::launch(graph.lcores, pin).map_err(|e| format!("cannot start lcores: {e}"))?);
+        Ok(())
+    }
+
+    /// True while the lcores run (false after one of them failed).
+    pub fn healthy(&self) -> bool {
+        self.running.as_ref().is_some_and(|r| !r.any_finished())
+    }
+
+    /// Stop the lcores, then stop and remove the ports and pools the pipeline
+    /// made. Returns lcore failures (one line each).
+    pub fn stop(&mut self, eal: &mut Eal) -> Vec<String> {
+        let errs = self.running.take().map(|r| r.stop()).unwrap_or_default();
+        for p in self.ports.drain(..) {
+            if let Ok(port) = eal.port_mut(p.id) {
+                let _ = port.stop();
+            }
+            let _ = eal.port_detach(p.id);
+        }
+        self.pools.clear();
+        errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand_env;
+
+    #[test]
+    fn expands_variables_and_reports_unset_ones_with_position() {
+        let get = |k: &str| (k == "IF").then(|| "veth7".to_string());
+        assert_eq!(expand_env("args: iface=${IF}\nx: ${NO:-d}\n", get).unwrap(), "args: iface=veth7\nx: d\n");
+        let e = expand_env("a: 1\nb: x${NOPE}\nc: ${OPEN\n", get).unwrap_err();
+        assert_eq!((e[0].loc.line, e[0].loc.column), (2, 5));
+        assert!(e[0].message.contains("`NOPE` is not set"));
+        assert_eq!((e[1].loc.line, e[1].loc.column), (3, 4));
+    }
+}

@@ -1,0 +1,54 @@
+//! The per-second figures of a running pipeline: the port table (testpmd's
+//! monitor layout, with the file's port names) and JSON lines for plotting.
+
+use super::PipelineRun;
+use crate::testpmd::display;
+use ironpath_eal::abi::Stats;
+use ironpath_eal::Eal;
+use std::fmt::Write;
+
+/// Port counters at one instant.
+pub type Snapshot = Vec<Stats>;
+
+/// Counters of every pipeline port (zeros for a port whose stats fail).
+pub fn snapshot(eal: &Eal, run: &PipelineRun) -> Snapshot {
+    run.ports.iter().map(|p| eal.port(p.id).and_then(|x| x.stats()).unwrap_or_default()).collect()
+}
+
+/// The table of per-second deltas, one row per port.
+pub fn table(run: &PipelineRun, prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
+    let mut s = format!("{:<10}{}\n", "Name", display::monitor_header());
+    for (i, p) in run.ports.iter().enumerate() {
+        let _ = writeln!(s, "{:<10}{}", p.name, display::monitor_row(p.id, &prev[i], &cur[i], secs));
+    }
+    s
+}
+
+/// One JSON line: time, per-port deltas and totals, per-node packets and drops.
+pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
+    let mut ports = serde_json::Map::new();
+    for (i, p) in run.ports.iter().enumerate() {
+        let (a, b) = (&prev[i], &cur[i]);
+        let d = |x: u64, y: u64| x.saturating_sub(y);
+        ports.insert(
+            p.name.clone(),
+            serde_json::json!({
+                "ipackets": b.ipackets, "ibytes": b.ibytes, "opackets": b.opackets, "obytes": b.obytes,
+                "imissed": b.imissed, "ierrors": b.ierrors, "oerrors": b.oerrors, "rx_nombuf": b.rx_nombuf,
+                "rx_pps": d(b.ipackets, a.ipackets) as f64 / secs,
+                "tx_pps": d(b.opackets, a.opackets) as f64 / secs,
+                "rx_bps": d(b.ibytes, a.ibytes) as f64 * 8.0 / secs,
+                "tx_bps": d(b.obytes, a.obytes) as f64 * 8.0 / secs,
+            }),
+        );
+    }
+    let mut nodes = serde_json::Map::new();
+    for n in &run.info.nodes {
+        let s = n.stats.snapshot();
+        nodes.insert(
+            n.name.clone(),
+            serde_json::json!({"packets": s.packets, "drops": s.drops, "calls": s.calls, "cycles_per_packet": s.cycles_per_packet()}),
+        );
+    }
+    serde_json::json!({"t": (t * 1000.0).round() / 1000.0, "ports": ports, "nodes": nodes}).to_string()
+}

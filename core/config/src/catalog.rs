@@ -1,0 +1,130 @@
+//! What the caller knows that the schema does not: node types and PMD driver names.
+//!
+//! `core/nodes` defines the real catalog; tests use [`crate::testing::mock_catalog`]
+//! (feature `test-utils`).
+
+/// The node types (and, optionally, the PMD drivers) a pipeline may use.
+#[derive(Debug, Clone, Copy)]
+pub struct Catalog<'a> {
+    /// Every node type, in the order they are listed in messages.
+    pub nodes: &'a [NodeSpec],
+    /// The driver names a port may use; `None` accepts any name (the drivers are loaded later).
+    pub drivers: Option<&'a [String]>,
+}
+
+impl Catalog<'_> {
+    /// The node type named `type_name`.
+    pub fn node(&self, type_name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.type_name == type_name)
+    }
+}
+
+/// A node type: its parameters and its next edges.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeSpec {
+    /// The value of `type:` in YAML.
+    pub type_name: &'static str,
+    /// One line for `docs/pipeline-yaml.md` and the shell.
+    pub doc: &'static str,
+    /// The keys accepted under `params:`.
+    pub params: &'static [ParamSpec],
+    /// The next edges the node may send packets to.
+    pub nexts: Nexts,
+    /// Polled by its lcore without input (e.g. port rx).
+    pub source: bool,
+    /// Has no next edges (e.g. port tx, drop).
+    pub sink: bool,
+}
+
+impl NodeSpec {
+    /// The spec of parameter `name`.
+    pub fn param(&self, name: &str) -> Option<&ParamSpec> {
+        self.params.iter().find(|p| p.name == name)
+    }
+}
+
+/// The next edges a node type declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nexts {
+    /// A fixed list of names (empty for sinks); the node sends packets to them by index.
+    Fixed(&'static [&'static str]),
+}
+
+impl Nexts {
+    /// The declared names, in index order.
+    pub fn names(&self) -> &'static [&'static str] {
+        match self {
+            Nexts::Fixed(names) => names,
+        }
+    }
+}
+
+/// One parameter of a node type.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamSpec {
+    /// The key under `params:`.
+    pub name: &'static str,
+    /// What values are accepted.
+    pub kind: ParamKind,
+    /// Whether the key must be given (a required parameter has no default).
+    pub required: bool,
+    /// The value used when the key is absent, written as in YAML (`"32"`, `"true"`, `"10ms"`),
+    /// parsed and checked with the same rules as a value in the file.
+    pub default: Option<&'static str>,
+    /// One line for the documentation.
+    pub doc: &'static str,
+}
+
+/// The accepted values of a parameter, and the [`crate::ParamValue`] each one becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// An unsigned integer in `min..=max`.
+    Uint {
+        /// Smallest accepted value.
+        min: u64,
+        /// Largest accepted value.
+        max: u64,
+    },
+    /// `true` or `false`.
+    Bool,
+    /// Any string.
+    Str,
+    /// One of these strings.
+    Enum(&'static [&'static str]),
+    /// An Ethernet address `aa:bb:cc:dd:ee:ff` (`-` also accepted as separator).
+    Mac,
+    /// An IPv4 address.
+    Ipv4,
+    /// An IPv6 address.
+    Ipv6,
+    /// A non-empty list of IPv4/IPv6 addresses, or a single one.
+    IpList,
+    /// A file path; a relative one is resolved against the YAML file's directory.
+    Path,
+    /// The name of a port defined in this file.
+    Port,
+    /// The name of a mempool defined in this file (or the implicit `default`).
+    Mempool,
+    /// `"10ms"`, `"5us"`, `"1s"`, or an integer of microseconds.
+    Duration,
+}
+
+impl ParamKind {
+    /// What is accepted, in words, for messages and documentation.
+    pub fn describe(&self) -> String {
+        match self {
+            ParamKind::Uint { min, max } => format!("an unsigned integer in {min}..={max}"),
+            ParamKind::Bool => "a boolean (true or false)".to_owned(),
+            ParamKind::Str => "a string".to_owned(),
+            ParamKind::Enum(values) => format!("one of: {}", values.join(", ")),
+            ParamKind::Mac => "an Ethernet address (aa:bb:cc:dd:ee:ff)".to_owned(),
+            ParamKind::Ipv4 => "an IPv4 address".to_owned(),
+            ParamKind::Ipv6 => "an IPv6 address".to_owned(),
+            ParamKind::IpList => "an IP address or a list of IP addresses".to_owned(),
+            ParamKind::Path => "a file path".to_owned(),
+            ParamKind::Port => "the name of a port".to_owned(),
+            ParamKind::Mempool => "the name of a mempool".to_owned(),
+            ParamKind::Duration => "a duration (10ms, 5us, 1s, or an integer of microseconds)".to_owned(),
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! Node parameters after validation: typed values with their positions, defaults filled in.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+
+use crate::error::Loc;
+
+/// A validated parameter value; the variant follows the parameter's [`crate::ParamKind`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamValue {
+    /// From [`crate::ParamKind::Uint`].
+    Uint(u64),
+    /// From [`crate::ParamKind::Bool`].
+    Bool(bool),
+    /// From [`crate::ParamKind::Str`] and [`crate::ParamKind::Enum`].
+    Str(String),
+    /// From [`crate::ParamKind::Mac`].
+    Mac([u8; 6]),
+    /// From [`crate::ParamKind::Ipv4`].
+    Ipv4(Ipv4Addr),
+    /// From [`crate::ParamKind::Ipv6`].
+    Ipv6(Ipv6Addr),
+    /// From [`crate::ParamKind::IpList`] (a single address becomes a list of one).
+    IpList(Vec<IpAddr>),
+    /// From [`crate::ParamKind::Path`], resolved against the YAML file's directory.
+    Path(PathBuf),
+    /// From [`crate::ParamKind::Port`]: the name of a port defined in the file.
+    Port(String),
+    /// From [`crate::ParamKind::Mempool`]: the name of a mempool defined in the file.
+    Mempool(String),
+    /// From [`crate::ParamKind::Duration`], in microseconds.
+    DurationUs(u64),
+}
+
+/// The parameters of one node, by name, with defaults filled in.
+///
+/// A parameter is absent only when it is optional, has no default and is not in the file.
+/// The typed getters return `None` for an absent name (including a name the node type does not
+/// declare).
+///
+/// # Panics
+///
+/// A typed getter panics when the parameter holds another kind of value than the getter reads
+/// (e.g. [`Params::uint`] on a `Str` parameter): the node's code disagrees with its own
+/// [`crate::ParamSpec`], a programming error that no YAML file can cause.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params {
+    values: BTreeMap<String, (ParamValue, Loc)>,
+}
+
+macro_rules! getter {
+    ($(#[$doc:meta])* $fn:ident, $variant:ident, $ty:ty, |$v:ident| $conv:expr) => {
+        $(#[$doc])*
+        pub fn $fn(&self, name: &str) -> Option<$ty> {
+            match self.get(name)? {
+                ParamValue::$variant($v) => Some($conv),
+                other => kind_mismatch(name, stringify!($variant), other),
+            }
+        }
+    };
+}
+
+#[cold]
+#[track_caller]
+fn kind_mismatch(name: &str, wanted: &str, found: &ParamValue) -> ! {
+    panic!("parameter `{name}` read as {wanted} but holds {found:?}: the node's code disagrees with its ParamSpec")
+}
+
+impl Params {
+    /// No parameters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `name` (replacing any previous value); `loc` is where the value is written
+    /// (for a default: the node's position).
+    pub fn insert(&mut self, name: impl Into<String>, value: ParamValue, loc: Loc) {
+        self.values.insert(name.into(), (value, loc));
+    }
+
+    /// The value of `name`, if set.
+    pub fn get(&self, name: &str) -> Option<&ParamValue> {
+        self.values.get(name).map(|(v, _)| v)
+    }
+
+    /// Where the value of `name` is written (the node's position for a default).
+    pub fn loc(&self, name: &str) -> Option<Loc> {
+        self.values.get(name).map(|(_, l)| *l)
+    }
+
+    /// Every set parameter, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ParamValue, Loc)> {
+        self.values.iter().map(|(k, (v, l))| (k.as_str(), v, *l))
+    }
+
+    /// How many parameters are set.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether no parameter is set.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    getter!(
+        /// A [`ParamValue::Uint`].
+        uint, Uint, u64, |v| *v
+    );
+    getter!(
+        /// A [`ParamValue::Bool`].
+        bool, Bool, bool, |v| *v
+    );
+    getter!(
+        /// A [`ParamValue::Str`] (a `Str` or `Enum` parameter).
+        str, Str, &str, |v| v.as_str()
+    );
+    getter!(
+        /// A [`ParamValue::Mac`].
+        mac, Mac, [u8; 6], |v| *v
+    );
+    getter!(
+        /// A [`ParamValue::Ipv4`].
+        ipv4, Ipv4, Ipv4Addr, |v| *v
+    );
+    getter!(
+        /// A [`ParamValue::Ipv6`].
+        ipv6, Ipv6, Ipv6Addr, |v| *v
+    );
+    getter!(
+        /// A [`ParamValue::IpList`].
+        ip_list, IpList, &[IpAddr], |v| v.as_slice()
+    );
+    getter!(
+        /// A [`ParamValue::Path`].
+        path, Path, &Path, |v| v.as_path()
+    );
+    getter!(
+        /// A [`ParamValue::Port`]: a port name.
+        port, Port, &str, |v| v.as_str()
+    );
+    getter!(
+        /// A [`ParamValue::Mempool`]: a mempool name.
+        mempool, Mempool, &str, |v| v.as_str()
+    );
+    getter!(
+        /// A [`ParamValue::DurationUs`], in microseconds.
+        duration_us, DurationUs, u64, |v| *v
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn getters() {
+        let mut p = Params::new();
+        p.insert("burst", ParamValue::Uint(32), Loc::new(3, 4));
+        p.insert("port", ParamValue::Port("p0".into()), Loc::new(3, 9));
+        assert_eq!(p.uint("burst"), Some(32));
+        assert_eq!(p.port("port"), Some("p0"));
+        assert_eq!(p.uint("absent"), None);
+        assert_eq!(p.loc("burst"), Some(Loc::new(3, 4)));
+        assert_eq!(p.len(), 2);
+        assert_eq!(p.iter().map(|(k, _, _)| k).collect::<Vec<_>>(), ["burst", "port"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "parameter `burst` read as Str")]
+    fn wrong_kind_is_a_programming_error() {
+        let mut p = Params::new();
+        p.insert("burst", ParamValue::Uint(32), Loc::new(1, 1));
+        let _ = p.str("burst");
+    }
+}

@@ -1,0 +1,73 @@
+//! Shared fixtures (feature `test-utils`): a small node catalog for tests and the fuzz target.
+
+use std::sync::LazyLock;
+
+use crate::catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec};
+
+const PORT: ParamSpec =
+    ParamSpec { name: "port", kind: ParamKind::Port, required: true, default: None, doc: "The port to use." };
+const QUEUE: ParamSpec = ParamSpec {
+    name: "queue",
+    kind: ParamKind::Uint { min: 0, max: 63 },
+    required: false,
+    default: Some("0"),
+    doc: "The queue of the port.",
+};
+
+const fn param(name: &'static str, kind: ParamKind, default: Option<&'static str>) -> ParamSpec {
+    ParamSpec { name, kind, required: false, default, doc: "" }
+}
+
+const fn node(
+    type_name: &'static str,
+    params: &'static [ParamSpec],
+    nexts: &'static [&'static str],
+    source: bool,
+) -> NodeSpec {
+    NodeSpec { type_name, doc: "", params, nexts: Nexts::Fixed(nexts), source, sink: nexts.is_empty() }
+}
+
+static NODES: &[NodeSpec] = &[
+    node("port_rx", &[PORT, QUEUE, param("burst", ParamKind::Uint { min: 1, max: 256 }, Some("32"))], &["out"], true),
+    node("port_tx", &[PORT, QUEUE], &[], false),
+    node("classify", &[], &["arp", "ipv4", "ipv6", "other"], false),
+    node("macswap", &[], &["out"], false),
+    node(
+        "arp",
+        &[
+            ParamSpec { name: "addresses", kind: ParamKind::IpList, required: true, default: None, doc: "" },
+            param("mac", ParamKind::Mac, None),
+        ],
+        &["out"],
+        false,
+    ),
+    node("drop", &[], &[], false),
+    // Every other parameter kind, for tests.
+    node(
+        "capture",
+        &[
+            ParamSpec { name: "path", kind: ParamKind::Path, required: true, default: None, doc: "" },
+            param("mode", ParamKind::Enum(&["file", "ring"]), Some("file")),
+            param("flush", ParamKind::Duration, Some("10ms")),
+            param("enabled", ParamKind::Bool, Some("true")),
+            param("label", ParamKind::Str, None),
+            param("gw", ParamKind::Ipv4, None),
+            param("gw6", ParamKind::Ipv6, None),
+            param("pool", ParamKind::Mempool, None),
+        ],
+        &["out"],
+        false,
+    ),
+];
+
+static DRIVERS: LazyLock<Vec<String>> =
+    LazyLock::new(|| ["net_null", "net_ring", "net_pcap", "net_af_packet", "net_tap"].map(str::to_owned).to_vec());
+
+/// The mock catalog: node types `port_rx` {port, queue 0..=63 = 0, burst 1..=256 = 32; next out},
+/// `port_tx` {port, queue; sink}, `classify` {nexts arp, ipv4, ipv6, other}, `macswap` {next out},
+/// `arp` {addresses (required IP list), mac; next out}, `drop` {sink}, and `capture` {path
+/// (required), mode file|ring, flush 10ms, enabled true, label, gw, gw6, pool; next out} which
+/// uses every other parameter kind. Drivers: net_null, net_ring, net_pcap, net_af_packet, net_tap.
+pub fn mock_catalog() -> Catalog<'static> {
+    Catalog { nodes: NODES, drivers: Some(DRIVERS.as_slice()) }
+}

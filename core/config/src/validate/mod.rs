@@ -1,0 +1,383 @@
+//! Layer 2: the [`Node`] tree to a [`Pipeline`], collecting every error instead of stopping.
+//!
+//! Each section returns what it could validate plus the names it saw (even those of entries with
+//! other errors), so references are checked against what the user meant and one mistake does not
+//! cascade into a page of "unknown name" errors.
+
+mod graph;
+mod param;
+mod resources;
+
+use std::path::Path;
+
+use crate::catalog::Catalog;
+use crate::error::{ConfigError, Loc};
+use crate::model::Pipeline;
+use crate::suggest::{did_you_mean, list};
+use crate::tree::{Key, Node, NodeKind};
+
+const TOP_KEYS: &[&str] = &["name", "description", "mempools", "ports", "lcores", "nodes", "edges"];
+
+/// Validates a parsed file. `file` locates relative paths in node parameters.
+pub(crate) fn pipeline(root: &Node, file: &Path, catalog: &Catalog<'_>) -> Result<Pipeline, Vec<ConfigError>> {
+    let mut e = Errors::default();
+    if root.kind == NodeKind::Null {
+        e.push(Loc::new(1, 1), "the file is empty; a pipeline needs at least `lcores` and `nodes`");
+        return Err(e.0);
+    }
+    let Some(top) = Fields::of(&mut e, root, "the top level") else {
+        return Err(e.0);
+    };
+    top.check_keys(&mut e, "at the top level", TOP_KEYS);
+    let name = top.get("name").and_then(|n| string(&mut e, n, "`name`")).map(str::to_owned);
+    let description = top.get("description").and_then(|n| string(&mut e, n, "`description`")).map(str::to_owned);
+
+    let (mempools, pool_names) = resources::mempools(&mut e, top.get("mempools"));
+    let (ports, port_names) = resources::ports(&mut e, top.get("ports"), &pool_names, catalog);
+    let (lcores, lcore_ids) = resources::lcores(&mut e, &top, "lcores");
+    let env = param::Env { base_dir: base_dir(file), ports: &port_names, mempools: &pool_names };
+    let (nodes, node_names) = graph::nodes(&mut e, &top, catalog, &lcore_ids, &env);
+    let edges = graph::edges(&mut e, top.get("edges"), &node_names);
+
+    if e.0.is_empty() {
+        Ok(Pipeline { file: file.to_owned(), name, description, mempools, ports, lcores, nodes, edges })
+    } else {
+        Err(e.0)
+    }
+}
+
+/// The directory relative paths are resolved against: the file's, or none (the current directory)
+/// when the file is named without a directory.
+fn base_dir(file: &Path) -> Option<&Path> {
+    file.parent().filter(|p| !p.as_os_str().is_empty())
+}
+
+/// The errors found so far.
+#[derive(Default)]
+pub(crate) struct Errors(pub(crate) Vec<ConfigError>);
+
+impl Errors {
+    pub(crate) fn push(&mut self, loc: Loc, message: impl Into<String>) {
+        self.0.push(ConfigError::new(loc, message));
+    }
+
+    /// "{what}: expected {expected}, found {the node's type}", with a hint when quoting would help.
+    pub(crate) fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) {
+        let hint = match (&node.kind, expected == "a string") {
+            (NodeKind::Int(_) | NodeKind::Float(_) | NodeKind::Bool(_), true) => " (quote it to make it a string)",
+            _ => "",
+        };
+        self.push(node.loc, format!("{what}: expected {expected}, found {}{hint}", node.kind.describe()));
+    }
+}
+
+/// The entries of a YAML map, with the map's position.
+pub(crate) struct Fields<'n> {
+    pub(crate) loc: Loc,
+    entries: &'n [(Key, Node)],
+}
+
+impl<'n> Fields<'n> {
+    /// `node` as a map, or a wrong-type error naming `what`.
+    pub(crate) fn of(e: &mut Errors, node: &'n Node, what: &str) -> Option<Self> {
+        match &node.kind {
+            NodeKind::Map(entries) => Some(Self { loc: node.loc, entries }),
+            _ => {
+                e.wrong_type(node, what, "a map");
+                None
+            }
+        }
+    }
+
+    /// The value of the first `key`.
+    pub(crate) fn get(&self, key: &str) -> Option<&'n Node> {
+        self.entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v)
+    }
+
+    /// The value of `key`, or a "missing" error at the map's position.
+    pub(crate) fn required(&self, e: &mut Errors, key: &str, ctx: &str) -> Option<&'n Node> {
+        let v = self.get(key);
+        if v.is_none() {
+            e.push(self.loc, format!("missing required key `{key}` in {ctx}"));
+        }
+        v
+    }
+
+    /// Reports keys not in `accepted` and keys given twice. `ctx` completes
+    /// "unknown key `x` {ctx}", e.g. "in port `p0`".
+    pub(crate) fn check_keys(&self, e: &mut Errors, ctx: &str, accepted: &[&str]) {
+        self.check_names(e, "key", ctx, accepted);
+    }
+
+    /// As [`Fields::check_keys`], naming the entries `noun` ("param").
+    pub(crate) fn check_names(&self, e: &mut Errors, noun: &str, ctx: &str, accepted: &[&str]) {
+        for (i, (k, _)) in self.entries.iter().enumerate() {
+            if let Some((first, _)) = self.entries[..i].iter().find(|(f, _)| f.name == k.name) {
+                e.push(k.loc, format!("duplicate {noun} `{}` {ctx} (first at line {})", k.name, first.loc.line));
+            } else if !accepted.contains(&k.name.as_str()) {
+                e.push(
+                    k.loc,
+                    format!(
+                        "unknown {noun} `{}` {ctx}; accepted: {}{}",
+                        k.name,
+                        list(accepted.iter().copied()),
+                        did_you_mean(&k.name, accepted.iter().copied())
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// An unsigned integer in `min..=max`.
+pub(crate) fn uint(e: &mut Errors, node: &Node, what: &str, min: u64, max: u64) -> Option<u64> {
+    match node.kind {
+        NodeKind::Int(i) if i >= i128::from(min) && i <= i128::from(max) => u64::try_from(i).ok(),
+        NodeKind::Int(i) => {
+            e.push(node.loc, format!("{what}: {i} is out of range {min}..={max}"));
+            None
+        }
+        _ => {
+            e.wrong_type(node, what, "an unsigned integer");
+            None
+        }
+    }
+}
+
+/// An unsigned integer in `min..=max`, converted to `T` (which must hold `max`).
+pub(crate) fn uint_as<T: TryFrom<u64>>(e: &mut Errors, node: &Node, what: &str, min: u64, max: u64) -> Option<T> {
+    uint(e, node, what, min, max).and_then(|v| T::try_from(v).ok())
+}
+
+/// `true` or `false`.
+pub(crate) fn boolean(e: &mut Errors, node: &Node, what: &str) -> Option<bool> {
+    match node.kind {
+        NodeKind::Bool(b) => Some(b),
+        _ => {
+            e.wrong_type(node, what, "a boolean (true or false)");
+            None
+        }
+    }
+}
+
+/// A string.
+pub(crate) fn string<'n>(e: &mut Errors, node: &'n Node, what: &str) -> Option<&'n str> {
+    match &node.kind {
+        NodeKind::Str(s) => Some(s),
+        _ => {
+            e.wrong_type(node, what, "a string");
+            None
+        }
+    }
+}
+
+/// One of `accepted`; `what` names the field, e.g. "`hugepages` in mempool `mp0`".
+pub(crate) fn choice<'a>(e: &mut Errors, node: &Node, what: &str, accepted: &[&'a str]) -> Option<&'a str> {
+    let NodeKind::Str(s) = &node.kind else {
+        e.wrong_type(node, what, &format!("one of: {}", list(accepted.iter().copied())));
+        return None;
+    };
+    let found = accepted.iter().find(|a| **a == s).copied();
+    if found.is_none() {
+        e.push(
+            node.loc,
+            format!(
+                "{what}: unknown value `{s}`; accepted: {}{}",
+                list(accepted.iter().copied()),
+                did_you_mean(s, accepted.iter().copied())
+            ),
+        );
+    }
+    found
+}
+
+/// Names seen in one section, with where each was first defined.
+///
+/// `incomplete` is set when an entry's name could not be read (missing, wrong type, invalid):
+/// that error is reported already, and a reference to an unknown name may well mean that entry,
+/// so unknown references are then not reported again.
+#[derive(Default)]
+pub(crate) struct Names {
+    names: Vec<(String, Loc)>,
+    incomplete: bool,
+}
+
+impl Names {
+    /// Notes that an entry of the section has no usable name.
+    pub(crate) fn mark_incomplete(&mut self) {
+        self.incomplete = true;
+    }
+
+    /// Records `name`, or reports it as a duplicate of an earlier one.
+    pub(crate) fn add(&mut self, e: &mut Errors, noun: &str, name: &str, loc: Loc) -> bool {
+        if let Some((_, first)) = self.names.iter().find(|(n, _)| n == name) {
+            e.push(loc, format!("duplicate {noun} name `{name}` (first defined at line {})", first.line));
+            false
+        } else {
+            self.names.push((name.to_owned(), loc));
+            true
+        }
+    }
+
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.names.iter().any(|(n, _)| n == name)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> + Clone {
+        self.names.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// A string naming a defined entry, else a "no {noun} named" error listing the defined ones.
+    pub(crate) fn reference(&self, e: &mut Errors, node: &Node, what: &str, noun: &str) -> Option<String> {
+        let name = string(e, node, what)?;
+        if self.contains(name) {
+            return Some(name.to_owned());
+        }
+        if self.incomplete {
+            return None;
+        }
+        e.push(
+            node.loc,
+            format!(
+                "{what}: no {noun} named `{name}`; defined: {}{}",
+                list(self.iter()),
+                did_you_mean(name, self.iter())
+            ),
+        );
+        None
+    }
+}
+
+/// The entries of the list under a top-level key; `None`/null is an empty list.
+pub(crate) fn list_of<'n>(e: &mut Errors, node: Option<&'n Node>, key: &str) -> &'n [Node] {
+    match node.map(|n| &n.kind) {
+        None | Some(NodeKind::Null) => &[],
+        Some(NodeKind::Seq(items)) => items,
+        Some(_) => {
+            if let Some(n) = node {
+                e.wrong_type(n, &format!("`{key}`"), "a list of maps");
+            }
+            &[]
+        }
+    }
+}
+
+/// As [`list_of`] for a required, non-empty list.
+pub(crate) fn required_list<'n>(e: &mut Errors, top: &Fields<'n>, key: &str, example: &str) -> &'n [Node] {
+    let Some(node) = top.get(key) else {
+        e.push(top.loc, format!("missing required key `{key}` at the top level (e.g. {example})"));
+        return &[];
+    };
+    let items = list_of(e, Some(node), key);
+    if items.is_empty() && matches!(node.kind, NodeKind::Seq(_) | NodeKind::Null) {
+        e.push(node.loc, format!("`{key}` must not be empty (e.g. {example})"));
+    }
+    items
+}
+
+/// The way messages name an entry: "port `p0`", or "ports[2]" (0-based) when it has no usable name.
+pub(crate) fn entry_ctx(noun: &str, key: &str, index: usize, name: Option<&str>) -> String {
+    match name {
+        Some(n) => format!("{noun} `{n}`"),
+        None => format!("{key}[{index}]"),
+    }
+}
+
+/// The `name` of a list entry, if it is a string (type errors are reported when it is read).
+pub(crate) fn peek_name<'n>(fields: &Fields<'n>, key: &str) -> Option<&'n str> {
+    match &fields.get(key)?.kind {
+        NodeKind::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec};
+    use crate::testing::mock_catalog;
+    use crate::{parse_str, HugePages};
+
+    fn errors(text: &str) -> String {
+        parse_str(text, Path::new("t.yaml"), &mock_catalog()).unwrap_err().to_string()
+    }
+
+    const BASE: &str = "lcores: [{id: 0}]\nnodes: [{name: d, type: drop, lcore: 0}]\n";
+
+    #[test]
+    fn minimal_file_and_yaml11_words_stay_strings() {
+        let text = format!("{BASE}mempools: [{{name: m, hugepages: on}}, {{name: n, hugepages: off}}]\n");
+        let p = parse_str(&text, Path::new("t.yaml"), &mock_catalog()).unwrap();
+        assert_eq!(p.mempools[0].hugepages, HugePages::On);
+        assert_eq!(p.mempools[1].hugepages, HugePages::Off);
+        assert_eq!(p.lcores[0].cpu, 0);
+        assert!(p.edges.is_empty() && p.ports.is_empty());
+    }
+
+    #[test]
+    fn anchors_and_merge_keys_are_expanded() {
+        let text = "lcores: [{id: 0}, {id: 1}]\nports:\n  - &p {name: p0, driver: net_null, rx_queues: 4}\n  - {<<: *p, name: p1}\nnodes: [{name: d, type: drop, lcore: 1}]\n";
+        let p = parse_str(text, Path::new("t.yaml"), &mock_catalog()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.ports[1].name, "p1");
+        assert_eq!(p.ports[1].rx_queues, 4);
+    }
+
+    #[test]
+    fn unnamed_entries_do_not_cascade_into_unknown_references() {
+        let e = errors("lcores: [{cpu: 1}]\nports: [{driver: net_null}]\nnodes: [{name: r, type: port_rx, lcore: 0, params: {port: p0}}]\n");
+        assert_eq!(e.lines().count(), 2, "{e}");
+        assert!(e.contains("missing required key `id` in lcores[0]"), "{e}");
+        assert!(e.contains("missing required key `name` in ports[0]"), "{e}");
+    }
+
+    #[test]
+    fn non_string_keys_are_unknown_keys() {
+        let e = errors(&format!("{BASE}1: x\n? [a]\n: y\n"));
+        assert!(e.contains("unknown key `1` at the top level"), "{e}");
+        assert!(e.contains("unknown key `[...]` at the top level"), "{e}");
+    }
+
+    #[test]
+    fn node_names_are_restricted() {
+        let e = errors(
+            "lcores: [{id: 0}]\nnodes: [{name: \"a.b\", type: drop, lcore: 0}, {name: \"\", type: drop, lcore: 0}]\n",
+        );
+        assert_eq!(e.matches("invalid node name").count(), 2, "{e}");
+    }
+
+    #[test]
+    fn bad_catalog_default_is_reported_at_the_node() {
+        static NODES: &[NodeSpec] = &[NodeSpec {
+            type_name: "t",
+            doc: "",
+            params: &[ParamSpec {
+                name: "n",
+                kind: ParamKind::Uint { min: 0, max: 3 },
+                required: false,
+                default: Some("9"),
+                doc: "",
+            }],
+            nexts: Nexts::Fixed(&[]),
+            source: false,
+            sink: true,
+        }];
+        let cat = Catalog { nodes: NODES, drivers: None };
+        let e = parse_str("lcores: [{id: 0}]\nnodes: [{name: a, type: t, lcore: 0}]\n", Path::new("t.yaml"), &cat)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "t.yaml:2:9: error: node type `t` has an invalid default `9` for param `n` (a bug in the catalog): \
+             9 is out of range 0..=3"
+        );
+    }
+
+    #[test]
+    fn ip_list_accepts_one_address_or_several() {
+        let text = "lcores: [{id: 0}]\nnodes:\n  - {name: a, type: arp, lcore: 0, params: {addresses: \"::1\"}}\n  - {name: b, type: arp, lcore: 0, params: {addresses: [10.0.0.1, \"fe80::2\"]}}\n";
+        let p = parse_str(text, Path::new("t.yaml"), &mock_catalog()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.nodes[0].params.ip_list("addresses").unwrap().len(), 1);
+        assert_eq!(p.nodes[1].params.ip_list("addresses").unwrap().len(), 2);
+    }
+}

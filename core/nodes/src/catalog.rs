@@ -1,0 +1,138 @@
+//! The node types a pipeline file may use: their parameters and next edges.
+
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
+
+const fn p(
+    name: &'static str,
+    kind: ParamKind,
+    required: bool,
+    default: Option<&'static str>,
+    doc: &'static str,
+) -> ParamSpec {
+    ParamSpec { name, kind, required, default, doc }
+}
+
+const PORT: ParamSpec = p("port", ParamKind::Port, true, None, "the port (a name from `ports:`)");
+const QUEUE: ParamSpec =
+    p("queue", ParamKind::Uint { min: 0, max: 63 }, false, Some("0"), "queue index (one node per queue)");
+const MEMPOOL: ParamSpec = p(
+    "mempool",
+    ParamKind::Mempool,
+    false,
+    None,
+    "pool for packets the node creates (default: the port's, else the first)",
+);
+
+/// Every built-in node type.
+pub static CATALOG: &[NodeSpec] = &[
+    NodeSpec {
+        type_name: "port_rx",
+        doc: "receive bursts from one queue of a port (polled)",
+        params: &[PORT, QUEUE, p("burst", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "packets per poll")],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+    },
+    NodeSpec {
+        type_name: "port_tx",
+        doc: "send to one queue of a port; what the queue refuses is dropped and counted (tx_full)",
+        params: &[
+            PORT,
+            QUEUE,
+            p("retries", ParamKind::Uint { min: 0, max: 1024 }, false, Some("0"), "retries of a full queue before dropping"),
+        ],
+        nexts: Nexts::Fixed(&[]),
+        source: false,
+        sink: true,
+    },
+    NodeSpec {
+        type_name: "classify",
+        doc: "by ethertype and IP protocol (VLAN tags skipped); an unconnected class falls back: icmp/tcp/udp -> ipv4 or ipv6 -> other",
+        params: &[],
+        nexts: Nexts::Fixed(crate::classify::NEXTS),
+        source: false,
+        sink: false,
+    },
+    NodeSpec {
+        type_name: "arp",
+        doc: "answer ARP for our addresses; resolve the MAC of IPv4 packets sent through it (neighbour cache, held packets)",
+        params: &[
+            PORT,
+            p("addresses", ParamKind::IpList, true, None, "our IPv4 addresses (the first is the sender of our requests)"),
+            MEMPOOL,
+            p("hold", ParamKind::Uint { min: 0, max: 256 }, false, Some("8"), "packets held per unresolved neighbour"),
+            p("retry", ParamKind::Duration, false, Some("1s"), "time between requests for one neighbour"),
+            p("max_tries", ParamKind::Uint { min: 1, max: 100 }, false, Some("3"), "requests before giving up"),
+            p("max_entries", ParamKind::Uint { min: 1, max: 1_000_000 }, false, Some("1024"), "neighbour cache size"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+    },
+    NodeSpec {
+        type_name: "icmp_echo",
+        doc: "answer ICMP/ICMPv6 echo requests and IPv6 neighbour solicitations for our addresses, in place",
+        params: &[
+            PORT,
+            p("addresses", ParamKind::IpList, true, None, "our IPv4 and IPv6 addresses"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+    },
+    NodeSpec {
+        type_name: "macswap",
+        doc: "swap source and destination MAC addresses (testpmd's macswap)",
+        params: &[],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+    },
+    NodeSpec {
+        type_name: "pcap_capture",
+        doc: "write the packets passing through to a pcap file (nanosecond timestamps), pass them on",
+        params: &[
+            p("file", ParamKind::Path, true, None, "output file (created or truncated)"),
+            p("snaplen", ParamKind::Uint { min: 64, max: 262_144 }, false, Some("65535"), "bytes kept per packet"),
+            p("max_packets", ParamKind::Uint { min: 0, max: u64::MAX }, false, Some("0"), "stop capturing after this many (0: no limit)"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+    },
+    NodeSpec {
+        type_name: "drop",
+        doc: "free every packet; `show runtime` counts them by the edge they came from",
+        params: &[],
+        nexts: Nexts::Fixed(&[]),
+        source: false,
+        sink: true,
+    },
+    NodeSpec {
+        type_name: "counter",
+        doc: "count packets and bytes passing through",
+        params: &[],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+    },
+    NodeSpec {
+        type_name: "source",
+        doc: "generate UDP/IPv4 frames (as testpmd's txonly), at a rate and up to a count",
+        params: &[
+            MEMPOOL,
+            p("size", ParamKind::Uint { min: 42, max: 9000 }, false, Some("60"), "frame bytes without FCS"),
+            p("burst", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "packets per poll"),
+            p("flows", ParamKind::Uint { min: 1, max: 65535 }, false, Some("1"), "distinct UDP source ports"),
+            p("src_mac", ParamKind::Mac, false, Some("02:00:00:00:00:01"), "Ethernet source"),
+            p("dst_mac", ParamKind::Mac, false, Some("02:00:00:00:00:02"), "Ethernet destination"),
+            p("src_ip", ParamKind::Ipv4, false, Some("198.18.0.1"), "IPv4 source"),
+            p("dst_ip", ParamKind::Ipv4, false, Some("198.18.0.2"), "IPv4 destination"),
+            p("rate_pps", ParamKind::Uint { min: 0, max: 1_000_000_000 }, false, Some("0"), "packets per second (0: unlimited)"),
+            p("count", ParamKind::Uint { min: 0, max: u64::MAX }, false, Some("0"), "packets in all (0: unlimited)"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+    },
+];

@@ -1,0 +1,162 @@
+//! `source`: a traffic generator (as testpmd's `txonly`): UDP/IPv4 frames of a
+//! fixed size from a template, spread over `flows` UDP source ports, at an optional
+//! rate (token bucket on the TSC) and up to an optional count. The first 8 payload
+//! bytes carry a sequence number (big-endian, per source), so receivers can check
+//! loss and order; checksums stay valid (RFC 1624 updates). An empty mempool is
+//! counted (`alloc_failed`), never fatal.
+
+use ironpath_eal::{Burst, Mempool, MAX_BURST};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_wire::checksum;
+use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN};
+use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use ironpath_wire::udp::{UdpPacket, UdpRepr};
+use ironpath_wire::{IpAddress, IpProtocol};
+use std::net::Ipv4Addr;
+
+static COUNTERS: [CounterSpec; 2] = [
+    CounterSpec { name: "generated", unit: "packets" },
+    CounterSpec { name: "alloc_failed", unit: "bursts not generated (mempool empty)" },
+];
+
+/// Settings of a `source` node.
+#[derive(Clone, Debug)]
+pub struct SourceConfig {
+    /// Frame length without FCS (>= 42).
+    pub size: usize,
+    /// Packets per poll.
+    pub burst: usize,
+    /// Distinct UDP source ports (flows).
+    pub flows: u32,
+    /// Ethernet source.
+    pub src_mac: [u8; 6],
+    /// Ethernet destination.
+    pub dst_mac: [u8; 6],
+    /// IPv4 source.
+    pub src_ip: Ipv4Addr,
+    /// IPv4 destination.
+    pub dst_ip: Ipv4Addr,
+    /// Packets per second (0: as fast as possible).
+    pub rate_pps: u64,
+    /// Packets in all (0: no limit).
+    pub count: u64,
+}
+
+/// Bytes of the sequence number at the start of the UDP payload.
+pub const SEQ_LEN: usize = 8;
+
+/// UDP source port of flow 0.
+const BASE_PORT: u16 = 1024;
+
+/// The node.
+pub struct Source {
+    cfg: SourceConfig,
+    pool: Mempool,
+    template: Vec<u8>,
+    /// UDP checksum of the template (flow 0).
+    udp_cksum: u16,
+    flow: u32,
+    sent: u64,
+    tokens: f64,
+    last_tsc: u64,
+    ticks_per_pkt: f64,
+}
+
+impl Source {
+    /// A generator allocating from `pool`; `tsc_hz` converts the rate to ticks.
+    pub fn new(cfg: SourceConfig, pool: Mempool, tsc_hz: u64) -> Self {
+        let size = cfg.size.max(HEADER_LEN + 20 + 8);
+        let mut t = vec![0u8; size];
+        let payload_len = size - HEADER_LEN - 20 - 8;
+        EthernetRepr {
+            src_addr: EthernetAddress(cfg.src_mac),
+            dst_addr: EthernetAddress(cfg.dst_mac),
+            ethertype: EtherType::IPV4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut t[..]));
+        Ipv4Repr {
+            src_addr: cfg.src_ip,
+            dst_addr: cfg.dst_ip,
+            next_header: IpProtocol::UDP,
+            payload_len: 8 + payload_len,
+            hop_limit: 64,
+        }
+        .emit(&mut Ipv4Packet::new_unchecked(&mut t[HEADER_LEN..]));
+        for (k, b) in t[HEADER_LEN + 28..].iter_mut().enumerate() {
+            *b = k as u8;
+        }
+        let mut udp = UdpPacket::new_unchecked(&mut t[HEADER_LEN + 20..]);
+        UdpRepr { src_port: BASE_PORT, dst_port: 9, payload_len }.emit(
+            &mut udp,
+            &IpAddress::V4(cfg.src_ip),
+            &IpAddress::V4(cfg.dst_ip),
+        );
+        let udp_cksum = udp.checksum();
+        let ticks_per_pkt = if cfg.rate_pps == 0 { 0.0 } else { tsc_hz as f64 / cfg.rate_pps as f64 };
+        Self { cfg, pool, template: t, udp_cksum, flow: 0, sent: 0, tokens: 0.0, last_tsc: 0, ticks_per_pkt }
+    }
+
+    /// Packets generated so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+}
+
+impl Node for Source {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let mut want = self.cfg.burst.min(pkts.room()) as u64;
+        if self.cfg.count != 0 {
+            want = want.min(self.cfg.count - self.sent);
+        }
+        if self.ticks_per_pkt > 0.0 {
+            if self.last_tsc == 0 {
+                self.last_tsc = cx.now_tsc;
+            }
+            let burst = self.cfg.burst as f64;
+            self.tokens = (self.tokens + cx.now_tsc.wrapping_sub(self.last_tsc) as f64 / self.ticks_per_pkt).min(burst);
+            self.last_tsc = cx.now_tsc;
+            want = want.min(self.tokens as u64);
+        }
+        if want == 0 {
+            return Dispatch::All(0);
+        }
+        let start = pkts.len();
+        if pkts.alloc(&self.pool, want as usize).is_err() {
+            cx.count(1, 1);
+            return Dispatch::All(0);
+        }
+        let len = self.template.len();
+        let u = HEADER_LEN + 20;
+        let has_seq = len >= u + 8 + SEQ_LEN;
+        let mut seq = self.sent;
+        for i in start..pkts.len() {
+            let port = BASE_PORT.wrapping_add((self.flow % self.cfg.flows.max(1)) as u16);
+            self.flow = self.flow.wrapping_add(1);
+            let Some(d) = pkts.set_len(i, len) else { continue };
+            d.copy_from_slice(&self.template);
+            let mut c = self.udp_cksum;
+            if port != BASE_PORT {
+                d[u..u + 2].copy_from_slice(&port.to_be_bytes());
+                c = checksum::update16(c, BASE_PORT, port);
+            }
+            if has_seq {
+                let new = seq.to_be_bytes();
+                c = checksum::update_bytes(c, &self.template[u + 8..u + 8 + SEQ_LEN], &new);
+                d[u + 8..u + 8 + SEQ_LEN].copy_from_slice(&new);
+            }
+            seq += 1;
+            // A computed UDP checksum of zero is sent as 0xffff (zero means "none").
+            let c = if c == 0 { 0xffff } else { c };
+            d[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
+        }
+        let n = (pkts.len() - start) as u64;
+        self.sent += n;
+        self.tokens -= n as f64;
+        cx.count(0, n);
+        Dispatch::All(0)
+    }
+
+    fn counters(&self) -> &'static [CounterSpec] {
+        &COUNTERS
+    }
+}
