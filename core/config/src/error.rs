@@ -44,9 +44,19 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    /// An error at `loc`.
+    /// An error at `loc`. Control characters in `message` (which may quote the file) are
+    /// escaped, so that it is one line.
     pub fn new(loc: Loc, message: impl Into<String>) -> Self {
-        Self { loc, message: message.into() }
+        let message = message.into();
+        let message = if message.chars().any(char::is_control) {
+            message
+                .chars()
+                .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+                .collect()
+        } else {
+            message
+        };
+        Self { loc, message }
     }
 }
 

@@ -2,7 +2,7 @@
 //! edges, inserts an SPSC ring (a `ring_tx` / `ring_rx` pair of nodes) on every
 //! edge between lcores, and orders each lcore's nodes topologically.
 
-use crate::info::{EdgeInfo, EdgeStats, GraphInfo, NodeInfo};
+use crate::info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo};
 use crate::node::Node;
 use crate::ring::{RingRx, RingTx};
 use crate::sched::{LcoreGraph, RtNode, Target};
@@ -225,6 +225,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
     }
     let mut slots: Vec<Option<Pending>> = all.into_iter().map(Some).collect();
     let mut graphs = Vec::new();
+    let mut lcore_stats = Vec::new();
     for (lc, cpu, order) in per_lcore {
         let pos: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
         let mut rt = Vec::new();
@@ -240,9 +241,11 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
                 trace_left: traces[i].clone(),
             });
         }
-        graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone()));
+        let ls = Arc::new(LcoreStats::default());
+        lcore_stats.push((lc, ls.clone()));
+        graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone(), ls));
     }
-    let info = GraphInfo { nodes: infos, edges: edge_infos, lcores: lcores.to_vec(), trace };
+    let info = GraphInfo { nodes: infos, edges: edge_infos, lcores: lcores.to_vec(), lcore_stats, trace };
     Ok(Graph { lcores: graphs, info: Arc::new(info) })
 }
 

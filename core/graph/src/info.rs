@@ -16,6 +16,31 @@ pub struct EdgeStats {
     pub drops: Counter,
 }
 
+/// Counters of one lcore's walks (written by that lcore).
+#[derive(Debug, Default)]
+pub struct LcoreStats {
+    /// Walks of the graph.
+    pub walks: Counter,
+    /// Walks that found packets.
+    pub busy_walks: Counter,
+    /// TSC cycles of the walks that found packets.
+    pub busy_cycles: Counter,
+    /// Packets that entered the lcore's graph (from ports, sources and rings).
+    pub received: Counter,
+}
+
+impl LcoreStats {
+    /// Busy cycles per received packet (testpmd's `CPU cycles/packet`).
+    pub fn cycles_per_packet(&self) -> f64 {
+        let r = self.received.get();
+        if r == 0 {
+            0.0
+        } else {
+            self.busy_cycles.get() as f64 / r as f64
+        }
+    }
+}
+
 /// One node as the shell shows it.
 #[derive(Debug)]
 pub struct NodeInfo {
@@ -58,6 +83,8 @@ pub struct GraphInfo {
     pub edges: Vec<EdgeInfo>,
     /// Lcores and their CPUs.
     pub lcores: Vec<(u32, Option<u32>)>,
+    /// Per-lcore walk counters (lcores that run nodes).
+    pub lcore_stats: Vec<(u32, Arc<LcoreStats>)>,
     pub(crate) trace: Arc<TraceBuf>,
 }
 
@@ -121,6 +148,16 @@ impl GraphInfo {
             "{:<28} {:<14} {:>5} {:>14} {:>16} {:>12} {:>11} {:>10}",
             "Name", "Type", "Lcore", "Calls", "Packets", "Drops", "Cycles/pkt", "Pkts/call"
         );
+        for (lc, st) in &self.lcore_stats {
+            let _ = writeln!(
+                s,
+                "lcore {lc}: {} walks, {} busy, {} packets in, {:.1} busy cycles/packet",
+                st.walks.get(),
+                st.busy_walks.get(),
+                st.received.get(),
+                st.cycles_per_packet()
+            );
+        }
         for n in &self.nodes {
             let st = n.stats.snapshot();
             let _ = writeln!(

@@ -27,8 +27,8 @@ mod summary;
 mod trace;
 
 pub use builder::{build, EdgeDecl, Graph, GraphError, NodeDecl};
-pub use info::{EdgeInfo, EdgeStats, GraphInfo, NodeInfo};
+pub use info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo};
 pub use node::{CounterSpec, Dispatch, Node, NodeCx, DROP};
-pub use sched::LcoreGraph;
+pub use sched::{LcoreGraph, TIME_EVERY};
 pub use stats::{Counter, NodeStats, StatsSnapshot};
 pub use trace::{summarize, TraceBuf, TRACE_CAPACITY};

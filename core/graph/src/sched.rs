@@ -2,7 +2,7 @@
 //! its input frame holds packets, in topological order, so a packet crosses the
 //! whole lcore-local part of the graph in one walk.
 
-use crate::info::EdgeStats;
+use crate::info::{EdgeStats, LcoreStats};
 use crate::node::{Dispatch, Node, NodeCx, DROP};
 use crate::stats::NodeStats;
 use crate::trace::{summarize, TraceBuf};
@@ -41,11 +41,24 @@ pub struct LcoreGraph {
     scratch: Vec<Burst>,
     next: Box<[u16; MAX_BURST]>,
     trace: Arc<TraceBuf>,
+    stats: Arc<LcoreStats>,
+    walk: u64,
+    prev_now: u64,
+    prev_busy: bool,
     stopped: bool,
 }
 
+/// One walk in this many measures node cycles.
+pub const TIME_EVERY: u64 = 8;
+
 impl LcoreGraph {
-    pub(crate) fn new(lcore: u32, cpu: Option<u32>, nodes: Vec<RtNode>, trace: Arc<TraceBuf>) -> Self {
+    pub(crate) fn new(
+        lcore: u32,
+        cpu: Option<u32>,
+        nodes: Vec<RtNode>,
+        trace: Arc<TraceBuf>,
+        stats: Arc<LcoreStats>,
+    ) -> Self {
         let max_nexts = nodes.iter().map(|n| n.targets.len()).max().unwrap_or(0);
         Self {
             lcore,
@@ -55,6 +68,10 @@ impl LcoreGraph {
             nodes,
             next: Box::new([DROP; MAX_BURST]),
             trace,
+            stats,
+            walk: 0,
+            prev_now: 0,
+            prev_busy: false,
             stopped: false,
         }
     }
@@ -68,7 +85,20 @@ impl LcoreGraph {
     /// then every node's [`Node::idle`] is called).
     pub fn run_once(&mut self) -> usize {
         let now = rdtsc();
+        // The previous walk lasted until now: charge it to the lcore if it was busy.
+        if self.prev_busy {
+            self.stats.busy_cycles.add(now.wrapping_sub(self.prev_now));
+        }
+        self.prev_now = now;
+        // Node cycles are sampled: one walk in TIME_EVERY reads the TSC after each
+        // node call (charging the call from the previous read to the end of its
+        // dispatch, as VPP reads the clock once per dispatch); other walks read no
+        // clock per node.
+        self.walk = self.walk.wrapping_add(1);
+        let timed = self.walk % TIME_EVERY == 0;
+        let mut t_prev = now;
         let mut work = 0;
+        let mut received = 0;
         for i in 0..self.nodes.len() {
             let (left, right) = self.inputs.split_at_mut(i + 1);
             let input = &mut left[i];
@@ -81,16 +111,21 @@ impl LcoreGraph {
             let pre: Vec<String> =
                 if tracing { (0..n_in).map(|k| summarize(input.data(k))).collect() } else { Vec::new() };
             let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats };
-            let t0 = rdtsc();
             let d = rt.node.process(&mut cx, input, &mut self.next);
-            let dt = rdtsc().wrapping_sub(t0);
             let n_out = input.len();
             let n = n_in.max(n_out);
             rt.stats.calls.add(1);
-            rt.stats.cycles.add(dt);
             if n == 0 {
-                rt.stats.idle_cycles.add(dt);
+                if timed {
+                    let t = rdtsc();
+                    rt.stats.cycles.add(t.wrapping_sub(t_prev));
+                    rt.stats.idle_cycles.add(t.wrapping_sub(t_prev));
+                    t_prev = t;
+                }
                 continue;
+            }
+            if rt.always {
+                received += n_out.saturating_sub(n_in);
             }
             rt.stats.busy_calls.add(1);
             rt.stats.packets.add(n as u64);
@@ -117,6 +152,18 @@ impl LcoreGraph {
                     }
                 }
             }
+            if timed {
+                let t = rdtsc();
+                rt.stats.cycles.add(t.wrapping_sub(t_prev));
+                rt.stats.timed_packets.add(n as u64);
+                t_prev = t;
+            }
+        }
+        self.stats.walks.add(1);
+        self.prev_busy = work > 0;
+        if work > 0 {
+            self.stats.busy_walks.add(1);
+            self.stats.received.add(received as u64);
         }
         if work == 0 {
             for rt in &mut self.nodes {

@@ -31,10 +31,13 @@ pub struct NodeStats {
     pub busy_calls: Counter,
     /// Packets handled (received by a source, given to any other node).
     pub packets: Counter,
-    /// TSC cycles spent in `process`.
+    /// TSC cycles of the sampled calls (one walk in [`crate::TIME_EVERY`]), each
+    /// from the previous clock read to the end of its dispatch.
     pub cycles: Counter,
-    /// Cycles spent in calls that handled no packet (idle polls).
+    /// Sampled cycles of calls that handled no packet (idle polls).
     pub idle_cycles: Counter,
+    /// Packets handled in the sampled calls.
+    pub timed_packets: Counter,
     /// Packets the node dropped ([`crate::DROP`], or left over after `Consumed`).
     pub drops: Counter,
     /// Packets sent to a next edge that is not connected (freed).
@@ -55,6 +58,7 @@ impl NodeStats {
             packets: Counter::default(),
             cycles: Counter::default(),
             idle_cycles: Counter::default(),
+            timed_packets: Counter::default(),
             drops: Counter::default(),
             unconnected: Counter::default(),
             frame_full: Counter::default(),
@@ -88,6 +92,7 @@ impl NodeStats {
             packets: self.packets.get(),
             cycles: self.cycles.get(),
             idle_cycles: self.idle_cycles.get(),
+            timed_packets: self.timed_packets.get(),
             drops: self.drops.get() + self.unconnected.get() + self.frame_full.get(),
         }
     }
@@ -102,22 +107,24 @@ pub struct StatsSnapshot {
     pub busy_calls: u64,
     /// Packets.
     pub packets: u64,
-    /// Cycles in all calls.
+    /// Cycles in the sampled calls.
     pub cycles: u64,
-    /// Cycles in calls without packets.
+    /// Cycles in sampled calls without packets.
     pub idle_cycles: u64,
+    /// Packets in the sampled calls.
+    pub timed_packets: u64,
     /// All drops (node, unconnected, frame full).
     pub drops: u64,
 }
 
 impl StatsSnapshot {
-    /// Cycles per packet over the calls that handled packets (idle polls excluded,
-    /// as they cost nothing when there is work).
+    /// Cycles per packet over the sampled calls that handled packets (idle polls
+    /// excluded, as they cost nothing when there is work).
     pub fn cycles_per_packet(&self) -> f64 {
-        if self.packets == 0 {
+        if self.timed_packets == 0 {
             0.0
         } else {
-            (self.cycles - self.idle_cycles.min(self.cycles)) as f64 / self.packets as f64
+            (self.cycles - self.idle_cycles.min(self.cycles)) as f64 / self.timed_packets as f64
         }
     }
 
@@ -145,6 +152,7 @@ mod tests {
         s.busy_calls.add(2);
         s.cycles.add(1000);
         s.idle_cycles.add(200);
+        s.timed_packets.add(10);
         assert_eq!(s.extra_by_name("x"), Some(5));
         let snap = s.snapshot();
         assert_eq!(snap.cycles_per_packet(), 80.0);

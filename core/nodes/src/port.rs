@@ -26,11 +26,8 @@ impl Node for PortRx {
     }
 }
 
-static TX_COUNTERS: [CounterSpec; 3] = [
-    CounterSpec { name: "sent", unit: "packets" },
-    CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
-    CounterSpec { name: "sent_bytes", unit: "bytes" },
-];
+static TX_COUNTERS: [CounterSpec; 2] =
+    [CounterSpec { name: "sent", unit: "packets" }, CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" }];
 
 /// Send to one port queue.
 pub struct PortTx {
@@ -48,7 +45,6 @@ impl PortTx {
 impl Node for PortTx {
     #[inline]
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
-        let bytes: u64 = (0..pkts.len()).map(|i| pkts.pkt_len(i) as u64).sum();
         let n = pkts.len();
         let mut left = self.retries;
         while !pkts.is_empty() {
@@ -62,9 +58,7 @@ impl Node for PortTx {
             }
         }
         let unsent = pkts.len();
-        let unsent_bytes: u64 = (0..unsent).map(|i| pkts.pkt_len(i) as u64).sum();
         cx.count(0, (n - unsent) as u64);
-        cx.count(2, bytes - unsent_bytes);
         if unsent > 0 {
             cx.count(1, unsent as u64);
             pkts.free_all();

@@ -14,15 +14,16 @@ impl Node for MacSwap {
     #[inline]
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let mut short = 0u64;
-        pkts.for_each_data_mut(|d| {
-            if d.len() >= 12 {
-                let mut a = [0u8; 6];
-                a.copy_from_slice(&d[0..6]);
-                d.copy_within(6..12, 0);
-                d[6..12].copy_from_slice(&a);
-            } else {
-                short += 1;
+        pkts.for_each_data_mut(|d| match d.get_mut(..12) {
+            Some(eth) => {
+                // Fixed-size copies: the compiler keeps them in registers (a
+                // variable-length overlapping copy would be a call to memmove).
+                let mut h = [0u8; 12];
+                h.copy_from_slice(eth);
+                eth[..6].copy_from_slice(&h[6..]);
+                eth[6..].copy_from_slice(&h[..6]);
             }
+            None => short += 1,
         });
         if short > 0 {
             cx.count(0, pkts.retain(|_, d| d.len() >= 12) as u64);

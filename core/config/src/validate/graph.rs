@@ -1,9 +1,11 @@
 //! `nodes:` and `edges:`.
 
+use std::collections::HashMap;
+
 use crate::catalog::{Catalog, NodeSpec};
 use crate::error::Loc;
 use crate::model::{EdgeCfg, NodeCfg};
-use crate::suggest::{did_you_mean, list};
+use crate::suggest::{did_you_mean, list, show};
 use crate::tree::Node;
 
 use super::param::{self, Env};
@@ -64,7 +66,7 @@ fn node_name<'n>(e: &mut Errors, f: &Fields<'n>, ctx: &str) -> Option<&'n str> {
     let node = f.required(e, "name", ctx)?;
     let name = string(e, node, &format!("`name` in {ctx}"))?;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        e.push(node.loc, format!("invalid node name `{name}`: use one or more letters, digits, `_` and `-`"));
+        e.push(node.loc, format!("invalid node name `{}`: use one or more letters, digits, `_` and `-`", show(name)));
         return None;
     }
     Some(name)
@@ -76,10 +78,9 @@ fn node_type<'c>(e: &mut Errors, node: &Node, ctx: &str, catalog: &Catalog<'c>) 
     let spec = catalog.nodes.iter().find(|s| s.type_name == t);
     if spec.is_none() {
         let types = || catalog.nodes.iter().map(|s| s.type_name);
-        e.push(
-            node.loc,
-            format!("{what}: unknown node type `{t}`; accepted: {}{}", list(types()), did_you_mean(t, types())),
-        );
+        e.push_with(node.loc, || {
+            format!("{what}: unknown node type `{}`; accepted: {}{}", show(t), list(types()), did_you_mean(t, types()))
+        });
     }
     spec
 }
@@ -104,12 +105,12 @@ fn lcore(e: &mut Errors, node: &Node, ctx: &str, lcores: &LcoreIds) -> Option<u3
 /// The edges; a node's next may be connected once.
 pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>) -> Vec<EdgeCfg> {
     let mut edges = Vec::new();
-    // (from, next) -> line of the edge that connected it first.
-    let mut connected: Vec<(String, &'static str, Loc)> = Vec::new();
+    // (from, next) -> the edge that connected it first.
+    let mut connected: HashMap<(String, &'static str), Loc> = HashMap::new();
     for (i, item) in list_of(e, node, "edges").iter().enumerate() {
         let Some(f) = Fields::of(e, item, &format!("edges[{i}]")) else { continue };
         let ctx = match (peek_name(&f, "from"), peek_name(&f, "to")) {
-            (Some(a), Some(b)) => format!("edge `{a} -> {b}`"),
+            (Some(a), Some(b)) => format!("edge `{} -> {}`", show(a), show(b)),
             _ => entry_ctx("edge", "edges", i, None),
         };
         f.check_keys(e, &format!("in {ctx}"), EDGE_KEYS);
@@ -117,7 +118,7 @@ pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>) 
             f.required(e, "from", &ctx).and_then(|n| nodes.names.reference(e, n, &format!("`from` in {ctx}"), "node"));
         let to = f.required(e, "to", &ctx).and_then(|n| nodes.names.reference(e, n, &format!("`to` in {ctx}"), "node"));
         let spec = from.as_deref().and_then(|name| {
-            let idx = nodes.names.iter().position(|n| n == name)?;
+            let idx = nodes.names.position(name)?;
             nodes.specs[idx]
         });
         let next = match spec {
@@ -132,15 +133,19 @@ pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>) 
         };
         let ring_size = f.get("ring_size").map_or(Some(1024), |n| ring_size(e, n, &ctx));
         if let (Some(from), Some(next)) = (&from, next) {
-            if let Some((_, _, first)) = connected.iter().find(|(f, n, _)| f == from && *n == next) {
+            if let Some(first) = connected.get(&(from.clone(), next)) {
                 let at = f.get("next").map_or(f.loc, |n| n.loc);
                 e.push(
                     at,
-                    format!("next `{next}` of node `{from}` is already connected (first at line {})", first.line),
+                    format!(
+                        "next `{next}` of node `{}` is already connected (first at line {})",
+                        show(from),
+                        first.line
+                    ),
                 );
                 continue;
             }
-            connected.push((from.clone(), next, f.loc));
+            connected.insert((from.clone(), next), f.loc);
         }
         if let (Some(from), Some(next), Some(to), Some(ring_size)) = (from, next, to, ring_size) {
             edges.push(EdgeCfg { from, next: next.to_owned(), to, ring_size, loc: f.loc });
@@ -152,7 +157,7 @@ pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>) 
 /// The edge's `next`: one the source type declares; may be omitted when it declares exactly one.
 fn next(e: &mut Errors, f: &Fields<'_>, ctx: &str, from: &str, spec: &NodeSpec) -> Option<&'static str> {
     let declared = spec.nexts.names();
-    let source = format!("node `{from}` (type {})", spec.type_name);
+    let source = format!("node `{}` (type {})", show(from), spec.type_name);
     if declared.is_empty() {
         e.push(f.get("next").map_or(f.loc, |n| n.loc), format!("{ctx}: {source} has no next edges (it is a sink)"));
         return None;
@@ -174,7 +179,8 @@ fn next(e: &mut Errors, f: &Fields<'_>, ctx: &str, from: &str, spec: &NodeSpec) 
         e.push(
             n.loc,
             format!(
-                "{what}: {source} has no next `{name}`; declared: {}{}",
+                "{what}: {source} has no next `{}`; declared: {}{}",
+                show(name),
                 list(declared.iter().copied()),
                 did_you_mean(name, declared.iter().copied())
             ),

@@ -8,12 +8,13 @@ mod graph;
 mod param;
 mod resources;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::catalog::Catalog;
 use crate::error::{ConfigError, Loc};
 use crate::model::Pipeline;
-use crate::suggest::{did_you_mean, list};
+use crate::suggest::{did_you_mean, list, show};
 use crate::tree::{Key, Node, NodeKind};
 
 const TOP_KEYS: &[&str] = &["name", "description", "mempools", "ports", "lcores", "nodes", "edges"];
@@ -42,9 +43,13 @@ pub(crate) fn pipeline(root: &Node, file: &Path, catalog: &Catalog<'_>) -> Resul
     if e.0.is_empty() {
         Ok(Pipeline { file: file.to_owned(), name, description, mempools, ports, lcores, nodes, edges })
     } else {
-        Err(e.0)
+        Err(e.finish())
     }
 }
+
+/// Errors kept per file. A hostile file could otherwise have hundreds of thousands, each costing a
+/// "did you mean" search; nobody reads past the first screens anyway.
+const MAX_ERRORS: usize = 200;
 
 /// The directory relative paths are resolved against: the file's, or none (the current directory)
 /// when the file is named without a directory.
@@ -52,13 +57,33 @@ fn base_dir(file: &Path) -> Option<&Path> {
     file.parent().filter(|p| !p.as_os_str().is_empty())
 }
 
-/// The errors found so far.
+/// The errors found so far (at most [`MAX_ERRORS`]), and whether some were dropped.
 #[derive(Default)]
-pub(crate) struct Errors(pub(crate) Vec<ConfigError>);
+pub(crate) struct Errors(pub(crate) Vec<ConfigError>, bool);
 
 impl Errors {
     pub(crate) fn push(&mut self, loc: Loc, message: impl Into<String>) {
-        self.0.push(ConfigError::new(loc, message));
+        self.push_with(loc, || message.into());
+    }
+
+    /// Adds the error `message()`, computed only while errors are still kept.
+    pub(crate) fn push_with(&mut self, loc: Loc, message: impl FnOnce() -> String) {
+        if self.0.len() < MAX_ERRORS {
+            self.0.push(ConfigError::new(loc, message()));
+        } else {
+            self.1 = true;
+        }
+    }
+
+    /// The errors, with a note (without position, so printed first) if some were dropped.
+    fn finish(mut self) -> Vec<ConfigError> {
+        if self.1 {
+            self.0.push(ConfigError::new(
+                Loc::default(),
+                format!("too many errors: only the first {MAX_ERRORS} found are listed"),
+            ));
+        }
+        self.0
     }
 
     /// "{what}: expected {expected}, found {the node's type}", with a hint when quoting would help.
@@ -111,19 +136,22 @@ impl<'n> Fields<'n> {
 
     /// As [`Fields::check_keys`], naming the entries `noun` ("param").
     pub(crate) fn check_names(&self, e: &mut Errors, noun: &str, ctx: &str, accepted: &[&str]) {
-        for (i, (k, _)) in self.entries.iter().enumerate() {
-            if let Some((first, _)) = self.entries[..i].iter().find(|(f, _)| f.name == k.name) {
-                e.push(k.loc, format!("duplicate {noun} `{}` {ctx} (first at line {})", k.name, first.loc.line));
-            } else if !accepted.contains(&k.name.as_str()) {
-                e.push(
-                    k.loc,
+        let mut seen: HashMap<&str, Loc> = HashMap::new();
+        for (k, _) in self.entries {
+            if let Some(first) = seen.get(k.name.as_str()) {
+                e.push(k.loc, format!("duplicate {noun} `{}` {ctx} (first at line {})", show(&k.name), first.line));
+                continue;
+            }
+            seen.insert(&k.name, k.loc);
+            if !accepted.contains(&k.name.as_str()) {
+                e.push_with(k.loc, || {
                     format!(
                         "unknown {noun} `{}` {ctx}; accepted: {}{}",
-                        k.name,
+                        show(&k.name),
                         list(accepted.iter().copied()),
                         did_you_mean(&k.name, accepted.iter().copied())
-                    ),
-                );
+                    )
+                });
             }
         }
     }
@@ -179,14 +207,14 @@ pub(crate) fn choice<'a>(e: &mut Errors, node: &Node, what: &str, accepted: &[&'
     };
     let found = accepted.iter().find(|a| **a == s).copied();
     if found.is_none() {
-        e.push(
-            node.loc,
+        e.push_with(node.loc, || {
             format!(
-                "{what}: unknown value `{s}`; accepted: {}{}",
+                "{what}: unknown value `{}`; accepted: {}{}",
+                show(s),
                 list(accepted.iter().copied()),
                 did_you_mean(s, accepted.iter().copied())
-            ),
-        );
+            )
+        });
     }
     found
 }
@@ -198,7 +226,10 @@ pub(crate) fn choice<'a>(e: &mut Errors, node: &Node, what: &str, accepted: &[&'
 /// so unknown references are then not reported again.
 #[derive(Default)]
 pub(crate) struct Names {
+    /// In file order.
     names: Vec<(String, Loc)>,
+    /// Name -> index in `names`.
+    index: HashMap<String, usize>,
     incomplete: bool,
 }
 
@@ -210,17 +241,24 @@ impl Names {
 
     /// Records `name`, or reports it as a duplicate of an earlier one.
     pub(crate) fn add(&mut self, e: &mut Errors, noun: &str, name: &str, loc: Loc) -> bool {
-        if let Some((_, first)) = self.names.iter().find(|(n, _)| n == name) {
-            e.push(loc, format!("duplicate {noun} name `{name}` (first defined at line {})", first.line));
+        if let Some(&i) = self.index.get(name) {
+            let first = self.names[i].1;
+            e.push(loc, format!("duplicate {noun} name `{}` (first defined at line {})", show(name), first.line));
             false
         } else {
+            self.index.insert(name.to_owned(), self.names.len());
             self.names.push((name.to_owned(), loc));
             true
         }
     }
 
+    /// The index of `name` in file order (the order of [`Names::add`] calls that returned true).
+    pub(crate) fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     pub(crate) fn contains(&self, name: &str) -> bool {
-        self.names.iter().any(|(n, _)| n == name)
+        self.index.contains_key(name)
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &str> + Clone {
@@ -236,14 +274,14 @@ impl Names {
         if self.incomplete {
             return None;
         }
-        e.push(
-            node.loc,
+        e.push_with(node.loc, || {
             format!(
-                "{what}: no {noun} named `{name}`; defined: {}{}",
+                "{what}: no {noun} named `{}`; defined: {}{}",
+                show(name),
                 list(self.iter()),
                 did_you_mean(name, self.iter())
-            ),
-        );
+            )
+        });
         None
     }
 }
@@ -278,7 +316,7 @@ pub(crate) fn required_list<'n>(e: &mut Errors, top: &Fields<'n>, key: &str, exa
 /// The way messages name an entry: "port `p0`", or "ports[2]" (0-based) when it has no usable name.
 pub(crate) fn entry_ctx(noun: &str, key: &str, index: usize, name: Option<&str>) -> String {
     match name {
-        Some(n) => format!("{noun} `{n}`"),
+        Some(n) => format!("{noun} `{}`", show(n)),
         None => format!("{key}[{index}]"),
     }
 }
@@ -336,6 +374,32 @@ mod tests {
         let e = errors(&format!("{BASE}1: x\n? [a]\n: y\n"));
         assert!(e.contains("unknown key `1` at the top level"), "{e}");
         assert!(e.contains("unknown key `[...]` at the top level"), "{e}");
+    }
+
+    #[test]
+    fn text_from_the_file_cannot_break_the_one_line_format() {
+        let e = errors(&format!(
+            "{BASE}\"a\\nb\\u001b\": 1\nports: [{{name: \"p\\n0\", driver: \"{}\"}}]\n",
+            "x".repeat(500)
+        ));
+        assert_eq!(e.lines().count(), 2, "{e}");
+        assert!(e.contains("unknown key `a\\nb\\u{1b}` at the top level"), "{e}");
+        assert!(e.contains("unknown driver `xxxx") && e.contains("x...`"), "{e}");
+    }
+
+    #[test]
+    fn errors_are_capped_on_big_files() {
+        let mut text = String::from("lcores: [{id: 0}]\nnodes:\n");
+        for i in 0..20_000 {
+            text.push_str(&format!("  - {{name: node{i}, type: drop, lcore: 0}}\n"));
+        }
+        text.push_str("edges:\n");
+        for i in 0..20_000 {
+            text.push_str(&format!("  - {{from: nod{i}, to: node{i}}}\n"));
+        }
+        let errs = parse_str(&text, Path::new("t.yaml"), &mock_catalog()).unwrap_err();
+        assert_eq!(errs.errors.len(), super::MAX_ERRORS + 1);
+        assert!(errs.to_string().starts_with("t.yaml: error: too many errors: only the first 200 found are listed\n"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::catalog::{NodeSpec, ParamKind, ParamSpec};
 use crate::error::Loc;
 use crate::params::{ParamValue, Params};
+use crate::suggest::show;
 use crate::tree::{self, Node, NodeKind};
 
 use super::{boolean, choice, string, uint, Errors, Fields, Names};
@@ -90,7 +91,7 @@ fn default(e: &mut Errors, p: &ParamSpec, spec: &NodeSpec, node_loc: Loc, env: &
 /// One value of kind `kind`; `what` names it in messages.
 fn value(e: &mut Errors, kind: ParamKind, node: &Node, what: &str, env: &Env<'_>) -> Option<ParamValue> {
     let bad = |e: &mut Errors, s: &str| {
-        e.push(node.loc, format!("{what}: `{s}` is not {}", kind.describe()));
+        e.push(node.loc, format!("{what}: `{}` is not {}", show(s), kind.describe()));
     };
     match kind {
         ParamKind::Uint { min, max } => uint(e, node, what, min, max).map(ParamValue::Uint),
@@ -161,7 +162,7 @@ fn ip_list(e: &mut Errors, node: &Node, what: &str) -> Option<Vec<IpAddr>> {
         let s = string(e, n, what)?;
         let ip = s.parse::<IpAddr>().ok();
         if ip.is_none() {
-            e.push(n.loc, format!("{what}: `{s}` is not an IPv4 or IPv6 address"));
+            e.push(n.loc, format!("{what}: `{}` is not an IPv4 or IPv6 address", show(s)));
         }
         ip
     };
@@ -197,12 +198,12 @@ fn duration(e: &mut Errors, node: &Node, what: &str) -> Option<u64> {
                 _ => 0,
             };
             if num.is_empty() || scale == 0 {
-                e.push(node.loc, format!("{what}: `{s}` is not {EXPECTED}"));
+                e.push(node.loc, format!("{what}: `{}` is not {EXPECTED}", show(s)));
                 return None;
             }
             let v = num.parse::<u64>().ok().and_then(|n| n.checked_mul(scale));
             if v.is_none() {
-                e.push(node.loc, format!("{what}: `{s}` is too long (at most {} microseconds)", u64::MAX));
+                e.push(node.loc, format!("{what}: `{}` is too long (at most {} microseconds)", show(s), u64::MAX));
             }
             v
         }

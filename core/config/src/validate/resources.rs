@@ -3,7 +3,7 @@
 use crate::catalog::Catalog;
 use crate::error::Loc;
 use crate::model::{HugePages, LcoreCfg, MempoolCfg, PortCfg, DEFAULT_MEMPOOL};
-use crate::suggest::{did_you_mean, list};
+use crate::suggest::{did_you_mean, list, show};
 use crate::tree::{Node, NodeKind};
 
 use super::{boolean, choice, entry_ctx, list_of, peek_name, required_list, string, uint_as, Errors, Fields, Names};
@@ -138,7 +138,7 @@ fn driver<'n>(e: &mut Errors, node: &'n Node, what: &str, catalog: &Catalog<'_>)
     let known = || drivers.iter().map(String::as_str);
     e.push(
         node.loc,
-        format!("{what}: unknown driver `{name}`; accepted: {}{}", list(known()), did_you_mean(name, known())),
+        format!("{what}: unknown driver `{}`; accepted: {}{}", show(name), list(known()), did_you_mean(name, known())),
     );
     None
 }
