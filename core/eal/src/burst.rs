@@ -29,6 +29,12 @@ impl Default for Burst {
     }
 }
 
+impl AsMut<Burst> for Burst {
+    fn as_mut(&mut self) -> &mut Burst {
+        self
+    }
+}
+
 impl Drop for Burst {
     fn drop(&mut self) {
         self.free_all();
@@ -275,18 +281,22 @@ impl Burst {
     /// ends empty. Returns how many were freed. Panics if `tags` is shorter than
     /// the burst. (VPP's "enqueue to next" for a vector with per-packet nexts.)
     #[inline]
-    pub fn distribute(&mut self, tags: &[u16], outs: &mut [Burst]) -> usize {
-        let tags = &tags[..self.len];
-        let mut dropped = [std::ptr::null_mut::<RawMbuf>(); MAX_BURST];
+    pub fn distribute<B: AsMut<Burst>>(&mut self, tags: &[u16], outs: &mut [B]) -> usize {
+        let n = self.len;
+        let tags = &tags[..n];
+        // Packets to free are gathered at the front of our own array (slot `nd` is
+        // always at or before the one being read), so no second array is needed on
+        // the stack of this hot, inlined function.
         let mut nd = 0;
-        for (&p, &t) in self.pkts[..self.len].iter().zip(tags) {
-            match outs.get_mut(t as usize) {
+        for i in 0..n {
+            let p = self.pkts[i];
+            match outs.get_mut(tags[i] as usize).map(AsMut::as_mut) {
                 Some(o) if o.len < MAX_BURST => {
                     o.pkts[o.len] = p;
                     o.len += 1;
                 }
                 _ => {
-                    dropped[nd] = p;
+                    self.pkts[nd] = p;
                     nd += 1;
                 }
             }
@@ -294,7 +304,7 @@ impl Burst {
         self.len = 0;
         if nd > 0 {
             // SAFETY: we owned these packets and no longer list them.
-            unsafe { free_bulk_raw(&dropped[..nd]) };
+            unsafe { free_bulk_raw(&self.pkts[..nd]) };
         }
         nd
     }

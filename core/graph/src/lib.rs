@@ -32,3 +32,27 @@ pub use node::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 pub use sched::{LcoreGraph, TIME_EVERY};
 pub use stats::{Counter, NodeStats, StatsSnapshot};
 pub use trace::{summarize, TraceBuf, TRACE_CAPACITY};
+
+/// Running one node outside a graph, for node tests and fuzz targets.
+#[cfg(feature = "test-utils")]
+pub mod testing {
+    use crate::{Dispatch, Node, NodeCx, NodeStats};
+    use ironpath_eal::{Burst, MAX_BURST};
+
+    /// The outcome of one [`call`].
+    pub struct Call {
+        /// What the node returned.
+        pub dispatch: Dispatch,
+        /// The per-packet nexts it wrote (meaningful for [`Dispatch::Each`]).
+        pub next: Box<[u16; MAX_BURST]>,
+    }
+
+    /// Call `node.process` once on `pkts` with TSC time `now_tsc`, counting into `stats`
+    /// (make it with `NodeStats::new(node.counters())`).
+    pub fn call(node: &mut dyn Node, stats: &NodeStats, pkts: &mut Burst, now_tsc: u64) -> Call {
+        let mut next = Box::new([crate::DROP; MAX_BURST]);
+        let mut cx = NodeCx { now_tsc, lcore: 0, stats };
+        let dispatch = node.process(&mut cx, pkts, &mut next);
+        Call { dispatch, next }
+    }
+}

@@ -37,8 +37,10 @@ pub struct LcoreGraph {
     /// CPU to pin the lcore's thread to.
     pub cpu: Option<u32>,
     pub(crate) nodes: Vec<RtNode>,
-    inputs: Vec<Burst>,
-    scratch: Vec<Burst>,
+    /// Input frame of each node. Boxed so a whole frame moves to an empty next
+    /// frame by swapping two pointers (VPP hands frames over the same way).
+    inputs: Vec<Box<Burst>>,
+    scratch: Vec<Box<Burst>>,
     next: Box<[u16; MAX_BURST]>,
     trace: Arc<TraceBuf>,
     stats: Arc<LcoreStats>,
@@ -63,8 +65,8 @@ impl LcoreGraph {
         Self {
             lcore,
             cpu,
-            inputs: nodes.iter().map(|_| Burst::new()).collect(),
-            scratch: (0..max_nexts).map(|_| Burst::new()).collect(),
+            inputs: nodes.iter().map(|_| Box::new(Burst::new())).collect(),
+            scratch: (0..max_nexts).map(|_| Box::new(Burst::new())).collect(),
             nodes,
             next: Box::new([DROP; MAX_BURST]),
             trace,
@@ -199,7 +201,7 @@ impl Drop for LcoreGraph {
 /// Move the packets in `from` along next edge `k` of node `i` (to a node after it);
 /// what cannot go is freed and counted.
 #[inline(always)]
-fn send(rt: &RtNode, k: u16, from: &mut Burst, right: &mut [Burst], i: usize) {
+fn send(rt: &RtNode, k: u16, from: &mut Box<Burst>, right: &mut [Box<Burst>], i: usize) {
     if k == DROP {
         rt.stats.drops.add(from.len() as u64);
         from.free_all();
@@ -207,7 +209,14 @@ fn send(rt: &RtNode, k: u16, from: &mut Burst, right: &mut [Burst], i: usize) {
     }
     match rt.targets.get(k as usize) {
         Some(Some(t)) => {
-            let moved = from.move_to(&mut right[t.node - i - 1]);
+            let to = &mut right[t.node - i - 1];
+            if to.is_empty() {
+                // Hand the whole frame over: swap the boxes, copy nothing.
+                std::mem::swap(from, to);
+                t.edge.packets.add(to.len() as u64);
+                return;
+            }
+            let moved = from.move_to(to);
             t.edge.packets.add(moved as u64);
             if !from.is_empty() {
                 rt.stats.frame_full.add(from.len() as u64);

@@ -26,8 +26,10 @@ impl Node for PortRx {
     }
 }
 
-static TX_COUNTERS: [CounterSpec; 2] =
-    [CounterSpec { name: "sent", unit: "packets" }, CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" }];
+static TX_COUNTERS: [CounterSpec; 2] = [
+    CounterSpec { name: "sent", unit: "packets" },
+    CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
+];
 
 /// Send to one port queue.
 pub struct PortTx {
