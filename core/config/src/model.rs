@@ -60,13 +60,13 @@ pub struct MempoolCfg {
 
 impl MempoolCfg {
     /// The pool used when the file has no `mempools:`: [`DEFAULT_MEMPOOL`], 8191 mbufs,
-    /// cache 256, data room 2048, hugepages auto.
+    /// cache 256, data room 2176 (2048 + headroom), hugepages auto.
     pub fn implicit() -> Self {
         Self {
             name: DEFAULT_MEMPOOL.to_owned(),
             size: 8191,
             cache: 256,
-            data_room: 2048,
+            data_room: 2176,
             hugepages: HugePages::Auto,
             loc: Loc::default(),
         }

@@ -99,7 +99,7 @@ fn valid_full_file() {
                 name: "mp0".into(),
                 size: 8191,
                 cache: 256,
-                data_room: 2048,
+                data_room: 2176,
                 hugepages: HugePages::Auto,
                 loc: Loc::new(5, 5)
             },

@@ -16,6 +16,7 @@ pub mod arp;
 pub mod capture;
 mod catalog;
 pub mod classify;
+pub mod doc;
 pub mod icmp;
 pub mod port;
 pub mod simple;

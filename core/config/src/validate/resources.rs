@@ -59,7 +59,7 @@ pub(crate) fn mempools(e: &mut Errors, node: Option<&Node>) -> (Vec<MempoolCfg>,
         let name = entry_name(e, &f, &ctx, "mempool", &mut names);
         let size = f.get("size").map_or(Some(8191), |n| uint_as(e, n, &what("size"), 1, 16_777_215));
         let cache = f.get("cache").map_or(Some(256), |n| uint_as(e, n, &what("cache"), 0, 512));
-        let data_room = f.get("data_room").map_or(Some(2048), |n| uint_as(e, n, &what("data_room"), 256, 65535));
+        let data_room = f.get("data_room").map_or(Some(2176), |n| uint_as(e, n, &what("data_room"), 256, 65535));
         let hugepages = f.get("hugepages").map_or(Some(HugePages::Auto), |n| {
             choice(e, n, &what("hugepages"), &["auto", "on", "off"]).map(|v| match v {
                 "on" => HugePages::On,
