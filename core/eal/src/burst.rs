@@ -288,9 +288,9 @@ impl Burst {
         // always at or before the one being read), so no second array is needed on
         // the stack of this hot, inlined function.
         let mut nd = 0;
-        for i in 0..n {
+        for (i, &tag) in tags.iter().enumerate() {
             let p = self.pkts[i];
-            match outs.get_mut(tags[i] as usize).map(AsMut::as_mut) {
+            match outs.get_mut(tag as usize).map(AsMut::as_mut) {
                 Some(o) if o.len < MAX_BURST => {
                     o.pkts[o.len] = p;
                     o.len += 1;

@@ -39,7 +39,9 @@ pub struct LcoreGraph {
     pub(crate) nodes: Vec<RtNode>,
     /// Input frame of each node. Boxed so a whole frame moves to an empty next
     /// frame by swapping two pointers (VPP hands frames over the same way).
+    #[allow(clippy::vec_box, reason = "boxed on purpose: handing a frame over swaps two pointers")]
     inputs: Vec<Box<Burst>>,
+    #[allow(clippy::vec_box, reason = "as `inputs`")]
     scratch: Vec<Box<Burst>>,
     next: Box<[u16; MAX_BURST]>,
     trace: Arc<TraceBuf>,
@@ -50,7 +52,7 @@ pub struct LcoreGraph {
     stopped: bool,
 }
 
-/// One walk in this many measures node cycles.
+/// One walk in this many measures node cycles (a power of two).
 pub const TIME_EVERY: u64 = 8;
 
 impl LcoreGraph {
@@ -97,7 +99,7 @@ impl LcoreGraph {
         // dispatch, as VPP reads the clock once per dispatch); other walks read no
         // clock per node.
         self.walk = self.walk.wrapping_add(1);
-        let timed = self.walk % TIME_EVERY == 0;
+        let timed = self.walk & (TIME_EVERY - 1) == 0;
         let mut t_prev = now;
         let mut work = 0;
         let mut received = 0;
