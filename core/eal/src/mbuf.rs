@@ -590,6 +590,106 @@ impl Mbuf {
         Ok(())
     }
 
+    /// Append several packets, in order, as further segments of this one (one walk
+    /// to the end of the chain, however many are added). `tails` ends empty.
+    pub fn chain_many(&mut self, tails: &mut Vec<Mbuf>) -> Result<(), MbufError> {
+        let total = self.nb_segs() + tails.iter().map(Mbuf::nb_segs).sum::<usize>();
+        if total > u16::MAX as usize {
+            return Err(MbufError::TooManySegs(total));
+        }
+        let mut last = self.last_seg();
+        let mut add = 0u32;
+        for t in tails.drain(..) {
+            let t_last = t.last_seg();
+            let t = t.into_raw();
+            // SAFETY: `last` is our last segment; `t` a packet we now own and link in;
+            // its own last segment becomes ours.
+            unsafe {
+                (*last).next = t;
+                add += (*t).pkt_len;
+            }
+            last = t_last;
+        }
+        // SAFETY: our head.
+        unsafe {
+            let h = &mut *self.ptr.as_ptr();
+            h.nb_segs = total as u16;
+            h.pkt_len += add;
+        }
+        Ok(())
+    }
+
+    /// A new packet made of indirect segments (headers from `pool`) that show bytes
+    /// `off..off + len` of this packet's data, sharing its buffers (each buffer's
+    /// owner gains a reference). For segmentation: payload slices without copies.
+    pub fn slice_indirect(&self, pool: &Mempool, off: usize, len: usize) -> Result<Mbuf, MbufError> {
+        if off + len > self.pkt_len() {
+            return Err(MbufError::NoRoom { op: "slice_indirect", want: off + len, have: self.pkt_len() });
+        }
+        let mut head: Option<Mbuf> = None;
+        let mut tail: *mut RawMbuf = std::ptr::null_mut();
+        let mut skip = off;
+        let mut left = len;
+        for s in self.segs() {
+            if left == 0 {
+                break;
+            }
+            // SAFETY: a valid segment we hold a reference to.
+            let sr = unsafe { &*s };
+            let dl = sr.data_len as usize;
+            if skip >= dl {
+                skip -= dl;
+                continue;
+            }
+            let take = (dl - skip).min(left);
+            let mut raw = [std::ptr::null_mut(); 1];
+            pool.get_bulk(&mut raw).map_err(|_| MbufError::NoMbuf)?;
+            let mi = raw[0];
+            let direct = if sr.ol_flags & abi::IND_ATTACHED != 0 { direct_of(sr.buf_addr) } else { s };
+            // SAFETY: `direct` owns the buffer and we hold a reference through `self`,
+            // so it is live; `mi` is a fresh header we own.
+            unsafe {
+                (*direct).refcnt.fetch_add(1, Ordering::Relaxed);
+                reset_raw(mi, 0);
+                let m = &mut *mi;
+                m.buf_addr = sr.buf_addr;
+                m.buf_iova = sr.buf_iova;
+                m.buf_len = sr.buf_len;
+                m.data_off = sr.data_off + skip as u16;
+                m.data_len = take as u16;
+                m.pkt_len = take as u32;
+                m.port = sr.port;
+                m.ol_flags = abi::IND_ATTACHED;
+            }
+            match head.as_mut() {
+                None => {
+                    // SAFETY: a complete one-segment packet owned by us.
+                    head = Some(unsafe { Mbuf::from_raw(mi) });
+                }
+                Some(h) => {
+                    // SAFETY: `tail` is the last segment of `h`; `mi` joins the chain.
+                    unsafe {
+                        (*tail).next = mi;
+                        let hh = &mut *h.ptr.as_ptr();
+                        hh.nb_segs += 1;
+                        hh.pkt_len += take as u32;
+                    }
+                }
+            }
+            tail = mi;
+            skip = 0;
+            left -= take;
+        }
+        match head {
+            Some(h) => Ok(h),
+            None => {
+                // A zero-length slice: an empty packet.
+                let m = Mbuf::alloc(pool)?;
+                Ok(m)
+            }
+        }
+    }
+
     /// Copy `dst.len()` bytes starting at `off` into `dst`, across segments. Returns
     /// the number copied (less when the packet is shorter).
     pub fn copy_to(&self, off: usize, dst: &mut [u8]) -> usize {
@@ -731,6 +831,31 @@ mod tests {
 
     fn pool(n: u32, room: u16) -> Mempool {
         Mempool::create(&MempoolConfig::new("m", n).cache_size(0).data_room(room).policy(MemPolicy::NoHuge)).unwrap()
+    }
+
+    #[test]
+    fn chain_many_and_slice_indirect_share_without_copies() {
+        let p = pool(32, 256);
+        let mut head = Mbuf::from_slice(&p, b"abc").unwrap();
+        let mut tails: Vec<Mbuf> = [&b"defg"[..], b"h", b"ijklmn"].iter().map(|d| Mbuf::from_slice(&p, d).unwrap()).collect();
+        head.chain_many(&mut tails).unwrap();
+        assert!(tails.is_empty());
+        assert_eq!((head.nb_segs(), head.pkt_len()), (4, 14));
+        assert_eq!(head.to_vec(), b"abcdefghijklmn");
+        for (off, len) in [(0, 14), (2, 5), (3, 4), (7, 0), (8, 6), (13, 1)] {
+            let s = head.slice_indirect(&p, off, len).unwrap();
+            assert_eq!(s.to_vec(), &b"abcdefghijklmn"[off..off + len], "{off}+{len}");
+            assert_eq!(s.pkt_len(), len);
+            assert!(len == 0 || !s.is_writable());
+        }
+        assert!(head.slice_indirect(&p, 10, 5).is_err());
+        let s = head.slice_indirect(&p, 2, 9).unwrap();
+        drop(head);
+        // The slice keeps the buffers alive after the original is gone.
+        assert_eq!(s.to_vec(), b"cdefghijk");
+        assert_eq!(s.slice_indirect(&p, 1, 3).unwrap().to_vec(), b"def");
+        drop(s);
+        assert_eq!(p.stats().in_use, 0);
     }
 
     #[test]
