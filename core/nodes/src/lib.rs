@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod aggregate;
 pub mod arp;
 pub mod capture;
 mod catalog;
@@ -144,4 +145,207 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
         source: spec.source,
         node,
     })
+}
+
+/// Fixtures shared by the node tests (frame builders, a pool, one-call helpers), and
+/// the catalog's own checks.
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use ironpath_eal::{Burst, MemPolicy, MempoolConfig};
+    use ironpath_graph::testing::{self, Call};
+    use ironpath_graph::{Dispatch, NodeStats};
+    use ironpath_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
+    use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+    use ironpath_wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
+    use ironpath_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
+    use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+    use ironpath_wire::ipv6::{Ipv6Packet, Ipv6Repr};
+    use ironpath_wire::udp::{UdpPacket, UdpRepr};
+    use ironpath_wire::{IpAddress, IpProtocol};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    /// Our MAC (the node's port).
+    pub(crate) const US_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+    /// The neighbour's MAC.
+    pub(crate) const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+    /// Our IPv4 address.
+    pub(crate) const US4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    /// The neighbour's IPv4 address.
+    pub(crate) const PEER4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    /// Our IPv6 address.
+    pub(crate) const US6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
+    /// The neighbour's IPv6 address.
+    pub(crate) const PEER6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+
+    /// A private pool of `n` mbufs without cache, so `in_use` is exact.
+    pub(crate) fn pool(n: u32) -> Mempool {
+        Mempool::create(&MempoolConfig::new("nodes-test", n).cache_size(0).policy(MemPolicy::NoHuge))
+            .expect("create mempool")
+    }
+
+    /// A burst holding copies of `frames`.
+    pub(crate) fn burst(pool: &Mempool, frames: &[Vec<u8>]) -> Burst {
+        let mut b = Burst::new();
+        for f in frames {
+            let m = ironpath_eal::Mbuf::from_slice(pool, f).expect("mbuf");
+            assert!(b.push(m).is_ok(), "burst full");
+        }
+        b
+    }
+
+    /// Stats for `node`'s declared counters.
+    pub(crate) fn stats(node: &dyn Node) -> NodeStats {
+        NodeStats::new(node.counters())
+    }
+
+    /// Run `node` once on `pkts` at TSC `now`.
+    pub(crate) fn call(node: &mut dyn Node, st: &NodeStats, pkts: &mut Burst, now: u64) -> Call {
+        testing::call(node, st, pkts, now)
+    }
+
+    /// The value of counter `name` (which must be declared).
+    pub(crate) fn counter(st: &NodeStats, name: &str) -> u64 {
+        st.extra_by_name(name).unwrap_or_else(|| panic!("no counter `{name}`"))
+    }
+
+    /// Every packet's next edge (as the engine reads `dispatch`) and bytes; the
+    /// burst is freed.
+    pub(crate) fn outputs(c: &Call, pkts: &mut Burst) -> Vec<(u16, Vec<u8>)> {
+        let out = (0..pkts.len())
+            .map(|i| {
+                let next = match c.dispatch {
+                    Dispatch::All(k) => k,
+                    Dispatch::Each => c.next[i],
+                    Dispatch::Consumed => ironpath_graph::DROP,
+                };
+                (next, pkts.data(i).to_vec())
+            })
+            .collect();
+        pkts.free_all();
+        out
+    }
+
+    /// An Ethernet frame.
+    pub(crate) fn eth(dst: [u8; 6], src: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + payload.len()];
+        EthernetRepr {
+            dst_addr: EthernetAddress(dst),
+            src_addr: EthernetAddress(src),
+            ethertype: EtherType(ethertype),
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        f[14..].copy_from_slice(payload);
+        f
+    }
+
+    /// An ARP packet (28 bytes, no Ethernet header).
+    pub(crate) fn arp(op: ArpOperation, sha: [u8; 6], spa: Ipv4Addr, tha: [u8; 6], tpa: Ipv4Addr) -> Vec<u8> {
+        let mut p = vec![0u8; 28];
+        ArpRepr {
+            operation: op,
+            source_hardware_addr: EthernetAddress(sha),
+            source_protocol_addr: spa,
+            target_hardware_addr: EthernetAddress(tha),
+            target_protocol_addr: tpa,
+        }
+        .emit(&mut ArpPacket::new_unchecked(&mut p[..]));
+        p
+    }
+
+    /// An IPv4 packet (20-byte header, valid checksum, TTL `ttl`).
+    pub(crate) fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, ttl: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 20 + payload.len()];
+        Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol(proto),
+            payload_len: payload.len(),
+            hop_limit: ttl,
+        }
+        .emit(&mut Ipv4Packet::new_unchecked(&mut p[..]));
+        p[20..].copy_from_slice(payload);
+        p
+    }
+
+    /// An ICMP echo request (`reply`: an echo reply) with a valid checksum.
+    pub(crate) fn icmp4_echo(reply: bool, ident: u16, seq_no: u16, data: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 8 + data.len()];
+        p[8..].copy_from_slice(data);
+        let data_len = data.len();
+        let repr = if reply {
+            Icmpv4Repr::EchoReply { ident, seq_no, data_len }
+        } else {
+            Icmpv4Repr::EchoRequest { ident, seq_no, data_len }
+        };
+        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut p[..]));
+        p
+    }
+
+    /// A UDP datagram with a valid checksum for these addresses.
+    pub(crate) fn udp(src: IpAddress, dst: IpAddress, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 8 + payload.len()];
+        p[8..].copy_from_slice(payload);
+        UdpRepr { src_port: sport, dst_port: dport, payload_len: payload.len() }.emit(
+            &mut UdpPacket::new_unchecked(&mut p[..]),
+            &src,
+            &dst,
+        );
+        p
+    }
+
+    /// An IPv6 packet whose payload (extension headers included) is `payload`.
+    pub(crate) fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next: u8, hop: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 40 + payload.len()];
+        Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol(next),
+            payload_len: payload.len(),
+            hop_limit: hop,
+        }
+        .emit(&mut Ipv6Packet::new_unchecked(&mut p[..]));
+        p[40..].copy_from_slice(payload);
+        p
+    }
+
+    /// An ICMPv6 message for `repr` (echo `data` after the header) with a valid checksum.
+    pub(crate) fn icmp6(repr: Icmpv6Repr, src: Ipv6Addr, dst: Ipv6Addr, data: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; repr.buffer_len().max(8 + data.len())];
+        p[8..8 + data.len()].copy_from_slice(data);
+        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut p[..]), &src, &dst);
+        p
+    }
+
+    /// A full Ethernet/IPv4/ICMP echo request from the peer to `dst`.
+    pub(crate) fn ping4(dst: Ipv4Addr, seq_no: u16, data: &[u8]) -> Vec<u8> {
+        eth(US_MAC, PEER_MAC, 0x0800, &ipv4(PEER4, dst, 1, 64, &icmp4_echo(false, 0x1234, seq_no, data)))
+    }
+
+    /// A full Ethernet/IPv6/ICMPv6 echo request from the peer to `dst`.
+    pub(crate) fn ping6(dst: Ipv6Addr, seq_no: u16, data: &[u8]) -> Vec<u8> {
+        let repr = Icmpv6Repr::EchoRequest { ident: 0x4321, seq_no, data_len: data.len() };
+        eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(PEER6, dst, 58, 64, &icmp6(repr, PEER6, dst, data)))
+    }
+
+    #[test]
+    fn catalog_classify_nexts_are_the_nodes_nexts() {
+        let spec = CATALOG.iter().find(|s| s.type_name == "classify").expect("classify in catalog");
+        assert_eq!(spec.nexts.names(), classify::NEXTS);
+        let names: Vec<_> = CATALOG.iter().map(|s| s.type_name).collect();
+        for n in [
+            "port_rx",
+            "port_tx",
+            "classify",
+            "arp",
+            "icmp_echo",
+            "macswap",
+            "pcap_capture",
+            "drop",
+            "counter",
+            "source",
+        ] {
+            assert!(names.contains(&n), "{n} missing from CATALOG");
+        }
+    }
 }

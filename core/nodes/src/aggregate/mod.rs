@@ -1,0 +1,698 @@
+//! Receive aggregation of TCP segments, as GRO (segments kept as an mbuf chain)
+//! or LRO (payloads copied into one large buffer, as a NIC does), for IPv4 and
+//! IPv6; and [`gso`], which splits an aggregate back into segments.
+//!
+//! Only what can be split back exactly is merged: same flow (L2 header incl. VLAN
+//! tags, addresses, ports), same ACK, window and TCP option bytes, same IPv4
+//! TOS/TTL/DF (IPv6 traffic class, flow label, hop limit), IPv4 IDs incrementing
+//! by one, contiguous sequence numbers, every segment's payload at most the first
+//! one's (the MSS), no SYN/RST/URG/ECE/CWR. PSH, FIN or a short segment ends an
+//! aggregate (it is merged, then the flow is flushed). Segments that arrive out
+//! of order are held as separate runs of the flow and joined when the gap fills.
+//! A packet of a flow that cannot be merged (a pure ACK, different options ...)
+//! first flushes the flow, so the order within a flow is kept.
+//!
+//! The aggregate carries `RX_AGGREGATED`, `aggr_segs` (original segments, for
+//! ACK accounting) and `tso_segsz` (the MSS); its IP lengths, IPv4 header
+//! checksum and TCP checksum are rewritten (the TCP checksum from the segments'
+//! payload sums: header-only work when the port verified them).
+//!
+//! The [`Aggregator`] is independent of the graph: the `rx_aggregate` node and
+//! testpmd's `set port N gro on` both drive it.
+
+pub mod gso;
+pub mod parse;
+
+use ironpath_eal::abi;
+use ironpath_eal::{Burst, Mbuf, Mempool};
+use parse::{add_sum, finish_headers, parse, Key, Seg, Skip, END_MERGE, NO_MERGE};
+use std::collections::VecDeque;
+
+/// How segments are merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Chain the segments (no payload copy).
+    Gro,
+    /// Copy payloads into one buffer from a large-buffer pool.
+    Lro,
+}
+
+/// When held aggregates leave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// At the end of every burst (nothing is held between calls).
+    Burst,
+    /// When the flow's first segment has waited `flush_tsc` ticks (or limits hit).
+    Timeout,
+}
+
+/// Settings of an aggregator.
+#[derive(Clone, Copy, Debug)]
+pub struct AggrConfig {
+    /// GRO or LRO.
+    pub mode: Mode,
+    /// Most bytes of IP payload (TCP header + data) in an aggregate (<= 65535).
+    pub max_bytes: u32,
+    /// Most segments in an aggregate.
+    pub max_segments: u16,
+    /// Most flows held at once (the oldest is flushed to make room).
+    pub max_flows: usize,
+    /// Flush policy.
+    pub flush: Flush,
+    /// Timeout in TSC ticks for [`Flush::Timeout`].
+    pub flush_tsc: u64,
+    /// Drop (rather than pass on) malformed and bad-checksum packets.
+    pub drop_bad: bool,
+}
+
+impl Default for AggrConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Gro,
+            max_bytes: 65535,
+            max_segments: 64,
+            max_flows: 64,
+            flush: Flush::Burst,
+            flush_tsc: 0,
+            drop_bad: false,
+        }
+    }
+}
+
+/// Counters of an aggregator (cumulative).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AggrStats {
+    /// Packets received.
+    pub packets_in: u64,
+    /// Packets sent on (aggregates count once).
+    pub packets_out: u64,
+    /// TCP segments that were candidates for merging.
+    pub tcp_in: u64,
+    /// Aggregates made (outputs of two or more segments).
+    pub aggregates: u64,
+    /// Segments inside those aggregates.
+    pub merged: u64,
+    /// Flow flushes at the end of a burst.
+    pub flush_burst: u64,
+    /// Flow flushes by timeout.
+    pub flush_timeout: u64,
+    /// Flow flushes by PSH, FIN or a short segment.
+    pub flush_end: u64,
+    /// Flow flushes because an aggregate was full (bytes or segments).
+    pub flush_limit: u64,
+    /// Flow flushes by a packet that could not join (pure ACK, other ACK/options/ID,
+    /// retransmission).
+    pub flush_mismatch: u64,
+    /// Flows flushed to make room for a new one.
+    pub flows_evicted: u64,
+    /// Segments held out of order.
+    pub reordered: u64,
+    /// Packets with a bad IPv4 or TCP checksum (never merged).
+    pub bad_checksum: u64,
+    /// Packets with truncated or inconsistent headers (never merged).
+    pub malformed: u64,
+    /// Packets that are not TCP segments we aggregate (passed on).
+    pub passed: u64,
+    /// LRO buffers not available (segments passed on unmerged).
+    pub lro_alloc_failed: u64,
+    /// Bad packets dropped (`drop_bad`), or held packets freed at stop.
+    pub dropped: u64,
+}
+
+/// Most out-of-order runs held per flow.
+const MAX_RUNS: usize = 8;
+
+/// Contiguous segments of a flow.
+struct Run {
+    /// The first segment's header view.
+    seg: Seg,
+    start: u32,
+    next: u32,
+    last_id: u16,
+    segs: u16,
+    bytes: u32,
+    psum: u16,
+    last_flags: u8,
+    /// First segment (with headers); for LRO once merged, the large buffer.
+    head: Mbuf,
+    /// GRO: the other segments, headers stripped.
+    tails: Vec<Mbuf>,
+    /// LRO: `head` is a large buffer holding every payload.
+    copied: bool,
+}
+
+struct Flow {
+    key: Key,
+    /// The flow's template: ACK, window, options and IP fields to match.
+    seg: Seg,
+    runs: Vec<Run>,
+    first_tsc: u64,
+}
+
+/// Why a flow is flushed.
+#[derive(Clone, Copy)]
+enum Why {
+    Burst,
+    Timeout,
+    End,
+    Limit,
+    Mismatch,
+    Evict,
+}
+
+/// The receive aggregator.
+pub struct Aggregator {
+    cfg: AggrConfig,
+    lro_pool: Option<Mempool>,
+    flows: Vec<Flow>,
+    hashes: Vec<u32>,
+    spare_runs: Vec<Vec<Run>>,
+    spare_tails: Vec<Vec<Mbuf>>,
+    pending: VecDeque<Mbuf>,
+    /// Counters.
+    pub stats: AggrStats,
+}
+
+/// Where outputs go: the burst, or the overflow queue when it is full.
+struct Out<'a> {
+    pkts: &'a mut Burst,
+    pending: &'a mut VecDeque<Mbuf>,
+    n: &'a mut u64,
+}
+
+impl Out<'_> {
+    #[inline(always)]
+    fn emit(&mut self, m: Mbuf) {
+        *self.n += 1;
+        if let Err(m) = self.pkts.push(m) {
+            self.pending.push_back(m);
+        }
+    }
+}
+
+impl Aggregator {
+    /// An aggregator; LRO needs `lro_pool` (buffers large enough for `max_bytes`
+    /// plus headers).
+    pub fn new(cfg: AggrConfig, lro_pool: Option<Mempool>) -> Self {
+        Self {
+            cfg,
+            lro_pool,
+            flows: Vec::with_capacity(cfg.max_flows),
+            hashes: Vec::with_capacity(cfg.max_flows),
+            spare_runs: Vec::new(),
+            spare_tails: Vec::new(),
+            pending: VecDeque::new(),
+            stats: AggrStats::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AggrConfig {
+        &self.cfg
+    }
+
+    /// Flows currently held.
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Aggregate the packets in `pkts` (the burst ends holding the outputs: passed
+    /// packets, aggregates, and any held ones that are due). `now_tsc` drives
+    /// timeouts.
+    pub fn process(&mut self, pkts: &mut Burst, now_tsc: u64) {
+        let input = pkts.drain();
+        let mut pending = std::mem::take(&mut self.pending);
+        let mut n_out = 0;
+        {
+            let mut out = Out { pkts, pending: &mut pending, n: &mut n_out };
+            // Outputs that did not fit last time go first.
+            let waiting = out.pending.len();
+            for _ in 0..waiting {
+                if let Some(m) = out.pending.pop_front() {
+                    out.emit(m);
+                    *out.n -= 1; // counted when first emitted
+                }
+            }
+            for m in input {
+                self.stats.packets_in += 1;
+                self.one(m, now_tsc, &mut out);
+            }
+            match self.cfg.flush {
+                Flush::Burst => self.flush_all(Why::Burst, &mut out),
+                Flush::Timeout => self.flush_due(now_tsc, &mut out),
+            }
+        }
+        self.pending = pending;
+        self.stats.packets_out += n_out;
+    }
+
+    /// Flush every held flow into `pkts` (e.g. `set gro flush`, or before stop).
+    pub fn flush(&mut self, pkts: &mut Burst) {
+        let mut pending = std::mem::take(&mut self.pending);
+        let mut n_out = 0;
+        {
+            let mut out = Out { pkts, pending: &mut pending, n: &mut n_out };
+            self.flush_all(Why::Timeout, &mut out);
+        }
+        self.pending = pending;
+        self.stats.packets_out += n_out;
+    }
+
+    /// Packets held (in flows or waiting for room).
+    pub fn held(&self) -> usize {
+        self.pending.len()
+            + self.flows.iter().map(|f| f.runs.iter().map(|r| usize::from(r.segs)).sum::<usize>()).sum::<usize>()
+    }
+
+    fn one(&mut self, m: Mbuf, now: u64, out: &mut Out<'_>) {
+        let parsed =
+            if m.is_writable() { parse(m.data(), m.pkt_len(), m.header().ol_flags) } else { Err(Skip::NotTcp) };
+        let s = match parsed {
+            Ok(s) => s,
+            Err(why) => {
+                let bad = match why {
+                    Skip::NotTcp => {
+                        self.stats.passed += 1;
+                        false
+                    }
+                    Skip::Malformed => {
+                        self.stats.malformed += 1;
+                        true
+                    }
+                    Skip::BadChecksum => {
+                        self.stats.bad_checksum += 1;
+                        true
+                    }
+                };
+                if bad && self.cfg.drop_bad {
+                    self.stats.dropped += 1;
+                } else {
+                    out.emit(m);
+                }
+                return;
+            }
+        };
+        self.stats.tcp_in += 1;
+        let mergeable = s.payload > 0 && s.flags & NO_MERGE == 0;
+        let Some(i) = self.find(&s) else {
+            if mergeable {
+                self.new_flow(m, s, now, out);
+            } else {
+                self.stats.passed += 1;
+                out.emit(m);
+            }
+            return;
+        };
+        if !mergeable || !same_template(&self.flows[i].seg, &s) {
+            self.flush_flow(i, Why::Mismatch, out);
+            if mergeable {
+                self.new_flow(m, s, now, out);
+            } else {
+                self.stats.passed += 1;
+                out.emit(m);
+            }
+            return;
+        }
+        self.add(i, m, s, now, out);
+    }
+
+    #[inline(always)]
+    fn find(&self, s: &Seg) -> Option<usize> {
+        self.hashes.iter().enumerate().find(|&(i, &h)| h == s.hash && self.flows[i].key == s.key).map(|(i, _)| i)
+    }
+
+    fn new_run(&mut self, m: Mbuf, s: Seg) -> Run {
+        Run {
+            seg: s,
+            start: s.seq,
+            next: s.seq.wrapping_add(u32::from(s.payload)),
+            last_id: s.ip_id,
+            segs: 1,
+            bytes: u32::from(s.payload),
+            psum: s.psum,
+            last_flags: s.flags,
+            head: m,
+            tails: self.spare_tails.pop().unwrap_or_default(),
+            copied: false,
+        }
+    }
+
+    fn new_flow(&mut self, m: Mbuf, s: Seg, now: u64, out: &mut Out<'_>) {
+        if self.flows.len() >= self.cfg.max_flows {
+            let oldest = (0..self.flows.len()).min_by_key(|&i| self.flows[i].first_tsc).unwrap_or(0);
+            self.stats.flows_evicted += 1;
+            self.flush_flow(oldest, Why::Evict, out);
+        }
+        let ends = s.flags & END_MERGE != 0;
+        let mut runs = self.spare_runs.pop().unwrap_or_default();
+        runs.push(self.new_run(m, s));
+        self.flows.push(Flow { key: s.key, seg: s, runs, first_tsc: now });
+        self.hashes.push(s.hash);
+        if ends {
+            let i = self.flows.len() - 1;
+            self.flush_flow(i, Why::End, out);
+        }
+    }
+
+    fn add(&mut self, i: usize, m: Mbuf, s: Seg, now: u64, out: &mut Out<'_>) {
+        let f = &self.flows[i];
+        let end = s.seq.wrapping_add(u32::from(s.payload));
+        if let Some(r) = f.runs.iter().position(|r| r.next == s.seq) {
+            match self.can_append(&f.runs[r], &s) {
+                Ok(()) => {
+                    self.append(i, r, m, s, out);
+                    return;
+                }
+                Err(why) => {
+                    self.flush_flow(i, why, out);
+                    self.new_flow(m, s, now, out);
+                    return;
+                }
+            }
+        }
+        let overlaps = f.runs.iter().any(|r| seq_lt(s.seq, r.next) && seq_lt(r.start, end));
+        if overlaps {
+            // A retransmission or overlap: deliver what we hold, start again.
+            self.flush_flow(i, Why::Mismatch, out);
+            self.new_flow(m, s, now, out);
+            return;
+        }
+        if let Some(r) = f.runs.iter().position(|r| r.start == end) {
+            // `s` comes just before a held run: it becomes that run's head.
+            let run = self.new_run(m, s);
+            let ok = self.can_concat(&run, &self.flows[i].runs[r]);
+            self.stats.reordered += 1;
+            let f = &mut self.flows[i];
+            f.runs.push(run);
+            let a = f.runs.len() - 1;
+            if ok.is_ok() {
+                self.concat(i, a, r, out);
+            }
+            return;
+        }
+        if f.runs.len() >= MAX_RUNS {
+            self.flush_flow(i, Why::Limit, out);
+            self.new_flow(m, s, now, out);
+            return;
+        }
+        self.stats.reordered += 1;
+        let run = self.new_run(m, s);
+        self.flows[i].runs.push(run);
+    }
+
+    /// Whether `s` may be appended to `r` (contiguity already checked).
+    fn can_append(&self, r: &Run, s: &Seg) -> Result<(), Why> {
+        let mss = r.seg.payload;
+        // A run that ended (PSH/FIN or a short last segment, held out of order)
+        // takes nothing more: those marks must stay on the last segment.
+        let ended = r.last_flags & END_MERGE != 0 || r.bytes % u32::from(mss) != 0;
+        if ended || s.payload > mss || (!s.v6 && s.ip_id != r.last_id.wrapping_add(1)) {
+            return Err(Why::Mismatch);
+        }
+        self.fits(r, u32::from(r.segs) + 1, r.bytes + u32::from(s.payload))
+    }
+
+    /// Whether run `b` may follow run `a` (contiguity already checked).
+    fn can_concat(&self, a: &Run, b: &Run) -> Result<(), Why> {
+        if b.seg.payload != a.seg.payload || a.bytes % u32::from(a.seg.payload) != 0 || a.last_flags & END_MERGE != 0 {
+            // `a` must be all full-size segments and `b` start with one.
+            return Err(Why::Mismatch);
+        }
+        if !a.seg.v6 && b.seg.ip_id != a.last_id.wrapping_add(1) {
+            return Err(Why::Mismatch);
+        }
+        self.fits(a, u32::from(a.segs) + u32::from(b.segs), a.bytes + b.bytes)
+    }
+
+    fn fits(&self, r: &Run, segs: u32, bytes: u32) -> Result<(), Why> {
+        let hdr = u32::from(r.seg.l4);
+        let ip_total = u32::from(r.seg.l3) + hdr + bytes;
+        if segs > u32::from(self.cfg.max_segments) || hdr + bytes > self.cfg.max_bytes || ip_total > 65535 {
+            return Err(Why::Limit);
+        }
+        if r.copied || (self.cfg.mode == Mode::Lro && segs > 1) {
+            let need = usize::from(r.seg.l2 + r.seg.l3 + r.seg.l4) + bytes as usize;
+            let room =
+                self.lro_pool.as_ref().map_or(0, |p| usize::from(p.data_room()) - usize::from(abi::PKTMBUF_HEADROOM));
+            if need > room {
+                return Err(Why::Limit);
+            }
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, i: usize, r: usize, m: Mbuf, s: Seg, out: &mut Out<'_>) {
+        if !self.prepare(i, r) {
+            self.flush_flow(i, Why::Mismatch, out);
+            self.passthrough(m, out);
+            return;
+        }
+        let mss = self.flows[i].runs[r].seg.payload;
+        let run = &mut self.flows[i].runs[r];
+        let odd = run.bytes & 1 == 1;
+        if !add_payload(run, m, &s) {
+            self.stats.malformed += 1;
+        } else {
+            run.psum = add_sum(run.psum, s.psum, odd);
+            run.segs += 1;
+            run.bytes += u32::from(s.payload);
+            run.next = run.next.wrapping_add(u32::from(s.payload));
+            run.last_id = s.ip_id;
+            run.last_flags = s.flags;
+        }
+        let run = &self.flows[i].runs[r];
+        let full = self.fits(run, u32::from(run.segs) + 1, run.bytes + u32::from(mss)).is_err();
+        // A following held run may now join.
+        let next = self.flows[i].runs[r].next;
+        if let Some(b) = self.flows[i].runs.iter().position(|x| x.start == next) {
+            if self.can_concat(&self.flows[i].runs[r], &self.flows[i].runs[b]).is_ok() {
+                self.concat(i, r, b, out);
+                return;
+            }
+        }
+        if s.flags & END_MERGE != 0 || s.payload < mss {
+            self.flush_flow(i, Why::End, out);
+        } else if full {
+            self.flush_flow(i, Why::Limit, out);
+        }
+    }
+
+    /// Make run `r` of flow `i` ready to take more payload: strip the padding of
+    /// its first segment and, for LRO, copy it into a large buffer. False when
+    /// that is impossible (no LRO buffer).
+    fn prepare(&mut self, i: usize, r: usize) -> bool {
+        let run = &mut self.flows[i].runs[r];
+        if run.segs == 1 && !run.copied {
+            let want = usize::from(run.seg.l2 + run.seg.l3 + run.seg.l4) + usize::from(run.seg.payload);
+            let extra = run.head.pkt_len().saturating_sub(want);
+            if extra > 0 && run.head.trim(extra).is_err() {
+                return false;
+            }
+        }
+        if self.cfg.mode == Mode::Lro && !run.copied {
+            let Some(pool) = self.lro_pool.as_ref() else { return false };
+            let Ok(mut big) = Mbuf::alloc(pool) else {
+                self.stats.lro_alloc_failed += 1;
+                return false;
+            };
+            let len = run.head.pkt_len();
+            let Ok(d) = big.append(len) else { return false };
+            run.head.copy_to(0, d);
+            let (src, dst) = (run.head.header(), big.header_mut());
+            dst.port = src.port;
+            dst.ol_flags = src.ol_flags;
+            dst.rss_hash = src.rss_hash;
+            dst.vlan_tci = src.vlan_tci;
+            dst.packet_type = src.packet_type;
+            run.head = big;
+            run.copied = true;
+        }
+        true
+    }
+
+    /// Run `b` follows run `a` in flow `i`: move it into `a`.
+    fn concat(&mut self, i: usize, a: usize, b: usize, out: &mut Out<'_>) {
+        if !self.prepare(i, a) {
+            return;
+        }
+        let f = &mut self.flows[i];
+        let rb = f.runs.swap_remove(b);
+        // `swap_remove` moved the last run into slot `b`: follow `a` if it was last.
+        let a = if a == f.runs.len() { b } else { a };
+        let ra = &mut f.runs[a];
+        let odd = ra.bytes & 1 == 1;
+        let hdr = usize::from(rb.seg.l2 + rb.seg.l3 + rb.seg.l4);
+        let Run {
+            seg: bseg,
+            segs: bsegs,
+            bytes: bbytes,
+            psum: bpsum,
+            next: bnext,
+            last_id,
+            last_flags,
+            mut head,
+            mut tails,
+            ..
+        } = rb;
+        let ok = if ra.copied {
+            // LRO: b's payload (all in its head, copied or a single segment) after a's.
+            match ra.head.append(bbytes as usize) {
+                Ok(d) => head.copy_to(hdr, d) == bbytes as usize,
+                Err(_) => false,
+            }
+        } else {
+            let extra = if bsegs == 1 { head.pkt_len().saturating_sub(hdr + usize::from(bseg.payload)) } else { 0 };
+            if (extra == 0 || head.trim(extra).is_ok()) && head.adj(hdr).is_ok() {
+                ra.tails.push(head);
+                ra.tails.append(&mut tails);
+                true
+            } else {
+                false
+            }
+        };
+        self.spare_tails.push(tails);
+        if ok {
+            ra.psum = add_sum(ra.psum, bpsum, odd);
+            ra.segs += bsegs;
+            ra.bytes += bbytes;
+            ra.next = bnext;
+            ra.last_id = last_id;
+            ra.last_flags = last_flags;
+        } else {
+            self.stats.malformed += u64::from(bsegs);
+        }
+        let mss = u32::from(ra.seg.payload);
+        let ends = ra.last_flags & END_MERGE != 0 || ra.bytes % mss != 0;
+        let full = self
+            .fits(&self.flows[i].runs[a], u32::from(self.flows[i].runs[a].segs) + 1, self.flows[i].runs[a].bytes + mss)
+            .is_err();
+        if ends {
+            self.flush_flow(i, Why::End, out);
+        } else if full {
+            self.flush_flow(i, Why::Limit, out);
+        }
+    }
+
+    fn passthrough(&mut self, m: Mbuf, out: &mut Out<'_>) {
+        self.stats.passed += 1;
+        out.emit(m);
+    }
+
+    fn flush_all(&mut self, why: Why, out: &mut Out<'_>) {
+        while !self.flows.is_empty() {
+            self.flush_flow(self.flows.len() - 1, why, out);
+        }
+    }
+
+    fn flush_due(&mut self, now: u64, out: &mut Out<'_>) {
+        let mut i = 0;
+        while i < self.flows.len() {
+            if now.wrapping_sub(self.flows[i].first_tsc) >= self.cfg.flush_tsc {
+                self.flush_flow(i, Why::Timeout, out);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn flush_flow(&mut self, i: usize, why: Why, out: &mut Out<'_>) {
+        let st = &mut self.stats;
+        match why {
+            Why::Burst => st.flush_burst += 1,
+            Why::Timeout => st.flush_timeout += 1,
+            Why::End => st.flush_end += 1,
+            Why::Limit => st.flush_limit += 1,
+            Why::Mismatch => st.flush_mismatch += 1,
+            Why::Evict => {}
+        }
+        let mut f = self.flows.swap_remove(i);
+        self.hashes.swap_remove(i);
+        if f.runs.len() > 1 {
+            let base = f.runs.iter().map(|r| r.start).fold(f.runs[0].start, |m, s| if seq_lt(s, m) { s } else { m });
+            f.runs.sort_by_key(|r| r.start.wrapping_sub(base));
+        }
+        for run in f.runs.drain(..) {
+            let tails = self.finish(run, out);
+            self.spare_tails.push(tails);
+        }
+        self.spare_runs.push(f.runs);
+    }
+
+    /// Send a run on: unchanged when it is one segment, else as an aggregate.
+    /// Returns its (empty) tails vector for reuse.
+    fn finish(&mut self, run: Run, out: &mut Out<'_>) -> Vec<Mbuf> {
+        let Run { seg, segs, bytes, psum, last_flags, mut head, mut tails, .. } = run;
+        if segs == 1 && tails.is_empty() {
+            out.emit(head);
+            return tails;
+        }
+        if let Ok(d) = head.data_mut() {
+            finish_headers(d, &seg, bytes, last_flags, psum);
+        }
+        if !tails.is_empty() && head.chain_many(&mut tails).is_err() {
+            tails.clear();
+        }
+        let h = head.header_mut();
+        h.ol_flags = (h.ol_flags & !(abi::RX_L4_CKSUM_NONE | abi::RX_L4_CKSUM_BAD | abi::RX_IP_CKSUM_BAD))
+            | abi::RX_AGGREGATED
+            | abi::RX_IP_CKSUM_GOOD
+            | abi::RX_L4_CKSUM_GOOD;
+        h.aggr_segs = segs;
+        h.tso_segsz = seg.payload;
+        h.l2_len = seg.l2 as u8;
+        h.l3_len = seg.l3;
+        h.l4_len = seg.l4 as u8;
+        self.stats.aggregates += 1;
+        self.stats.merged += u64::from(segs);
+        out.emit(head);
+        tails
+    }
+
+    /// Free everything held (at stop); returns how many packets were freed.
+    pub fn discard(&mut self) -> usize {
+        let n = self.held();
+        self.flows.clear();
+        self.hashes.clear();
+        self.pending.clear();
+        self.stats.dropped += n as u64;
+        n
+    }
+}
+
+/// Add segment `m` (headers described by `s`) to `run`: GRO keeps its payload as
+/// a further segment, LRO copies it into the large buffer. False if the packet
+/// could not be cut or copied.
+fn add_payload(run: &mut Run, mut m: Mbuf, s: &Seg) -> bool {
+    let hdr = usize::from(s.l2 + s.l3 + s.l4);
+    let want = hdr + usize::from(s.payload);
+    let extra = m.pkt_len().saturating_sub(want);
+    if run.copied {
+        return match run.head.append(usize::from(s.payload)) {
+            Ok(d) => m.copy_to(hdr, d) == usize::from(s.payload),
+            Err(_) => false,
+        };
+    }
+    if (extra > 0 && m.trim(extra).is_err()) || m.adj(hdr).is_err() {
+        return false;
+    }
+    run.tails.push(m);
+    true
+}
+
+/// Sequence-number order (RFC 1982 style, modulo 2^32).
+#[inline(always)]
+fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// Whether `s` matches the flow's template in everything but sequence and ID.
+#[inline(always)]
+fn same_template(t: &Seg, s: &Seg) -> bool {
+    t.ack == s.ack
+        && t.window == s.window
+        && t.ip_same == s.ip_same
+        && t.l4 == s.l4
+        && t.opt_len == s.opt_len
+        && t.opts[..usize::from(t.opt_len)] == s.opts[..usize::from(s.opt_len)]
+        && t.flags & !END_MERGE == s.flags & !END_MERGE
+}
