@@ -837,7 +837,8 @@ mod tests {
     fn chain_many_and_slice_indirect_share_without_copies() {
         let p = pool(32, 256);
         let mut head = Mbuf::from_slice(&p, b"abc").unwrap();
-        let mut tails: Vec<Mbuf> = [&b"defg"[..], b"h", b"ijklmn"].iter().map(|d| Mbuf::from_slice(&p, d).unwrap()).collect();
+        let mut tails: Vec<Mbuf> =
+            [&b"defg"[..], b"h", b"ijklmn"].iter().map(|d| Mbuf::from_slice(&p, d).unwrap()).collect();
         head.chain_many(&mut tails).unwrap();
         assert!(tails.is_empty());
         assert_eq!((head.nb_segs(), head.pkt_len()), (4, 14));

@@ -270,3 +270,270 @@ impl Node for Arp {
         &COUNTERS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::*;
+    use ironpath_graph::NodeStats;
+    use ironpath_wire::IpAddress;
+
+    const OTHER4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 3);
+    const NEIGH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x77];
+
+    fn node(pool: &Mempool, hold: usize, max_entries: usize) -> Arp {
+        let cfg =
+            ArpConfig { mac: US_MAC, addresses: vec![US4, OTHER4], hold, retry_tsc: 1000, max_tries: 3, max_entries };
+        Arp::new(cfg, pool.clone())
+    }
+
+    fn arp_frame(dst: [u8; 6], op: ArpOperation, sha: [u8; 6], spa: Ipv4Addr, tha: [u8; 6], tpa: Ipv4Addr) -> Vec<u8> {
+        let mut f = eth(dst, sha, 0x0806, &arp(op, sha, spa, tha, tpa));
+        f.resize(60, 0); // Ethernet padding
+        f
+    }
+
+    /// A UDP/IPv4 frame from us to `dst`, destination MAC not yet known (zero).
+    fn to_send(dst: Ipv4Addr, tag: u8) -> Vec<u8> {
+        let u = udp(IpAddress::V4(US4), IpAddress::V4(dst), 7000, 7, &[tag; 18]);
+        eth([0; 6], [0; 6], 0x0800, &ipv4(US4, dst, 17, 64, &u))
+    }
+
+    /// `to_send` as it must leave the node: MACs filled in.
+    fn sent(frame: &[u8], dst_mac: [u8; 6]) -> Vec<u8> {
+        let mut f = frame.to_vec();
+        f[0..6].copy_from_slice(&dst_mac);
+        f[6..12].copy_from_slice(&US_MAC);
+        f
+    }
+
+    /// Our request for `target`.
+    fn request_for(target: Ipv4Addr) -> Vec<u8> {
+        arp_frame([0xff; 6], ArpOperation::Request, US_MAC, US4, [0; 6], target)
+    }
+
+    /// Run the node once; every output goes to edge 0. Returns the output frames.
+    fn run(a: &mut Arp, st: &NodeStats, pool: &Mempool, frames: &[Vec<u8>], now: u64) -> Vec<Vec<u8>> {
+        let mut b = burst(pool, frames);
+        let c = call(a, st, &mut b, now);
+        assert_eq!(c.dispatch, ironpath_graph::Dispatch::All(0));
+        outputs(&c, &mut b).into_iter().map(|(_, d)| d).collect()
+    }
+
+    #[test]
+    fn request_for_our_address_becomes_the_reply_in_place() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        for ours in [US4, OTHER4] {
+            let req = arp_frame([0xff; 6], ArpOperation::Request, PEER_MAC, PEER4, [0; 6], ours);
+            let out = run(&mut a, &st, &pool, &[req], 10);
+            let want = arp_frame(PEER_MAC, ArpOperation::Reply, US_MAC, ours, PEER_MAC, PEER4);
+            // Ethernet dst = requester, src = us; ARP op 2, sender = us/ours, target = requester.
+            assert_eq!(out, [want]);
+            assert_eq!(&out[0][0..6], &PEER_MAC);
+            assert_eq!(&out[0][6..12], &US_MAC);
+            assert_eq!(&out[0][20..22], &[0, 2]);
+        }
+        assert_eq!(counter(&st, "replies_sent"), 2);
+        assert_eq!(counter(&st, "learned"), 2);
+        assert_eq!(counter(&st, "ignored"), 0);
+        assert_eq!(a.lookup(PEER4), Some(PEER_MAC));
+        drop(a);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn request_for_another_address_is_ignored_and_freed() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        let req = arp_frame([0xff; 6], ArpOperation::Request, PEER_MAC, PEER4, [0; 6], Ipv4Addr::new(198, 18, 0, 9));
+        assert!(run(&mut a, &st, &pool, &[req], 10).is_empty());
+        assert_eq!(counter(&st, "ignored"), 1);
+        assert_eq!(counter(&st, "replies_sent"), 0);
+        // Not for us and not awaited: not learned (RFC 826 merge only).
+        assert_eq!(counter(&st, "learned"), 0);
+        assert_eq!(a.lookup(PEER4), None);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn held_packet_leaves_once_the_neighbour_replies() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        let p1 = to_send(PEER4, 1);
+        let out = run(&mut a, &st, &pool, std::slice::from_ref(&p1), 100);
+        assert_eq!(out, [request_for(PEER4)]);
+        assert_eq!((counter(&st, "requests_sent"), counter(&st, "held")), (1, 1));
+        assert_eq!(pool.stats().in_use, 1, "the packet is held");
+
+        // A second packet for the same neighbour is held too, without a second request.
+        let p2 = to_send(PEER4, 2);
+        assert!(run(&mut a, &st, &pool, std::slice::from_ref(&p2), 200).is_empty());
+        assert_eq!((counter(&st, "requests_sent"), counter(&st, "held")), (1, 2));
+
+        let reply = arp_frame(US_MAC, ArpOperation::Reply, PEER_MAC, PEER4, US_MAC, US4);
+        let out = run(&mut a, &st, &pool, &[reply], 300);
+        assert_eq!(out, [sent(&p1, PEER_MAC), sent(&p2, PEER_MAC)], "held packets, in order");
+        assert_eq!(counter(&st, "learned"), 1);
+        assert_eq!(counter(&st, "resolved"), 2);
+        assert_eq!(counter(&st, "replies_sent"), 0);
+        assert_eq!(counter(&st, "ignored"), 0);
+        assert_eq!(a.lookup(PEER4), Some(PEER_MAC));
+
+        // Now cached: sent at once.
+        let p3 = to_send(PEER4, 3);
+        assert_eq!(run(&mut a, &st, &pool, std::slice::from_ref(&p3), 400), [sent(&p3, PEER_MAC)]);
+        assert_eq!(counter(&st, "resolved"), 3);
+        assert_eq!(counter(&st, "requests_sent"), 1);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn a_request_from_an_awaited_neighbour_releases_its_packets() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        let p = to_send(PEER4, 1);
+        run(&mut a, &st, &pool, std::slice::from_ref(&p), 1);
+        // The neighbour asks for someone else: still, we learn its MAC (we wait for it).
+        let req = arp_frame([0xff; 6], ArpOperation::Request, NEIGH_MAC, PEER4, [0; 6], Ipv4Addr::new(198, 18, 0, 9));
+        assert_eq!(run(&mut a, &st, &pool, &[req], 2), [sent(&p, NEIGH_MAC)]);
+        assert_eq!(counter(&st, "ignored"), 1);
+        assert_eq!(a.lookup(PEER4), Some(NEIGH_MAC));
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn hold_queue_is_bounded() {
+        let pool = pool(16);
+        let mut a = node(&pool, 2, 16);
+        let st = stats(&a);
+        let frames: Vec<_> = (0..5).map(|k| to_send(PEER4, k)).collect();
+        assert_eq!(run(&mut a, &st, &pool, &frames, 1), [request_for(PEER4)]);
+        assert_eq!(counter(&st, "held"), 2);
+        assert_eq!(counter(&st, "hold_full"), 3);
+        assert_eq!(pool.stats().in_use, 2);
+        let reply = arp_frame(US_MAC, ArpOperation::Reply, PEER_MAC, PEER4, US_MAC, US4);
+        let out = run(&mut a, &st, &pool, &[reply], 2);
+        assert_eq!(out, [sent(&frames[0], PEER_MAC), sent(&frames[1], PEER_MAC)], "the first two are kept");
+        assert_eq!(pool.stats().in_use, 0);
+
+        // hold 0: nothing is held, but the neighbour is still asked for.
+        let mut a = node(&pool, 0, 16);
+        let st = stats(&a);
+        assert_eq!(run(&mut a, &st, &pool, &[to_send(OTHER4, 1)], 1), [request_for(OTHER4)]);
+        assert_eq!((counter(&st, "held"), counter(&st, "hold_full")), (0, 1));
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn retries_every_retry_tsc_then_gives_up() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        let frames = [to_send(PEER4, 1), to_send(PEER4, 2)];
+        assert_eq!(run(&mut a, &st, &pool, &frames, 5_000), [request_for(PEER4)]);
+        // Polled with no input (the node is a source): virtual time drives it.
+        let mut requests_at = vec![];
+        for now in (5_000..12_000).step_by(100) {
+            let out = run(&mut a, &st, &pool, &[], now);
+            assert!(out.iter().all(|f| *f == request_for(PEER4)), "only requests at {now}");
+            if !out.is_empty() {
+                requests_at.push(now);
+            }
+            assert_eq!(pool.stats().in_use, if now < 8_000 { 2 } else { 0 }, "at {now}");
+        }
+        assert_eq!(requests_at, [6_000, 7_000], "retries at retry_tsc, max_tries 3 in all");
+        assert_eq!(counter(&st, "requests_sent"), 3);
+        assert_eq!(counter(&st, "unresolved"), 2);
+        assert_eq!(counter(&st, "held"), 2);
+        assert_eq!(a.lookup(PEER4), None);
+        // A later packet starts over.
+        assert_eq!(run(&mut a, &st, &pool, &[to_send(PEER4, 3)], 20_000), [request_for(PEER4)]);
+        assert_eq!(counter(&st, "requests_sent"), 4);
+        drop(a);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn broadcast_and_multicast_destinations_need_no_arp() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        let cases = [
+            (Ipv4Addr::BROADCAST, [0xff; 6]),
+            (Ipv4Addr::new(224, 0, 0, 251), [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb]),
+            (Ipv4Addr::new(239, 200, 1, 2), [0x01, 0x00, 0x5e, 0x48, 0x01, 0x02]),
+        ];
+        let frames: Vec<_> = cases.iter().map(|(ip, _)| to_send(*ip, 1)).collect();
+        let out = run(&mut a, &st, &pool, &frames, 1);
+        let want: Vec<_> = frames.iter().zip(&cases).map(|(f, (_, mac))| sent(f, *mac)).collect();
+        assert_eq!(out, want);
+        assert_eq!(counter(&st, "resolved"), 3);
+        assert_eq!(counter(&st, "requests_sent"), 0);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn malformed_frames_are_counted_and_freed() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        let good = arp_frame([0xff; 6], ArpOperation::Request, PEER_MAC, PEER4, [0; 6], US4);
+        let mut hlen8 = good.clone();
+        hlen8[18] = 8;
+        let mut ptype_v6 = good.clone();
+        ptype_v6[16..18].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let frames = vec![
+            good[..13].to_vec(),                     // shorter than Ethernet
+            good[..14 + 27].to_vec(),                // ARP cut short
+            hlen8,                                   // not Ethernet/IPv4 ARP
+            ptype_v6,                                // not Ethernet/IPv4 ARP
+            to_send(PEER4, 1)[..14 + 19].to_vec(),   // IPv4 cut short
+            eth(US_MAC, PEER_MAC, 0x86dd, &[0; 40]), // not ARP nor IPv4
+        ];
+        assert!(run(&mut a, &st, &pool, &frames, 1).is_empty());
+        assert_eq!(counter(&st, "malformed"), frames.len() as u64);
+        assert_eq!(counter(&st, "requests_sent") + counter(&st, "replies_sent"), 0);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn cache_evicts_the_oldest_and_ignores_multicast_senders() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 2);
+        let st = stats(&a);
+        let ips = [Ipv4Addr::new(198, 18, 1, 1), Ipv4Addr::new(198, 18, 1, 2), Ipv4Addr::new(198, 18, 1, 3)];
+        for (k, ip) in ips.iter().enumerate() {
+            let mac = [0x02, 0, 0, 0, 1, k as u8];
+            let req = arp_frame([0xff; 6], ArpOperation::Request, mac, *ip, [0; 6], US4);
+            assert_eq!(run(&mut a, &st, &pool, &[req], 10 * (k as u64 + 1)).len(), 1);
+        }
+        assert_eq!(a.lookup(ips[0]), None, "oldest evicted");
+        assert_eq!(a.lookup(ips[1]), Some([0x02, 0, 0, 0, 1, 1]));
+        assert_eq!(a.lookup(ips[2]), Some([0x02, 0, 0, 0, 1, 2]));
+        // A multicast sender MAC is never cached (but the request is answered).
+        let ip = Ipv4Addr::new(198, 18, 1, 4);
+        let req = arp_frame([0xff; 6], ArpOperation::Request, [0x03, 0, 0, 0, 0, 1], ip, [0; 6], US4);
+        assert_eq!(run(&mut a, &st, &pool, &[req], 50).len(), 1);
+        assert_eq!(a.lookup(ip), None);
+        assert_eq!(counter(&st, "learned"), 3);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn empty_pool_counts_alloc_failed_and_retries_later() {
+        let pool = pool(1);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        // The only mbuf is the packet to send: no room for the request.
+        assert!(run(&mut a, &st, &pool, &[to_send(PEER4, 1)], 1).is_empty());
+        assert_eq!(counter(&st, "alloc_failed"), 1);
+        assert_eq!(counter(&st, "requests_sent"), 0);
+        drop(a);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+}

@@ -80,3 +80,129 @@ impl Node for Capture {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::*;
+    use ironpath_pmd_pcap::file::read;
+    use std::path::PathBuf;
+
+    /// A file in the temporary directory, removed when dropped.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(name: &str) -> Self {
+            Self(std::env::temp_dir().join(format!("ironpath-nodes-{}-{name}.pcap", std::process::id())))
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn frame(len: usize, tag: u8) -> Vec<u8> {
+        let mut f = eth(PEER_MAC, US_MAC, 0x0800, &vec![tag; len - 14]);
+        f[14] = tag.wrapping_add(1);
+        f
+    }
+
+    /// (caplen, orig_len) of every record of a pcap file written by us.
+    fn record_lengths(path: &Path) -> Vec<(u32, u32)> {
+        let bytes = std::fs::read(path).expect("read pcap");
+        let mut off = 24;
+        let mut out = vec![];
+        while off + 16 <= bytes.len() {
+            let word = |k: usize| u32::from_le_bytes(bytes[off + k..off + k + 4].try_into().expect("4 bytes"));
+            let (cap, orig) = (word(8), word(12));
+            out.push((cap, orig));
+            off += 16 + cap as usize;
+        }
+        assert_eq!(off, bytes.len(), "records end with the file");
+        out
+    }
+
+    #[test]
+    fn writes_a_readable_pcap_and_passes_packets_on() {
+        let f = TempFile::new("readable");
+        let pool = pool(16);
+        let mut n = Capture::create(&f.0, 65535, 0).expect("create");
+        let st = stats(&n);
+        // 5000 bytes: a chained packet, captured whole.
+        let frames = vec![frame(60, 1), frame(1514, 2), frame(5000, 3)];
+        let mut pkts = burst(&pool, &frames);
+        let c = call(&mut n, &st, &mut pkts, 0);
+        assert_eq!(c.dispatch, Dispatch::All(0));
+        assert_eq!(pkts.len(), 3);
+        assert_eq!(pkts.data(0), &frames[0][..], "unchanged");
+        pkts.free_all();
+        n.stop();
+        let got: Vec<_> = read(&f.0).expect("readable pcap").into_iter().map(|p| p.data).collect();
+        assert_eq!(got, frames);
+        assert_eq!(record_lengths(&f.0), [(60, 60), (1514, 1514), (5000, 5000)]);
+        assert_eq!(counter(&st, "captured"), 3);
+        assert_eq!(counter(&st, "not_captured"), 0);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn snaplen_cuts_and_keeps_the_original_length() {
+        let f = TempFile::new("snaplen");
+        let pool = pool(16);
+        let mut n = Capture::create(&f.0, 64, 0).expect("create");
+        let st = stats(&n);
+        let frames = vec![frame(100, 1), frame(40, 2), frame(64, 3), frame(5000, 4)];
+        let mut pkts = burst(&pool, &frames);
+        call(&mut n, &st, &mut pkts, 0);
+        pkts.free_all();
+        n.stop();
+        let got: Vec<_> = read(&f.0).expect("readable pcap").into_iter().map(|p| p.data).collect();
+        assert_eq!(got, [&frames[0][..64], &frames[1][..], &frames[2][..], &frames[3][..64]]);
+        assert_eq!(record_lengths(&f.0), [(64, 100), (40, 40), (64, 64), (64, 5000)]);
+        assert_eq!(counter(&st, "captured"), 4);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn max_packets_limits_the_capture_not_the_traffic() {
+        let f = TempFile::new("limit");
+        let pool = pool(16);
+        let mut n = Capture::create(&f.0, 65535, 2).expect("create");
+        let st = stats(&n);
+        let frames: Vec<_> = (0..5).map(|k| frame(60, k)).collect();
+        let mut pkts = burst(&pool, &frames);
+        call(&mut n, &st, &mut pkts, 0);
+        assert_eq!(pkts.len(), 5);
+        call(&mut n, &st, &mut pkts, 0);
+        pkts.free_all();
+        n.stop();
+        let got: Vec<_> = read(&f.0).expect("readable pcap").into_iter().map(|p| p.data).collect();
+        assert_eq!(got, &frames[..2]);
+        assert_eq!((counter(&st, "captured"), counter(&st, "not_captured")), (2, 8));
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn write_error_stops_the_capture_not_the_traffic() {
+        // /dev/full accepts the file header into the buffer; the first flush of the
+        // 1 MiB write buffer fails.
+        let pool = pool(256);
+        let mut n = Capture::create(Path::new("/dev/full"), 65535, 0).expect("create");
+        let st = stats(&n);
+        let frames: Vec<_> = (0..256).map(|k| frame(2000, k as u8)).collect();
+        let mut pkts = burst(&pool, &frames);
+        for _ in 0..4 {
+            let c = call(&mut n, &st, &mut pkts, 0);
+            assert_eq!((c.dispatch, pkts.len()), (Dispatch::All(0), 256));
+        }
+        pkts.free_all();
+        let (captured, not) = (counter(&st, "captured"), counter(&st, "not_captured"));
+        assert_eq!(counter(&st, "write_errors"), 1);
+        assert_eq!(captured + not, 4 * 256);
+        assert!((400..600).contains(&captured), "{captured} records fit the 1 MiB buffer");
+        n.stop();
+        assert_eq!(pool.stats().in_use, 0);
+    }
+}

@@ -143,3 +143,221 @@ impl Node for Classify {
         &COUNTERS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::*;
+    use ironpath_graph::Dispatch;
+    use ironpath_wire::arp::ArpOperation;
+    use ironpath_wire::IpAddress;
+    use std::net::Ipv4Addr;
+
+    const GRE: u8 = 47;
+    const HOPOPT: u8 = 0;
+    const IPV6_NONXT: u8 = 59;
+
+    /// A TCP header (SYN) with no payload; classify never reads past the IP header.
+    fn tcp_hdr() -> Vec<u8> {
+        let mut t = vec![0u8; 20];
+        t[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        t[2..4].copy_from_slice(&80u16.to_be_bytes());
+        t[12] = 5 << 4;
+        t[13] = 0x02;
+        t
+    }
+
+    fn ipv4_frame(proto: u8, payload: &[u8]) -> Vec<u8> {
+        eth(US_MAC, PEER_MAC, 0x0800, &ipv4(PEER4, US4, proto, 64, payload))
+    }
+
+    fn udp4() -> Vec<u8> {
+        ipv4_frame(17, &udp(IpAddress::V4(PEER4), IpAddress::V4(US4), 5000, 53, b"query"))
+    }
+
+    fn arp_frame() -> Vec<u8> {
+        eth([0xff; 6], PEER_MAC, 0x0806, &arp(ArpOperation::Request, PEER_MAC, PEER4, [0; 6], US4))
+    }
+
+    fn icmp6_frame() -> Vec<u8> {
+        ping6(US6, 1, b"abcdefgh")
+    }
+
+    /// TCP over IPv6 behind an 8-byte hop-by-hop header (a PadN option).
+    fn tcp6_hbh() -> Vec<u8> {
+        let mut p = vec![6, 0, 1, 4, 0, 0, 0, 0];
+        p.extend_from_slice(&tcp_hdr());
+        eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(PEER6, US6, HOPOPT, 64, &p))
+    }
+
+    fn vlan(frame: &[u8], vid: u16) -> Vec<u8> {
+        let mut f = frame[..12].to_vec();
+        f.extend_from_slice(&0x8100u16.to_be_bytes());
+        f.extend_from_slice(&vid.to_be_bytes());
+        f.extend_from_slice(&frame[12..]);
+        f
+    }
+
+    /// Run `c` on `frames` (with `ol_flags` on each); (next, l2_len, l3_len) per packet.
+    fn classify(c: &mut Classify, st: &ironpath_graph::NodeStats, frames: &[Vec<u8>], ol: u64) -> Vec<(u16, u8, u16)> {
+        let pool = pool(frames.len().max(1) as u32);
+        let mut b = burst(&pool, frames);
+        for i in 0..b.len() {
+            b.header_mut(i).ol_flags |= ol;
+        }
+        let r = call(c, st, &mut b, 0);
+        assert_eq!(r.dispatch, Dispatch::Each);
+        let got = (0..b.len()).map(|i| (r.next[i], b.header(i).l2_len, b.header(i).l3_len)).collect();
+        // The node changes no data, only the header lengths.
+        for (i, f) in frames.iter().enumerate() {
+            assert_eq!(b.data(i), &f[..]);
+        }
+        b.free_all();
+        assert_eq!(pool.stats().in_use, 0);
+        got
+    }
+
+    #[test]
+    fn each_protocol_goes_to_its_edge_with_header_lengths() {
+        let mut c = Classify::new(NEXTS);
+        let st = stats(&c);
+        let mut opts = ipv4(PEER4, US4, 17, 64, &udp(IpAddress::V4(PEER4), IpAddress::V4(US4), 1, 2, b""));
+        // IPv4 with 4 bytes of options (NOPs): IHL 6.
+        opts.splice(20..20, [1, 1, 1, 1]);
+        opts[0] = 0x46;
+        let total = opts.len() as u16;
+        opts[2..4].copy_from_slice(&total.to_be_bytes());
+        opts[10..12].fill(0);
+        let ck = !ironpath_wire::checksum::data(&opts[..24]);
+        opts[10..12].copy_from_slice(&ck.to_be_bytes());
+        let udp6 = eth(
+            US_MAC,
+            PEER_MAC,
+            0x86dd,
+            &ipv6(PEER6, US6, 17, 64, &udp(IpAddress::V6(PEER6), IpAddress::V6(US6), 1, 2, b"x")),
+        );
+        let frames = vec![
+            arp_frame(),
+            ping4(US4, 1, b"ping"),
+            ipv4_frame(6, &tcp_hdr()),
+            udp4(),
+            ipv4_frame(GRE, &[0; 4]),
+            icmp6_frame(),
+            tcp6_hbh(),
+            udp6,
+            eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(PEER6, US6, IPV6_NONXT, 64, b"")),
+            vlan(&udp4(), 100),
+            vlan(&vlan(&ping4(US4, 2, b""), 200), 100),
+            eth(US_MAC, PEER_MAC, 0x0800, &opts),
+            eth([0x01, 0x80, 0xc2, 0, 0, 0x0e], PEER_MAC, 0x88cc, &[0; 46]),
+        ];
+        let want: Vec<(u16, u8, u16)> = vec![
+            (ARP as u16, 14, 0),
+            (ICMP as u16, 14, 20),
+            (TCP as u16, 14, 20),
+            (UDP as u16, 14, 20),
+            (IPV4 as u16, 14, 20),
+            (ICMP6 as u16, 14, 40),
+            (TCP as u16, 14, 48),
+            (UDP as u16, 14, 40),
+            (IPV6 as u16, 14, 40),
+            (UDP as u16, 18, 20),
+            (ICMP as u16, 22, 20),
+            (UDP as u16, 14, 24),
+            (OTHER as u16, 14, 0),
+        ];
+        assert_eq!(classify(&mut c, &st, &frames, 0), want);
+        assert_eq!(counter(&st, "vlan"), 2);
+        assert_eq!(counter(&st, "malformed"), 0);
+        assert_eq!(counter(&st, "bad_ip_checksum"), 0);
+    }
+
+    #[test]
+    fn every_truncation_is_dropped_as_malformed() {
+        for full in [ping4(US4, 7, &[0x5a; 56]), icmp6_frame(), tcp6_hbh(), vlan(&udp4(), 9)] {
+            let mut c = Classify::new(NEXTS);
+            let st = stats(&c);
+            let cut: Vec<Vec<u8>> = (0..full.len()).map(|n| full[..n].to_vec()).collect();
+            let got = classify(&mut c, &st, &cut, 0);
+            assert!(got.iter().all(|&(k, _, _)| k == DROP), "{got:?}");
+            assert_eq!(counter(&st, "malformed"), full.len() as u64);
+            assert_eq!(counter(&st, "bad_ip_checksum"), 0);
+            // The whole frame passes.
+            assert_ne!(classify(&mut c, &st, std::slice::from_ref(&full), 0)[0].0, DROP);
+            assert_eq!(counter(&st, "malformed"), full.len() as u64);
+        }
+    }
+
+    #[test]
+    fn malformed_headers_are_dropped() {
+        let mut c = Classify::new(NEXTS);
+        let st = stats(&c);
+        let mut short_ihl = ping4(US4, 1, b"");
+        short_ihl[14] = 0x44; // IHL 16 bytes < 20
+        let mut total_below_ihl = ping4(US4, 1, b"");
+        total_below_ihl[16..18].copy_from_slice(&10u16.to_be_bytes());
+        // Hop-by-hop after another extension header.
+        let mut late_hbh = vec![HOPOPT, 0, 1, 4, 0, 0, 0, 0, 6, 0, 1, 4, 0, 0, 0, 0];
+        late_hbh.extend_from_slice(&tcp_hdr());
+        let late_hbh = eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(PEER6, US6, 60, 64, &late_hbh));
+        let triple_tag = vlan(&vlan(&vlan(&udp4(), 1), 2), 3);
+        let frames = [short_ihl, total_below_ihl, late_hbh, triple_tag];
+        let got = classify(&mut c, &st, &frames, 0);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [DROP; 4]);
+        assert_eq!(counter(&st, "malformed"), 4);
+    }
+
+    #[test]
+    fn bad_ipv4_checksum_is_dropped_unless_hardware_verified() {
+        let mut bad = udp4();
+        bad[24] ^= 0x01;
+        let mut c = Classify::new(NEXTS);
+        let st = stats(&c);
+        assert_eq!(classify(&mut c, &st, &[bad.clone()], 0), [(DROP, 14, 0)]);
+        assert_eq!(counter(&st, "bad_ip_checksum"), 1);
+        // A NIC that says "bad" is no better than no flag: still checked in software.
+        assert_eq!(classify(&mut c, &st, &[bad.clone()], abi::RX_IP_CKSUM_BAD), [(DROP, 14, 0)]);
+        assert_eq!(counter(&st, "bad_ip_checksum"), 2);
+        // Checked by the NIC: trusted.
+        assert_eq!(classify(&mut c, &st, &[bad], abi::RX_IP_CKSUM_GOOD), [(UDP as u16, 14, 20)]);
+        assert_eq!(counter(&st, "bad_ip_checksum"), 2);
+        assert_eq!(counter(&st, "malformed"), 0);
+    }
+
+    #[test]
+    fn unconnected_classes_fall_back() {
+        let frames = vec![
+            arp_frame(),
+            ping4(US4, 1, b""),
+            ipv4_frame(6, &tcp_hdr()),
+            udp4(),
+            ipv4_frame(GRE, &[]),
+            icmp6_frame(),
+            tcp6_hbh(),
+            eth(US_MAC, PEER_MAC, 0x88cc, &[0; 46]),
+        ];
+        let nexts = |connected: &[&str]| {
+            let mut c = Classify::new(connected);
+            let st = stats(&c);
+            classify(&mut c, &st, &frames, 0).into_iter().map(|g| g.0).collect::<Vec<_>>()
+        };
+        let (a, i4, o) = (ARP as u16, IPV4 as u16, OTHER as u16);
+        assert_eq!(nexts(&["ipv4", "other"]), [o, i4, i4, i4, i4, o, o, o]);
+        assert_eq!(nexts(&["other"]), [o; 8]);
+        assert_eq!(nexts(&["arp", "icmp", "ipv6"]), [a, ICMP as u16, DROP, DROP, DROP, IPV6 as u16, IPV6 as u16, o]);
+        assert_eq!(
+            nexts(&["tcp", "udp", "icmp6"]),
+            [DROP, DROP, TCP as u16, UDP as u16, DROP, ICMP6 as u16, TCP as u16, o]
+        );
+        // Nothing connected: `other` still names its edge (the engine counts it unconnected).
+        assert_eq!(nexts(&[]), [DROP, DROP, DROP, DROP, DROP, DROP, DROP, o]);
+    }
+
+    #[test]
+    fn broadcast_ipv4_is_classified_like_any_other() {
+        let mut c = Classify::new(NEXTS);
+        let st = stats(&c);
+        let f = eth([0xff; 6], PEER_MAC, 0x0800, &ipv4(PEER4, Ipv4Addr::BROADCAST, 17, 1, &[0; 8]));
+        assert_eq!(classify(&mut c, &st, &[f], 0), [(UDP as u16, 14, 20)]);
+    }
+}

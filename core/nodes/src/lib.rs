@@ -101,6 +101,31 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
             }
             Box::new(icmp::IcmpEcho::new(v4, v6, env.port_mac(port)?))
         }
+        "rx_aggregate" => {
+            use aggregate::{AggrConfig, Aggregator, Flush, Mode};
+            let mode = match p.str("mode").unwrap_or("gro") {
+                "lro" => Mode::Lro,
+                "off" => return Ok(decl(cfg, spec, Box::new(aggregate::node::RxAggregate::new(None)))),
+                _ => Mode::Gro,
+            };
+            let lro_pool = match (mode, p.mempool("lro_mempool")) {
+                (Mode::Lro, None) => return Err("mode lro needs `lro_mempool` (a mempool of large buffers)".into()),
+                (_, Some(name)) => Some(env.mempool(Some(name), None)?),
+                _ => None,
+            };
+            let ac = AggrConfig {
+                mode,
+                max_bytes: uint("max_bytes") as u32,
+                max_segments: uint("max_segments") as u16,
+                max_flows: uint("max_flows") as usize,
+                flush: if p.str("flush") == Some("timeout") { Flush::Timeout } else { Flush::Burst },
+                flush_tsc: (u128::from(p.duration_us("flush_us").unwrap_or(100)) * u128::from(env.tsc_hz()) / 1_000_000)
+                    as u64,
+                drop_bad: p.str("bad") == Some("drop"),
+            };
+            Box::new(aggregate::node::RxAggregate::new(Some(Aggregator::new(ac, lro_pool))))
+        }
+        "gso" => Box::new(aggregate::node::Gso::new(env.mempool(p.mempool("mempool"), None)?, uint("mss") as u16)),
         "macswap" => Box::new(simple::MacSwap),
         "counter" => Box::new(simple::CounterNode),
         "drop" => Box::new(simple::DropNode),
@@ -137,14 +162,18 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
         }
         other => return Err(format!("node type `{other}` has no constructor")),
     };
-    Ok(NodeDecl {
+    Ok(decl(cfg, spec, node))
+}
+
+fn decl(cfg: &NodeCfg, spec: &ironpath_config::NodeSpec, node: Box<dyn Node>) -> NodeDecl {
+    NodeDecl {
         name: cfg.name.clone(),
         type_name: cfg.type_name.clone(),
         lcore: cfg.lcore,
         nexts: spec.nexts.names().iter().map(|s| s.to_string()).collect(),
         source: spec.source,
         node,
-    })
+    }
 }
 
 /// Fixtures shared by the node tests (frame builders, a pool, one-call helpers), and

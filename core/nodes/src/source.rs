@@ -160,3 +160,152 @@ impl Node for Source {
         &COUNTERS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::*;
+    use ironpath_graph::NodeStats;
+
+    fn cfg(size: usize, burst: usize, flows: u32, rate_pps: u64, count: u64) -> SourceConfig {
+        SourceConfig {
+            size,
+            burst,
+            flows,
+            src_mac: US_MAC,
+            dst_mac: PEER_MAC,
+            src_ip: US4,
+            dst_ip: PEER4,
+            rate_pps,
+            count,
+        }
+    }
+
+    /// Packet `k` as it must be generated: computed from scratch, not incrementally.
+    fn expected(c: &SourceConfig, k: u64) -> Vec<u8> {
+        let mut payload: Vec<u8> = (0..c.size - 42).map(|j| j as u8).collect();
+        if payload.len() >= SEQ_LEN {
+            payload[..SEQ_LEN].copy_from_slice(&k.to_be_bytes());
+        }
+        let port = BASE_PORT + (k % u64::from(c.flows)) as u16;
+        let u = udp(IpAddress::V4(c.src_ip), IpAddress::V4(c.dst_ip), port, 9, &payload);
+        eth(c.dst_mac, c.src_mac, 0x0800, &ipv4(c.src_ip, c.dst_ip, 17, 64, &u))
+    }
+
+    /// Poll once (an empty input burst, as the engine does for a source).
+    fn poll(s: &mut Source, st: &NodeStats, now: u64) -> Vec<Vec<u8>> {
+        let mut b = Burst::new();
+        let c = call(s, st, &mut b, now);
+        assert_eq!(c.dispatch, Dispatch::All(0));
+        outputs(&c, &mut b).into_iter().map(|(_, f)| f).collect()
+    }
+
+    #[test]
+    fn count_limit_stops_exactly() {
+        let pool = pool(64);
+        let mut s = Source::new(cfg(60, 32, 1, 0, 70), pool.clone(), 1_000_000);
+        let st = stats(&s);
+        let sizes: Vec<usize> = (0..5).map(|t| poll(&mut s, &st, t).len()).collect();
+        assert_eq!(sizes, [32, 32, 6, 0, 0]);
+        assert_eq!((s.sent(), counter(&st, "generated")), (70, 70));
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn every_packet_has_its_sequence_number_flow_and_valid_checksums() {
+        // 65536 packets over 7 flows: the UDP checksum takes (nearly) every value, so an
+        // incremental update that differs from a full computation would show.
+        let pool = pool(256);
+        let c = cfg(60, 256, 7, 0, 0);
+        let mut s = Source::new(c.clone(), pool.clone(), 1_000_000);
+        let st = stats(&s);
+        let mut k = 0u64;
+        for t in 0..256 {
+            let out = poll(&mut s, &st, t);
+            assert_eq!(out.len(), 256);
+            for f in out {
+                let ip = Ipv4Packet::new_checked(&f[14..]).expect("ipv4");
+                assert!(ip.verify_checksum());
+                let u = UdpPacket::new_checked(ip.payload()).expect("udp");
+                assert!(
+                    u.checksum() != 0 && u.verify_checksum(&IpAddress::V4(US4), &IpAddress::V4(PEER4)),
+                    "packet {k}"
+                );
+                assert_eq!(f, expected(&c, k), "packet {k}");
+                k += 1;
+            }
+        }
+        assert_eq!(counter(&st, "generated"), 65536);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn frames_of_other_sizes() {
+        // 42: no payload; 49: no room for the sequence number; 1514: a full frame.
+        for size in [42, 49, 50, 1514] {
+            let pool = pool(32);
+            let c = cfg(size, 8, 3, 0, 16);
+            let mut s = Source::new(c.clone(), pool.clone(), 1_000_000);
+            let st = stats(&s);
+            let out = [poll(&mut s, &st, 1), poll(&mut s, &st, 2), poll(&mut s, &st, 3)].concat();
+            assert_eq!(out.len(), 16);
+            for (k, f) in out.iter().enumerate() {
+                assert_eq!(f.len(), size);
+                assert_eq!(*f, expected(&c, k as u64), "size {size} packet {k}");
+            }
+            assert_eq!(pool.stats().in_use, 0);
+        }
+    }
+
+    #[test]
+    fn rate_follows_virtual_time() {
+        let pool = pool(64);
+        let (hz, rate, burst) = (1_000_000u64, 1000u64, 32usize);
+        let mut s = Source::new(cfg(60, burst, 1, rate, 0), pool.clone(), hz);
+        let st = stats(&s);
+        let start = 1_000u64;
+        let mut total = 0u64;
+        for now in (start..=start + hz).step_by(100) {
+            total += poll(&mut s, &st, now).len() as u64;
+            let allowed = (now - start) * rate / hz + burst as u64;
+            assert!(total <= allowed, "{total} packets by tick {now} (at most {allowed})");
+        }
+        // One second at 1000 pps (a token may be lost to float rounding).
+        assert!((999..=1000).contains(&total), "{total}");
+        assert_eq!(s.sent(), total);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn idle_time_earns_at_most_one_burst() {
+        let pool = pool(64);
+        let mut s = Source::new(cfg(60, 16, 1, 1000, 0), pool.clone(), 1_000_000);
+        let st = stats(&s);
+        assert!(poll(&mut s, &st, 5).is_empty(), "no tokens yet");
+        // Ten seconds later: 10000 packets' worth of tokens, capped at one burst.
+        assert_eq!(poll(&mut s, &st, 10_000_005).len(), 16);
+        assert!(poll(&mut s, &st, 10_000_006).is_empty());
+        assert_eq!(poll(&mut s, &st, 10_002_006).len(), 2);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn empty_pool_is_counted_not_fatal() {
+        let pool = pool(40);
+        let mut s = Source::new(cfg(60, 32, 1, 0, 0), pool.clone(), 1_000_000);
+        let st = stats(&s);
+        let mut first = Burst::new();
+        assert!(call(&mut s, &st, &mut first, 1).dispatch == Dispatch::All(0));
+        assert_eq!(first.len(), 32);
+        // 8 mbufs left: a burst of 32 is all or nothing.
+        assert!(poll(&mut s, &st, 2).is_empty());
+        assert_eq!((counter(&st, "alloc_failed"), counter(&st, "generated")), (1, 32));
+        assert_eq!(pool.stats().in_use, 32);
+        first.free_all();
+        // The sequence continues where it stopped.
+        let next = poll(&mut s, &st, 3);
+        assert_eq!(next.len(), 32);
+        assert_eq!(next[0], expected(&cfg(60, 32, 1, 0, 0), 32));
+        assert_eq!(pool.stats().in_use, 0);
+    }
+}

@@ -47,6 +47,17 @@ pub const COMMANDS: &[CmdDoc] = &[
     CmdDoc { words: "set nbcore", usage: "set nbcore N", help: "number of forwarding lcores" },
     CmdDoc { words: "set promisc", usage: "set promisc (ID|all) on|off", help: "promiscuous mode" },
     CmdDoc {
+        words: "set port gro",
+        usage: "set port ID gro on|off",
+        help: "receive aggregation (TCP over IPv4/IPv6) on the port's received bursts",
+    },
+    CmdDoc {
+        words: "set gro flush",
+        usage: "set gro flush N (1..=4)",
+        help: "polls an aggregate may wait before it is flushed (1: within each burst)",
+    },
+    CmdDoc { words: "show port gro", usage: "show port ID gro", help: "GRO settings and counters of a port" },
+    CmdDoc {
         words: "set verbose",
         usage: "set verbose N",
         help: "verbosity: 1 or more prints every received packet (at the next start)",
@@ -87,7 +98,7 @@ pub const WORDS: &[&str] = &[
     "start", "tx_first", "stop", "quit", "show", "port", "info", "summary", "stats", "xstats", "all", "clear", "fwd",
     "config", "rxtx", "cores", "set", "burst", "txpkts", "nbcore", "promisc", "on", "off", "verbose", "attach",
     "detach", "close", "rxq", "txq", "rxd", "txd", "monitor", "help", "retry", "io", "mac", "macswap", "5tswap",
-    "rxonly", "txonly", "flowgen", "csum", "icmpecho", "pipeline", "load", "graph", "runtime", "trace",
+    "rxonly", "txonly", "flowgen", "csum", "icmpecho", "pipeline", "load", "graph", "runtime", "trace", "gro", "flush",
 ];
 
 /// What the shell does after a command.
@@ -249,6 +260,23 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
     let arg = |i: usize| t.get(i).copied();
     let mut out = String::new();
     match arg(1) {
+        Some("port") if arg(3) == Some("gro") => {
+            let id = ports_arg(app, "show port gro", arg(2))?[0];
+            no_more("show port gro", &t[4..])?;
+            let mut c = [0u64; 4];
+            for st in app.streams.iter().filter(|s| s.rx_port == id) {
+                let v = [
+                    st.stats.gro_in.get(),
+                    st.stats.gro_out.get(),
+                    st.stats.gro_aggregates.get(),
+                    st.stats.gro_merged.get(),
+                ];
+                for k in 0..4 {
+                    c[k] += v[k];
+                }
+            }
+            out = super::gro::show(id, &app.gro, c);
+        }
         Some("port") => {
             let what = arg(2).ok_or_else(|| bad("show port", "missing info|summary|stats|xstats"))?;
             if what == "summary" {
@@ -394,6 +422,36 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
             }
             app.p.nb_cores = n;
             out = format!("Number of forwarding cores set to {n}\n");
+        }
+        Some("port") if arg(3) == Some("gro") => {
+            let id = ports_arg(app, "set port gro", arg(2))?[0];
+            let on = match arg(4) {
+                Some("on") => true,
+                Some("off") => false,
+                _ => return Err(bad("set port gro", "expected on or off")),
+            };
+            no_more("set port gro", &t[5..])?;
+            if app.is_running() {
+                return Err(bad("set port gro", "stop forwarding first"));
+            }
+            if on {
+                app.gro.ports.insert(id);
+            } else {
+                app.gro.ports.remove(&id);
+            }
+            out = format!("Port {id}: GRO {}\n", if on { "on" } else { "off" });
+        }
+        Some("gro") => {
+            if arg(2) != Some("flush") {
+                return Err(bad("set gro flush", "expected `set gro flush N`"));
+            }
+            let n = num("set gro flush", arg(3), 1u32, super::gro::MAX_FLUSH_CYCLES)?;
+            no_more("set gro flush", &t[4..])?;
+            if app.is_running() {
+                return Err(bad("set gro flush", "stop forwarding first"));
+            }
+            app.gro.flush_cycles = n;
+            out = format!("GRO flush cycles set to {n}\n");
         }
         Some("promisc") => {
             let ids = ports_arg(app, "set promisc", arg(2))?;

@@ -43,6 +43,14 @@ pub struct StreamStats {
     pub busy_cycles: Counter,
     /// Mbuf allocation failures (txonly, flowgen).
     pub alloc_failed: Counter,
+    /// GRO: packets into the aggregator.
+    pub gro_in: Counter,
+    /// GRO: packets out of it.
+    pub gro_out: Counter,
+    /// GRO: aggregates made.
+    pub gro_aggregates: Counter,
+    /// GRO: segments inside them.
+    pub gro_merged: Counter,
 }
 
 impl StreamStats {
@@ -103,6 +111,8 @@ pub struct Stream {
     pub next_flow: u32,
     /// Scratch burst.
     pub burst: Burst,
+    /// Receive aggregation, when the RX port has GRO on.
+    pub gro: Option<super::gro::StreamGro>,
 }
 
 /// A forwarding engine.
@@ -125,6 +135,13 @@ pub fn no_begin(_: &mut Stream, _: &FwdSettings) {}
 pub fn rx(s: &mut Stream, set: &FwdSettings) -> usize {
     let n = s.burst.rx(&s.rx, set.burst);
     s.stats.rx_packets.add(n as u64);
+    if s.gro.is_some() {
+        let n = super::gro::apply(s);
+        if set.verbose > 0 && n > 0 {
+            dump(s, n);
+        }
+        return n;
+    }
     if set.verbose > 0 && n > 0 {
         dump(s, n);
     }

@@ -5,6 +5,7 @@ pub mod commands;
 pub mod display;
 pub mod engine;
 pub mod fwd;
+pub mod gro;
 pub mod params;
 pub mod pipeline_cmds;
 pub mod pkt;
@@ -39,6 +40,8 @@ pub struct App {
     last_show: HashMap<u16, (Stats, Instant)>,
     /// `set verbose N`.
     pub verbose: u32,
+    /// `set port ID gro on|off`, `set gro flush N`.
+    pub gro: gro::GroSettings,
     /// The pipeline `pipeline load` started.
     pub pipeline: Option<crate::pipeline::PipelineRun>,
     pin: bool,
@@ -111,6 +114,7 @@ impl App {
             fwd_base: HashMap::new(),
             last_show: HashMap::new(),
             verbose: 0,
+            gro: gro::GroSettings::default(),
             pipeline: None,
             pin,
         };
@@ -177,6 +181,11 @@ impl App {
         let engine = engine::engine(&self.p.forward_mode).ok_or("unknown forwarding mode")?;
         let fwd = self.fwd_lcores();
         let (mut streams, infos) = runner::build_streams(&self.eal, &self.pool, self.p.topology, &fwd)?;
+        for (_, s) in streams.iter_mut() {
+            if self.gro.ports.contains(&s.rx.port) {
+                s.gro = Some(gro::StreamGro::new(&self.gro));
+            }
+        }
         let set = self.settings();
         let out = self.fwd_config_text(&infos);
         self.fwd_base.clear();

@@ -100,6 +100,7 @@ pub fn build_streams(
                     template: Vec::new(),
                     next_flow: 0,
                     burst: Burst::new(),
+                    gro: None,
                 },
             ));
         }

@@ -21,6 +21,7 @@
 //! testpmd's `set port N gro on` both drive it.
 
 pub mod gso;
+pub mod node;
 pub mod parse;
 
 use ironpath_eal::abi;
@@ -405,7 +406,7 @@ impl Aggregator {
         let mss = r.seg.payload;
         // A run that ended (PSH/FIN or a short last segment, held out of order)
         // takes nothing more: those marks must stay on the last segment.
-        let ended = r.last_flags & END_MERGE != 0 || r.bytes % u32::from(mss) != 0;
+        let ended = r.last_flags & END_MERGE != 0 || !r.bytes.is_multiple_of(u32::from(mss));
         if ended || s.payload > mss || (!s.v6 && s.ip_id != r.last_id.wrapping_add(1)) {
             return Err(Why::Mismatch);
         }
@@ -414,7 +415,10 @@ impl Aggregator {
 
     /// Whether run `b` may follow run `a` (contiguity already checked).
     fn can_concat(&self, a: &Run, b: &Run) -> Result<(), Why> {
-        if b.seg.payload != a.seg.payload || a.bytes % u32::from(a.seg.payload) != 0 || a.last_flags & END_MERGE != 0 {
+        if b.seg.payload != a.seg.payload
+            || !a.bytes.is_multiple_of(u32::from(a.seg.payload))
+            || a.last_flags & END_MERGE != 0
+        {
             // `a` must be all full-size segments and `b` start with one.
             return Err(Why::Mismatch);
         }
@@ -562,7 +566,7 @@ impl Aggregator {
             self.stats.malformed += u64::from(bsegs);
         }
         let mss = u32::from(ra.seg.payload);
-        let ends = ra.last_flags & END_MERGE != 0 || ra.bytes % mss != 0;
+        let ends = ra.last_flags & END_MERGE != 0 || !ra.bytes.is_multiple_of(mss);
         let full = self
             .fits(&self.flows[i].runs[a], u32::from(self.flows[i].runs[a].segs) + 1, self.flows[i].runs[a].bytes + mss)
             .is_err();
