@@ -13,7 +13,11 @@ export RUSTC_BOOTSTRAP=1
 for t in $(cargo fuzz list); do
     echo "== fuzz $t for ${secs}s"
     mkdir -p "fuzz/corpus/$t"
-    cargo fuzz run "$t" --release -- -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 2>&1 |
+    # Committed seed inputs (fuzz/seeds/TARGET), when a target has them, start the
+    # search from valid packets.
+    seeds=()
+    if [ -d "fuzz/seeds/$t" ]; then seeds=("fuzz/seeds/$t"); fi
+    cargo fuzz run "$t" --release "fuzz/corpus/$t" "${seeds[@]}" -- -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 2>&1 |
         grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==|SUMMARY|thread .* panicked)" || true
     if [ -n "$(ls -A "fuzz/artifacts/$t" 2>/dev/null)" ]; then
         echo "fuzz target $t found a crash: fuzz/artifacts/$t" >&2

@@ -73,13 +73,15 @@ pub struct Arp {
     pool: Mempool,
     cache: HashMap<Ipv4Addr, ([u8; 6], u64)>,
     pending: HashMap<Ipv4Addr, Pending>,
-    out: Burst,
+    /// Packets to send (replies, requests, resolved packets); what does not fit
+    /// in this call's burst leaves on the next poll.
+    out: VecDeque<Mbuf>,
 }
 
 impl Arp {
     /// A node that allocates its requests from `pool`.
     pub fn new(cfg: ArpConfig, pool: Mempool) -> Self {
-        Self { cfg, pool, cache: HashMap::new(), pending: HashMap::new(), out: Burst::new() }
+        Self { cfg, pool, cache: HashMap::new(), pending: HashMap::new(), out: VecDeque::new() }
     }
 
     /// The cached MAC of `ip`.
@@ -110,10 +112,9 @@ impl Arp {
         if let Ok(d) = m.data_mut() {
             d[0..6].copy_from_slice(&mac);
             d[6..12].copy_from_slice(&ours);
-            if self.out.push(m).is_ok() {
-                cx.count(RESOLVED, 1);
-                return;
-            }
+            self.out.push_back(m);
+            cx.count(RESOLVED, 1);
+            return;
         }
         cx.count(MALFORMED, 1);
     }
@@ -151,9 +152,8 @@ impl Arp {
         f.set_dst_addr(repr.source_hardware_addr);
         f.set_src_addr(EthernetAddress(self.cfg.mac));
         reply.emit(&mut ArpPacket::new_unchecked(&mut d[HEADER_LEN..]));
-        if self.out.push(m).is_ok() {
-            cx.count(REPLIES, 1);
-        }
+        self.out.push_back(m);
+        cx.count(REPLIES, 1);
     }
 
     fn request(&mut self, cx: &NodeCx<'_>, target: Ipv4Addr) {
@@ -180,9 +180,8 @@ impl Arp {
             target_protocol_addr: target,
         }
         .emit(&mut ArpPacket::new_unchecked(&mut d[HEADER_LEN..]));
-        if self.out.push(m).is_ok() {
-            cx.count(REQUESTS, 1);
-        }
+        self.out.push_back(m);
+        cx.count(REQUESTS, 1);
     }
 
     fn resolve(&mut self, cx: &NodeCx<'_>, m: Mbuf) {
@@ -262,7 +261,12 @@ impl Node for Arp {
         if !self.pending.is_empty() {
             self.retry(cx);
         }
-        self.out.move_to(pkts);
+        while let Some(m) = self.out.pop_front() {
+            if let Err(m) = pkts.push(m) {
+                self.out.push_front(m);
+                break;
+            }
+        }
         Dispatch::All(0)
     }
 

@@ -4,11 +4,12 @@ use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
 /// Swap destination and source MAC addresses in place (testpmd's `macswap`).
-/// Packets whose data is shared are sent on unchanged (and counted).
+/// Packets whose data is shared are sent on unchanged; frames shorter than the
+/// two addresses (12 bytes) are dropped and counted (`short`).
 #[derive(Default)]
 pub struct MacSwap;
 
-static MACSWAP_COUNTERS: [CounterSpec; 1] = [CounterSpec { name: "short", unit: "packets dropped (< 14 bytes)" }];
+static MACSWAP_COUNTERS: [CounterSpec; 1] = [CounterSpec { name: "short", unit: "packets dropped (< 12 bytes)" }];
 
 impl Node for MacSwap {
     #[inline]

@@ -26,7 +26,7 @@ pub mod parse;
 
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool};
-use parse::{add_sum, finish_headers, parse, Key, Seg, Skip, END_MERGE, NO_MERGE};
+use parse::{add_sum, finish_headers, parse, Hdr, Seg, Skip, END_MERGE, NO_MERGE};
 use std::collections::VecDeque;
 
 /// How segments are merged.
@@ -125,8 +125,8 @@ const MAX_RUNS: usize = 8;
 
 /// Contiguous segments of a flow.
 struct Run {
-    /// The first segment's header view.
-    seg: Seg,
+    /// What the run keeps of its first segment's headers.
+    seg: Hdr,
     start: u32,
     next: u32,
     last_id: u16,
@@ -136,15 +136,15 @@ struct Run {
     last_flags: u8,
     /// First segment (with headers); for LRO once merged, the large buffer.
     head: Mbuf,
-    /// GRO: the other segments, headers stripped.
+    /// GRO: the other segments, headers stripped (a vector from `spare_tails`
+    /// once the run has a second segment; no allocation for single segments).
     tails: Vec<Mbuf>,
     /// LRO: `head` is a large buffer holding every payload.
     copied: bool,
 }
 
 struct Flow {
-    key: Key,
-    /// The flow's template: ACK, window, options and IP fields to match.
+    /// The flow's key and template: ACK, window, options and IP fields to match.
     seg: Seg,
     runs: Vec<Run>,
     first_tsc: u64,
@@ -165,9 +165,13 @@ enum Why {
 pub struct Aggregator {
     cfg: AggrConfig,
     lro_pool: Option<Mempool>,
+    /// Flow slots: `flows[..live]` are the held flows; the slots after them keep
+    /// their (empty) run vectors for the next flows, so starting or ending a flow
+    /// allocates nothing and moves no flow (the last held flow fills a gap).
     flows: Vec<Flow>,
+    live: usize,
+    /// `hashes[i]` is the hash of `flows[i]`'s key (`live` entries), scanned first.
     hashes: Vec<u32>,
-    spare_runs: Vec<Vec<Run>>,
     spare_tails: Vec<Vec<Mbuf>>,
     pending: VecDeque<Mbuf>,
     /// Counters.
@@ -199,8 +203,8 @@ impl Aggregator {
             cfg,
             lro_pool,
             flows: Vec::with_capacity(cfg.max_flows),
+            live: 0,
             hashes: Vec::with_capacity(cfg.max_flows),
-            spare_runs: Vec::new(),
             spare_tails: Vec::new(),
             pending: VecDeque::new(),
             stats: AggrStats::default(),
@@ -214,7 +218,7 @@ impl Aggregator {
 
     /// Flows currently held.
     pub fn flows(&self) -> usize {
-        self.flows.len()
+        self.live
     }
 
     /// Aggregate the packets in `pkts` (the burst ends holding the outputs: passed
@@ -262,13 +266,17 @@ impl Aggregator {
     /// Packets held (in flows or waiting for room).
     pub fn held(&self) -> usize {
         self.pending.len()
-            + self.flows.iter().map(|f| f.runs.iter().map(|r| usize::from(r.segs)).sum::<usize>()).sum::<usize>()
+            + self.flows[..self.live]
+                .iter()
+                .map(|f| f.runs.iter().map(|r| usize::from(r.segs)).sum::<usize>())
+                .sum::<usize>()
     }
 
     fn one(&mut self, m: Mbuf, now: u64, out: &mut Out<'_>) {
         let parsed =
             if m.is_writable() { parse(m.data(), m.pkt_len(), m.header().ol_flags) } else { Err(Skip::NotTcp) };
-        let s = match parsed {
+        // Borrowed out of the result: the segment view is not copied again.
+        let s = match &parsed {
             Ok(s) => s,
             Err(why) => {
                 let bad = match why {
@@ -304,7 +312,7 @@ impl Aggregator {
             }
             return;
         };
-        if !mergeable || !same_template(&self.flows[i].seg, &s) {
+        if !mergeable || !same_template(&self.flows[i].seg, s) {
             self.flush_flow(i, Why::Mismatch, out);
             if mergeable {
                 self.new_flow(m, s, now, out);
@@ -319,12 +327,13 @@ impl Aggregator {
 
     #[inline(always)]
     fn find(&self, s: &Seg) -> Option<usize> {
-        self.hashes.iter().enumerate().find(|&(i, &h)| h == s.hash && self.flows[i].key == s.key).map(|(i, _)| i)
+        self.hashes.iter().enumerate().find(|&(i, &h)| h == s.hash && self.flows[i].seg.key == s.key).map(|(i, _)| i)
     }
 
-    fn new_run(&mut self, m: Mbuf, s: Seg) -> Run {
+    #[inline(always)]
+    fn new_run(m: Mbuf, s: &Seg) -> Run {
         Run {
-            seg: s,
+            seg: s.hdr(),
             start: s.seq,
             next: s.seq.wrapping_add(u32::from(s.payload)),
             last_id: s.ip_id,
@@ -333,33 +342,40 @@ impl Aggregator {
             psum: s.psum,
             last_flags: s.flags,
             head: m,
-            tails: self.spare_tails.pop().unwrap_or_default(),
+            tails: Vec::new(),
             copied: false,
         }
     }
 
-    fn new_flow(&mut self, m: Mbuf, s: Seg, now: u64, out: &mut Out<'_>) {
-        if self.flows.len() >= self.cfg.max_flows {
-            let oldest = (0..self.flows.len()).min_by_key(|&i| self.flows[i].first_tsc).unwrap_or(0);
+    fn new_flow(&mut self, m: Mbuf, s: &Seg, now: u64, out: &mut Out<'_>) {
+        if self.live >= self.cfg.max_flows.max(1) {
+            let oldest = (0..self.live).min_by_key(|&i| self.flows[i].first_tsc).unwrap_or(0);
             self.stats.flows_evicted += 1;
             self.flush_flow(oldest, Why::Evict, out);
         }
         let ends = s.flags & END_MERGE != 0;
-        let mut runs = self.spare_runs.pop().unwrap_or_default();
-        runs.push(self.new_run(m, s));
-        self.flows.push(Flow { key: s.key, seg: s, runs, first_tsc: now });
+        let run = Self::new_run(m, s);
+        let i = self.live;
+        if i == self.flows.len() {
+            self.flows.push(Flow { seg: *s, runs: Vec::with_capacity(MAX_RUNS), first_tsc: now });
+        } else {
+            let f = &mut self.flows[i];
+            f.seg = *s;
+            f.first_tsc = now;
+        }
+        self.flows[i].runs.push(run);
+        self.live += 1;
         self.hashes.push(s.hash);
         if ends {
-            let i = self.flows.len() - 1;
             self.flush_flow(i, Why::End, out);
         }
     }
 
-    fn add(&mut self, i: usize, m: Mbuf, s: Seg, now: u64, out: &mut Out<'_>) {
+    fn add(&mut self, i: usize, m: Mbuf, s: &Seg, now: u64, out: &mut Out<'_>) {
         let f = &self.flows[i];
         let end = s.seq.wrapping_add(u32::from(s.payload));
         if let Some(r) = f.runs.iter().position(|r| r.next == s.seq) {
-            match self.can_append(&f.runs[r], &s) {
+            match self.can_append(&f.runs[r], s) {
                 Ok(()) => {
                     self.append(i, r, m, s, out);
                     return;
@@ -380,7 +396,7 @@ impl Aggregator {
         }
         if let Some(r) = f.runs.iter().position(|r| r.start == end) {
             // `s` comes just before a held run: it becomes that run's head.
-            let run = self.new_run(m, s);
+            let run = Self::new_run(m, s);
             let ok = self.can_concat(&run, &self.flows[i].runs[r]);
             self.stats.reordered += 1;
             let f = &mut self.flows[i];
@@ -397,7 +413,7 @@ impl Aggregator {
             return;
         }
         self.stats.reordered += 1;
-        let run = self.new_run(m, s);
+        let run = Self::new_run(m, s);
         self.flows[i].runs.push(run);
     }
 
@@ -445,7 +461,7 @@ impl Aggregator {
         Ok(())
     }
 
-    fn append(&mut self, i: usize, r: usize, m: Mbuf, s: Seg, out: &mut Out<'_>) {
+    fn append(&mut self, i: usize, r: usize, m: Mbuf, s: &Seg, out: &mut Out<'_>) {
         if !self.prepare(i, r) {
             self.flush_flow(i, Why::Mismatch, out);
             self.passthrough(m, out);
@@ -453,8 +469,13 @@ impl Aggregator {
         }
         let mss = self.flows[i].runs[r].seg.payload;
         let run = &mut self.flows[i].runs[r];
+        if !run.copied && run.tails.capacity() == 0 {
+            if let Some(v) = self.spare_tails.pop() {
+                run.tails = v;
+            }
+        }
         let odd = run.bytes & 1 == 1;
-        if !add_payload(run, m, &s) {
+        if !add_payload(run, m, s) {
             self.stats.malformed += 1;
         } else {
             run.psum = add_sum(run.psum, s.psum, odd);
@@ -547,6 +568,11 @@ impl Aggregator {
         } else {
             let extra = if bsegs == 1 { head.pkt_len().saturating_sub(hdr + usize::from(bseg.payload)) } else { 0 };
             if (extra == 0 || head.trim(extra).is_ok()) && head.adj(hdr).is_ok() {
+                if ra.tails.capacity() == 0 {
+                    if let Some(v) = self.spare_tails.pop() {
+                        ra.tails = v;
+                    }
+                }
                 ra.tails.push(head);
                 ra.tails.append(&mut tails);
                 true
@@ -554,7 +580,9 @@ impl Aggregator {
                 false
             }
         };
-        self.spare_tails.push(tails);
+        if tails.capacity() > 0 {
+            self.spare_tails.push(tails);
+        }
         if ok {
             ra.psum = add_sum(ra.psum, bpsum, odd);
             ra.segs += bsegs;
@@ -583,14 +611,14 @@ impl Aggregator {
     }
 
     fn flush_all(&mut self, why: Why, out: &mut Out<'_>) {
-        while !self.flows.is_empty() {
-            self.flush_flow(self.flows.len() - 1, why, out);
+        while self.live > 0 {
+            self.flush_flow(self.live - 1, why, out);
         }
     }
 
     fn flush_due(&mut self, now: u64, out: &mut Out<'_>) {
         let mut i = 0;
-        while i < self.flows.len() {
+        while i < self.live {
             if now.wrapping_sub(self.flows[i].first_tsc) >= self.cfg.flush_tsc {
                 self.flush_flow(i, Why::Timeout, out);
             } else {
@@ -609,21 +637,26 @@ impl Aggregator {
             Why::Mismatch => st.flush_mismatch += 1,
             Why::Evict => {}
         }
-        let mut f = self.flows.swap_remove(i);
-        self.hashes.swap_remove(i);
-        if f.runs.len() > 1 {
-            let base = f.runs.iter().map(|r| r.start).fold(f.runs[0].start, |m, s| if seq_lt(s, m) { s } else { m });
-            f.runs.sort_by_key(|r| r.start.wrapping_sub(base));
+        let mut runs = std::mem::take(&mut self.flows[i].runs);
+        if runs.len() > 1 {
+            let base = runs.iter().map(|r| r.start).fold(runs[0].start, |m, s| if seq_lt(s, m) { s } else { m });
+            runs.sort_by_key(|r| r.start.wrapping_sub(base));
         }
-        for run in f.runs.drain(..) {
+        for run in runs.drain(..) {
             let tails = self.finish(run, out);
-            self.spare_tails.push(tails);
+            if tails.capacity() > 0 {
+                self.spare_tails.push(tails);
+            }
         }
-        self.spare_runs.push(f.runs);
+        self.flows[i].runs = runs;
+        // The last held flow takes the slot (a no-op when flushing from the end).
+        self.live -= 1;
+        self.flows.swap(i, self.live);
+        self.hashes.swap_remove(i);
     }
 
     /// Send a run on: unchanged when it is one segment, else as an aggregate.
-    /// Returns its (empty) tails vector for reuse.
+    /// Returns its (empty) tails vector for reuse (unallocated for one segment).
     fn finish(&mut self, run: Run, out: &mut Out<'_>) -> Vec<Mbuf> {
         let Run { seg, segs, bytes, psum, last_flags, mut head, mut tails, .. } = run;
         if segs == 1 && tails.is_empty() {
@@ -655,7 +688,10 @@ impl Aggregator {
     /// Free everything held (at stop); returns how many packets were freed.
     pub fn discard(&mut self) -> usize {
         let n = self.held();
-        self.flows.clear();
+        for f in &mut self.flows[..self.live] {
+            f.runs.clear();
+        }
+        self.live = 0;
         self.hashes.clear();
         self.pending.clear();
         self.stats.dropped += n as u64;
@@ -697,6 +733,13 @@ fn same_template(t: &Seg, s: &Seg) -> bool {
         && t.ip_same == s.ip_same
         && t.l4 == s.l4
         && t.opt_len == s.opt_len
-        && t.opts[..usize::from(t.opt_len)] == s.opts[..usize::from(s.opt_len)]
+        && same_bytes(&t.opts, &s.opts) // zero after `opt_len` in both
         && t.flags & !END_MERGE == s.flags & !END_MERGE
+}
+
+/// Equality of two option arrays word by word, without early exit (no `memcmp` call).
+#[inline(always)]
+fn same_bytes(a: &[u8; 40], b: &[u8; 40]) -> bool {
+    let d = |o| parse::word(a, o) ^ parse::word(b, o);
+    (d(0) | d(8) | d(16) | d(24) | d(32)) == 0
 }
