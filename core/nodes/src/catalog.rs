@@ -129,6 +129,23 @@ pub static CATALOG: &[NodeSpec] = &[
         sink: false,
     },
     NodeSpec {
+        type_name: "impair",
+        doc: "a bad link on purpose (as netem): seeded loss, delay with jitter (reordering), duplication, corruption",
+        params: &[
+            p("seed", ParamKind::Uint { min: 0, max: u64::MAX }, false, Some("1"), "generator seed (same seed, same decisions)"),
+            p("loss", ParamKind::Str, false, Some("0%"), "probability a packet is dropped (`1%`, `0.1%` or a fraction like `0.01`)"),
+            p("duplicate", ParamKind::Str, false, Some("0%"), "probability a packet is sent twice"),
+            p("corrupt", ParamKind::Str, false, Some("0%"), "probability one bit (past the Ethernet header) is flipped"),
+            p("delay", ParamKind::Duration, false, Some("0us"), "base delay"),
+            p("jitter", ParamKind::Duration, false, Some("0us"), "each packet's delay is uniform in delay ± jitter (reorders)"),
+            p("max_held", ParamKind::Uint { min: 1, max: 1_000_000 }, false, Some("65536"), "most packets waiting (beyond: dropped, counted)"),
+            MEMPOOL,
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+    },
+    NodeSpec {
         type_name: "drop",
         doc: "free every packet; `show runtime` counts them by the edge they came from",
         params: &[],

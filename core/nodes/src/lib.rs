@@ -19,6 +19,7 @@ mod catalog;
 pub mod classify;
 pub mod doc;
 pub mod icmp;
+pub mod impair;
 pub mod port;
 pub mod simple;
 pub mod source;
@@ -126,6 +127,21 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
             Box::new(aggregate::node::RxAggregate::new(Some(Aggregator::new(ac, lro_pool))))
         }
         "gso" => Box::new(aggregate::node::Gso::new(env.mempool(p.mempool("mempool"), None)?, uint("mss") as u16)),
+        "impair" => {
+            let pct = |k: &str| impair::parse_ppm(p.str(k).unwrap_or("0%")).map_err(|e| format!("`{k}`: {e}"));
+            let hz = u128::from(env.tsc_hz());
+            let us = |k: &str| (u128::from(p.duration_us(k).unwrap_or(0)) * hz / 1_000_000) as u64;
+            let ic = impair::ImpairConfig {
+                seed: uint("seed"),
+                loss_ppm: pct("loss")?,
+                duplicate_ppm: pct("duplicate")?,
+                corrupt_ppm: pct("corrupt")?,
+                delay_tsc: us("delay"),
+                jitter_tsc: us("jitter"),
+                max_held: uint("max_held") as usize,
+            };
+            Box::new(impair::Impair::new(ic, env.mempool(p.mempool("mempool"), None)?))
+        }
         "macswap" => Box::new(simple::MacSwap),
         "counter" => Box::new(simple::CounterNode),
         "drop" => Box::new(simple::DropNode),

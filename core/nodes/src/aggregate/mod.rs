@@ -28,6 +28,7 @@ use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool};
 use parse::{add_sum, finish_headers, parse, Hdr, Seg, Skip, END_MERGE, NO_MERGE};
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 
 /// How segments are merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +135,10 @@ struct Run {
     bytes: u32,
     psum: u16,
     last_flags: u8,
+    /// Payload bytes of the last segment. Only the last segment of a run may be
+    /// shorter than the first (the MSS): nothing joins after a short one. So
+    /// `last_len < seg.payload` says `bytes % seg.payload != 0` without a division.
+    last_len: u16,
     /// First segment (with headers); for LRO once merged, the large buffer.
     head: Mbuf,
     /// GRO: the other segments, headers stripped (a vector from `spare_tails`
@@ -225,6 +230,11 @@ impl Aggregator {
     /// packets, aggregates, and any held ones that are due). `now_tsc` drives
     /// timeouts.
     pub fn process(&mut self, pkts: &mut Burst, now_tsc: u64) {
+        // Load every packet's header and first data line now, in parallel, rather
+        // than one miss after another in the loop.
+        for i in 0..pkts.len() {
+            pkts.prefetch_data(i);
+        }
         let input = pkts.drain();
         let mut pending = std::mem::take(&mut self.pending);
         let mut n_out = 0;
@@ -274,7 +284,7 @@ impl Aggregator {
 
     fn one(&mut self, m: Mbuf, now: u64, out: &mut Out<'_>) {
         let parsed =
-            if m.is_writable() { parse(m.data(), m.pkt_len(), m.header().ol_flags) } else { Err(Skip::NotTcp) };
+            if writable_single(&m) { parse(m.data(), m.pkt_len(), m.header().ol_flags) } else { Err(Skip::NotTcp) };
         // Borrowed out of the result: the segment view is not copied again.
         let s = match &parsed {
             Ok(s) => s,
@@ -341,6 +351,7 @@ impl Aggregator {
             bytes: u32::from(s.payload),
             psum: s.psum,
             last_flags: s.flags,
+            last_len: s.payload,
             head: m,
             tails: Vec::new(),
             copied: false,
@@ -422,7 +433,7 @@ impl Aggregator {
         let mss = r.seg.payload;
         // A run that ended (PSH/FIN or a short last segment, held out of order)
         // takes nothing more: those marks must stay on the last segment.
-        let ended = r.last_flags & END_MERGE != 0 || !r.bytes.is_multiple_of(u32::from(mss));
+        let ended = r.last_flags & END_MERGE != 0 || r.last_len < mss;
         if ended || s.payload > mss || (!s.v6 && s.ip_id != r.last_id.wrapping_add(1)) {
             return Err(Why::Mismatch);
         }
@@ -431,10 +442,7 @@ impl Aggregator {
 
     /// Whether run `b` may follow run `a` (contiguity already checked).
     fn can_concat(&self, a: &Run, b: &Run) -> Result<(), Why> {
-        if b.seg.payload != a.seg.payload
-            || !a.bytes.is_multiple_of(u32::from(a.seg.payload))
-            || a.last_flags & END_MERGE != 0
-        {
+        if b.seg.payload != a.seg.payload || a.last_len < a.seg.payload || a.last_flags & END_MERGE != 0 {
             // `a` must be all full-size segments and `b` start with one.
             return Err(Why::Mismatch);
         }
@@ -484,6 +492,7 @@ impl Aggregator {
             run.next = run.next.wrapping_add(u32::from(s.payload));
             run.last_id = s.ip_id;
             run.last_flags = s.flags;
+            run.last_len = s.payload;
         }
         let run = &self.flows[i].runs[r];
         let full = self.fits(run, u32::from(run.segs) + 1, run.bytes + u32::from(mss)).is_err();
@@ -555,6 +564,7 @@ impl Aggregator {
             next: bnext,
             last_id,
             last_flags,
+            last_len,
             mut head,
             mut tails,
             ..
@@ -590,11 +600,12 @@ impl Aggregator {
             ra.next = bnext;
             ra.last_id = last_id;
             ra.last_flags = last_flags;
+            ra.last_len = last_len;
         } else {
             self.stats.malformed += u64::from(bsegs);
         }
         let mss = u32::from(ra.seg.payload);
-        let ends = ra.last_flags & END_MERGE != 0 || !ra.bytes.is_multiple_of(mss);
+        let ends = ra.last_flags & END_MERGE != 0 || ra.last_len < ra.seg.payload;
         let full = self
             .fits(&self.flows[i].runs[a], u32::from(self.flows[i].runs[a].segs) + 1, self.flows[i].runs[a].bytes + mss)
             .is_err();
@@ -719,6 +730,17 @@ fn add_payload(run: &mut Run, mut m: Mbuf, s: &Seg) -> bool {
     true
 }
 
+/// `m.is_writable()` for a one-segment packet (chained input is not aggregated),
+/// from the header's first cache line only: `is_writable` follows `next`, in the
+/// second line, which the fast path otherwise never touches (`next` is null when
+/// `nb_segs` is 1). Acquire as in `is_writable`: a holder that just let go of the
+/// packet has finished with its data.
+#[inline(always)]
+fn writable_single(m: &Mbuf) -> bool {
+    let h = m.header();
+    h.nb_segs == 1 && h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & abi::IND_ATTACHED == 0
+}
+
 /// Sequence-number order (RFC 1982 style, modulo 2^32).
 #[inline(always)]
 fn seq_lt(a: u32, b: u32) -> bool {
@@ -733,13 +755,12 @@ fn same_template(t: &Seg, s: &Seg) -> bool {
         && t.ip_same == s.ip_same
         && t.l4 == s.l4
         && t.opt_len == s.opt_len
-        && same_bytes(&t.opts, &s.opts) // zero after `opt_len` in both
+        && same_words(&t.opts, &s.opts) // zero after `opt_len` in both
         && t.flags & !END_MERGE == s.flags & !END_MERGE
 }
 
-/// Equality of two option arrays word by word, without early exit (no `memcmp` call).
+/// Equality of two option arrays without early exit (no `memcmp` call).
 #[inline(always)]
-fn same_bytes(a: &[u8; 40], b: &[u8; 40]) -> bool {
-    let d = |o| parse::word(a, o) ^ parse::word(b, o);
-    (d(0) | d(8) | d(16) | d(24) | d(32)) == 0
+fn same_words(a: &[u64; 5], b: &[u64; 5]) -> bool {
+    ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4])) == 0
 }

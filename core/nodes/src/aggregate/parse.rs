@@ -9,8 +9,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Longest L2 header kept in a flow key (Ethernet + two VLAN tags).
 pub const MAX_L2: usize = 22;
-/// Bytes of a flow key: L2 header, its length, addresses, ports (59), padded to
-/// whole 8-byte words so that keys compare and hash as eight `u64`s.
+/// Bytes of a flow key (eight words).
 pub const KEY_LEN: usize = 64;
 
 /// TCP flags that forbid a merge.
@@ -18,9 +17,11 @@ pub const NO_MERGE: u8 = 0x02 | 0x04 | 0x20 | 0x40 | 0x80; // SYN RST URG ECE CW
 /// TCP flags that end a merge after the segment carrying them.
 pub const END_MERGE: u8 = 0x01 | 0x08; // FIN PSH
 
-/// A flow key: everything that names a TCP connection in one direction on one link.
-/// Bytes `0..l2` the L2 header, `MAX_L2` its length, then the addresses (8 or 32
-/// bytes) and the ports, the rest zero; held as native-endian words.
+/// A flow key: everything that names a TCP connection in one direction on one link,
+/// as little-endian words read straight from the frame (no byte buffer to read
+/// back, which would stall on store forwarding): words 0-2 the L2 header (up to
+/// [`MAX_L2`] bytes, zero after it) with its length in the top byte of word 2,
+/// words 3-6 the addresses (IPv4: word 3, the rest zero), word 7 the ports.
 #[derive(Clone, Copy)]
 pub struct Key(pub [u64; KEY_LEN / 8]);
 
@@ -37,10 +38,22 @@ impl PartialEq for Key {
     }
 }
 
-/// The native-endian word at byte `o` of `b`.
+/// The little-endian word at byte `o` of `d`.
 #[inline(always)]
-pub fn word<const N: usize>(b: &[u8; N], o: usize) -> u64 {
-    u64::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5], b[o + 6], b[o + 7]])
+fn le64(d: &[u8], o: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&d[o..o + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// The low `n` bytes of a little-endian word (`n` <= 8).
+#[inline(always)]
+fn low_bytes(w: u64, n: usize) -> u64 {
+    if n >= 8 {
+        w
+    } else {
+        w & ((1u64 << (8 * n)) - 1)
+    }
 }
 
 impl Eq for Key {}
@@ -84,8 +97,9 @@ pub struct Seg {
     /// Bytes that must be equal for a merge besides ACK and window: IPv4 TOS, TTL
     /// and flags (DF); IPv6 traffic class, flow label and hop limit.
     pub ip_same: u64,
-    /// TCP option bytes (compared as a whole), zero after `opt_len`.
-    pub opts: [u8; 40],
+    /// TCP option bytes as little-endian words (compared as a whole), zero after
+    /// `opt_len`.
+    pub opts: [u64; 5],
     /// Length of the options.
     pub opt_len: u8,
     /// Payload bytes.
@@ -141,7 +155,7 @@ fn hash(k: &[u64; KEY_LEN / 8]) -> u32 {
     (h >> 32) as u32
 }
 
-/// The ones-complement sum of a header whose length is a multiple of 4 (TCP's),
+/// The ones-complement sum of a header whose length is a multiple of 4 (IPv4's, TCP's),
 /// folded as [`checksum::sum`] folds it: 32-bit big-endian words added as
 /// integers (`2^16 = 1 mod 0xffff`), then reduced.
 #[inline(always)]
@@ -175,14 +189,7 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
         return Err(Skip::NotTcp);
     }
     let ip = &frame[l2..];
-    let mut key = [0u8; KEY_LEN];
-    // Fixed-size copies for the usual lengths (no `memcpy` call).
-    match l2 {
-        14 => key[..14].copy_from_slice(&frame[..14]),
-        18 => key[..18].copy_from_slice(&frame[..18]),
-        _ => key[..l2].copy_from_slice(&frame[..l2]),
-    }
-    key[MAX_L2] = l2 as u8;
+    let mut key = [0u64; KEY_LEN / 8];
     let (v6, l3, ip_total, ip_id, ip_same, pseudo) = match et {
         EtherType::IPV4 => {
             if ip.len() < 20 || ip[0] >> 4 != 4 {
@@ -197,10 +204,10 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
             if frag & 0x3fff != 0 || ip[9] != IpProtocol::TCP.0 {
                 return Err(Skip::NotTcp); // a fragment (MF or offset) or not TCP
             }
-            if ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && checksum::data(&ip[..hl]) != 0xffff {
+            if ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && header_sum(&ip[..hl]) != 0xffff {
                 return Err(Skip::BadChecksum);
             }
-            key[MAX_L2 + 1..MAX_L2 + 9].copy_from_slice(&ip[12..20]);
+            key[3] = le64(ip, 12);
             let same = u64::from(ip[1]) << 24 | u64::from(ip[8]) << 16 | u64::from(frag & 0x4000);
             let tcp_len = (total - hl) as u16;
             // checksum::pseudo_header_v4, from the header's bytes.
@@ -223,7 +230,7 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
             if ip[6] != IpProtocol::TCP.0 {
                 return Err(Skip::NotTcp); // extension headers are not aggregated
             }
-            key[MAX_L2 + 1..MAX_L2 + 33].copy_from_slice(&ip[8..40]);
+            (key[3], key[4], key[5], key[6]) = (le64(ip, 8), le64(ip, 16), le64(ip, 24), le64(ip, 32));
             let mut a = [0u8; 16];
             a.copy_from_slice(&ip[8..24]);
             let src = Ipv6Addr::from(a);
@@ -244,7 +251,11 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
     if l4 < 20 || l4 > tcp.len() {
         return Err(Skip::Malformed);
     }
-    key[MAX_L2 + 33..MAX_L2 + 37].copy_from_slice(&tcp[0..4]);
+    // The L2 header (14 + 20 or more bytes are there: 24 can be read).
+    key[0] = le64(frame, 0);
+    key[1] = low_bytes(le64(frame, 8), l2 - 8);
+    key[2] = if l2 > 16 { low_bytes(le64(frame, 16), l2 - 16) } else { 0 } | (l2 as u64) << 56;
+    key[7] = u64::from(u32::from_le_bytes([tcp[0], tcp[1], tcp[2], tcp[3]]));
     let payload = &tcp[l4..];
     // The payload's sum: derived from a checksum the port verified (header-only
     // work), else computed, which also verifies it when the field is complete.
@@ -265,18 +276,20 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
         // peer on veth): the data is the sender's own, nothing to check.
         p
     };
-    // Options word by word (their length is a multiple of 4): no `memcpy` call.
-    let mut opts = [0u8; 40];
-    let mut o = 0;
-    while o + 20 < l4 {
-        opts[o..o + 4].copy_from_slice(&tcp[20 + o..24 + o]);
-        o += 4;
+    // Options as words (their length is a multiple of 4).
+    let o = &tcp[20..l4];
+    let mut opts = [0u64; 5];
+    let mut k = 0;
+    while 8 * k + 8 <= o.len() {
+        opts[k] = le64(o, 8 * k);
+        k += 1;
     }
-    let k = &key;
-    let words = [word(k, 0), word(k, 8), word(k, 16), word(k, 24), word(k, 32), word(k, 40), word(k, 48), word(k, 56)];
+    if 8 * k + 4 <= o.len() {
+        opts[k] = u64::from(u32::from_le_bytes([o[8 * k], o[8 * k + 1], o[8 * k + 2], o[8 * k + 3]]));
+    }
     Ok(Seg {
-        hash: hash(&words),
-        key: Key(words),
+        hash: hash(&key),
+        key: Key(key),
         l2: l2 as u16,
         l3: l3 as u16,
         l4: l4 as u16,
@@ -313,7 +326,7 @@ pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u
         ip[2..4].copy_from_slice(&((l3 as u32 + tcp_len) as u16).to_be_bytes());
         ip[10] = 0;
         ip[11] = 0;
-        let c = !checksum::data(&ip[..l3]);
+        let c = !(header_sum(&ip[..l3]) as u16);
         ip[10..12].copy_from_slice(&c.to_be_bytes());
         let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
         let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
@@ -323,7 +336,7 @@ pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u
     tcp[13] |= last_flags & END_MERGE;
     tcp[16] = 0;
     tcp[17] = 0;
-    let c = !checksum::fold(checksum::sum(tcp) + pseudo + u32::from(psum));
+    let c = !checksum::fold(header_sum(tcp) + pseudo + u32::from(psum));
     tcp[16..18].copy_from_slice(&c.to_be_bytes());
 }
 

@@ -1,0 +1,360 @@
+//! `impair`: make a link bad on purpose, as `tc netem` would (this kernel has
+//! none), smoltcp's FaultInjector or testpmd's `noisy` engine: seeded loss,
+//! delay with jitter (which reorders), duplication and corruption of the packets
+//! passing through. Put one on the receive path and one on the transmit path and
+//! the peer sees impairment both ways.
+//!
+//! Every decision comes from a seeded generator, so a run can be repeated. Delayed
+//! packets wait in a time-ordered queue (bounded by `max_held`; beyond it they
+//! are dropped and counted); the node is polled, so they leave on time without
+//! other traffic. A duplicate is a full copy (both copies stay writable); a
+//! corruption flips one bit at or after byte 14 (past the Ethernet header, so the
+//! damage is for checksums to find, not for the MAC filter).
+
+use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+static COUNTERS: [CounterSpec; 7] = [
+    CounterSpec { name: "passed", unit: "packets sent on" },
+    CounterSpec { name: "lost", unit: "packets dropped on purpose" },
+    CounterSpec { name: "duplicated", unit: "extra copies sent" },
+    CounterSpec { name: "corrupted", unit: "packets with one bit flipped" },
+    CounterSpec { name: "delayed", unit: "packets held for a delay" },
+    CounterSpec { name: "held_full", unit: "packets dropped (max_held reached)" },
+    CounterSpec { name: "no_mbuf", unit: "duplicates or copies not made (mempool empty)" },
+];
+const PASSED: usize = 0;
+const LOST: usize = 1;
+const DUPLICATED: usize = 2;
+const CORRUPTED: usize = 3;
+const DELAYED: usize = 4;
+const HELD_FULL: usize = 5;
+const NO_MBUF: usize = 6;
+
+/// Probabilities are in parts per million.
+pub const PPM: u32 = 1_000_000;
+
+/// Settings of an `impair` node.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ImpairConfig {
+    /// Generator seed.
+    pub seed: u64,
+    /// Loss probability (ppm).
+    pub loss_ppm: u32,
+    /// Duplication probability (ppm).
+    pub duplicate_ppm: u32,
+    /// Corruption probability (ppm).
+    pub corrupt_ppm: u32,
+    /// Base delay in TSC ticks.
+    pub delay_tsc: u64,
+    /// Jitter in TSC ticks: each packet's delay is uniform in delay ± jitter.
+    pub jitter_tsc: u64,
+    /// Most packets waiting at once.
+    pub max_held: usize,
+}
+
+/// Parse a probability written as a percentage (`"1%"`, `"0.1%"`) or a plain
+/// fraction (`"0.01"`) into parts per million.
+pub fn parse_ppm(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(p) => (p.trim(), 10_000.0),
+        None => (t, 1_000_000.0),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a probability (write e.g. 1% or 0.01)"))?;
+    let ppm = v * scale;
+    if !(0.0..=1_000_000.0).contains(&ppm) || ppm.is_nan() {
+        return Err(format!("`{s}` is not between 0% and 100%"));
+    }
+    Ok(ppm.round() as u32)
+}
+
+/// The node.
+pub struct Impair {
+    cfg: ImpairConfig,
+    pool: Mempool,
+    rng: u64,
+    /// Release time and arrival number (keeps FIFO order among equal times).
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    held: HashMap<u64, Mbuf>,
+    seq: u64,
+}
+
+impl Impair {
+    /// A node copying duplicates from `pool`.
+    pub fn new(cfg: ImpairConfig, pool: Mempool) -> Self {
+        let rng = cfg.seed ^ 0x9e37_79b9_7f4a_7c15;
+        Self { cfg, pool, rng: if rng == 0 { 1 } else { rng }, queue: BinaryHeap::new(), held: HashMap::new(), seq: 0 }
+    }
+
+    /// Packets waiting for their delay.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn chance(&mut self, ppm: u32) -> bool {
+        ppm > 0 && (self.next() % u64::from(PPM)) < u64::from(ppm)
+    }
+
+    fn corrupt(&mut self, cx: &NodeCx<'_>, m: Mbuf) -> Mbuf {
+        let mut m = if m.is_writable() && m.nb_segs() == 1 {
+            m
+        } else {
+            match Mbuf::from_slice(&self.pool, &m.to_vec()) {
+                Ok(c) => c,
+                Err(_) => {
+                    cx.count(NO_MBUF, 1);
+                    return m;
+                }
+            }
+        };
+        let r = self.next();
+        if let Ok(d) = m.data_mut() {
+            if d.len() > 14 {
+                let at = 14 + (r as usize >> 8) % (d.len() - 14);
+                d[at] ^= 1 << (r & 7);
+                cx.count(CORRUPTED, 1);
+            }
+        }
+        m
+    }
+
+    fn delay_of(&mut self) -> u64 {
+        let (d, j) = (self.cfg.delay_tsc, self.cfg.jitter_tsc);
+        if j == 0 {
+            return d;
+        }
+        let off = self.next() % (2 * j + 1);
+        (d + off).saturating_sub(j)
+    }
+
+    /// Send `m` on now or after its delay.
+    fn forward(&mut self, cx: &NodeCx<'_>, m: Mbuf, out: &mut Burst) {
+        let delay = self.delay_of();
+        if delay == 0 && self.queue.is_empty() {
+            match out.push(m) {
+                Ok(()) => cx.count(PASSED, 1),
+                Err(m) => self.hold(cx, cx.now_tsc, m),
+            }
+            return;
+        }
+        cx.count(DELAYED, 1);
+        self.hold(cx, cx.now_tsc.wrapping_add(delay), m);
+    }
+
+    fn hold(&mut self, cx: &NodeCx<'_>, at: u64, m: Mbuf) {
+        if self.held.len() >= self.cfg.max_held {
+            cx.count(HELD_FULL, 1);
+            return;
+        }
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq)));
+        self.held.insert(self.seq, m);
+    }
+}
+
+impl Node for Impair {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let mut out = Burst::new();
+        if !pkts.is_empty() {
+            for m in pkts.drain() {
+                if self.chance(self.cfg.loss_ppm) {
+                    cx.count(LOST, 1);
+                    continue;
+                }
+                let m = if self.chance(self.cfg.corrupt_ppm) { self.corrupt(cx, m) } else { m };
+                if self.chance(self.cfg.duplicate_ppm) {
+                    match Mbuf::from_slice(&self.pool, &m.to_vec()) {
+                        Ok(copy) => {
+                            cx.count(DUPLICATED, 1);
+                            self.forward(cx, copy, &mut out);
+                        }
+                        Err(_) => cx.count(NO_MBUF, 1),
+                    }
+                }
+                self.forward(cx, m, &mut out);
+            }
+        }
+        // Release what is due, oldest first, as far as the burst has room.
+        while let Some(&Reverse((at, id))) = self.queue.peek() {
+            if at > cx.now_tsc || out.room() == 0 {
+                break;
+            }
+            self.queue.pop();
+            if let Some(m) = self.held.remove(&id) {
+                if let Err(m) = out.push(m) {
+                    self.held.insert(id, m);
+                    self.queue.push(Reverse((at, id)));
+                    break;
+                }
+                cx.count(PASSED, 1);
+            }
+        }
+        out.move_to(pkts);
+        Dispatch::All(0)
+    }
+
+    fn counters(&self) -> &'static [CounterSpec] {
+        &COUNTERS
+    }
+
+    fn stop(&mut self) {
+        self.queue.clear();
+        self.held.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{burst, call, counter, pool, stats};
+
+    fn frames(n: usize) -> Vec<Vec<u8>> {
+        frames_from(0, n)
+    }
+
+    /// `n` frames numbered from `start` (big-endian at byte 20).
+    fn frames_from(start: u64, n: usize) -> Vec<Vec<u8>> {
+        (0..n as u64)
+            .map(|i| {
+                let mut f = vec![0u8; 64];
+                f[20..28].copy_from_slice(&(start + i).to_be_bytes());
+                f
+            })
+            .collect()
+    }
+
+    fn seqs(b: &mut Burst) -> Vec<u64> {
+        let v = (0..b.len()).map(|i| u64::from_be_bytes(b.data(i)[20..28].try_into().unwrap())).collect();
+        b.free_all();
+        v
+    }
+
+    #[test]
+    fn parses_probabilities() {
+        assert_eq!(parse_ppm("1%"), Ok(10_000));
+        assert_eq!(parse_ppm("0.1%"), Ok(1_000));
+        assert_eq!(parse_ppm("0.01"), Ok(10_000));
+        assert_eq!(parse_ppm(" 100 % "), Ok(1_000_000));
+        assert!(parse_ppm("101%").is_err());
+        assert!(parse_ppm("-1%").is_err());
+        assert!(parse_ppm("lots").unwrap_err().contains("not a probability"));
+    }
+
+    #[test]
+    fn loss_duplication_and_corruption_follow_their_rates_and_the_seed() {
+        let p = pool(4096);
+        let cfg = ImpairConfig {
+            seed: 7,
+            loss_ppm: 100_000,
+            duplicate_ppm: 50_000,
+            corrupt_ppm: 20_000,
+            max_held: 1000,
+            ..Default::default()
+        };
+        let run = || {
+            let mut n = Impair::new(cfg, p.clone());
+            let st = stats(&n);
+            let mut got = Vec::new();
+            for r in 0..40 {
+                let mut b = burst(
+                    &p,
+                    &frames(100)
+                        .into_iter()
+                        .map(|mut f| {
+                            f[0] = r;
+                            f
+                        })
+                        .collect::<Vec<_>>(),
+                );
+                call(&mut n, &st, &mut b, 1);
+                got.extend(seqs(&mut b));
+            }
+            (got, counter(&st, "lost"), counter(&st, "duplicated"), counter(&st, "corrupted"), counter(&st, "passed"))
+        };
+        let (a, lost, dup, cor, passed) = run();
+        assert_eq!(run().0, a, "same seed, same decisions");
+        assert!((300..500).contains(&lost), "10% of 4000: {lost}");
+        assert!((120..290).contains(&dup), "5% of 3600: {dup}");
+        assert!((40..130).contains(&cor), "2% of 3600: {cor}");
+        assert_eq!(passed, 4000 - lost + dup);
+        assert_eq!(a.len() as u64, passed);
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn corruption_flips_exactly_one_bit_past_the_ethernet_header() {
+        let p = pool(64);
+        let mut n =
+            Impair::new(ImpairConfig { seed: 3, corrupt_ppm: PPM, max_held: 10, ..Default::default() }, p.clone());
+        let st = stats(&n);
+        let f = frames(1);
+        for _ in 0..50 {
+            let mut b = burst(&p, &f);
+            call(&mut n, &st, &mut b, 1);
+            let d = b.data(0).to_vec();
+            let diff: u32 = d.iter().zip(&f[0]).map(|(x, y)| (x ^ y).count_ones()).sum();
+            assert_eq!(diff, 1);
+            assert_eq!(&d[..14], &f[0][..14]);
+            b.free_all();
+        }
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn delay_holds_until_due_and_jitter_reorders() {
+        let p = pool(2048);
+        let mut n =
+            Impair::new(ImpairConfig { seed: 1, delay_tsc: 1000, max_held: 5000, ..Default::default() }, p.clone());
+        let st = stats(&n);
+        let mut b = burst(&p, &frames(10));
+        call(&mut n, &st, &mut b, 100);
+        assert!(b.is_empty(), "held for the delay");
+        call(&mut n, &st, &mut b, 1099);
+        assert!(b.is_empty(), "not due yet");
+        call(&mut n, &st, &mut b, 1100);
+        assert_eq!(seqs(&mut b), (0..10).collect::<Vec<_>>(), "due, in order");
+        // With jitter: some packets overtake others; nothing is lost.
+        let mut n = Impair::new(
+            ImpairConfig { seed: 9, delay_tsc: 1000, jitter_tsc: 500, max_held: 5000, ..Default::default() },
+            p.clone(),
+        );
+        let st = stats(&n);
+        let mut out = Vec::new();
+        for t in 0..100u64 {
+            let mut b = burst(&p, &frames_from(t * 10, 10));
+            call(&mut n, &st, &mut b, t * 100);
+            out.extend(seqs(&mut b));
+        }
+        let mut b = Burst::new();
+        call(&mut n, &st, &mut b, 1_000_000);
+        out.extend(seqs(&mut b));
+        assert_eq!(out.len(), 1000);
+        assert!(out.windows(2).any(|w| w[0] > w[1]), "jitter reorders");
+        assert_eq!(n.held(), 0);
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn the_delay_line_is_bounded() {
+        let p = pool(512);
+        let mut n =
+            Impair::new(ImpairConfig { seed: 1, delay_tsc: 1000, max_held: 50, ..Default::default() }, p.clone());
+        let st = stats(&n);
+        let mut b = burst(&p, &frames(80));
+        call(&mut n, &st, &mut b, 0);
+        assert_eq!((n.held(), counter(&st, "held_full")), (50, 30));
+        drop(n);
+        assert_eq!(p.stats().in_use, 0);
+    }
+}
