@@ -26,6 +26,10 @@ fn plugins(args: &[String]) -> i32 {
     let errs = eal.load_plugins(&eal_args.plugin_paths);
     for d in eal.drivers() {
         println!("{:<12} ABI 1.{}  {}\n             {},{}", d.name, d.abi_minor, d.path.display(), d.name, d.help);
+        if !d.pci_ids.is_empty() {
+            let ids: Vec<String> = d.pci_ids.iter().map(|i| ironpath_eal::pci::fmt_id(*i)).collect();
+            println!("             PCI {} (-a DDDD:BB:DD.F)", ids.join(", "));
+        }
     }
     for e in &errs {
         println!("refused: {e}");

@@ -209,14 +209,15 @@ edges:
     let got: u32 =
         p.split(" received").next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!((120..=250).contains(&got), "{got} of 300 replies:\n{p}\n{out}");
-    // Two delays of 5 +- 2 ms: no reply faster than 6 ms, the median near 10 ms,
-    // and replies overtake each other (jitter reorders).
+    // Two delays of 5 +- 2 ms: no reply faster than 6 ms, the median at least
+    // 8 ms (only lower bounds: a loaded machine adds delay, never removes it), and
+    // replies overtake each other (jitter reorders).
     let mut rtts: Vec<f64> =
         p.lines().filter_map(|l| l.split("time=").nth(1)?.split(' ').next()?.parse().ok()).collect();
     let seqs: Vec<u32> =
         p.lines().filter_map(|l| l.split("icmp_seq=").nth(1)?.split(' ').next()?.parse().ok()).collect();
     rtts.sort_by(f64::total_cmp);
-    assert!(rtts[0] >= 6.0 && (8.0..14.0).contains(&rtts[rtts.len() / 2]), "rtts {rtts:?}");
+    assert!(rtts[0] >= 6.0 && rtts[rtts.len() / 2] >= 8.0, "rtts {rtts:?}");
     assert!(seqs.windows(2).any(|w| w[0] > w[1]), "no reordering seen: {seqs:?}");
     for c in ["lost", "delayed"] {
         assert!(out.contains(c), "{out}");

@@ -16,8 +16,8 @@
 //! * [`Mbuf`], [`Mempool`] and [`Stats`] are shared memory layouts (the host hands
 //!   buffers of them to plugins): their sizes must be equal on both sides, so changing
 //!   one is a major change. [`PmdEntry`] may grow (the host reads the prefix it knows,
-//!   and requires at least the v1 size). The loader checks all this before calling
-//!   anything else.
+//!   and requires at least the 1.0 size, [`PMD_ENTRY_SIZE_V1_0`]). The loader checks
+//!   all this before calling anything else.
 //!
 //! Layouts are pinned by compile-time assertions at the end of this file.
 #![no_std]
@@ -28,7 +28,10 @@ use core::sync::atomic::AtomicU16;
 /// ABI major version: a plugin of another major is refused.
 pub const ABI_MAJOR: u16 = 1;
 /// ABI minor version: appended fields only.
-pub const ABI_MINOR: u16 = 0;
+///
+/// * 1.1: [`PmdEntry::pci_ids`] and [`PmdEntry::nb_pci_ids`] (the PCI functions a
+///   driver claims, for `-a DDDD:BB:DD.F`).
+pub const ABI_MINOR: u16 = 1;
 /// Name of the one symbol every plugin exports: `extern "C" fn() -> *const PmdEntry`.
 pub const ENTRY_SYMBOL: &str = "ironpath_pmd_entry";
 /// The entry symbol as a NUL-terminated byte string (for `dlsym`).
@@ -398,6 +401,29 @@ pub struct PmdEntry {
     pub devargs_help: *const c_char,
     /// Create a device.
     pub probe: Option<ProbeFn>,
+    // ---- 1.1 ----
+    /// The PCI functions this driver drives, `nb_pci_ids` entries (NULL and 0 for a
+    /// driver of virtual devices). The host picks the driver of `-a DDDD:BB:DD.F` by the
+    /// function's vendor and device id and probes it with `pci=DDDD:BB:DD.F` first in
+    /// its arguments. A 1.0 plugin's entry ends before this field: none.
+    pub pci_ids: *const PciId,
+    /// Number of entries at `pci_ids`.
+    pub nb_pci_ids: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Size of a [`PmdEntry`] of ABI 1.0 (the smallest a host accepts).
+pub const PMD_ENTRY_SIZE_V1_0: u32 = 48;
+
+/// A PCI vendor and device id (`8086:100e`), as in `lspci -n`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PciId {
+    /// Vendor id (`/sys/bus/pci/devices/ADDR/vendor`).
+    pub vendor: u16,
+    /// Device id (`/sys/bus/pci/devices/ADDR/device`).
+    pub device: u16,
 }
 
 /// A device's control operations. A NULL slot means "not supported" (`-ENOTSUP`).
@@ -461,8 +487,8 @@ pub struct DevOps {
 unsafe impl Sync for Mempool {}
 // SAFETY: as above; the pool may be handed to any thread.
 unsafe impl Send for Mempool {}
-// SAFETY: a `PmdEntry` is a static, immutable table of pointers to static strings and
-// functions; sharing it between threads is sound.
+// SAFETY: a `PmdEntry` is a static, immutable table of pointers to static strings,
+// functions and a static PCI id table; sharing it between threads is sound.
 unsafe impl Sync for PmdEntry {}
 // SAFETY: a `DevOps` is an immutable table of function pointers.
 unsafe impl Sync for DevOps {}
@@ -513,7 +539,9 @@ const _: () = {
     assert!(offset_of!(PmdEntry, abi_major) == 0);
     assert!(offset_of!(PmdEntry, abi_minor) == 2);
     assert!(offset_of!(PmdEntry, entry_size) == 4);
-    assert!(size_of::<PmdEntry>() == 48);
+    assert!(offset_of!(PmdEntry, pci_ids) == PMD_ENTRY_SIZE_V1_0 as usize);
+    assert!(size_of::<PmdEntry>() == 64);
+    assert!(size_of::<PciId>() == 4);
     assert!(size_of::<DevOps>() == 8 + 21 * 8);
 };
 

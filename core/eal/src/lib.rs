@@ -23,6 +23,7 @@ pub mod mbuf;
 pub mod memory;
 pub mod mempool;
 pub mod mpmc;
+pub mod pci;
 pub mod port;
 pub mod spsc;
 mod sync;
@@ -101,17 +102,67 @@ impl Eal {
         if self.ports().any(|p| p.name() == name) {
             return Err(PortError::Exists(name.to_string()));
         }
-        let slot = match self.ports.iter().position(Option::is_none) {
-            Some(i) => i,
-            None if self.ports.len() < MAX_PORTS => {
-                self.ports.push(None);
-                self.ports.len() - 1
-            }
-            None => return Err(PortError::TooMany(MAX_PORTS)),
-        };
+        let slot = self.free_slot()?;
         let port = Port::probe(&self.registry, slot as PortId, devargs)?;
         self.ports[slot] = Some(port);
         Ok(slot as PortId)
+    }
+
+    /// Create a port from an `-a/--allow` entry. A PCI address (`0000:00:01.0` or
+    /// `00:01.0`, then optional `,KEY=VALUE...`) goes to the loaded driver that claims
+    /// the function's vendor:device ids, probed as `ADDR` with `pci=ADDR` first in its
+    /// arguments; anything else is a device string as for [`Eal::port_attach`].
+    pub fn port_allow(&mut self, entry: &str) -> Result<PortId, PortError> {
+        self.port_allow_in(Path::new(pci::SYSFS_PCI_DEVICES), entry)
+    }
+
+    fn port_allow_in(&mut self, sysfs: &Path, entry: &str) -> Result<PortId, PortError> {
+        let entry = entry.trim();
+        let (first, rest) = entry.split_once(',').map_or((entry, ""), |(a, r)| (a.trim(), r.trim()));
+        let Some(addr) = pci::parse_addr(first) else { return self.port_attach(entry) };
+        if self.ports().any(|p| p.name() == addr) {
+            return Err(PortError::Exists(addr));
+        }
+        let id = pci::read_ids(sysfs, &addr)?;
+        let Some(driver) = self.registry.find_for_pci(id).cloned() else {
+            let claimed: Vec<String> = self
+                .drivers()
+                .iter()
+                .filter(|d| !d.pci_ids.is_empty())
+                .map(|d| {
+                    let ids: Vec<String> = d.pci_ids.iter().map(|i| pci::fmt_id(*i)).collect();
+                    format!("{} ({})", d.name, ids.join(", "))
+                })
+                .collect();
+            return Err(PortError::NoPciDriver {
+                addr,
+                id: pci::fmt_id(id),
+                claimed: if claimed.is_empty() { "none loaded (check -d)".into() } else { claimed.join("; ") },
+            });
+        };
+        let slot = self.free_slot()?;
+        let args = if rest.is_empty() { format!("pci={addr}") } else { format!("pci={addr},{rest}") };
+        let port = Port::probe_driver(&driver, slot as PortId, &addr, &args, entry).map_err(|e| match e {
+            // The usage line reads `ADDR,KEY=VALUE...`: `pci=` is implied by `-a ADDR`.
+            PortError::Probe { name, msg, help } => {
+                let help: Vec<&str> = help.split(',').filter(|k| !k.starts_with("pci=")).collect();
+                PortError::Probe { name, msg, help: help.join(",") }
+            }
+            e => e,
+        })?;
+        self.ports[slot] = Some(port);
+        Ok(slot as PortId)
+    }
+
+    fn free_slot(&mut self) -> Result<usize, PortError> {
+        match self.ports.iter().position(Option::is_none) {
+            Some(i) => Ok(i),
+            None if self.ports.len() < MAX_PORTS => {
+                self.ports.push(None);
+                Ok(self.ports.len() - 1)
+            }
+            None => Err(PortError::TooMany(MAX_PORTS)),
+        }
     }
 
     /// Close and remove a port.
@@ -153,5 +204,32 @@ impl Drop for Eal {
     fn drop(&mut self) {
         // Ports first (they call into their libraries), then the registry.
         self.ports.clear();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_entries_go_to_the_driver_of_the_pci_function() {
+        let root = std::env::temp_dir().join(format!("ironpath-allow-{}", std::process::id()));
+        let dev = root.join("0000:00:01.0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("vendor"), "0x8086\n").unwrap();
+        std::fs::write(dev.join("device"), "0x100e\n").unwrap();
+        let mut eal = Eal::new(MemPolicy::NoHuge);
+        let e = eal.port_allow_in(&root, "00:01.0,promisc=0").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "-a 0000:00:01.0: no loaded driver drives PCI device 0000:00:01.0 (8086:100e); \
+             drivers of PCI devices: none loaded (check -d)"
+        );
+        let e = eal.port_allow_in(&root, "0000:00:02.0").unwrap_err().to_string();
+        assert_eq!(e, "-a 0000:00:02.0: no PCI device 0000:00:02.0 (lspci -D lists them)");
+        // Not a PCI address: a device name, as with --vdev.
+        let e = eal.port_allow_in(&root, "net_null0").unwrap_err();
+        assert!(matches!(e, PortError::NoDriver { .. }), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

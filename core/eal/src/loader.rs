@@ -6,7 +6,9 @@
 //! 1. the file is not writable by anyone but its owner (mode & 022 == 0);
 //! 2. it loads (`dlopen`) and exports [`ironpath_abi::ENTRY_SYMBOL`];
 //! 3. the entry's ABI major equals ours (read from the frozen first 8 bytes);
-//! 4. the shared struct sizes (entry, mbuf, mempool, stats) equal ours;
+//! 4. the shared struct sizes (mbuf, mempool, stats) equal ours, and the entry is at
+//!    least the ABI 1.0 size (later minors append fields; an older entry's missing
+//!    fields read as zero: no PCI ids);
 //! 5. it has a driver name and a probe function.
 
 use ironpath_abi as abi;
@@ -20,6 +22,9 @@ pub const PMD_PATH_ENV: &str = "IRONPATH_PMD_PATH";
 
 /// File-name prefix of plugins found by directory scans.
 pub const PLUGIN_PREFIX: &str = "libironpath_pmd_";
+
+/// Most PCI ids read from one plugin's entry table.
+const MAX_PCI_IDS: u32 = 4096;
 
 /// Why a plugin file was refused.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +126,8 @@ pub struct Driver {
     pub abi_minor: u16,
     /// Size of the plugin's `DevOps` table.
     pub dev_ops_size: u32,
+    /// PCI functions (vendor, device) the driver claims for `-a ADDR` (ABI 1.1).
+    pub pci_ids: Vec<abi::PciId>,
     pub(crate) probe: abi::ProbeFn,
     /// Never closed: a plugin may have registered thread-local destructors or handed
     /// out function pointers that outlive every port (as DPDK, we never unload).
@@ -134,13 +141,13 @@ impl std::fmt::Debug for Driver {
 }
 
 fn check_sizes(path: &Path, e: &abi::PmdEntry) -> Result<(), LoadError> {
-    let (entry, mbuf, mempool, _ops, stats) = abi::entry_sizes();
-    if e.entry_size < entry {
+    let (_entry, mbuf, mempool, _ops, stats) = abi::entry_sizes();
+    if e.entry_size < abi::PMD_ENTRY_SIZE_V1_0 {
         return Err(LoadError::Size {
             path: path.to_path_buf(),
             what: "PmdEntry",
             found: e.entry_size,
-            expected: entry,
+            expected: abi::PMD_ENTRY_SIZE_V1_0,
         });
     }
     for (what, found, expected) in
@@ -182,9 +189,27 @@ pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
     if major != abi::ABI_MAJOR {
         return Err(LoadError::AbiMajor { path: path.to_path_buf(), found: major, expected: abi::ABI_MAJOR });
     }
-    // SAFETY: same major: the table has at least our v1 layout (entry_size checked next
-    // before any field past the header is trusted).
-    let e = unsafe { &*ep };
+    // SAFETY: every version has the frozen header; `entry_size` is at offset 4.
+    let entry_size = unsafe { (*ep).entry_size };
+    if entry_size < abi::PMD_ENTRY_SIZE_V1_0 {
+        return Err(LoadError::Size {
+            path: path.to_path_buf(),
+            what: "PmdEntry",
+            found: entry_size,
+            expected: abi::PMD_ENTRY_SIZE_V1_0,
+        });
+    }
+    // Copy the plugin's table into a host-sized, zeroed one: fields an older minor does
+    // not have (it is shorter) read as zero/NULL.
+    // SAFETY: PmdEntry is integers, raw pointers and an Option<fn>: all-zero is valid.
+    let mut e: abi::PmdEntry = unsafe { std::mem::zeroed() };
+    // SAFETY: the plugin's table is `entry_size` bytes long (its own declaration, at
+    // least the 1.0 size checked above); we copy at most our own size.
+    unsafe {
+        let n = (entry_size as usize).min(std::mem::size_of::<abi::PmdEntry>());
+        std::ptr::copy_nonoverlapping(ep.cast::<u8>(), (&mut e as *mut abi::PmdEntry).cast::<u8>(), n);
+    }
+    let e = &e;
     check_sizes(path, e)?;
     let Some(probe) = e.probe else {
         return Err(LoadError::Incomplete { path: path.to_path_buf(), what: "probe" });
@@ -203,12 +228,20 @@ pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
     if name.is_empty() {
         return Err(LoadError::Incomplete { path: path.to_path_buf(), what: "name" });
     }
+    let pci_ids = if e.pci_ids.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: a non-NULL `pci_ids` points to `nb_pci_ids` static entries (ABI 1.1
+        // contract); the count is bounded so a garbage value cannot make us read far.
+        unsafe { std::slice::from_raw_parts(e.pci_ids, e.nb_pci_ids.min(MAX_PCI_IDS) as usize) }.to_vec()
+    };
     Ok(Arc::new(Driver {
         name,
         help,
         path: path.to_path_buf(),
         abi_minor: minor,
         dev_ops_size: e.dev_ops_size,
+        pci_ids,
         probe,
         _lib: std::mem::ManuallyDrop::new(lib),
     }))
@@ -294,6 +327,11 @@ impl Registry {
     pub fn find_for_instance(&self, instance: &str) -> Option<&Arc<Driver>> {
         self.drivers.iter().filter(|d| instance.starts_with(d.name.as_str())).max_by_key(|d| d.name.len())
     }
+
+    /// The first loaded driver that claims PCI function `id` (in load order).
+    pub fn find_for_pci(&self, id: abi::PciId) -> Option<&Arc<Driver>> {
+        self.drivers.iter().find(|d| d.pci_ids.contains(&id))
+    }
 }
 
 /// Closest candidate by edit distance, for "did you mean" hints.
@@ -329,6 +367,31 @@ mod tests {
         assert_eq!(closest("net_nul", ["net_null", "net_ring"]), Some("net_null"));
         assert_eq!(closest("zzzzzzzz", ["net_null", "net_ring"]), None);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn an_abi_1_0_entry_is_accepted_a_shorter_one_is_not() {
+        let (entry, mbuf, mempool, dev_ops, stats) = abi::entry_sizes();
+        let mut e = abi::PmdEntry {
+            abi_major: abi::ABI_MAJOR,
+            abi_minor: 0,
+            entry_size: abi::PMD_ENTRY_SIZE_V1_0,
+            mbuf_size: mbuf,
+            mempool_size: mempool,
+            dev_ops_size: dev_ops,
+            stats_size: stats,
+            name: std::ptr::null(),
+            devargs_help: std::ptr::null(),
+            probe: None,
+            pci_ids: std::ptr::null(),
+            nb_pci_ids: 0,
+            reserved: 0,
+        };
+        assert!(entry > abi::PMD_ENTRY_SIZE_V1_0);
+        assert!(check_sizes(Path::new("p.so"), &e).is_ok());
+        e.entry_size = 40;
+        let err = check_sizes(Path::new("p.so"), &e).unwrap_err().to_string();
+        assert_eq!(err, "plugin p.so: refused: size of PmdEntry is 40 bytes, this host expects 48");
     }
 
     #[test]

@@ -35,6 +35,19 @@ pub enum PortError {
         /// Driver's device-argument help.
         help: String,
     },
+    /// An `-a` PCI address that names no device or whose ids cannot be read.
+    #[error(transparent)]
+    Pci(#[from] crate::pci::PciError),
+    /// No loaded driver claims the PCI function's ids.
+    #[error("-a {addr}: no loaded driver drives PCI device {addr} ({id}); drivers of PCI devices: {claimed}")]
+    NoPciDriver {
+        /// The address.
+        addr: String,
+        /// Its `vendor:device` ids.
+        id: String,
+        /// Loaded PCI drivers and their ids, or a hint.
+        claimed: String,
+    },
     /// Malformed devargs string.
     #[error("bad device string `{0}`: expected NAME[,KEY=VALUE...] such as `net_null0,size=64`")]
     BadDevargs(String),
@@ -250,7 +263,7 @@ impl Port {
         if name.is_empty() || name.contains(char::is_whitespace) {
             return Err(PortError::BadDevargs(devargs.to_string()));
         }
-        let Some(driver) = reg.find_for_instance(name).cloned() else {
+        let Some(driver) = reg.find_for_instance(name) else {
             let names: Vec<&str> = reg.drivers().iter().map(|d| d.name.as_str()).collect();
             let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
             let hint =
@@ -261,6 +274,19 @@ impl Port {
                 hint,
             });
         };
+        Self::probe_driver(driver, id, name, args, devargs)
+    }
+
+    /// Probe a device with a given driver: `name` and `args` go to the driver's probe;
+    /// `devargs` is what the user wrote (shown by `show port info`).
+    pub(crate) fn probe_driver(
+        driver: &Arc<Driver>,
+        id: PortId,
+        name: &str,
+        args: &str,
+        devargs: &str,
+    ) -> Result<Port, PortError> {
+        let driver = driver.clone();
         let cname = CString::new(name).map_err(|_| PortError::BadDevargs(devargs.to_string()))?;
         let cargs = CString::new(args).map_err(|_| PortError::BadDevargs(devargs.to_string()))?;
         let mut out = abi::Device { dev: std::ptr::null_mut(), ops: std::ptr::null() };

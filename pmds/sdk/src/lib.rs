@@ -254,6 +254,11 @@ pub trait Pmd: Sized + Send + 'static {
     const NAME: &'static CStr;
     /// Accepted device arguments, one line (`size=<bytes>,copy=0|1`).
     const DEVARGS_HELP: &'static CStr;
+    /// PCI functions this driver drives (vendor, device). The host gives `-a
+    /// DDDD:BB:DD.F` to the driver that lists the function's ids, probing it with
+    /// `pci=DDDD:BB:DD.F` first in its arguments. Empty (the default) for drivers of
+    /// virtual devices.
+    const PCI_IDS: &'static [abi::PciId] = &[];
     /// RX queue type.
     type Rx: RxQueue;
     /// TX queue type.
@@ -905,6 +910,9 @@ pub const fn entry<D: Pmd>() -> abi::PmdEntry {
         name: D::NAME.as_ptr(),
         devargs_help: D::DEVARGS_HELP.as_ptr(),
         probe: Some(probe::<D>),
+        pci_ids: if D::PCI_IDS.is_empty() { std::ptr::null() } else { D::PCI_IDS.as_ptr() },
+        nb_pci_ids: D::PCI_IDS.len() as u32,
+        reserved: 0,
     }
 }
 

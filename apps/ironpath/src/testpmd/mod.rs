@@ -118,8 +118,12 @@ impl App {
             pipeline: None,
             pin,
         };
-        for d in eal_args.vdevs.iter().chain(&eal_args.allow) {
+        for d in &eal_args.vdevs {
             let id = app.eal.port_attach(d).map_err(|e| e.to_string())?;
+            app.port_start_one(id)?;
+        }
+        for d in &eal_args.allow {
+            let id = app.eal.port_allow(d).map_err(|e| e.to_string())?;
             app.port_start_one(id)?;
         }
         Ok(app)

@@ -313,7 +313,7 @@ impl Aggregator {
         };
         self.stats.tcp_in += 1;
         let mergeable = s.payload > 0 && s.flags & NO_MERGE == 0;
-        let Some(i) = self.find(&s) else {
+        let Some(i) = self.find(s) else {
             if mergeable {
                 self.new_flow(m, s, now, out);
             } else {

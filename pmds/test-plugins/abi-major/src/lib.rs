@@ -26,6 +26,9 @@ static ENTRY: abi::PmdEntry = {
         name: c"net_future".as_ptr(),
         devargs_help: c"".as_ptr(),
         probe: Some(probe),
+        pci_ids: std::ptr::null(),
+        nb_pci_ids: 0,
+        reserved: 0,
     }
 };
 

@@ -1,0 +1,148 @@
+//! Needs root and QEMU (ci/vm/run installs it with apt): the net_e1000 PMD on QEMU's
+//! emulated e1000, through VFIO and an emulated IOMMU, in a TCG guest booted by
+//! `ci/vm/run`. The e1000 sits on a tap device in a namespace the script makes and
+//! removes (198.18.30.1/24 there; our port answers as 198.18.30.2). Each test boots
+//! its own guest (5 to 20 s); a lock runs them one at a time (TCG on 2 cores).
+//!
+//! The guest runs this build's `ironpath` and `libironpath_pmd_e1000.so` (the
+//! directory of the test's `ironpath`, normally `target/debug`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
+static ONE_VM_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// The binaries for the guest: `ironpath` and the e1000 plugin must sit side by side.
+fn bin_dir() -> Option<PathBuf> {
+    let dir = Path::new(BIN).parent()?.to_path_buf();
+    dir.join("libironpath_pmd_e1000.so").exists().then_some(dir)
+}
+
+/// Run `ci/vm/run ARGS` and return its whole output; fails the test if the guest did
+/// not run to its end.
+fn vm(args: &[&str]) -> String {
+    let _one = ONE_VM_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = bin_dir().expect("libironpath_pmd_e1000.so next to ironpath: run `cargo build --workspace` first");
+    let out = Command::new("timeout")
+        .arg("600")
+        .arg(root.join("ci/vm/run"))
+        .arg("--bin-dir")
+        .arg(&dir)
+        .args(["--timeout", "150"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ci/vm/run");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "ci/vm/run failed ({}):\n{text}", out.status);
+    text
+}
+
+/// The number after `key` on the first line after `from` that has it.
+fn num_after(s: &str, from: &str, key: &str) -> u64 {
+    let i = s.find(from).unwrap_or_else(|| panic!("`{from}` not in the output:\n{s}"));
+    let j = s[i..].find(key).unwrap_or_else(|| panic!("`{key}` not after `{from}` in:\n{s}"));
+    let v = s[i + j + key.len()..].split_whitespace().next().unwrap_or("");
+    v.trim_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .unwrap_or_else(|_| panic!("`{key}` {v}: not a number in:\n{s}"))
+}
+
+fn skip() -> bool {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return true;
+    }
+    false
+}
+
+#[test]
+fn kernel_ping_gets_20_replies_from_icmpecho_on_e1000_root() {
+    if skip() {
+        return;
+    }
+    // Wait until the port answers (QEMU's e1000 ignores frames for a second after the
+    // port enables its receiver), then the measured ping.
+    let host = "for i in $(seq 40); do ping -c 1 -W 1 198.18.30.2 >/dev/null && break; done; \
+                ping -c 20 -i 0.2 -W 2 198.18.30.2";
+    let out = vm(&[
+        "--host",
+        host,
+        "--",
+        "testpmd",
+        "-l",
+        "0-1",
+        "--no-huge",
+        "-a",
+        "0000:00:01.0",
+        "--",
+        "--forward-mode=icmpecho",
+        "--duration=25",
+    ]);
+    assert!(out.contains("host: 20 packets transmitted, 20 received, 0% packet loss"), "{out}");
+    assert!(out.contains("VM: host command exit=0"), "{out}");
+    assert!(out.contains("Port 0: 52:54:00:12:34:56"), "the MAC from RAL0/RAH0:\n{out}");
+    assert!(out.contains("GUEST: step 2 rc=0"), "{out}");
+    // Every reply we sent reached the kernel's tap.
+    let sent = num_after(&out, "Accumulated forward statistics", "TX-packets:");
+    assert!(sent >= 20, "{out}");
+    assert_eq!(num_after(&out, "VM: tap", "rx_packets="), sent, "{out}");
+}
+
+#[test]
+fn every_txonly_frame_is_counted_by_the_kernel_and_in_xstats_root() {
+    if skip() {
+        return;
+    }
+    // A fixed count (tx_first: 64 bursts of 32 before forwarding starts; rxonly then
+    // sends nothing), with the NIC's own counters; then a timed txonly run.
+    let cmds = "printf 'start tx_first 64\\nstop\\nshow port xstats 0\\nquit\\n' > /tmp/cmds";
+    let fixed =
+        "ironpath testpmd -l 0-1 --no-huge -a 0000:00:01.0 -- -i --forward-mode=rxonly --cmdline-file=/tmp/cmds";
+    let timed = "ironpath testpmd -l 0-1 --no-huge -a 0000:00:01.0 -- --forward-mode=txonly --duration=3";
+    let out = vm(&["-e", "bind", "-e", cmds, "-e", fixed, "-e", timed]);
+    assert!(out.contains("GUEST: step 3 rc=0") && out.contains("GUEST: step 4 rc=0"), "{out}");
+    let step3 = &out[out.find("GUEST: step 3:").unwrap()..out.find("GUEST: step 4:").unwrap()];
+    assert_eq!(num_after(step3, "Forward statistics for port 0", "TX-packets:"), 2048, "{out}");
+    assert_eq!(num_after(step3, "NIC extended statistics", "tx_good_packets:"), 2048, "{out}");
+    assert_eq!(num_after(step3, "NIC extended statistics", "hw_tx_good_packets:"), 2048, "{out}");
+    assert_eq!(
+        num_after(step3, "NIC extended statistics", "hw_tx_good_bytes:"),
+        2048 * (64 + 4),
+        "with the CRC:\n{out}"
+    );
+    let step4 = &out[out.find("GUEST: step 4:").unwrap()..];
+    let timed_tx = num_after(step4, "Accumulated forward statistics", "TX-packets:");
+    assert!(timed_tx > 1000, "{out}");
+    let kernel = num_after(&out, "VM: tap", "rx_packets=");
+    assert_eq!(kernel, 2048 + timed_tx, "the tap's rx_packets against our TX-packets:\n{out}");
+}
+
+#[test]
+fn refusals_name_what_to_do_root() {
+    if skip() {
+        return;
+    }
+    let pmd = |a: &str| format!("ironpath testpmd --no-huge -a {a} -- --duration=1");
+    let out = vm(&["-e", &pmd("0000:00:09.0"), "-e", &pmd("00:01.0"), "-e", "bind", "-e", "ironpath plugins"]);
+    assert!(out.contains("-a 0000:00:09.0: no PCI device 0000:00:09.0 (lspci -D lists them)"), "{out}");
+    assert!(
+        out.contains(
+            "PCI device 0000:00:01.0 is not bound to vfio-pci (it has no driver): bind it: echo vfio-pci > \
+             /sys/bus/pci/devices/0000:00:01.0/driver_override; echo 0000:00:01.0 > /sys/bus/pci/drivers_probe"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("GUEST: step 1 rc=1") && out.contains("GUEST: step 2 rc=1"), "{out}");
+    assert!(out.contains("PCI 8086:100e (-a DDDD:BB:DD.F)"), "`ironpath plugins` lists the PCI ids:\n{out}");
+    let out = vm(&["--no-iommu", "-e", "bind", "-e", &pmd("0000:00:01.0")]);
+    assert!(out.contains("PCI device 0000:00:01.0 has no IOMMU group: boot with intel_iommu=on iommu=pt"), "{out}");
+    assert!(out.contains("GUEST: step 2 rc=1"), "{out}");
+}
