@@ -26,7 +26,7 @@ pub mod parse;
 
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool};
-use parse::{add_sum, finish_headers, parse, Hdr, Seg, Skip, END_MERGE, NO_MERGE};
+use parse::{add_sum, finish_headers, parse_into, Hdr, Seg, Skip, END_MERGE, NO_MERGE};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
@@ -130,28 +130,58 @@ struct Run {
     seg: Hdr,
     start: u32,
     next: u32,
-    last_id: u16,
-    segs: u16,
+    // The fields appended segments update are 32 bits wide (holding 16 or 8
+    // bits): the next segment reads them back at once, and a load wider than the
+    // store that wrote it (the compiler reads a u16 beside another as one u32)
+    // cannot be forwarded from the store buffer.
+    last_id: u32,
+    segs: u32,
     bytes: u32,
-    psum: u16,
-    last_flags: u8,
+    psum: u32,
+    last_flags: u32,
     /// Payload bytes of the last segment. Only the last segment of a run may be
     /// shorter than the first (the MSS): nothing joins after a short one. So
     /// `last_len < seg.payload` says `bytes % seg.payload != 0` without a division.
-    last_len: u16,
+    last_len: u32,
+    /// Most payload bytes the run may hold ([`Aggregator::run_cap`]).
+    cap: u32,
     /// First segment (with headers); for LRO once merged, the large buffer.
-    head: Mbuf,
-    /// GRO: the other segments, headers stripped (a vector from `spare_tails`
-    /// once the run has a second segment; no allocation for single segments).
+    /// `None` only in a free slot.
+    head: Option<Mbuf>,
+    /// GRO: the other segments, headers stripped. Stays in the slot (empty, with
+    /// its capacity) when the run leaves: no allocation once warm.
     tails: Vec<Mbuf>,
     /// LRO: `head` is a large buffer holding every payload.
     copied: bool,
 }
 
+impl Run {
+    fn empty() -> Self {
+        Run {
+            seg: Hdr::default(),
+            start: 0,
+            next: 0,
+            last_id: 0,
+            segs: 0,
+            bytes: 0,
+            psum: 0,
+            last_flags: 0,
+            last_len: 0,
+            cap: 0,
+            head: None,
+            tails: Vec::new(),
+            copied: false,
+        }
+    }
+}
+
 struct Flow {
     /// The flow's key and template: ACK, window, options and IP fields to match.
     seg: Seg,
+    /// Run slots: `runs[..nruns]` are held (contiguous segments each, out of
+    /// order among themselves); the slots after them are free, for the next runs.
     runs: Vec<Run>,
+    nruns: usize,
     first_tsc: u64,
 }
 
@@ -177,7 +207,11 @@ pub struct Aggregator {
     live: usize,
     /// `hashes[i]` is the hash of `flows[i]`'s key (`live` entries), scanned first.
     hashes: Vec<u32>,
-    spare_tails: Vec<Vec<Mbuf>>,
+    /// Bytes an LRO buffer holds after its headroom.
+    lro_room: u32,
+    /// The views of the burst being processed, and whether each parsed.
+    segs: Vec<Seg>,
+    parsed: Vec<Result<(), Skip>>,
     pending: VecDeque<Mbuf>,
     /// Counters.
     pub stats: AggrStats,
@@ -204,13 +238,17 @@ impl Aggregator {
     /// An aggregator; LRO needs `lro_pool` (buffers large enough for `max_bytes`
     /// plus headers).
     pub fn new(cfg: AggrConfig, lro_pool: Option<Mempool>) -> Self {
+        let lro_room =
+            lro_pool.as_ref().map_or(0, |p| u32::from(p.data_room()).saturating_sub(u32::from(abi::PKTMBUF_HEADROOM)));
         Self {
             cfg,
             lro_pool,
             flows: Vec::with_capacity(cfg.max_flows),
             live: 0,
             hashes: Vec::with_capacity(cfg.max_flows),
-            spare_tails: Vec::new(),
+            lro_room,
+            segs: Vec::new(),
+            parsed: Vec::new(),
             pending: VecDeque::new(),
             stats: AggrStats::default(),
         }
@@ -230,12 +268,26 @@ impl Aggregator {
     /// packets, aggregates, and any held ones that are due). `now_tsc` drives
     /// timeouts.
     pub fn process(&mut self, pkts: &mut Burst, now_tsc: u64) {
-        // Load every packet's header and first data line now, in parallel, rather
-        // than one miss after another in the loop.
-        for i in 0..pkts.len() {
-            pkts.prefetch_data(i);
+        // First read every packet's headers (the packets' loads overlap; and the
+        // views are in memory well before they are copied into flows).
+        let mut segs = std::mem::take(&mut self.segs);
+        let mut parsed = std::mem::take(&mut self.parsed);
+        if segs.len() < pkts.len() {
+            segs.resize(pkts.len(), Seg::default());
         }
-        let input = pkts.drain();
+        parsed.clear();
+        for (i, s) in segs.iter_mut().enumerate().take(pkts.len()) {
+            // The headers of a packet a few places on start loading meanwhile.
+            pkts.prefetch_data(i + 4);
+            let h = pkts.header(i);
+            let r = if writable_single(h) {
+                parse_into(pkts.data(i), h.pkt_len as usize, h.ol_flags, s)
+            } else {
+                Err(Skip::NotTcp)
+            };
+            parsed.push(r);
+        }
+        let mut input = pkts.drain();
         let mut pending = std::mem::take(&mut self.pending);
         let mut n_out = 0;
         {
@@ -248,9 +300,10 @@ impl Aggregator {
                     *out.n -= 1; // counted when first emitted
                 }
             }
-            for m in input {
+            // (`&mut input`: iterating by value would copy the drained array again.)
+            for ((m, s), r) in (&mut input).zip(&segs).zip(&parsed) {
                 self.stats.packets_in += 1;
-                self.one(m, now_tsc, &mut out);
+                self.one(m, s, *r, now_tsc, &mut out);
             }
             match self.cfg.flush {
                 Flush::Burst => self.flush_all(Why::Burst, &mut out),
@@ -258,6 +311,8 @@ impl Aggregator {
             }
         }
         self.pending = pending;
+        self.segs = segs;
+        self.parsed = parsed;
         self.stats.packets_out += n_out;
     }
 
@@ -278,16 +333,13 @@ impl Aggregator {
         self.pending.len()
             + self.flows[..self.live]
                 .iter()
-                .map(|f| f.runs.iter().map(|r| usize::from(r.segs)).sum::<usize>())
+                .map(|f| f.runs[..f.nruns].iter().map(|r| r.segs as usize).sum::<usize>())
                 .sum::<usize>()
     }
 
-    fn one(&mut self, m: Mbuf, now: u64, out: &mut Out<'_>) {
-        let parsed =
-            if writable_single(&m) { parse(m.data(), m.pkt_len(), m.header().ol_flags) } else { Err(Skip::NotTcp) };
-        // Borrowed out of the result: the segment view is not copied again.
-        let s = match &parsed {
-            Ok(s) => s,
+    fn one(&mut self, m: Mbuf, s: &Seg, parsed: Result<(), Skip>, now: u64, out: &mut Out<'_>) {
+        match parsed {
+            Ok(()) => {}
             Err(why) => {
                 let bad = match why {
                     Skip::NotTcp => {
@@ -310,7 +362,7 @@ impl Aggregator {
                 }
                 return;
             }
-        };
+        }
         self.stats.tcp_in += 1;
         let mergeable = s.payload > 0 && s.flags & NO_MERGE == 0;
         let Some(i) = self.find(s) else {
@@ -340,22 +392,30 @@ impl Aggregator {
         self.hashes.iter().enumerate().find(|&(i, &h)| h == s.hash && self.flows[i].seg.key == s.key).map(|(i, _)| i)
     }
 
+    /// Start a run of flow `f` with segment `m`, written field by field into a
+    /// free slot: a `Run` built on the stack and pushed was read back from memory
+    /// just written (a store-forwarding stall for every new flow). Its index.
     #[inline(always)]
-    fn new_run(m: Mbuf, s: &Seg) -> Run {
-        Run {
-            seg: s.hdr(),
-            start: s.seq,
-            next: s.seq.wrapping_add(u32::from(s.payload)),
-            last_id: s.ip_id,
-            segs: 1,
-            bytes: u32::from(s.payload),
-            psum: s.psum,
-            last_flags: s.flags,
-            last_len: s.payload,
-            head: m,
-            tails: Vec::new(),
-            copied: false,
+    fn start_run(f: &mut Flow, m: Mbuf, s: &Seg, cap: u32) -> usize {
+        if f.nruns == f.runs.len() {
+            f.runs.push(Run::empty());
         }
+        let k = f.nruns;
+        let r = &mut f.runs[k];
+        r.seg = s.hdr();
+        r.start = s.seq;
+        r.next = s.seq.wrapping_add(u32::from(s.payload));
+        r.last_id = u32::from(s.ip_id);
+        r.segs = 1;
+        r.bytes = u32::from(s.payload);
+        r.psum = u32::from(s.psum);
+        r.last_flags = u32::from(s.flags);
+        r.last_len = u32::from(s.payload);
+        r.cap = cap;
+        r.head = Some(m);
+        r.copied = false;
+        f.nruns += 1;
+        k
     }
 
     fn new_flow(&mut self, m: Mbuf, s: &Seg, now: u64, out: &mut Out<'_>) {
@@ -365,16 +425,16 @@ impl Aggregator {
             self.flush_flow(oldest, Why::Evict, out);
         }
         let ends = s.flags & END_MERGE != 0;
-        let run = Self::new_run(m, s);
         let i = self.live;
         if i == self.flows.len() {
-            self.flows.push(Flow { seg: *s, runs: Vec::with_capacity(MAX_RUNS), first_tsc: now });
+            self.flows.push(Flow { seg: *s, runs: Vec::with_capacity(MAX_RUNS), nruns: 0, first_tsc: now });
         } else {
             let f = &mut self.flows[i];
             f.seg = *s;
             f.first_tsc = now;
         }
-        self.flows[i].runs.push(run);
+        let cap = self.run_cap(s);
+        Self::start_run(&mut self.flows[i], m, s, cap);
         self.live += 1;
         self.hashes.push(s.hash);
         if ends {
@@ -384,9 +444,10 @@ impl Aggregator {
 
     fn add(&mut self, i: usize, m: Mbuf, s: &Seg, now: u64, out: &mut Out<'_>) {
         let f = &self.flows[i];
+        let held = &f.runs[..f.nruns];
         let end = s.seq.wrapping_add(u32::from(s.payload));
-        if let Some(r) = f.runs.iter().position(|r| r.next == s.seq) {
-            match self.can_append(&f.runs[r], s) {
+        if let Some(r) = held.iter().position(|r| r.next == s.seq) {
+            match self.can_append(&held[r], s) {
                 Ok(()) => {
                     self.append(i, r, m, s, out);
                     return;
@@ -398,34 +459,32 @@ impl Aggregator {
                 }
             }
         }
-        let overlaps = f.runs.iter().any(|r| seq_lt(s.seq, r.next) && seq_lt(r.start, end));
+        let overlaps = held.iter().any(|r| seq_lt(s.seq, r.next) && seq_lt(r.start, end));
         if overlaps {
             // A retransmission or overlap: deliver what we hold, start again.
             self.flush_flow(i, Why::Mismatch, out);
             self.new_flow(m, s, now, out);
             return;
         }
-        if let Some(r) = f.runs.iter().position(|r| r.start == end) {
+        if let Some(r) = held.iter().position(|r| r.start == end) {
             // `s` comes just before a held run: it becomes that run's head.
-            let run = Self::new_run(m, s);
-            let ok = self.can_concat(&run, &self.flows[i].runs[r]);
             self.stats.reordered += 1;
-            let f = &mut self.flows[i];
-            f.runs.push(run);
-            let a = f.runs.len() - 1;
-            if ok.is_ok() {
+            let cap = self.run_cap(s);
+            let a = Self::start_run(&mut self.flows[i], m, s, cap);
+            let f = &self.flows[i];
+            if self.can_concat(&f.runs[a], &f.runs[r]).is_ok() {
                 self.concat(i, a, r, out);
             }
             return;
         }
-        if f.runs.len() >= MAX_RUNS {
+        if held.len() >= MAX_RUNS {
             self.flush_flow(i, Why::Limit, out);
             self.new_flow(m, s, now, out);
             return;
         }
         self.stats.reordered += 1;
-        let run = Self::new_run(m, s);
-        self.flows[i].runs.push(run);
+        let cap = self.run_cap(s);
+        Self::start_run(&mut self.flows[i], m, s, cap);
     }
 
     /// Whether `s` may be appended to `r` (contiguity already checked).
@@ -433,72 +492,81 @@ impl Aggregator {
         let mss = r.seg.payload;
         // A run that ended (PSH/FIN or a short last segment, held out of order)
         // takes nothing more: those marks must stay on the last segment.
-        let ended = r.last_flags & END_MERGE != 0 || r.last_len < mss;
-        if ended || s.payload > mss || (!s.v6 && s.ip_id != r.last_id.wrapping_add(1)) {
+        let ended = r.last_flags as u8 & END_MERGE != 0 || r.last_len < u32::from(mss);
+        if ended || s.payload > mss || (!s.v6 && s.ip_id != (r.last_id as u16).wrapping_add(1)) {
             return Err(Why::Mismatch);
         }
-        self.fits(r, u32::from(r.segs) + 1, r.bytes + u32::from(s.payload))
+        self.fits(r, r.segs + 1, r.bytes + u32::from(s.payload))
     }
 
     /// Whether run `b` may follow run `a` (contiguity already checked).
     fn can_concat(&self, a: &Run, b: &Run) -> Result<(), Why> {
-        if b.seg.payload != a.seg.payload || a.last_len < a.seg.payload || a.last_flags & END_MERGE != 0 {
+        if b.seg.payload != a.seg.payload
+            || a.last_len < u32::from(a.seg.payload)
+            || a.last_flags as u8 & END_MERGE != 0
+        {
             // `a` must be all full-size segments and `b` start with one.
             return Err(Why::Mismatch);
         }
-        if !a.seg.v6 && b.seg.ip_id != a.last_id.wrapping_add(1) {
+        if !a.seg.v6 && b.seg.ip_id != (a.last_id as u16).wrapping_add(1) {
             return Err(Why::Mismatch);
         }
-        self.fits(a, u32::from(a.segs) + u32::from(b.segs), a.bytes + b.bytes)
+        self.fits(a, a.segs + b.segs, a.bytes + b.bytes)
     }
 
+    /// Whether `r` may hold `segs` segments of `bytes` payload bytes in all (always
+    /// two or more segments here).
+    #[inline(always)]
     fn fits(&self, r: &Run, segs: u32, bytes: u32) -> Result<(), Why> {
-        let hdr = u32::from(r.seg.l4);
-        let ip_total = u32::from(r.seg.l3) + hdr + bytes;
-        if segs > u32::from(self.cfg.max_segments) || hdr + bytes > self.cfg.max_bytes || ip_total > 65535 {
+        if segs > u32::from(self.cfg.max_segments) || bytes > r.cap {
             return Err(Why::Limit);
-        }
-        if r.copied || (self.cfg.mode == Mode::Lro && segs > 1) {
-            let need = usize::from(r.seg.l2 + r.seg.l3 + r.seg.l4) + bytes as usize;
-            let room =
-                self.lro_pool.as_ref().map_or(0, |p| usize::from(p.data_room()) - usize::from(abi::PKTMBUF_HEADROOM));
-            if need > room {
-                return Err(Why::Limit);
-            }
         }
         Ok(())
     }
 
+    /// The most payload bytes a run of segments with `s`'s headers may hold:
+    /// what `max_bytes` (TCP header and data), the IP total length (65535) and,
+    /// for LRO, the large buffer (all headers and data) leave. Payloads are never
+    /// empty, so a cap of 0 refuses every merge.
+    fn run_cap(&self, s: &Seg) -> u32 {
+        let (l2, l3, l4) = (u32::from(s.l2), u32::from(s.l3), u32::from(s.l4));
+        let cap = self.cfg.max_bytes.saturating_sub(l4).min(65535u32.saturating_sub(l3 + l4));
+        if self.cfg.mode == Mode::Lro {
+            cap.min(self.lro_room.saturating_sub(l2 + l3 + l4))
+        } else {
+            cap
+        }
+    }
+
     fn append(&mut self, i: usize, r: usize, m: Mbuf, s: &Seg, out: &mut Out<'_>) {
-        if !self.prepare(i, r) {
+        // (`prepare` has work only for a run's second segment, or LRO's first copy.)
+        let run = &self.flows[i].runs[r];
+        let work = !run.copied && (run.segs == 1 || self.cfg.mode == Mode::Lro);
+        if work && !self.prepare(i, r) {
             self.flush_flow(i, Why::Mismatch, out);
             self.passthrough(m, out);
             return;
         }
         let mss = self.flows[i].runs[r].seg.payload;
         let run = &mut self.flows[i].runs[r];
-        if !run.copied && run.tails.capacity() == 0 {
-            if let Some(v) = self.spare_tails.pop() {
-                run.tails = v;
-            }
-        }
         let odd = run.bytes & 1 == 1;
         if !add_payload(run, m, s) {
             self.stats.malformed += 1;
         } else {
-            run.psum = add_sum(run.psum, s.psum, odd);
+            run.psum = u32::from(add_sum(run.psum as u16, s.psum, odd));
             run.segs += 1;
             run.bytes += u32::from(s.payload);
             run.next = run.next.wrapping_add(u32::from(s.payload));
-            run.last_id = s.ip_id;
-            run.last_flags = s.flags;
-            run.last_len = s.payload;
+            run.last_id = u32::from(s.ip_id);
+            run.last_flags = u32::from(s.flags);
+            run.last_len = u32::from(s.payload);
         }
         let run = &self.flows[i].runs[r];
-        let full = self.fits(run, u32::from(run.segs) + 1, run.bytes + u32::from(mss)).is_err();
+        let full = self.fits(run, run.segs + 1, run.bytes + u32::from(mss)).is_err();
         // A following held run may now join.
         let next = self.flows[i].runs[r].next;
-        if let Some(b) = self.flows[i].runs.iter().position(|x| x.start == next) {
+        let f = &self.flows[i];
+        if let Some(b) = f.runs[..f.nruns].iter().position(|x| x.start == next) {
             if self.can_concat(&self.flows[i].runs[r], &self.flows[i].runs[b]).is_ok() {
                 self.concat(i, r, b, out);
                 return;
@@ -516,10 +584,11 @@ impl Aggregator {
     /// that is impossible (no LRO buffer).
     fn prepare(&mut self, i: usize, r: usize) -> bool {
         let run = &mut self.flows[i].runs[r];
+        let Some(head) = run.head.as_mut() else { return false };
         if run.segs == 1 && !run.copied {
             let want = usize::from(run.seg.l2 + run.seg.l3 + run.seg.l4) + usize::from(run.seg.payload);
-            let extra = run.head.pkt_len().saturating_sub(want);
-            if extra > 0 && run.head.trim(extra).is_err() {
+            let extra = head.pkt_len().saturating_sub(want);
+            if extra > 0 && head.trim(extra).is_err() {
                 return false;
             }
         }
@@ -529,16 +598,16 @@ impl Aggregator {
                 self.stats.lro_alloc_failed += 1;
                 return false;
             };
-            let len = run.head.pkt_len();
+            let len = head.pkt_len();
             let Ok(d) = big.append(len) else { return false };
-            run.head.copy_to(0, d);
-            let (src, dst) = (run.head.header(), big.header_mut());
+            head.copy_to(0, d);
+            let (src, dst) = (head.header(), big.header_mut());
             dst.port = src.port;
             dst.ol_flags = src.ol_flags;
             dst.rss_hash = src.rss_hash;
             dst.vlan_tci = src.vlan_tci;
             dst.packet_type = src.packet_type;
-            run.head = big;
+            run.head = Some(big);
             run.copied = true;
         }
         true
@@ -550,64 +619,53 @@ impl Aggregator {
             return;
         }
         let f = &mut self.flows[i];
-        let rb = f.runs.swap_remove(b);
-        // `swap_remove` moved the last run into slot `b`: follow `a` if it was last.
-        let a = if a == f.runs.len() { b } else { a };
-        let ra = &mut f.runs[a];
+        // Run `b`'s slot goes to the end of the held ones (the last held run takes
+        // its place: follow `a` if it was that one).
+        let last = f.nruns - 1;
+        f.runs.swap(b, last);
+        let a = if a == last { b } else { a };
+        f.nruns = last;
+        let (held, rest) = f.runs.split_at_mut(last);
+        let (ra, rb) = (&mut held[a], &mut rest[0]);
         let odd = ra.bytes & 1 == 1;
         let hdr = usize::from(rb.seg.l2 + rb.seg.l3 + rb.seg.l4);
-        let Run {
-            seg: bseg,
-            segs: bsegs,
-            bytes: bbytes,
-            psum: bpsum,
-            next: bnext,
-            last_id,
-            last_flags,
-            last_len,
-            mut head,
-            mut tails,
-            ..
-        } = rb;
-        let ok = if ra.copied {
-            // LRO: b's payload (all in its head, copied or a single segment) after a's.
-            match ra.head.append(bbytes as usize) {
-                Ok(d) => head.copy_to(hdr, d) == bbytes as usize,
-                Err(_) => false,
-            }
-        } else {
-            let extra = if bsegs == 1 { head.pkt_len().saturating_sub(hdr + usize::from(bseg.payload)) } else { 0 };
-            if (extra == 0 || head.trim(extra).is_ok()) && head.adj(hdr).is_ok() {
-                if ra.tails.capacity() == 0 {
-                    if let Some(v) = self.spare_tails.pop() {
-                        ra.tails = v;
-                    }
+        let ok = match rb.head.take() {
+            None => false,
+            Some(head) if ra.copied => {
+                // LRO: b's payload (all in its head, copied or a single segment) after a's.
+                match ra.head.as_mut().map(|h| h.append(rb.bytes as usize)) {
+                    Some(Ok(d)) => head.copy_to(hdr, d) == rb.bytes as usize,
+                    _ => false,
                 }
-                ra.tails.push(head);
-                ra.tails.append(&mut tails);
-                true
-            } else {
-                false
+            }
+            Some(mut head) => {
+                let extra =
+                    if rb.segs == 1 { head.pkt_len().saturating_sub(hdr + usize::from(rb.seg.payload)) } else { 0 };
+                if (extra == 0 || head.trim(extra).is_ok()) && head.adj(hdr).is_ok() {
+                    ra.tails.push(head);
+                    ra.tails.append(&mut rb.tails);
+                    true
+                } else {
+                    false
+                }
             }
         };
-        if tails.capacity() > 0 {
-            self.spare_tails.push(tails);
-        }
         if ok {
-            ra.psum = add_sum(ra.psum, bpsum, odd);
-            ra.segs += bsegs;
-            ra.bytes += bbytes;
-            ra.next = bnext;
-            ra.last_id = last_id;
-            ra.last_flags = last_flags;
-            ra.last_len = last_len;
+            ra.psum = u32::from(add_sum(ra.psum as u16, rb.psum as u16, odd));
+            ra.segs += rb.segs;
+            ra.bytes += rb.bytes;
+            ra.next = rb.next;
+            ra.last_id = rb.last_id;
+            ra.last_flags = rb.last_flags;
+            ra.last_len = rb.last_len;
         } else {
-            self.stats.malformed += u64::from(bsegs);
+            self.stats.malformed += u64::from(rb.segs);
         }
+        rb.tails.clear(); // (frees b's segments if they could not join)
         let mss = u32::from(ra.seg.payload);
-        let ends = ra.last_flags & END_MERGE != 0 || ra.last_len < ra.seg.payload;
+        let ends = ra.last_flags as u8 & END_MERGE != 0 || ra.last_len < u32::from(ra.seg.payload);
         let full = self
-            .fits(&self.flows[i].runs[a], u32::from(self.flows[i].runs[a].segs) + 1, self.flows[i].runs[a].bytes + mss)
+            .fits(&self.flows[i].runs[a], self.flows[i].runs[a].segs + 1, self.flows[i].runs[a].bytes + mss)
             .is_err();
         if ends {
             self.flush_flow(i, Why::End, out);
@@ -648,59 +706,31 @@ impl Aggregator {
             Why::Mismatch => st.flush_mismatch += 1,
             Why::Evict => {}
         }
-        let mut runs = std::mem::take(&mut self.flows[i].runs);
-        if runs.len() > 1 {
-            let base = runs.iter().map(|r| r.start).fold(runs[0].start, |m, s| if seq_lt(s, m) { s } else { m });
-            runs.sort_by_key(|r| r.start.wrapping_sub(base));
+        let f = &mut self.flows[i];
+        let held = &mut f.runs[..f.nruns];
+        if held.len() > 1 {
+            let base = held.iter().map(|r| r.start).fold(held[0].start, |m, s| if seq_lt(s, m) { s } else { m });
+            held.sort_by_key(|r| r.start.wrapping_sub(base));
         }
-        for run in runs.drain(..) {
-            let tails = self.finish(run, out);
-            if tails.capacity() > 0 {
-                self.spare_tails.push(tails);
-            }
+        for run in held {
+            finish(&mut self.stats, run, out);
         }
-        self.flows[i].runs = runs;
+        f.nruns = 0;
         // The last held flow takes the slot (a no-op when flushing from the end).
         self.live -= 1;
         self.flows.swap(i, self.live);
         self.hashes.swap_remove(i);
     }
 
-    /// Send a run on: unchanged when it is one segment, else as an aggregate.
-    /// Returns its (empty) tails vector for reuse (unallocated for one segment).
-    fn finish(&mut self, run: Run, out: &mut Out<'_>) -> Vec<Mbuf> {
-        let Run { seg, segs, bytes, psum, last_flags, mut head, mut tails, .. } = run;
-        if segs == 1 && tails.is_empty() {
-            out.emit(head);
-            return tails;
-        }
-        if let Ok(d) = head.data_mut() {
-            finish_headers(d, &seg, bytes, last_flags, psum);
-        }
-        if !tails.is_empty() && head.chain_many(&mut tails).is_err() {
-            tails.clear();
-        }
-        let h = head.header_mut();
-        h.ol_flags = (h.ol_flags & !(abi::RX_L4_CKSUM_NONE | abi::RX_L4_CKSUM_BAD | abi::RX_IP_CKSUM_BAD))
-            | abi::RX_AGGREGATED
-            | abi::RX_IP_CKSUM_GOOD
-            | abi::RX_L4_CKSUM_GOOD;
-        h.aggr_segs = segs;
-        h.tso_segsz = seg.payload;
-        h.l2_len = seg.l2 as u8;
-        h.l3_len = seg.l3;
-        h.l4_len = seg.l4 as u8;
-        self.stats.aggregates += 1;
-        self.stats.merged += u64::from(segs);
-        out.emit(head);
-        tails
-    }
-
     /// Free everything held (at stop); returns how many packets were freed.
     pub fn discard(&mut self) -> usize {
         let n = self.held();
         for f in &mut self.flows[..self.live] {
-            f.runs.clear();
+            for r in &mut f.runs[..f.nruns] {
+                r.head = None;
+                r.tails.clear();
+            }
+            f.nruns = 0;
         }
         self.live = 0;
         self.hashes.clear();
@@ -708,6 +738,35 @@ impl Aggregator {
         self.stats.dropped += n as u64;
         n
     }
+}
+
+/// Send a held run on (its slot is left free): unchanged when it is one segment,
+/// else as an aggregate.
+fn finish(stats: &mut AggrStats, run: &mut Run, out: &mut Out<'_>) {
+    let Some(mut head) = run.head.take() else { return };
+    if run.segs == 1 && run.tails.is_empty() {
+        out.emit(head);
+        return;
+    }
+    if let Ok(d) = head.data_mut() {
+        finish_headers(d, &run.seg, run.bytes, run.last_flags as u8, run.psum as u16);
+    }
+    if !run.tails.is_empty() && head.chain_many(&mut run.tails).is_err() {
+        run.tails.clear();
+    }
+    let h = head.header_mut();
+    h.ol_flags = (h.ol_flags & !(abi::RX_L4_CKSUM_NONE | abi::RX_L4_CKSUM_BAD | abi::RX_IP_CKSUM_BAD))
+        | abi::RX_AGGREGATED
+        | abi::RX_IP_CKSUM_GOOD
+        | abi::RX_L4_CKSUM_GOOD;
+    h.aggr_segs = run.segs as u16; // <= max_segments
+    h.tso_segsz = run.seg.payload;
+    h.l2_len = run.seg.l2 as u8;
+    h.l3_len = run.seg.l3;
+    h.l4_len = run.seg.l4 as u8;
+    stats.aggregates += 1;
+    stats.merged += u64::from(run.segs);
+    out.emit(head);
 }
 
 /// Add segment `m` (headers described by `s`) to `run`: GRO keeps its payload as
@@ -718,9 +777,9 @@ fn add_payload(run: &mut Run, mut m: Mbuf, s: &Seg) -> bool {
     let want = hdr + usize::from(s.payload);
     let extra = m.pkt_len().saturating_sub(want);
     if run.copied {
-        return match run.head.append(usize::from(s.payload)) {
-            Ok(d) => m.copy_to(hdr, d) == usize::from(s.payload),
-            Err(_) => false,
+        return match run.head.as_mut().map(|h| h.append(usize::from(s.payload))) {
+            Some(Ok(d)) => m.copy_to(hdr, d) == usize::from(s.payload),
+            _ => false,
         };
     }
     if (extra > 0 && m.trim(extra).is_err()) || m.adj(hdr).is_err() {
@@ -736,8 +795,7 @@ fn add_payload(run: &mut Run, mut m: Mbuf, s: &Seg) -> bool {
 /// `nb_segs` is 1). Acquire as in `is_writable`: a holder that just let go of the
 /// packet has finished with its data.
 #[inline(always)]
-fn writable_single(m: &Mbuf) -> bool {
-    let h = m.header();
+fn writable_single(h: &abi::Mbuf) -> bool {
     h.nb_segs == 1 && h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & abi::IND_ATTACHED == 0
 }
 

@@ -5,7 +5,7 @@ use ironpath_eal::abi;
 use ironpath_wire::checksum;
 use ironpath_wire::ethernet::{l3_offset, EtherType};
 use ironpath_wire::IpProtocol;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv6Addr;
 
 /// Longest L2 header kept in a flow key (Ethernet + two VLAN tags).
 pub const MAX_L2: usize = 22;
@@ -22,7 +22,7 @@ pub const END_MERGE: u8 = 0x01 | 0x08; // FIN PSH
 /// back, which would stall on store forwarding): words 0-2 the L2 header (up to
 /// [`MAX_L2`] bytes, zero after it) with its length in the top byte of word 2,
 /// words 3-6 the addresses (IPv4: word 3, the rest zero), word 7 the ports.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct Key(pub [u64; KEY_LEN / 8]);
 
 impl PartialEq for Key {
@@ -70,7 +70,7 @@ pub enum Skip {
 }
 
 /// One TCP segment's aggregation view.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct Seg {
     /// Flow key.
     pub key: Key,
@@ -110,7 +110,7 @@ pub struct Seg {
 
 /// What a held run keeps of its first segment: header lengths, IP version, payload
 /// length (the run's MSS) and IPv4 ID. A fraction of a [`Seg`], cheap to move.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct Hdr {
     /// L2 header length (Ethernet and VLAN tags).
     pub l2: u16,
@@ -155,30 +155,141 @@ fn hash(k: &[u64; KEY_LEN / 8]) -> u32 {
     (h >> 32) as u32
 }
 
-/// The ones-complement sum of a header whose length is a multiple of 4 (IPv4's, TCP's),
-/// folded as [`checksum::sum`] folds it: 32-bit big-endian words added as
-/// integers (`2^16 = 1 mod 0xffff`), then reduced.
+/// The ones-complement sum of a header whose length is a multiple of 4 (IPv4's,
+/// TCP's), folded as [`checksum::sum`] folds it. Eight bytes per load, taken
+/// little-endian: the sum of byte-swapped words is the byte-swapped sum (RFC 1071
+/// 2(B)), swapped back once at the end; the 32-bit halves are added as integers
+/// (`2^16 = 1 mod 0xffff`), then reduced (a positive sum stays positive).
 #[inline(always)]
 fn header_sum(h: &[u8]) -> u32 {
     let mut t: u64 = 0;
     let mut rest = h;
-    while let [a, b, c, d, tail @ ..] = rest {
-        t += u64::from(u32::from_be_bytes([*a, *b, *c, *d]));
+    while let Some((w, tail)) = rest.split_first_chunk::<8>() {
+        let w = u64::from_le_bytes(*w);
+        t += (w & 0xffff_ffff) + (w >> 32);
         rest = tail;
     }
-    while t > 0xffff {
-        t = (t & 0xffff) + (t >> 16);
+    if let Some((w, _)) = rest.split_first_chunk::<4>() {
+        t += u64::from(u32::from_le_bytes(*w));
     }
-    t as u32
+    fold_le(t)
 }
 
 /// Read segment `frame` (the first segment's data; `pkt_len` the whole packet's
 /// length, which must equal it: chained input is not aggregated). `ol_flags`
 /// tells which checksums the port already checked.
 pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
+    let mut s = Seg::default();
+    parse_into(frame, pkt_len, ol_flags, &mut s).map(|()| s)
+}
+
+/// [`parse`] into `out` (left as it was on error): the aggregator parses a whole
+/// burst into a reused array first, so the views it reads later were stored long
+/// before (no store-forwarding stalls) and the packets' loads overlap. Not
+/// inlined: on its own it keeps its values in registers (inlined into the
+/// aggregator's loop, half of them were spilled to the stack).
+#[inline(never)]
+pub fn parse_into(frame: &[u8], pkt_len: usize, ol_flags: u64, out: &mut Seg) -> Result<(), Skip> {
     if frame.len() != pkt_len {
         return Err(Skip::NotTcp);
     }
+    if parse_fast(frame, ol_flags, out).is_some() {
+        return Ok(());
+    }
+    parse_general(frame, ol_flags, out)
+}
+
+/// The little-endian word at constant byte `o` of a fixed-size header (no bounds
+/// check once inlined).
+#[inline(always)]
+fn le64_at<const N: usize>(h: &[u8; N], o: usize) -> u64 {
+    u64::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3], h[o + 4], h[o + 5], h[o + 6], h[o + 7]])
+}
+
+/// A word's two 32-bit halves added (for [`header_sum`]-style sums).
+#[inline(always)]
+fn halves(w: u64) -> u64 {
+    (w & 0xffff_ffff) + (w >> 32)
+}
+
+/// Reduce a sum of little-endian words to the folded big-endian sum (see
+/// [`header_sum`]).
+#[inline(always)]
+fn fold_le(mut t: u64) -> u32 {
+    t = (t & 0xffff_ffff) + (t >> 32);
+    t = (t & 0xffff) + (t >> 16);
+    t = (t & 0xffff) + (t >> 16);
+    t = (t & 0xffff) + (t >> 16);
+    u32::from((t as u16).swap_bytes())
+}
+
+/// The usual segment at fixed offsets, without the general path's walk and
+/// bounds checks: untagged Ethernet, IPv4 without options, TCP without options
+/// or with 12 option bytes (NOP NOP timestamp), both checksums verified by the
+/// port. The same view as [`parse_general`] gives (a test compares them); `None`
+/// (nothing written) for any other packet.
+#[inline(always)]
+fn parse_fast(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Option<()> {
+    const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
+    let h: &[u8; 54] = frame.first_chunk()?;
+    if ol_flags & GOOD != GOOD || h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 || h[23] != IpProtocol::TCP.0 {
+        return None;
+    }
+    let frag = be16(h, 20);
+    let total = usize::from(be16(h, 16));
+    let l4 = usize::from(h[46] >> 4) * 4;
+    if frag & 0x3fff != 0 || (l4 != 20 && l4 != 32) || total < 20 + l4 || total > frame.len() - 14 {
+        return None;
+    }
+    let tcp_len = (total - 20) as u16;
+    let pseudo = u32::from(be16(h, 26))
+        + u32::from(be16(h, 28))
+        + u32::from(be16(h, 30))
+        + u32::from(be16(h, 32))
+        + u32::from(IpProtocol::TCP.0)
+        + u32::from(tcp_len);
+    let (hdr, opts) = if l4 == 32 {
+        let t: &[u8; 66] = frame.first_chunk()?; // total >= 52: the frame has 66 bytes
+        let sum = halves(le64_at(t, 34)) + halves(le64_at(t, 42)) + halves(le64_at(t, 50)) + halves(le64_at(t, 58));
+        (fold_le(sum), [le64_at(t, 54), le64_at(t, 58) >> 32, 0, 0, 0]) // option bytes 54..66
+    } else {
+        let sum = halves(le64_at(h, 34)) + halves(le64_at(h, 42)) + (le64_at(h, 46) >> 32);
+        (fold_le(sum), [0; 5])
+    };
+    let key = [
+        le64_at(h, 0),
+        le64_at(h, 8) & 0xffff_ffff_ffff,
+        14 << 56,
+        le64_at(h, 26),
+        0,
+        0,
+        0,
+        le64_at(h, 34) & 0xffff_ffff,
+    ];
+    *out = Seg {
+        hash: hash(&key),
+        key: Key(key),
+        l2: 14,
+        l3: 20,
+        l4: l4 as u16,
+        v6: false,
+        seq: be32(h, 38),
+        ack: be32(h, 42),
+        flags: h[47],
+        window: be16(h, 48),
+        ip_id: be16(h, 18),
+        ip_same: u64::from(h[15]) << 24 | u64::from(h[22]) << 16 | u64::from(frag & 0x4000),
+        opts,
+        opt_len: (l4 - 20) as u8,
+        payload: (total - 20 - l4) as u16,
+        psum: !checksum::fold(hdr + pseudo),
+    };
+    Some(())
+}
+
+/// [`parse_into`] for any frame (VLAN tags, IPv6, IP or TCP options, checksums
+/// to verify).
+fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip> {
     // Untagged Ethernet first (no VLAN walk).
     let (et, l2) = match frame.get(12..14) {
         Some(&[0x08, 0x00]) => (EtherType::IPV4, 14),
@@ -284,10 +395,10 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
         opts[k] = le64(o, 8 * k);
         k += 1;
     }
-    if 8 * k + 4 <= o.len() {
-        opts[k] = u64::from(u32::from_le_bytes([o[8 * k], o[8 * k + 1], o[8 * k + 2], o[8 * k + 3]]));
+    if let Some((w, _)) = o[8 * k..].split_first_chunk::<4>() {
+        opts[k] = u64::from(u32::from_le_bytes(*w));
     }
-    Ok(Seg {
+    *out = Seg {
         hash: hash(&key),
         key: Key(key),
         l2: l2 as u16,
@@ -304,13 +415,18 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
         opt_len: (l4 - 20) as u8,
         payload: payload.len() as u16,
         psum,
-    })
+    };
+    Ok(())
 }
 
 /// Rewrite the headers of an aggregate whose first segment is `frame`: lengths,
 /// IPv4 header checksum, PSH/FIN of the last segment, and the TCP checksum from
 /// the payload sum `psum` of all segments (`tcp_payload` bytes).
 pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u8, psum: u16) {
+    // The sums are taken over the headers as they are and then corrected for the
+    // fields rewritten (RFC 1624: plus the complement of the old value, plus the
+    // new): summing bytes just stored would stall on store forwarding. Every sum
+    // here is positive, so it folds to the same value as a sum from scratch.
     let (l2, l3, l4) = (usize::from(s.l2), usize::from(s.l3), usize::from(s.l4));
     let tcp_len = l4 as u32 + tcp_payload;
     let pseudo = if s.v6 {
@@ -322,22 +438,28 @@ pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u
         a.copy_from_slice(&ip[24..40]);
         checksum::pseudo_header_v6(&src, &Ipv6Addr::from(a), IpProtocol::TCP, tcp_len)
     } else {
-        let ip = &mut frame[l2..];
-        ip[2..4].copy_from_slice(&((l3 as u32 + tcp_len) as u16).to_be_bytes());
-        ip[10] = 0;
-        ip[11] = 0;
-        let c = !(header_sum(&ip[..l3]) as u16);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-        checksum::pseudo_header_v4(&src, &dst, IpProtocol::TCP, tcp_len as u16)
+        let ip = &mut frame[l2..l2 + l3];
+        let total = (l3 as u32 + tcp_len) as u16;
+        // Total length replaced, checksum field counted as zero.
+        let sum = header_sum(ip) + u32::from(!be16(ip, 2)) + u32::from(!be16(ip, 10)) + u32::from(total);
+        // checksum::pseudo_header_v4, from the header's bytes.
+        let pseudo = u32::from(be16(ip, 12))
+            + u32::from(be16(ip, 14))
+            + u32::from(be16(ip, 16))
+            + u32::from(be16(ip, 18))
+            + u32::from(IpProtocol::TCP.0)
+            + u32::from(tcp_len as u16);
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[10..12].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
+        pseudo
     };
     let tcp = &mut frame[l2 + l3..l2 + l3 + l4];
-    tcp[13] |= last_flags & END_MERGE;
-    tcp[16] = 0;
-    tcp[17] = 0;
-    let c = !checksum::fold(header_sum(tcp) + pseudo + u32::from(psum));
-    tcp[16..18].copy_from_slice(&c.to_be_bytes());
+    // The last segment's PSH/FIN in the flags byte (13), checksum field as zero.
+    let old = be16(tcp, 12);
+    let new = old | u16::from(last_flags & END_MERGE);
+    let sum = header_sum(tcp) + u32::from(!old) + u32::from(new) + u32::from(!be16(tcp, 16)) + pseudo + u32::from(psum);
+    tcp[13] = new as u8;
+    tcp[16..18].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
 }
 
 /// Add the sum `b` of bytes that start at an odd offset of the stream to `a`
@@ -345,5 +467,146 @@ pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u
 #[inline(always)]
 pub fn add_sum(a: u16, b: u16, odd_offset: bool) -> u16 {
     let b = if odd_offset { b.swap_bytes() } else { b };
-    checksum::fold(u32::from(a) + u32::from(b))
+    let t = u32::from(a) + u32::from(b); // <= 0x1fffe: one end-around carry folds it
+    ((t & 0xffff) + (t >> 16)) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ironpath_wire::ipv4::Ipv4Packet;
+    use ironpath_wire::tcp::TcpPacket;
+    use ironpath_wire::IpAddress;
+    use std::net::Ipv4Addr;
+
+    /// Ethernet (+ `vlan` tag) + IPv4 (`ip_opts` option bytes) + TCP (`tcp_opts`
+    /// option bytes) + `payload` bytes + `pad` trailing bytes, checksums valid.
+    fn frame(vlan: bool, ip_opts: usize, tcp_opts: usize, payload: usize, pad: usize, flags: u8) -> Vec<u8> {
+        let l2 = if vlan { 18 } else { 14 };
+        let (l3, l4) = (20 + ip_opts, 20 + tcp_opts);
+        let mut d = vec![0u8; l2 + l3 + l4 + payload + pad];
+        d[0..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 1, 7]);
+        if vlan {
+            d[12..16].copy_from_slice(&[0x81, 0x00, 0x00, 0x2a]);
+        }
+        d[l2 - 2..l2].copy_from_slice(&[0x08, 0x00]);
+        let (src, dst) = (Ipv4Addr::new(198, 18, 3, 4), Ipv4Addr::new(198, 18, 0, 2));
+        let ip = &mut d[l2..l2 + l3];
+        ip[0] = 0x40 | (l3 / 4) as u8;
+        ip[1] = 0x10;
+        ip[2..4].copy_from_slice(&((l3 + l4 + payload) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
+        ip[6] = 0x40;
+        ip[8] = 61;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&src.octets());
+        ip[16..20].copy_from_slice(&dst.octets());
+        ip[20..].fill(1); // NOP options
+        Ipv4Packet::new_unchecked(&mut d[l2..l2 + l3]).fill_checksum();
+        let t = l2 + l3;
+        let tcp = &mut d[t..t + l4 + payload];
+        tcp[0..4].copy_from_slice(&[0x9c, 0x41, 0x14, 0x51]);
+        tcp[4..8].copy_from_slice(&0xfedc_ba98u32.to_be_bytes());
+        tcp[8..12].copy_from_slice(&0x0102_0304u32.to_be_bytes());
+        tcp[12] = ((l4 / 4) as u8) << 4;
+        tcp[13] = flags;
+        tcp[14..16].copy_from_slice(&501u16.to_be_bytes());
+        for (i, b) in tcp[20..].iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37).wrapping_add(5);
+        }
+        TcpPacket::new_unchecked(&mut d[t..t + l4 + payload]).fill_checksum(&IpAddress::V4(src), &IpAddress::V4(dst));
+        d
+    }
+
+    type View = ([u64; 8], u32, (u16, u16, u16, bool), (u32, u32, u8, u16, u16, u64), ([u64; 5], u8), (u16, u16));
+
+    fn view(s: &Seg) -> View {
+        (
+            s.key.0,
+            s.hash,
+            (s.l2, s.l3, s.l4, s.v6),
+            (s.seq, s.ack, s.flags, s.window, s.ip_id, s.ip_same),
+            (s.opts, s.opt_len),
+            (s.payload, s.psum),
+        )
+    }
+
+    const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
+
+    /// The fast path gives exactly the general path's view, wherever it applies,
+    /// and applies to the usual segments.
+    #[test]
+    fn fast_path_matches_the_general_one() {
+        let mut fast_taken = 0;
+        for vlan in [false, true] {
+            for ip_opts in [0, 4] {
+                for tcp_opts in [0, 4, 12, 20, 40] {
+                    for payload in [0, 1, 7, 536, 1448] {
+                        for pad in [0, 6] {
+                            for flags in [0x10, 0x18, 0x11, 0x12] {
+                                let f = frame(vlan, ip_opts, tcp_opts, payload, pad, flags);
+                                // Also cut short or with a wrong total length.
+                                let mut cut = f.clone();
+                                cut.truncate(f.len().saturating_sub(pad + 3).max(40));
+                                let mut long = f.clone();
+                                long[14 + usize::from(vlan) * 4 + 3] ^= 0x40;
+                                for d in [&f, &cut, &long] {
+                                    for ol in [
+                                        0,
+                                        GOOD,
+                                        abi::RX_IP_CKSUM_GOOD,
+                                        abi::RX_L4_CKSUM_GOOD,
+                                        GOOD | abi::RX_L4_CKSUM_NONE,
+                                    ] {
+                                        let mut a = Seg::default();
+                                        let mut b = Seg::default();
+                                        let rb = parse_general(d, ol, &mut b);
+                                        if parse_fast(d, ol, &mut a).is_some() {
+                                            fast_taken += 1;
+                                            assert_eq!(rb, Ok(()), "fast path took a frame the general one rejects");
+                                            assert_eq!(
+                                                view(&a),
+                                                view(&b),
+                                                "vlan {vlan} ip+{ip_opts} tcp+{tcp_opts} {payload}B"
+                                            );
+                                        }
+                                    }
+                                }
+                                let usual = !vlan && ip_opts == 0 && (tcp_opts == 0 || tcp_opts == 12);
+                                let mut a = Seg::default();
+                                assert_eq!(parse_fast(&f, GOOD, &mut a).is_some(), usual);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast_taken > 100);
+    }
+
+    /// The rewritten headers of a one-segment "aggregate" carry the same lengths
+    /// and checksums as the packet had (computed by correction, not from scratch).
+    #[test]
+    fn finished_headers_verify() {
+        for tcp_opts in [0, 12, 40] {
+            for payload in [1, 2, 1447, 1448] {
+                let f = frame(false, 0, tcp_opts, payload, 0, 0x10);
+                let mut s = Seg::default();
+                parse_into(&f, f.len(), 0, &mut s).unwrap();
+                let mut g = f.clone();
+                // Scramble what finish_headers rewrites.
+                g[16] ^= 0x5a;
+                g[24] ^= 0xff;
+                g[34 + 16] ^= 0x33;
+                finish_headers(&mut g, &s.hdr(), u32::from(s.payload), 0x08, s.psum);
+                let mut want = f.clone();
+                want[34 + 13] |= 0x08;
+                let (src, dst) =
+                    (IpAddress::V4(Ipv4Addr::new(198, 18, 3, 4)), IpAddress::V4(Ipv4Addr::new(198, 18, 0, 2)));
+                TcpPacket::new_unchecked(&mut want[34..]).fill_checksum(&src, &dst);
+                assert_eq!(g, want, "tcp+{tcp_opts} {payload}B");
+                assert!(Ipv4Packet::new_checked(&g[14..]).unwrap().verify_checksum());
+            }
+        }
+    }
 }
