@@ -1,0 +1,109 @@
+//! Timers: retransmission (RFC 6298, with go-back-N and backoff), persist (zero-window
+//! probes, RFC 9293 §3.8.6.1), delayed ACK and TIME-WAIT; and `poll_at`.
+use super::{Connection, State, Timers};
+use crate::{ConnError, Payload, Time};
+
+impl<P: Payload> Connection<P> {
+    /// When to call [`dispatch`](Self::dispatch) next: [`Time::ZERO`] (or any time not
+    /// after now) if something is due already, the earliest timer otherwise, `None` when
+    /// only a received segment or an application call can change anything.
+    pub fn poll_at(&self) -> Option<Time> {
+        if self.has_output() {
+            return Some(Time::ZERO);
+        }
+        let Timers { rto, persist, ack, time_wait } = self.timers;
+        [rto, persist, ack, time_wait].into_iter().flatten().min()
+    }
+
+    /// Fires the timers that expired by `now`.
+    pub(super) fn on_timers(&mut self, now: Time) {
+        if self.state == State::Closed {
+            return;
+        }
+        if self.timers.time_wait.is_some_and(|t| now >= t) {
+            self.enter_closed(None);
+            return;
+        }
+        if self.timers.rto.is_some_and(|t| now >= t) {
+            self.on_rto(now);
+            if self.state == State::Closed {
+                return;
+            }
+        }
+        if self.timers.persist.is_some_and(|t| now >= t) {
+            self.timers.persist = None;
+            self.probe_due = true;
+        }
+        if self.timers.ack.is_some_and(|t| now >= t) {
+            self.timers.ack = None;
+            self.ack_now = true;
+        }
+    }
+
+    /// Retransmission timeout (RFC 6298 §5.4 to §5.6, RFC 5681 §3.1): back off, shrink
+    /// cwnd to one segment and resend from `snd_una` (go-back-N).
+    fn on_rto(&mut self, now: Time) {
+        self.timers.rto = None;
+        self.retries += 1;
+        self.counters.rto_timeouts += 1;
+        let handshake = matches!(self.state, State::SynSent | State::SynReceived);
+        let limit = if handshake { self.config.syn_retries } else { self.config.max_retries };
+        if self.retries > limit {
+            self.enter_closed(Some(ConnError::TimedOut));
+            return;
+        }
+        if !handshake {
+            let flight = self.snd_max.distance(self.snd_una);
+            self.cc.on_rto(flight, self.snd_max, self.retries == 1);
+        }
+        self.rtt.back_off();
+        self.rtt_seq = None;
+        self.rexmit_head = false;
+        self.snd_nxt = self.snd_una;
+        self.timers.rto = Some(now + self.rtt.rto());
+    }
+
+    /// Starts and stops the retransmission and persist timers after the state changed.
+    pub(super) fn update_timers(&mut self, now: Time) {
+        match self.state {
+            State::Closed => {
+                self.timers = Timers::default();
+                return;
+            }
+            State::TimeWait => {
+                self.timers.rto = None;
+                self.timers.persist = None;
+                self.rexmit_head = false;
+                return;
+            }
+            _ => {}
+        }
+        if self.snd_una == self.snd_max {
+            self.timers.rto = None;
+            self.rexmit_head = false;
+        }
+        // Persist: a zero window, data waiting and nothing in flight that an ACK would
+        // answer. (After a timeout `snd_nxt == snd_una`: the window then decides.)
+        let data_states = matches!(
+            self.state,
+            State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck
+        );
+        if data_states && self.snd_wnd == 0 && self.unsent() > 0 && self.snd_nxt == self.snd_una {
+            self.timers.rto = None;
+            if self.timers.persist.is_none() && !self.probe_due {
+                self.timers.persist = Some(now + self.rtt.persist_interval(self.persist_probes));
+            }
+        } else {
+            self.timers.persist = None;
+            self.probe_due = false;
+            if self.snd_wnd > 0 {
+                self.persist_probes = 0;
+            }
+        }
+        // Anything outstanding is covered by the retransmission timer (RFC 6298 §5.1).
+        if self.snd_max > self.snd_una && self.timers.rto.is_none() && self.timers.persist.is_none() && !self.probe_due
+        {
+            self.timers.rto = Some(now + self.rtt.rto());
+        }
+    }
+}

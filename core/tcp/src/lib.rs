@@ -1,0 +1,102 @@
+//! `ironpath-tcp`: a TCP engine that does no I/O and reads no clock.
+//!
+//! It owns the protocol logic of TCP connections, in the style of smoltcp's socket:
+//! [`Connection::process`] takes a received segment (and the time) and may return a
+//! reply; [`Connection::dispatch`] emits what is due; [`Connection::poll_at`] says when
+//! to come back. Time ([`Time`]) and the ISN secret ([`IsnGenerator`]) are arguments,
+//! so everything is deterministic and simulation-tested. Headers are
+//! [`ironpath_wire::TcpRepr`]; payloads are any [`Payload`] (refcounted mbuf chains in a
+//! node), which is sliced, never copied.
+//!
+//! Implemented:
+//! * RFC 9293 state machine: active and passive open ([`Listener`] with a backlog),
+//!   simultaneous open and close, FIN-WAIT-1/2, CLOSING, TIME-WAIT (2 × MSL),
+//!   CLOSE-WAIT, LAST-ACK, RST handling, abort; sequence numbers modulo 2^32 ([`SeqNum`]);
+//! * RFC 5961: RST in window but not exact, SYN in a synchronized state and ACKs outside
+//!   `[SND.UNA - MAX.SND.WND, SND.NXT]` get a (rate-limited) challenge ACK;
+//! * options: MSS, window scaling and timestamps (RFC 7323: PAWS, RTT measurement),
+//!   SACK-permitted and SACK blocks from the out-of-order queue (RFC 2018);
+//!   ISNs per RFC 6528 (SipHash-2-4 of the 4-tuple under the secret, plus a 4 µs clock);
+//! * RTO per RFC 6298 (Karn's algorithm without timestamps, backoff, bounds);
+//!   NewReno (RFC 5681, 6582): slow start with byte counting, congestion avoidance,
+//!   initial window of 10 segments, fast retransmit, fast recovery, partial ACKs;
+//! * delayed ACKs (every second segment, or after `ack_delay`; at once for out-of-order
+//!   data, hole fills and FINs) counting the original segments of GRO/LRO aggregates;
+//!   out-of-order reassembly; zero-window probes (persist timer) and window updates;
+//!   receiver and sender SWS avoidance; Nagle;
+//! * per-connection [`Counters`].
+//!
+//! Not implemented yet (or simplified):
+//! * the sender ignores received SACK blocks (no RFC 6675 scoreboard: recovery is
+//!   NewReno's one segment per RTT), no D-SACK, no RACK-TLP, no limited transmit
+//!   (RFC 3042), no F-RTO, no pacing; cwnd is not reduced after idle (RFC 5681 §4.1),
+//!   only kept from growing while under-used;
+//! * no ECN, no urgent data (URG is ignored), no keepalives, no TCP Fast Open, no SYN
+//!   cookies (a full backlog drops SYNs), no TIME-WAIT reuse by a new SYN (it gets a
+//!   challenge ACK), no FIN-WAIT-2 timeout, no TSO-sized segments, no PMTU discovery;
+//! * data carried on a SYN is not taken (the peer resends it); the RTO after a
+//!   retransmitted SYN is not raised to 3 s (RFC 6298 §5.7); RTT samples are not
+//!   weighted per window (RFC 7323 Appendix G); PAWS has no exception for reordered
+//!   pure ACKs (Linux has one);
+//! * buffers are accounted in payload bytes: a node whose payloads pin whole mbufs
+//!   must size `recv_buffer` with that in mind.
+//!
+//! Choices worth knowing: pure ACKs carry `snd_max` (BSD's SND.NXT) so that they stay
+//! acceptable while data is resent; unacceptable pure ACKs are answered at most every
+//! 500 ms and challenge ACKs at most `challenge_ack_limit` per second, so two ends that
+//! disagree cannot ACK each other forever; slow start counts acknowledged bytes (no
+//! RFC 3465 limit), and cwnd only grows while at least half of it is in use.
+//!
+//! # Driving it (a graph node)
+//! Per received segment, after the IP layer and checksum checks:
+//! 1. parse it with [`TcpRepr::parse`](ironpath_wire::TcpRepr::parse); the payload is a
+//!    [`Payload`] slice of the mbuf, `segs` the GRO count (1 without aggregation);
+//! 2. look the 4-tuple up in the flow table: found, call [`Connection::process`]; not
+//!    found but a [`Listener`] has the port, call [`Listener::process`] (then move
+//!    [`Listener::accept`]ed connections into the table); neither, send [`rst_reply`];
+//! 3. transmit the returned segment, if any, at once.
+//!
+//! After a burst (and whenever the application sent, read or closed), and when the
+//! earliest [`poll_at`](Connection::poll_at) of a timer wheel comes due, call
+//! [`dispatch`](Connection::dispatch) with an `emit` that builds the headers
+//! ([`TcpRepr::emit`](ironpath_wire::TcpRepr::emit)) before the payload chain and
+//! enqueues the frame; returning `Err` when the TX burst is full leaves that segment
+//! for the next call. Then re-arm the connection's timer at the new `poll_at`
+//! ([`Time::ZERO`] means "now"). Remove a connection once its state is
+//! [`State::Closed`] and `poll_at` is `None`.
+//!
+//! Layout: `conn` (the TCB; `input`, `output` and `timers` split it by concern),
+//! `listener`, `send_buf` and `recv_buf` (reassembly, SACK blocks), `rtt` (RFC 6298),
+//! `congestion` (NewReno), `options` (negotiation, PAWS helpers), `isn` (RFC 6528).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod congestion;
+mod conn;
+mod counters;
+mod error;
+mod isn;
+mod listener;
+mod options;
+mod payload;
+mod recv_buf;
+mod rtt;
+mod segment;
+mod send_buf;
+mod seq;
+mod time;
+
+#[cfg(any(test, feature = "test-utils"))]
+pub mod testing;
+
+pub use config::Config;
+pub use conn::{Connection, Info, State};
+pub use counters::Counters;
+pub use error::{ConnError, ConnectError, ListenError, SendError};
+pub use isn::IsnGenerator;
+pub use listener::{Listener, ListenerCounters};
+pub use payload::Payload;
+pub use segment::{rst_reply, Endpoint, Segment};
+pub use seq::SeqNum;
+pub use time::Time;
