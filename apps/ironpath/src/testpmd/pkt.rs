@@ -3,7 +3,10 @@
 //! txonly template. Every access is bounds-checked: a short or malformed packet
 //! yields `None`, never a panic.
 //!
-//! (The full zero-copy wire library is `core/wire`; this stays small on purpose.)
+//! (The full zero-copy wire library is `core/wire`; this stays small on purpose and
+//! takes its checksum arithmetic from there.)
+
+use ironpath_wire::checksum;
 
 /// Ethernet header length.
 pub const ETH_LEN: usize = 14;
@@ -37,29 +40,16 @@ pub fn put16(d: &mut [u8], off: usize, v: u16) {
 }
 
 /// One's-complement sum of `data` added to `init` (not folded, not inverted).
+/// The arithmetic is core/wire's (one checksum implementation for the project).
 #[inline]
 pub fn sum16(data: &[u8], init: u32) -> u32 {
-    let mut s = u64::from(init);
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        s += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        s += u64::from(u16::from_be_bytes([*last, 0]));
-    }
-    while s > 0xffff_ffff {
-        s = (s & 0xffff_ffff) + (s >> 32);
-    }
-    s as u32
+    checksum::fold(init) as u32 + checksum::sum(data)
 }
 
 /// Fold a 32-bit sum into 16 bits and invert.
 #[inline]
-pub fn fold(mut s: u32) -> u16 {
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
+pub fn fold(s: u32) -> u16 {
+    !checksum::fold(s)
 }
 
 /// The Internet checksum of `data`.
@@ -71,9 +61,7 @@ pub fn checksum(data: &[u8]) -> u16 {
 /// RFC 1624 incremental update: checksum `hc` after a 16-bit field changed `old`→`new`.
 #[inline]
 pub fn csum_update16(hc: u16, old: u16, new: u16) -> u16 {
-    // HC' = ~(~HC + ~m + m')
-    let s = u32::from(!hc) + u32::from(!old) + u32::from(new);
-    fold(s)
+    checksum::update16(hc, old, new)
 }
 
 /// Where the layers of a packet start.
