@@ -59,10 +59,10 @@ impl Nexts {
     }
 }
 
-/// One parameter of a node type.
-#[derive(Debug, Clone, Copy)]
+/// One parameter of a node type, or one field of a [`ParamKind::Records`] parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParamSpec {
-    /// The key under `params:`.
+    /// The key under `params:` (or in each record).
     pub name: &'static str,
     /// What values are accepted.
     pub kind: ParamKind,
@@ -107,6 +107,9 @@ pub enum ParamKind {
     Mempool,
     /// `"10ms"`, `"5us"`, `"1s"`, or an integer of microseconds.
     Duration,
+    /// A list of mappings, each with these fields (required ones, defaults filled in like node
+    /// params). The list may be empty; a default for the parameter itself may be `"[]"`.
+    Records(&'static [ParamSpec]),
 }
 
 impl ParamKind {
@@ -125,6 +128,10 @@ impl ParamKind {
             ParamKind::Port => "the name of a port".to_owned(),
             ParamKind::Mempool => "the name of a mempool".to_owned(),
             ParamKind::Duration => "a duration (10ms, 5us, 1s, or an integer of microseconds)".to_owned(),
+            ParamKind::Records(fields) => {
+                let names: Vec<&str> = fields.iter().map(|f| f.name).collect();
+                format!("a list of maps with keys: {}", names.join(", "))
+            }
         }
     }
 }

@@ -31,9 +31,13 @@ pub enum ParamValue {
     Mempool(String),
     /// From [`crate::ParamKind::Duration`], in microseconds.
     DurationUs(u64),
+    /// From [`crate::ParamKind::Records`]: one [`Params`] per record, in file order, each with its
+    /// fields' defaults filled in.
+    Records(Vec<Params>),
 }
 
-/// The parameters of one node, by name, with defaults filled in.
+/// The parameters of one node (or the fields of one record of a [`crate::ParamKind::Records`]
+/// parameter), by name, with defaults filled in.
 ///
 /// A parameter is absent only when it is optional, has no default and is not in the file.
 /// The typed getters return `None` for an absent name (including a name the node type does not
@@ -74,7 +78,7 @@ impl Params {
     }
 
     /// Sets `name` (replacing any previous value); `loc` is where the value is written
-    /// (for a default: the node's position).
+    /// (for a default: the node's position, or the record's for a field of a record).
     pub fn insert(&mut self, name: impl Into<String>, value: ParamValue, loc: Loc) {
         self.values.insert(name.into(), (value, loc));
     }
@@ -84,7 +88,8 @@ impl Params {
         self.values.get(name).map(|(v, _)| v)
     }
 
-    /// Where the value of `name` is written (the node's position for a default).
+    /// Where the value of `name` is written (for a default: the node's position, or the record's
+    /// for a field of a record).
     pub fn loc(&self, name: &str) -> Option<Loc> {
         self.values.get(name).map(|(_, l)| *l)
     }
@@ -148,6 +153,10 @@ impl Params {
         /// A [`ParamValue::DurationUs`], in microseconds.
         duration_us, DurationUs, u64, |v| *v
     );
+    getter!(
+        /// A [`ParamValue::Records`]: the records in file order (empty for an empty list).
+        records, Records, &[Params], |v| v.as_slice()
+    );
 }
 
 #[cfg(test)]
@@ -165,6 +174,12 @@ mod tests {
         assert_eq!(p.loc("burst"), Some(Loc::new(3, 4)));
         assert_eq!(p.len(), 2);
         assert_eq!(p.iter().map(|(k, _, _)| k).collect::<Vec<_>>(), ["burst", "port"]);
+
+        let mut rec = Params::new();
+        rec.insert("port", ParamValue::Uint(80), Loc::new(5, 18));
+        p.insert("listen", ParamValue::Records(vec![rec]), Loc::new(5, 9));
+        let listen = p.records("listen").unwrap();
+        assert_eq!((listen[0].uint("port"), listen[0].loc("port")), (Some(80), Some(Loc::new(5, 18))));
     }
 
     #[test]

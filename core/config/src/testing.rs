@@ -27,6 +27,27 @@ const fn node(
     NodeSpec { type_name, doc: "", params, nexts: Nexts::Fixed(nexts), source, sink: nexts.is_empty() }
 }
 
+/// The fields of each record of `server`'s `listen`.
+const LISTEN: &[ParamSpec] = &[
+    ParamSpec {
+        name: "port",
+        kind: ParamKind::Uint { min: 1, max: 65535 },
+        required: true,
+        default: None,
+        doc: "TCP port.",
+    },
+    ParamSpec {
+        name: "app",
+        kind: ParamKind::Enum(&["http", "echo", "discard"]),
+        required: true,
+        default: None,
+        doc: "What answers.",
+    },
+    param("root", ParamKind::Path, None),
+    param("backlog", ParamKind::Uint { min: 1, max: 4096 }, Some("128")),
+    param("pool", ParamKind::Mempool, None),
+];
+
 static NODES: &[NodeSpec] = &[
     node("port_rx", &[PORT, QUEUE, param("burst", ParamKind::Uint { min: 1, max: 256 }, Some("32"))], &["out"], true),
     node("port_tx", &[PORT, QUEUE], &[], false),
@@ -58,6 +79,8 @@ static NODES: &[NodeSpec] = &[
         &["out"],
         false,
     ),
+    // A list of records.
+    node("server", &[param("listen", ParamKind::Records(LISTEN), Some("[]"))], &["out"], false),
 ];
 
 static DRIVERS: LazyLock<Vec<String>> =
@@ -67,7 +90,9 @@ static DRIVERS: LazyLock<Vec<String>> =
 /// `port_tx` {port, queue; sink}, `classify` {nexts arp, ipv4, ipv6, other}, `macswap` {next out},
 /// `arp` {addresses (required IP list), mac; next out}, `drop` {sink}, and `capture` {path
 /// (required), mode file|ring, flush 10ms, enabled true, label, gw, gw6, pool; next out} which
-/// uses every other parameter kind. Drivers: net_null, net_ring, net_pcap, net_af_packet, net_tap.
+/// uses every other scalar parameter kind, and `server` {listen: a list of records {port 1..=65535
+/// (required), app http|echo|discard (required), root (path), backlog 1..=4096 = 128, pool
+/// (mempool)}, default `[]`; next out}. Drivers: net_null, net_ring, net_pcap, net_af_packet, net_tap.
 pub fn mock_catalog() -> Catalog<'static> {
     Catalog { nodes: NODES, drivers: Some(DRIVERS.as_slice()) }
 }

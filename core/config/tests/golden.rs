@@ -57,6 +57,12 @@ golden!(
     next_edges,
     not_a_map,
     out_of_range,
+    records_bad_enum,
+    records_bad_values,
+    records_element_not_a_map,
+    records_missing_field,
+    records_not_a_list,
+    records_unknown_field,
     syntax_error,
     undefined_lcore,
     unknown_key,
@@ -201,6 +207,38 @@ fn valid_full_file() {
             edge("ms0", "out", "tx1", 1024, 63),
         ]
     );
+}
+
+#[test]
+fn valid_records_file() {
+    let path = dir().join("valid/records.yaml");
+    let p = load_file(&path, &mock_catalog()).unwrap_or_else(|e| panic!("{e}"));
+    let web = &p.nodes[0].params;
+    assert_eq!(web.loc("listen"), Some(Loc::new(12, 9)));
+    let listen = web.records("listen").unwrap();
+    assert_eq!(listen.len(), 3);
+
+    let http = &listen[0];
+    assert_eq!((http.uint("port"), http.str("app")), (Some(80), Some("http")));
+    assert_eq!(http.path("root"), Some(dir().join("valid/./www").as_path()), "relative to the file's directory");
+    assert_eq!(http.uint("backlog"), Some(128), "a field's default");
+    assert_eq!(http.loc("port"), Some(Loc::new(12, 18)));
+    assert_eq!(http.loc("backlog"), Some(Loc::new(12, 11)), "a field's default is placed at its record");
+    assert_eq!((http.mempool("pool"), http.get("pool")), (None, None), "optional, no default");
+    assert_eq!(http.len(), 4);
+
+    let echo = &listen[1];
+    assert_eq!((echo.uint("port"), echo.str("app")), (Some(7), Some("echo")));
+    assert_eq!((echo.uint("backlog"), echo.mempool("pool"), echo.path("root")), (Some(16), Some("default"), None));
+    assert_eq!(echo.loc("app"), Some(Loc::new(14, 16)));
+
+    assert_eq!(listen[2].path("root"), Some(Path::new("/srv/null")));
+    assert_eq!(listen[2].str("app"), Some("discard"));
+
+    // The param's own default `[]`, and an explicit empty list: no records.
+    assert_eq!(p.nodes[1].params.records("listen"), Some(&[][..]));
+    assert_eq!(p.nodes[1].params.loc("listen"), Some(p.nodes[1].loc));
+    assert_eq!(p.nodes[2].params.get("listen"), Some(&ParamValue::Records(Vec::new())));
 }
 
 #[test]

@@ -23,6 +23,68 @@ const MEMPOOL: ParamSpec = p(
     "pool for packets the node creates (default: the port's, else the first)",
 );
 
+const LISTEN: &[ParamSpec] = &[
+    p("port", ParamKind::Uint { min: 1, max: 65535 }, true, None, "TCP port"),
+    p(
+        "app",
+        ParamKind::Enum(&["http", "echo", "discard", "source"]),
+        true,
+        None,
+        "application of each accepted connection",
+    ),
+    p("root", ParamKind::Path, false, None, "http: directory served (relative to the YAML file)"),
+    p(
+        "objects",
+        ParamKind::Str,
+        false,
+        Some("/empty=0"),
+        "http: in-memory objects, `/path=bytes,...` (pattern bytes; `/empty=0` is empty)",
+    ),
+    p(
+        "bytes",
+        ParamKind::Uint { min: 0, max: u64::MAX },
+        false,
+        Some("0"),
+        "source: bytes sent per connection before closing (0: until the peer closes)",
+    ),
+    p(
+        "backlog",
+        ParamKind::Uint { min: 1, max: 1_000_000 },
+        false,
+        Some("1024"),
+        "connections in the handshake or not yet accepted, at most",
+    ),
+];
+
+const CONNECT: &[ParamSpec] = &[
+    p("to", ParamKind::IpList, true, None, "the peer's address"),
+    p("port", ParamKind::Uint { min: 1, max: 65535 }, true, None, "the peer's port"),
+    p("app", ParamKind::Enum(&["source", "discard", "http_get"]), true, None, "what the connection does"),
+    p(
+        "bytes",
+        ParamKind::Uint { min: 0, max: u64::MAX },
+        false,
+        Some("0"),
+        "source: bytes to send, then close (0: until the peer closes)",
+    ),
+    p("path", ParamKind::Str, false, Some("/"), "http_get: the path requested"),
+    p(
+        "save",
+        ParamKind::Path,
+        false,
+        None,
+        "http_get: file the body is written to (`.N` appended per connection when count > 1)",
+    ),
+    p("count", ParamKind::Uint { min: 1, max: 100_000 }, false, Some("1"), "connections opened"),
+    p(
+        "requests",
+        ParamKind::Uint { min: 1, max: u64::MAX },
+        false,
+        Some("1"),
+        "http_get: requests per connection (keep-alive)",
+    ),
+];
+
 /// Every built-in node type.
 pub static CATALOG: &[NodeSpec] = &[
     NodeSpec {
@@ -140,6 +202,34 @@ pub static CATALOG: &[NodeSpec] = &[
             p("jitter", ParamKind::Duration, false, Some("0us"), "each packet's delay is uniform in delay ± jitter (reorders)"),
             p("max_held", ParamKind::Uint { min: 1, max: 1_000_000 }, false, Some("65536"), "most packets waiting (beyond: dropped, counted)"),
             MEMPOOL,
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+    },
+    NodeSpec {
+        type_name: "tcp",
+        doc: "TCP termination: connection table, listening ports with applications (http, echo, discard, source), client connections; frames out with full checksums",
+        params: &[
+            PORT,
+            p("addresses", ParamKind::IpList, true, None, "our IPv4 and IPv6 addresses (the first of each family opens our connections)"),
+            MEMPOOL,
+            p("listen", ParamKind::Records(LISTEN), false, Some("[]"), "listening ports, each with its application"),
+            p("connect", ParamKind::Records(CONNECT), false, Some("[]"), "connections opened at start, each with its application"),
+            p("mss", ParamKind::Uint { min: 536, max: 9000 }, false, Some("1460"), "MSS we announce and send (path MTU minus 40 for IPv4); must fit the pool's buffers"),
+            p("send_buffer", ParamKind::Uint { min: 4096, max: 1 << 30 }, false, Some("1048576"), "bytes queued or unacknowledged per connection"),
+            p("recv_buffer", ParamKind::Uint { min: 4096, max: 1 << 30 }, false, Some("1048576"), "largest receive window per connection (bytes of payload)"),
+            p("initial_window", ParamKind::Uint { min: 1, max: 100 }, false, Some("10"), "initial congestion window, segments (RFC 6928)"),
+            p("rto_min", ParamKind::Duration, false, Some("200ms"), "lower bound of the retransmission timeout"),
+            p("rto_initial", ParamKind::Duration, false, Some("1s"), "retransmission timeout before an RTT sample (RFC 6298)"),
+            p("ack_delay", ParamKind::Duration, false, Some("40ms"), "longest delay of an ACK (every second segment is ACKed at once; 0: never delayed)"),
+            p("time_wait", ParamKind::Duration, false, Some("60s"), "TIME-WAIT length (2 x MSL)"),
+            p("nagle", ParamKind::Bool, false, Some("false"), "Nagle's algorithm (off: as TCP_NODELAY, what servers set)"),
+            p("timestamps", ParamKind::Bool, false, Some("true"), "offer/accept RFC 7323 timestamps"),
+            p("window_scaling", ParamKind::Bool, false, Some("true"), "offer/accept RFC 7323 window scaling"),
+            p("sack", ParamKind::Bool, false, Some("true"), "offer/accept SACK (blocks are sent, not used)"),
+            p("max_connections", ParamKind::Uint { min: 1, max: 10_000_000 }, false, Some("65536"), "connections held at most (SYNs beyond are dropped, counted)"),
+            p("seed", ParamKind::Uint { min: 0, max: u64::MAX }, false, Some("0"), "key of the initial sequence numbers (0: random per run)"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         source: true,

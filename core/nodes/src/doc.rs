@@ -1,7 +1,7 @@
 //! The node reference of `docs/pipeline-yaml.md`, generated from [`crate::CATALOG`]
 //! so the documentation cannot drift from the code (a test compares them).
 
-use ironpath_config::NodeSpec;
+use ironpath_config::{NodeSpec, ParamKind, ParamSpec};
 use std::fmt::Write;
 
 /// Markdown for every node type: what it does, its next edges and parameters.
@@ -30,8 +30,14 @@ fn node(s: &mut String, n: &NodeSpec) {
         let _ = writeln!(s, "No parameters.\n");
         return;
     }
-    let _ = writeln!(s, "| param | accepts | default | meaning |\n|---|---|---|---|");
-    for p in n.params {
+    params_table(s, "param", n.params);
+    records_tables(s, "", n.params);
+}
+
+/// One row per parameter (or field of a record).
+fn params_table(s: &mut String, head: &str, params: &[ParamSpec]) {
+    let _ = writeln!(s, "| {head} | accepts | default | meaning |\n|---|---|---|---|");
+    for p in params {
         let default = match (p.required, p.default) {
             (true, _) => "required".to_string(),
             (false, Some(d)) => format!("`{d}`"),
@@ -42,6 +48,19 @@ fn node(s: &mut String, n: &NodeSpec) {
     s.push('\n');
 }
 
+/// A table of fields under each list-of-records parameter (Markdown tables do not nest), and
+/// under each list-of-records field of those, named by their path (`listen`, `listen[].tls`).
+fn records_tables(s: &mut String, parent: &str, params: &[ParamSpec]) {
+    for p in params {
+        if let ParamKind::Records(fields) = p.kind {
+            let path = format!("{parent}{}", p.name);
+            let _ = writeln!(s, "Each record of `{path}` is a map with these fields:\n");
+            params_table(s, "field", fields);
+            records_tables(s, &format!("{path}[]."), fields);
+        }
+    }
+}
+
 fn capitalize(t: &str) -> String {
     let mut c = t.chars();
     c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
@@ -49,6 +68,38 @@ fn capitalize(t: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use ironpath_config::{ParamKind, ParamSpec};
+
+    #[test]
+    fn records_fields_get_their_own_table() {
+        const fn p(name: &'static str, kind: ParamKind, required: bool, default: Option<&'static str>) -> ParamSpec {
+            ParamSpec { name, kind, required, default, doc: "d" }
+        }
+        const TLS: &[ParamSpec] = &[p("cert", ParamKind::Path, true, None)];
+        const LISTEN: &[ParamSpec] = &[
+            p("port", ParamKind::Uint { min: 1, max: 65535 }, true, None),
+            p("backlog", ParamKind::Uint { min: 1, max: 9 }, false, Some("4")),
+            p("tls", ParamKind::Records(TLS), false, None),
+        ];
+        let params = [p("listen", ParamKind::Records(LISTEN), false, Some("[]"))];
+        let mut s = String::new();
+        super::params_table(&mut s, "param", &params);
+        super::records_tables(&mut s, "", &params);
+        assert_eq!(
+            s,
+            "| param | accepts | default | meaning |\n|---|---|---|---|\n\
+             | `listen` | a list of maps with keys: port, backlog, tls | `[]` | d |\n\n\
+             Each record of `listen` is a map with these fields:\n\n\
+             | field | accepts | default | meaning |\n|---|---|---|---|\n\
+             | `port` | an unsigned integer in 1..=65535 | required | d |\n\
+             | `backlog` | an unsigned integer in 1..=9 | `4` | d |\n\
+             | `tls` | a list of maps with keys: cert | - | d |\n\n\
+             Each record of `listen[].tls` is a map with these fields:\n\n\
+             | field | accepts | default | meaning |\n|---|---|---|---|\n\
+             | `cert` | a file path | required | d |\n\n"
+        );
+    }
+
     /// `docs/pipeline-yaml.md` holds the generated reference between its markers;
     /// `UPDATE_DOCS=1 cargo test -p ironpath-nodes` rewrites it.
     #[test]

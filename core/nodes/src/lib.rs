@@ -23,12 +23,14 @@ pub mod impair;
 pub mod port;
 pub mod simple;
 pub mod source;
+pub mod tcp;
 
 pub use catalog::CATALOG;
 
 use ironpath_config::NodeCfg;
 use ironpath_eal::{Mempool, RxQ, TxQ};
 use ironpath_graph::{Node, NodeDecl};
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 
 /// What building a node needs from the application: port queues, MACs, pools.
@@ -43,6 +45,82 @@ pub trait Env {
     fn mempool(&self, name: Option<&str>, port: Option<&str>) -> Result<Mempool, String>;
     /// TSC ticks per second.
     fn tsc_hz(&self) -> u64;
+}
+
+/// The `tcp` node of validated parameters `p`.
+fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNode, String> {
+    use std::time::Duration;
+    let port = p.port("port").unwrap_or_default();
+    let uint = |k: &str| p.uint(k).unwrap_or(0);
+    let dur = |k: &str| Duration::from_micros(p.duration_us(k).unwrap_or(0));
+    let flag = |k: &str| p.bool(k).unwrap_or(false);
+    let addresses: Vec<ironpath_wire::IpAddress> =
+        p.ip_list("addresses").unwrap_or_default().iter().map(|a| (*a).into()).collect();
+    let cfg = ironpath_tcp::Config {
+        mss: uint("mss") as u16,
+        send_buffer: uint("send_buffer") as usize,
+        recv_buffer: uint("recv_buffer") as usize,
+        initial_window: uint("initial_window") as u32,
+        rto_min: dur("rto_min"),
+        rto_initial: dur("rto_initial"),
+        ack_delay: dur("ack_delay"),
+        msl: dur("time_wait") / 2,
+        nagle: flag("nagle"),
+        timestamps: flag("timestamps"),
+        window_scaling: flag("window_scaling"),
+        sack: flag("sack"),
+        ..ironpath_tcp::Config::default()
+    };
+    let listen = p
+        .records("listen")
+        .unwrap_or_default()
+        .iter()
+        .map(|r| tcp::ListenCfg {
+            port: r.uint("port").unwrap_or(0) as u16,
+            app: r.str("app").unwrap_or("discard").to_owned(),
+            backlog: r.uint("backlog").unwrap_or(1024) as usize,
+            bytes: r.uint("bytes").unwrap_or(0),
+            root: r.path("root").map(|x| x.to_owned()),
+            objects: r.str("objects").unwrap_or("").to_owned(),
+        })
+        .collect();
+    let connect = p
+        .records("connect")
+        .unwrap_or_default()
+        .iter()
+        .map(|r| tcp::ConnectCfg {
+            to: r.ip_list("to").and_then(|l| l.first().copied()).map(Into::into).unwrap_or(addresses[0]),
+            port: r.uint("port").unwrap_or(0) as u16,
+            app: r.str("app").unwrap_or("discard").to_owned(),
+            bytes: r.uint("bytes").unwrap_or(0),
+            path: r.str("path").unwrap_or("/").to_owned(),
+            save: r.path("save").map(|x| x.to_owned()),
+            count: r.uint("count").unwrap_or(1) as u32,
+            requests: r.uint("requests").unwrap_or(1),
+        })
+        .collect();
+    let mut secret = [0u8; 16];
+    match uint("seed") {
+        0 => {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let a = t.as_nanos() as u64 ^ u64::from(std::process::id()).rotate_left(32);
+            let b = std::collections::hash_map::RandomState::new().hash_one(a);
+            secret[..8].copy_from_slice(&a.to_le_bytes());
+            secret[8..].copy_from_slice(&b.to_le_bytes());
+        }
+        s => secret[..8].copy_from_slice(&s.to_le_bytes()),
+    }
+    let tc = tcp::TcpConfig {
+        mac: env.port_mac(port)?,
+        addresses,
+        tcp: cfg,
+        listen,
+        connect,
+        max_connections: uint("max_connections") as usize,
+        tsc_hz: env.tsc_hz(),
+        isn_secret: secret,
+    };
+    tcp::TcpNode::new(tc, env.mempool(p.mempool("mempool"), Some(port))?)
 }
 
 /// Build the node `cfg` describes; `connected` names its next edges that lead somewhere.
@@ -142,6 +220,7 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
             };
             Box::new(impair::Impair::new(ic, env.mempool(p.mempool("mempool"), None)?))
         }
+        "tcp" => Box::new(make_tcp(p, env)?),
         "macswap" => Box::new(simple::MacSwap),
         "counter" => Box::new(simple::CounterNode),
         "drop" => Box::new(simple::DropNode),

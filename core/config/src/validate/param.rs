@@ -28,33 +28,83 @@ pub(crate) fn params(
     node_loc: Loc,
     env: &Env<'_>,
 ) -> Option<Params> {
-    let before = e.0.len();
     let fields = match node {
         None => None,
         Some(n) if n.kind == NodeKind::Null => None,
         Some(n) => Some(Fields::of(e, n, &format!("`params` in {ctx}"))?),
     };
-    let accepted: Vec<&str> = spec.params.iter().map(|p| p.name).collect();
-    let type_ctx = format!("in {ctx} (type {})", spec.type_name);
-    if let Some(f) = &fields {
-        f.check_names(e, "param", &type_ctx, &accepted);
+    let scope = Scope { type_name: spec.type_name, parent: None, owner: ctx, loc: node_loc };
+    entries(e, fields.as_ref(), spec.params, &scope, env)
+}
+
+/// Whose entries [`entries`] checks: a node's `params:`, or one record of a `Records` param.
+struct Scope<'a> {
+    /// The node type whose catalog entry declares the specs.
+    type_name: &'a str,
+    /// For a record, its param's place in the node type ("param `listen`", "field `ports` of
+    /// param `listen`"), named in messages about the catalog's defaults; `None` for a node.
+    parent: Option<&'a str>,
+    /// The owner in messages: "node `tcp`", "record 2 of param `listen` of node `tcp`".
+    owner: &'a str,
+    /// The owner's position: where defaults are placed, and where a missing entry is reported
+    /// when there is no map.
+    loc: Loc,
+}
+
+impl Scope<'_> {
+    /// What one entry is called: "param" for a node, "field" in a record.
+    fn noun(&self) -> &'static str {
+        if self.parent.is_some() {
+            "field"
+        } else {
+            "param"
+        }
+    }
+
+    /// The place of spec `name` in the node type: "param `burst`", "field `app` of param `listen`".
+    fn spec_path(&self, name: &str) -> String {
+        match self.parent {
+            None => format!("param `{name}`"),
+            Some(parent) => format!("field `{name}` of {parent}"),
+        }
+    }
+}
+
+/// The entries of `fields` (absent: none given) checked against `specs`: unknown and repeated
+/// keys, missing required ones, each value, defaults filled in. `None` if any is wrong.
+fn entries(
+    e: &mut Errors,
+    fields: Option<&Fields<'_>>,
+    specs: &[ParamSpec],
+    scope: &Scope<'_>,
+    env: &Env<'_>,
+) -> Option<Params> {
+    let before = e.0.len();
+    let noun = scope.noun();
+    let accepted: Vec<&str> = specs.iter().map(|p| p.name).collect();
+    let in_owner = match scope.parent {
+        None => format!("in {} (type {})", scope.owner, scope.type_name),
+        Some(_) => format!("in {}", scope.owner),
+    };
+    if let Some(f) = fields {
+        f.check_names(e, noun, &in_owner, &accepted);
     }
     let mut out = Params::new();
-    for p in spec.params {
-        let what = format!("param `{}` of {ctx}", p.name);
-        match fields.as_ref().and_then(|f| f.get(p.name)) {
+    for p in specs {
+        match fields.and_then(|f| f.get(p.name)) {
             Some(v) => {
-                if let Some(val) = value(e, p.kind, v, &what, env) {
+                let what = format!("{noun} `{}` of {}", p.name, scope.owner);
+                if let Some(val) = value(e, p, scope, v, &what, env) {
                     out.insert(p.name, val, v.loc);
                 }
             }
             None if p.required => {
-                let loc = fields.as_ref().map_or(node_loc, |f| f.loc);
-                e.push(loc, format!("missing required param `{}` {type_ctx}: {}", p.name, p.kind.describe()));
+                let loc = fields.map_or(scope.loc, |f| f.loc);
+                e.push(loc, format!("missing required {noun} `{}` {in_owner}: {}", p.name, p.kind.describe()));
             }
             None => {
-                if let Some(val) = default(e, p, spec, node_loc, env) {
-                    out.insert(p.name, val, node_loc);
+                if let Some(val) = default(e, p, scope, env) {
+                    out.insert(p.name, val, scope.loc);
                 }
             }
         }
@@ -62,13 +112,17 @@ pub(crate) fn params(
     (e.0.len() == before).then_some(out)
 }
 
-/// The default of `p`, parsed like a value in the file. A bad default is the catalog's bug,
-/// reported at the node so that it is seen.
-fn default(e: &mut Errors, p: &ParamSpec, spec: &NodeSpec, node_loc: Loc, env: &Env<'_>) -> Option<ParamValue> {
+/// The default of `p`, parsed like a value in the file and placed at the owner's position (so are
+/// the fields of records it holds). A bad default is the catalog's bug, reported at the owner so
+/// that it is seen.
+fn default(e: &mut Errors, p: &ParamSpec, scope: &Scope<'_>, env: &Env<'_>) -> Option<ParamValue> {
     let text = p.default?;
     let mut inner = Errors::default();
     let value = match tree::parse(text) {
-        Ok(n) => value(&mut inner, p.kind, &n, "value", env),
+        Ok(mut n) => {
+            relocate(&mut n, scope.loc);
+            value(&mut inner, p, scope, &n, "value", env)
+        }
         Err(err) => {
             inner.0.push(err);
             None
@@ -76,11 +130,11 @@ fn default(e: &mut Errors, p: &ParamSpec, spec: &NodeSpec, node_loc: Loc, env: &
     };
     for err in inner.0 {
         e.push(
-            node_loc,
+            scope.loc,
             format!(
-                "node type `{}` has an invalid default `{text}` for param `{}` (a bug in the catalog): {}",
-                spec.type_name,
-                p.name,
+                "node type `{}` has an invalid default `{text}` for {} (a bug in the catalog): {}",
+                scope.type_name,
+                scope.spec_path(p.name),
                 err.message.strip_prefix("value: ").unwrap_or(&err.message)
             ),
         );
@@ -88,8 +142,29 @@ fn default(e: &mut Errors, p: &ParamSpec, spec: &NodeSpec, node_loc: Loc, env: &
     value
 }
 
-/// One value of kind `kind`; `what` names it in messages.
-fn value(e: &mut Errors, kind: ParamKind, node: &Node, what: &str, env: &Env<'_>) -> Option<ParamValue> {
+/// Places `node` and everything in it at `loc`.
+fn relocate(node: &mut Node, loc: Loc) {
+    node.loc = loc;
+    match &mut node.kind {
+        NodeKind::Seq(items) => items.iter_mut().for_each(|n| relocate(n, loc)),
+        NodeKind::Map(entries) => entries.iter_mut().for_each(|(k, v)| {
+            k.loc = loc;
+            relocate(v, loc);
+        }),
+        _ => {}
+    }
+}
+
+/// One value of parameter (or field) `p` of `scope`; `what` names it in messages.
+fn value(
+    e: &mut Errors,
+    p: &ParamSpec,
+    scope: &Scope<'_>,
+    node: &Node,
+    what: &str,
+    env: &Env<'_>,
+) -> Option<ParamValue> {
+    let kind = p.kind;
     let bad = |e: &mut Errors, s: &str| {
         e.push(node.loc, format!("{what}: `{}` is not {}", show(s), kind.describe()));
     };
@@ -138,7 +213,44 @@ fn value(e: &mut Errors, kind: ParamKind, node: &Node, what: &str, env: &Env<'_>
         ParamKind::Port => env.ports.reference(e, node, what, "port").map(ParamValue::Port),
         ParamKind::Mempool => env.mempools.reference(e, node, what, "mempool").map(ParamValue::Mempool),
         ParamKind::Duration => duration(e, node, what).map(ParamValue::DurationUs),
+        ParamKind::Records(fields) => {
+            let parent = scope.spec_path(p.name);
+            records(e, fields, node, what, &Scope { parent: Some(&parent), ..*scope }, env).map(ParamValue::Records)
+        }
     }
+}
+
+/// A list of maps, each checked against `fields` like a node's `params:`; every bad record is
+/// reported. `scope` is the param's owner with `parent` naming the param itself.
+fn records(
+    e: &mut Errors,
+    fields: &'static [ParamSpec],
+    node: &Node,
+    what: &str,
+    scope: &Scope<'_>,
+    env: &Env<'_>,
+) -> Option<Vec<Params>> {
+    let NodeKind::Seq(items) = &node.kind else {
+        let expected = ParamKind::Records(fields).describe();
+        if matches!(node.kind, NodeKind::Map(_)) {
+            let found = "found a map (for one record, write a list of one: `[{...}]` or `- ...`)";
+            e.push(node.loc, format!("{what}: expected {expected}, {found}"));
+        } else {
+            e.wrong_type(node, what, &expected);
+        }
+        return None;
+    };
+    let all: Vec<Option<Params>> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            // Counted from 1, as people count list items; the position says which one anyway.
+            let owner = format!("record {} of {what}", i + 1);
+            let map = Fields::of(e, item, &owner)?;
+            entries(e, Some(&map), fields, &Scope { owner: &owner, loc: item.loc, ..*scope }, env)
+        })
+        .collect();
+    all.into_iter().collect()
 }
 
 /// `aa:bb:cc:dd:ee:ff` or `aa-bb-cc-dd-ee-ff`, two hex digits per byte.
@@ -217,6 +329,69 @@ fn duration(e: &mut Errors, node: &Node, what: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::{Catalog, Nexts};
+
+    const INNER: &[ParamSpec] = &[
+        ParamSpec { name: "x", kind: ParamKind::Uint { min: 0, max: 9 }, required: true, default: None, doc: "" },
+        ParamSpec { name: "y", kind: ParamKind::Bool, required: false, default: Some("maybe"), doc: "" },
+    ];
+    const OUTER: &[ParamSpec] = &[
+        ParamSpec { name: "name", kind: ParamKind::Str, required: true, default: None, doc: "" },
+        ParamSpec { name: "inner", kind: ParamKind::Records(INNER), required: false, default: None, doc: "" },
+    ];
+    static NODES: &[NodeSpec] = &[NodeSpec {
+        type_name: "t",
+        doc: "",
+        params: &[
+            ParamSpec { name: "outer", kind: ParamKind::Records(OUTER), required: false, default: None, doc: "" },
+            ParamSpec {
+                name: "preset",
+                kind: ParamKind::Records(OUTER),
+                required: false,
+                default: Some("[{name: a}, {name: b}]"),
+                doc: "",
+            },
+        ],
+        nexts: Nexts::Fixed(&[]),
+        source: false,
+        sink: true,
+    }];
+
+    fn parse(params: &str) -> Result<Params, String> {
+        let text = format!("lcores: [{{id: 0}}]\nnodes:\n  - name: a\n    type: t\n    lcore: 0\n{params}");
+        let cat = Catalog { nodes: NODES, drivers: None };
+        let mut p = crate::parse_str(&text, Path::new("t.yaml"), &cat).map_err(|e| e.to_string())?;
+        Ok(p.nodes.remove(0).params)
+    }
+
+    #[test]
+    fn records_describe_their_keys() {
+        assert_eq!(ParamKind::Records(INNER).describe(), "a list of maps with keys: x, y");
+    }
+
+    #[test]
+    fn nested_records_name_the_whole_path_and_bad_field_defaults_are_at_the_record() {
+        let e = parse(
+            "    params:\n      outer:\n        - {name: n}\n        - {name: m, inner: [{x: 1}, {x: 10, y: true}]}\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "t.yaml:9:29: error: node type `t` has an invalid default `maybe` for field `y` of field `inner` of \
+             param `outer` (a bug in the catalog): expected a boolean (true or false), found a string\n\
+             t.yaml:9:41: error: field `x` of record 2 of field `inner` of record 2 of param `outer` of node `a`: \
+             10 is out of range 0..=9"
+        );
+    }
+
+    #[test]
+    fn records_default_is_placed_at_the_node() {
+        let p = parse("").unwrap();
+        let preset = p.records("preset").unwrap();
+        assert_eq!(preset.iter().map(|r| r.str("name").unwrap()).collect::<Vec<_>>(), ["a", "b"]);
+        assert!(preset.iter().all(|r| r.loc("name") == Some(Loc::new(3, 5))), "{preset:?}");
+        assert_eq!(p.records("outer"), None, "optional, no default");
+    }
 
     #[test]
     fn macs() {

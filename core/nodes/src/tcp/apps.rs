@@ -1,0 +1,467 @@
+//! The applications a `tcp` node runs on its connections: `http` (static files and
+//! in-memory objects), `echo`, `discard` and `source` on listening ports, and the
+//! client side (`connect:`): `source`, `discard` and `http_get`.
+//!
+//! An application is polled whenever its connection changed (data or an ACK came,
+//! a timer fired) and sends through a [`Sender`] queue, which hands the engine as
+//! much as its send buffer takes: a 100 MiB file is queued as one reference and
+//! leaves in window-sized slices.
+
+use super::payload::Chunk;
+use ironpath_http as http;
+use ironpath_tcp::{Connection, Payload, State};
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Bytes of a request or response head an HTTP side accepts (431 beyond it).
+pub const MAX_HEAD: usize = 8192;
+
+/// Bytes of the `source` pattern buffer: a multiple of 251, so that the stream is
+/// byte `i % 251` at offset `i` whatever the slice sizes.
+const PATTERN_LEN: usize = 251 * 261;
+
+/// The `source` pattern (byte `i % 251` at stream offset `i`).
+pub fn pattern() -> Arc<[u8]> {
+    (0..PATTERN_LEN).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into()
+}
+
+/// What applications count (added to the node's counters by the caller).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AppStats {
+    /// Payload bytes the applications read.
+    pub bytes_in: u64,
+    /// Payload bytes the applications queued for sending.
+    pub bytes_out: u64,
+    /// HTTP requests answered (server) or completed (client).
+    pub http_requests: u64,
+    /// HTTP answers with a status >= 400 (server), or failed requests (client).
+    pub http_errors: u64,
+    /// Client connections that finished their work.
+    pub clients_done: u64,
+}
+
+/// Shared state of the applications of one node.
+pub struct AppEnv {
+    /// The `source` pattern.
+    pub pattern: Arc<[u8]>,
+    /// HTTP sites, by listener.
+    pub sites: Vec<Site>,
+    /// Counters since the caller last took them.
+    pub stats: AppStats,
+}
+
+/// Data queued by an application and not yet taken by the connection.
+#[derive(Default)]
+pub struct Sender {
+    queue: VecDeque<Chunk>,
+    bytes: usize,
+}
+
+impl Sender {
+    fn push(&mut self, c: Chunk) {
+        if !c.is_empty() {
+            self.bytes += c.len();
+            self.queue.push_back(c);
+        }
+    }
+
+    /// Moves queued data into the connection's send buffer, as much as it takes.
+    fn flush(&mut self, conn: &mut Connection<Chunk>) {
+        while let Some(c) = self.queue.pop_front() {
+            let len = c.len();
+            let n = conn.send(c.clone()).unwrap_or(0);
+            self.bytes -= n;
+            if n < len {
+                self.queue.push_front(c.slice(n, len - n));
+                break;
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// One connection's application.
+pub enum App {
+    /// Read and forget everything; close when the peer does.
+    Discard,
+    /// Send back what arrives.
+    Echo(Sender),
+    /// Send `left` bytes of the pattern (`None`: until the peer closes), then close.
+    Source { left: Option<u64>, sent: u64 },
+    /// Serve site `site`.
+    Http(Box<HttpConn>),
+    /// Fetch a path, `requests` times on one keep-alive connection.
+    HttpGet(Box<HttpGet>),
+}
+
+impl App {
+    /// The server application `name` of a listener (`site`: its index in
+    /// [`AppEnv::sites`] for `http`).
+    pub fn server(name: &str, bytes: u64, site: usize) -> App {
+        match name {
+            "http" => App::Http(Box::new(HttpConn {
+                site,
+                head: Vec::new(),
+                skip: 0,
+                out: Sender::default(),
+                closing: false,
+            })),
+            "echo" => App::Echo(Sender::default()),
+            "source" => App::Source { left: (bytes != 0).then_some(bytes), sent: 0 },
+            _ => App::Discard,
+        }
+    }
+
+    /// Reacts to whatever changed on `conn`: reads, answers, sends, closes.
+    pub fn poll(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv) {
+        match self {
+            App::Discard => {
+                while let Some(c) = conn.recv() {
+                    env.stats.bytes_in += c.len() as u64;
+                }
+                close_when_peer_did(conn, true);
+            }
+            App::Echo(out) => {
+                // Read only while little is waiting, so a slow reader closes our window.
+                while out.bytes < 1 << 20 {
+                    let Some(c) = conn.recv() else { break };
+                    env.stats.bytes_in += c.len() as u64;
+                    env.stats.bytes_out += c.len() as u64;
+                    out.push(c);
+                }
+                out.flush(conn);
+                close_when_peer_did(conn, out.is_empty());
+            }
+            App::Source { left, sent } => {
+                while let Some(c) = conn.recv() {
+                    env.stats.bytes_in += c.len() as u64;
+                }
+                if conn.may_send() && matches!(conn.state(), State::Established | State::CloseWait) {
+                    loop {
+                        let free = conn.send_free() as u64;
+                        let off = (*sent % 251) as usize;
+                        let n = free.min(left.unwrap_or(u64::MAX)).min((PATTERN_LEN - off) as u64) as usize;
+                        if n == 0 {
+                            break;
+                        }
+                        let queued = conn.send(Chunk::from_bytes(Arc::clone(&env.pattern), off, n)).unwrap_or(0);
+                        *sent += queued as u64;
+                        env.stats.bytes_out += queued as u64;
+                        if let Some(l) = left.as_mut() {
+                            *l -= queued as u64;
+                        }
+                        if queued < n {
+                            break;
+                        }
+                    }
+                    if *left == Some(0) {
+                        conn.close();
+                        env.stats.clients_done += 1;
+                    }
+                }
+                close_when_peer_did(conn, true);
+            }
+            App::Http(h) => h.poll(conn, env),
+            App::HttpGet(g) => g.poll(conn, env),
+        }
+    }
+}
+
+/// Closes our side once the peer closed its side and nothing is left to send.
+fn close_when_peer_did(conn: &mut Connection<Chunk>, drained: bool) {
+    if drained && conn.state() == State::CloseWait && conn.recv_queue() == 0 && conn.may_send() {
+        conn.close();
+    }
+}
+
+/// An HTTP site: a root directory and in-memory objects; files are cached in memory
+/// after their first request (and re-read when their size or time changes).
+pub struct Site {
+    root: Option<PathBuf>,
+    objects: HashMap<String, Arc<[u8]>>,
+    /// Path -> (size, modification time, contents).
+    cache: HashMap<PathBuf, Cached>,
+    cached_bytes: usize,
+}
+
+/// A cached file: its size and modification time when read, and its bytes.
+type Cached = (u64, Option<SystemTime>, Arc<[u8]>);
+
+/// Bytes of files a site keeps in memory at most; larger sets are read again.
+const CACHE_LIMIT: usize = 1 << 30;
+
+impl Site {
+    /// A site serving `root` (if any) and `objects` (`/path=size` pairs, comma-separated;
+    /// each object is `size` bytes of the pattern, `/empty=0` an empty one).
+    pub fn new(root: Option<PathBuf>, objects: &str) -> Result<Site, String> {
+        let mut map = HashMap::new();
+        for item in objects.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (path, size) = item.split_once('=').ok_or_else(|| format!("object `{item}` is not `/path=size`"))?;
+            if !path.starts_with('/') {
+                return Err(format!("object path `{path}` must start with `/`"));
+            }
+            let size: usize =
+                size.trim().parse().map_err(|_| format!("object `{item}`: `{size}` is not a size in bytes"))?;
+            if size > 1 << 30 {
+                return Err(format!("object `{item}` is larger than 1 GiB"));
+            }
+            let body: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            map.insert(path.trim().to_owned(), body.into());
+        }
+        Ok(Site { root, objects: map, cache: HashMap::new(), cached_bytes: 0 })
+    }
+
+    /// The body for `target`: an object, or a file under the root.
+    fn lookup(&mut self, target: &str) -> Result<(Arc<[u8]>, &'static str), http::Status> {
+        let bare = target.split(['?', '#']).next().unwrap_or(target);
+        if let Some(b) = self.objects.get(bare) {
+            return Ok((Arc::clone(b), "application/octet-stream"));
+        }
+        let root = self.root.as_deref().ok_or(http::Status(404))?;
+        let path = http::resolve_path(root, target)?;
+        let body = self.file(&path).ok_or(http::Status(404))?;
+        Ok((body, http::content_type(&path)))
+    }
+
+    fn file(&mut self, path: &Path) -> Option<Arc<[u8]>> {
+        let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+        let mtime = meta.modified().ok();
+        if let Some((len, t, b)) = self.cache.get(path) {
+            if *len == meta.len() && *t == mtime {
+                return Some(Arc::clone(b));
+            }
+        }
+        let body: Arc<[u8]> = std::fs::read(path).ok()?.into();
+        if self.cached_bytes + body.len() <= CACHE_LIMIT {
+            self.cached_bytes += body.len();
+            if let Some((_, _, old)) = self.cache.insert(path.to_owned(), (meta.len(), mtime, Arc::clone(&body))) {
+                self.cached_bytes -= old.len();
+            }
+        }
+        Some(body)
+    }
+}
+
+/// One HTTP server connection.
+pub struct HttpConn {
+    site: usize,
+    /// Bytes of requests not yet answered.
+    head: Vec<u8>,
+    /// Request body bytes still to skip.
+    skip: usize,
+    out: Sender,
+    /// Close after what is queued (no keep-alive, or an error).
+    closing: bool,
+}
+
+impl HttpConn {
+    fn poll(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv) {
+        // Take new bytes only while answers are not piling up (pipelining backpressure).
+        while !self.closing && self.out.bytes < 4 << 20 {
+            let Some(c) = conn.recv() else { break };
+            env.stats.bytes_in += c.len() as u64;
+            c.for_each_slice(|s| {
+                let skip = self.skip.min(s.len());
+                self.skip -= skip;
+                self.head.extend_from_slice(&s[skip..]);
+            });
+            self.answer(env);
+        }
+        self.out.flush(conn);
+        if self.closing && self.out.is_empty() && conn.may_send() {
+            conn.close();
+        }
+        close_when_peer_did(conn, self.out.is_empty());
+    }
+
+    /// Answers every complete request in `head`.
+    fn answer(&mut self, env: &mut AppEnv) {
+        while !self.closing && self.skip == 0 && !self.head.is_empty() {
+            match http::parse_request(&self.head, MAX_HEAD) {
+                http::Parse::Incomplete => break,
+                http::Parse::Error(status) => {
+                    let mut v = Vec::new();
+                    http::error_response(&mut v, status, false, false);
+                    env.stats.http_requests += 1;
+                    env.stats.http_errors += 1;
+                    env.stats.bytes_out += v.len() as u64;
+                    self.out.push(Chunk::from_vec(v));
+                    self.closing = true;
+                    self.head.clear();
+                }
+                http::Parse::Done { req, consumed } => {
+                    let body_in_head = req.content_length.min(self.head.len() - consumed);
+                    self.skip = req.content_length - body_in_head;
+                    self.head.drain(..consumed + body_in_head);
+                    self.respond(&req, env);
+                }
+            }
+        }
+    }
+
+    fn respond(&mut self, req: &http::Request, env: &mut AppEnv) {
+        let head_only = req.method == http::Method::Head;
+        let mut v = Vec::with_capacity(160);
+        env.stats.http_requests += 1;
+        let found = match req.method {
+            http::Method::Other => Err(http::Status(405)),
+            _ => env.sites[self.site].lookup(&req.path),
+        };
+        match found {
+            Ok((body, ctype)) => {
+                http::response_head(&mut v, http::Status(200), body.len() as u64, ctype, req.keep_alive);
+                env.stats.bytes_out += v.len() as u64;
+                self.out.push(Chunk::from_vec(v));
+                if !head_only {
+                    env.stats.bytes_out += body.len() as u64;
+                    let len = body.len();
+                    self.out.push(Chunk::from_bytes(body, 0, len));
+                }
+            }
+            Err(status) => {
+                env.stats.http_errors += 1;
+                http::error_response(&mut v, status, req.keep_alive, head_only);
+                env.stats.bytes_out += v.len() as u64;
+                self.out.push(Chunk::from_vec(v));
+            }
+        }
+        if !req.keep_alive {
+            self.closing = true;
+        }
+    }
+}
+
+/// A client connection fetching one path.
+pub struct HttpGet {
+    path: String,
+    host: String,
+    requests: u64,
+    done: u64,
+    sent: bool,
+    head: Vec<u8>,
+    /// Body bytes still expected (`None`: until the server closes).
+    body_left: Option<Option<u64>>,
+    save: Option<File>,
+    failed: bool,
+}
+
+impl HttpGet {
+    /// GET `path` from `host`, `requests` times, the body written to `save` if given.
+    pub fn new(path: &str, host: String, requests: u64, save: Option<&Path>) -> Result<HttpGet, String> {
+        let save = match save {
+            Some(p) => Some(File::create(p).map_err(|e| format!("cannot create `{}`: {e}", p.display()))?),
+            None => None,
+        };
+        Ok(HttpGet {
+            path: path.to_owned(),
+            host,
+            requests: requests.max(1),
+            done: 0,
+            sent: false,
+            head: Vec::new(),
+            body_left: None,
+            save,
+            failed: false,
+        })
+    }
+
+    fn poll(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv) {
+        while let Some(c) = conn.recv() {
+            env.stats.bytes_in += c.len() as u64;
+            c.for_each_slice(|s| self.take(s, env));
+        }
+        let peer_closed = matches!(conn.state(), State::CloseWait | State::Closed | State::LastAck | State::TimeWait);
+        if peer_closed && self.sent && self.done < self.requests {
+            if self.body_left == Some(None) {
+                self.finish(env); // a body delimited by the close
+            } else {
+                self.failed = true;
+            }
+        }
+        if !self.failed && !self.sent && self.done < self.requests && conn.state() == State::Established {
+            let mut v = Vec::new();
+            let keep_alive = self.done + 1 < self.requests;
+            http::request_head(&mut v, http::Method::Get, &self.path, &self.host, keep_alive);
+            env.stats.bytes_out += v.len() as u64;
+            let _ = conn.send(Chunk::from_vec(v));
+            self.sent = true;
+        }
+        let finished = self.done >= self.requests || self.failed || peer_closed;
+        if finished && conn.may_send() {
+            if self.failed || self.done < self.requests {
+                env.stats.http_errors += 1;
+            }
+            env.stats.clients_done += 1;
+            self.done = self.requests;
+            conn.close();
+        }
+    }
+
+    fn take(&mut self, mut s: &[u8], env: &mut AppEnv) {
+        while !s.is_empty() && !self.failed && self.sent {
+            match self.body_left {
+                None => {
+                    self.head.extend_from_slice(s);
+                    s = &[];
+                    match http::parse_response_head(&self.head, MAX_HEAD) {
+                        http::RespParse::Incomplete => {}
+                        http::RespParse::Error(_) => self.failed = true,
+                        http::RespParse::Done { status, content_length, consumed, .. } => {
+                            if status >= 400 {
+                                env.stats.http_errors += 1;
+                            }
+                            self.body_left = Some(content_length);
+                            let rest = self.head.split_off(consumed);
+                            self.head.clear();
+                            self.body(&rest, env);
+                        }
+                    }
+                }
+                Some(_) => {
+                    let rest = std::mem::take(&mut s);
+                    self.body(rest, env);
+                }
+            }
+        }
+    }
+
+    /// Body bytes (and, past the end of this body, the next response's head).
+    fn body(&mut self, s: &[u8], env: &mut AppEnv) {
+        let n = match self.body_left {
+            Some(Some(left)) => (left as usize).min(s.len()),
+            _ => s.len(),
+        };
+        if let Some(f) = self.save.as_mut() {
+            if f.write_all(&s[..n]).is_err() {
+                self.failed = true;
+            }
+        }
+        if let Some(Some(left)) = self.body_left.as_mut() {
+            *left -= n as u64;
+            if *left == 0 {
+                self.finish(env);
+                if n < s.len() {
+                    let rest = s[n..].to_vec();
+                    self.take(&rest, env);
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, env: &mut AppEnv) {
+        env.stats.http_requests += 1;
+        self.done += 1;
+        self.body_left = None;
+        self.sent = false;
+        if let Some(f) = self.save.as_mut() {
+            let _ = f.flush();
+        }
+    }
+}

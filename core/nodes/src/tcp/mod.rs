@@ -1,0 +1,746 @@
+//! `tcp`: TCP termination. The node owns a per-lcore connection table, the
+//! listening ports (each with a backlog and an application), the client
+//! connections a pipeline opens (`connect:`), and their timers; the protocol
+//! itself is `ironpath-tcp`'s engine, driven as its crate documentation says.
+//!
+//! Input: TCP over IPv4/IPv6 in untagged Ethernet frames (`classify`'s `tcp`
+//! next, usually after `rx_aggregate`). Each segment is checked (IPv4 header
+//! checksum unless the port verified it, TCP checksum unless the port verified it
+//! or the frame came partially checksummed from the local kernel, addressed to one
+//! of `addresses`, no fragment) and handed to its connection, a listener, or
+//! answered with a RST; bad ones are counted and dropped. An aggregate (GRO/LRO)
+//! is one segment whose ACK credit counts its original segments.
+//!
+//! Output (`out`): the frames the connections send, with full checksums, to the
+//! MAC the peer last sent from (learned per address); an address never heard from
+//! (a connection we open) gets a zero destination MAC, so route `out` through an
+//! `arp` node to resolve IPv4 neighbours. ARP and ICMP stay with their nodes.
+//!
+//! The node is polled: timers (retransmission, delayed ACK, persist, TIME-WAIT)
+//! run from a heap keyed by each connection's `poll_at`, and applications are
+//! polled whenever their connection changed.
+
+mod apps;
+pub mod payload;
+
+use apps::{App, AppEnv, HttpGet, Site};
+use ironpath_eal::abi;
+use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_tcp::{rst_reply, Config, Connection, Endpoint, IsnGenerator, Listener, Segment, State, Time};
+use ironpath_wire::checksum;
+use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN as ETH_LEN};
+use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use ironpath_wire::ipv6::{Ipv6Packet, Ipv6Repr};
+use ironpath_wire::tcp::{TcpControl, TcpPacket, TcpRepr};
+use ironpath_wire::{IpAddress, IpProtocol};
+pub use payload::Chunk;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::path::PathBuf;
+
+static COUNTERS: [CounterSpec; 20] = [
+    CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
+    CounterSpec { name: "segs_out", unit: "TCP segments sent" },
+    CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
+    CounterSpec { name: "bad_checksum", unit: "packets dropped (IPv4 header or TCP checksum)" },
+    CounterSpec { name: "not_ours", unit: "packets dropped (not TCP to one of our addresses)" },
+    CounterSpec { name: "rst_sent", unit: "RSTs for segments no connection or listener wants" },
+    CounterSpec { name: "conns_opened", unit: "connections accepted or opened" },
+    CounterSpec { name: "conns_closed", unit: "connections removed (closed, aborted, timed out)" },
+    CounterSpec { name: "conns_failed", unit: "connections closed by a RST, a timeout or a refusal" },
+    CounterSpec { name: "retransmits", unit: "segments sent again" },
+    CounterSpec { name: "rto_timeouts", unit: "retransmission timer expiries" },
+    CounterSpec { name: "alloc_failed", unit: "frames not built (mempool empty; sent later)" },
+    CounterSpec { name: "tx_full", unit: "immediate replies dropped (output burst full)" },
+    CounterSpec { name: "syn_dropped", unit: "SYNs refused (backlog or connection table full)" },
+    CounterSpec { name: "app_bytes_in", unit: "payload bytes the applications read" },
+    CounterSpec { name: "app_bytes_out", unit: "payload bytes the applications queued" },
+    CounterSpec { name: "http_requests", unit: "HTTP requests answered or completed" },
+    CounterSpec { name: "http_errors", unit: "HTTP answers >= 400, or failed client requests" },
+    CounterSpec { name: "clients_done", unit: "client connections that finished" },
+    CounterSpec { name: "time_wait_reused", unit: "TIME-WAIT connections replaced by a new SYN" },
+];
+const SEGS_IN: usize = 0;
+const SEGS_OUT: usize = 1;
+const MALFORMED: usize = 2;
+const BAD_CKSUM: usize = 3;
+const NOT_OURS: usize = 4;
+const RST_SENT: usize = 5;
+const OPENED: usize = 6;
+const CLOSED: usize = 7;
+const FAILED: usize = 8;
+const RETRANSMITS: usize = 9;
+const RTO_TIMEOUTS: usize = 10;
+const ALLOC_FAILED: usize = 11;
+const TX_FULL: usize = 12;
+const SYN_DROPPED: usize = 13;
+const APP_IN: usize = 14;
+const APP_OUT: usize = 15;
+const HTTP_REQ: usize = 16;
+const HTTP_ERR: usize = 17;
+const CLIENTS_DONE: usize = 18;
+const TW_REUSED: usize = 19;
+
+/// A listening port.
+#[derive(Clone, Debug)]
+pub struct ListenCfg {
+    /// The port.
+    pub port: u16,
+    /// The application: `http`, `echo`, `discard` or `source`.
+    pub app: String,
+    /// Connections in the handshake or not yet accepted, at most.
+    pub backlog: usize,
+    /// `source`: bytes per connection (0: until the peer closes).
+    pub bytes: u64,
+    /// `http`: the directory served.
+    pub root: Option<PathBuf>,
+    /// `http`: in-memory objects, `/path=size,...`.
+    pub objects: String,
+}
+
+/// Connections the node opens when it starts.
+#[derive(Clone, Debug)]
+pub struct ConnectCfg {
+    /// The peer.
+    pub to: IpAddress,
+    /// The peer's port.
+    pub port: u16,
+    /// `source`, `discard` or `http_get`.
+    pub app: String,
+    /// `source`: bytes to send (0: until the peer closes).
+    pub bytes: u64,
+    /// `http_get`: the path.
+    pub path: String,
+    /// `http_get`: where to write the body (a connection's index is appended when `count` > 1).
+    pub save: Option<PathBuf>,
+    /// Connections to open.
+    pub count: u32,
+    /// `http_get`: requests per connection (keep-alive).
+    pub requests: u64,
+}
+
+/// Settings of a `tcp` node.
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    /// Our MAC (the port's).
+    pub mac: [u8; 6],
+    /// Our addresses (the first of each family is the source of our connections).
+    pub addresses: Vec<IpAddress>,
+    /// Per-connection engine settings.
+    pub tcp: Config,
+    /// Listening ports.
+    pub listen: Vec<ListenCfg>,
+    /// Connections to open.
+    pub connect: Vec<ConnectCfg>,
+    /// Connections held at most (established and closing; listeners' backlogs apart).
+    pub max_connections: usize,
+    /// TSC ticks per second.
+    pub tsc_hz: u64,
+    /// Key of the initial sequence numbers (RFC 6528).
+    pub isn_secret: [u8; 16],
+}
+
+/// One connection and its application.
+struct Entry {
+    conn: Connection<Chunk>,
+    app: App,
+    /// The time a timer is armed for (heap entries for other times are stale).
+    armed: Option<Time>,
+    /// In the dirty list.
+    dirty: bool,
+    retransmits: u64,
+    rto_timeouts: u64,
+}
+
+type FlowKey = (Endpoint, Endpoint);
+
+/// The node.
+pub struct TcpNode {
+    cfg: TcpConfig,
+    wire: Wire,
+    isn: IsnGenerator,
+    listeners: Vec<(Listener<Chunk>, ListenCfg, usize)>,
+    by_port: HashMap<u16, usize>,
+    flows: HashMap<FlowKey, u32>,
+    slots: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    timers: BinaryHeap<Reverse<(Time, u32)>>,
+    dirty: Vec<u32>,
+    listeners_due: bool,
+    listeners_armed: Option<Time>,
+    env: AppEnv,
+    tsc0: u64,
+    next_port: u16,
+    started: bool,
+}
+
+/// Frames built during one poll.
+struct Out<'a> {
+    pkts: &'a mut Burst,
+    sent: u64,
+    alloc_failed: u64,
+}
+
+/// What building a frame needs: the pool, our MAC, the peers' MACs.
+struct Wire {
+    pool: Mempool,
+    mac: [u8; 6],
+    neigh: HashMap<IpAddress, [u8; 6]>,
+}
+
+impl Wire {
+    /// Builds and queues the frame of `seg`; `Err` when the burst is full or the pool
+    /// is empty (the engine keeps the segment for the next dispatch).
+    fn emit(&self, out: &mut Out<'_>, seg: Segment<Chunk>) -> Result<(), ()> {
+        if out.pkts.room() == 0 {
+            return Err(());
+        }
+        let dst_mac = self.neigh.get(&seg.dst_addr).copied().unwrap_or([0; 6]);
+        match build_frame(&self.pool, self.mac, dst_mac, &seg) {
+            Some(m) => {
+                out.sent += 1;
+                out.pkts.push(m).map_err(drop)
+            }
+            None => {
+                out.alloc_failed += 1;
+                Err(())
+            }
+        }
+    }
+
+    fn learn(&mut self, ip: IpAddress, mac: [u8; 6]) {
+        if self.neigh.get(&ip) != Some(&mac) {
+            if self.neigh.len() >= 65536 {
+                self.neigh.clear();
+            }
+            self.neigh.insert(ip, mac);
+        }
+    }
+}
+
+fn is_v4(a: &IpAddress) -> bool {
+    matches!(a, IpAddress::V4(_))
+}
+
+/// The frame carrying `seg` (Ethernet, IPv4 or IPv6, TCP with its checksum); `None`
+/// if the pool is empty or the frame does not fit one buffer.
+pub fn build_frame(pool: &Mempool, src_mac: [u8; 6], dst_mac: [u8; 6], seg: &Segment<Chunk>) -> Option<Mbuf> {
+    let hl = seg.repr.header_len();
+    let plen = seg.payload.as_ref().map_or(0, ironpath_tcp::Payload::len);
+    let tcp_len = hl + plen;
+    let (ethertype, ip_len) = match seg.dst_addr {
+        IpAddress::V4(_) => (EtherType::IPV4, 20),
+        IpAddress::V6(_) => (EtherType::IPV6, 40),
+    };
+    let mut m = Mbuf::alloc(pool).ok()?;
+    let d = m.append(ETH_LEN + ip_len + tcp_len).ok()?;
+    EthernetRepr { src_addr: EthernetAddress(src_mac), dst_addr: EthernetAddress(dst_mac), ethertype }
+        .emit(&mut EthernetFrame::new_unchecked(&mut d[..ETH_LEN]));
+    match (seg.src_addr, seg.dst_addr) {
+        (IpAddress::V4(s), IpAddress::V4(t)) => {
+            Ipv4Repr { src_addr: s, dst_addr: t, next_header: IpProtocol::TCP, payload_len: tcp_len, hop_limit: 64 }
+                .emit(&mut Ipv4Packet::new_unchecked(&mut d[ETH_LEN..ETH_LEN + 20]))
+        }
+        (s, t) => Ipv6Repr {
+            src_addr: s.to_ipv6(),
+            dst_addr: t.to_ipv6(),
+            next_header: IpProtocol::TCP,
+            payload_len: tcp_len,
+            hop_limit: 64,
+        }
+        .emit(&mut Ipv6Packet::new_unchecked(&mut d[ETH_LEN..ETH_LEN + 40])),
+    }
+    let l4 = ETH_LEN + ip_len;
+    let psum = match &seg.payload {
+        Some(p) => p.copy_and_sum(&mut d[l4 + hl..]),
+        None => 0,
+    };
+    let mut tcp = TcpPacket::new_unchecked(&mut d[l4..l4 + hl]);
+    seg.repr.emit(&mut tcp, &seg.src_addr, &seg.dst_addr);
+    tcp.set_checksum(0);
+    let hsum = checksum::sum(tcp.into_inner());
+    let pseudo = checksum::pseudo_header(&seg.src_addr, &seg.dst_addr, IpProtocol::TCP, tcp_len as u32);
+    let total = u64::from(pseudo) + u64::from(hsum) + u64::from(psum);
+    let folded = checksum::fold(((total & 0xffff_ffff) + (total >> 32)) as u32);
+    d[l4 + 16..l4 + 18].copy_from_slice(&(!folded).to_be_bytes());
+    Some(m)
+}
+
+/// A received segment after the IP layer.
+struct Rx {
+    src: IpAddress,
+    dst: IpAddress,
+    repr: TcpRepr,
+    /// Offset of the payload in the packet.
+    off: usize,
+    segs: u16,
+    src_mac: [u8; 6],
+}
+
+/// Why a frame was refused.
+enum Refused {
+    Malformed,
+    Checksum,
+    NotOurs,
+}
+
+/// The Internet checksum sum of `len` bytes of `m` from `off`, across segments.
+fn sum_chain(m: &Mbuf, off: usize, len: usize) -> u32 {
+    let (mut skip, mut left, mut at) = (off, len, 0usize);
+    let mut acc: u64 = 0;
+    for s in m.segments() {
+        if left == 0 {
+            break;
+        }
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        let n = (s.len() - skip).min(left);
+        let sum = checksum::fold(checksum::sum(&s[skip..skip + n]));
+        acc += u64::from(if at % 2 == 1 { sum.swap_bytes() } else { sum });
+        at += n;
+        left -= n;
+        skip = 0;
+    }
+    ((acc & 0xffff_ffff) + (acc >> 32)) as u32
+}
+
+/// Parses the headers of a TCP frame addressed to one of `ours`.
+fn parse_frame(m: &Mbuf, ours: &[IpAddress]) -> Result<Rx, Refused> {
+    let d = m.data();
+    let pkt_len = m.pkt_len();
+    if d.len() < ETH_LEN {
+        return Err(Refused::Malformed);
+    }
+    let mut src_mac = [0; 6];
+    src_mac.copy_from_slice(&d[6..12]);
+    let h = m.header();
+    let (src, dst, l4, l4_len) = match EtherType(u16::from_be_bytes([d[12], d[13]])) {
+        EtherType::IPV4 => {
+            let ip = Ipv4Packet::new_checked(&d[ETH_LEN..]).map_err(|_| Refused::Malformed)?;
+            let verify = h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0;
+            if h.ol_flags & abi::RX_IP_CKSUM_BAD != 0 {
+                return Err(Refused::Checksum);
+            }
+            let ihl = usize::from(ip.header_len());
+            let total = usize::from(ip.total_len());
+            if ip.version() != 4 || ip.is_fragment() || total > pkt_len - ETH_LEN {
+                return Err(Refused::Malformed);
+            }
+            if verify && !ip.verify_checksum() {
+                return Err(Refused::Checksum);
+            }
+            if ip.next_header() != IpProtocol::TCP {
+                return Err(Refused::NotOurs);
+            }
+            (IpAddress::V4(ip.src_addr()), IpAddress::V4(ip.dst_addr()), ETH_LEN + ihl, total - ihl)
+        }
+        EtherType::IPV6 => {
+            let ip = Ipv6Packet::new_checked(&d[ETH_LEN..]).map_err(|_| Refused::Malformed)?;
+            let plen = usize::from(ip.payload_len());
+            if ip.version() != 6 || plen + 40 > pkt_len - ETH_LEN {
+                return Err(Refused::Malformed);
+            }
+            if ip.next_header() != IpProtocol::TCP {
+                return Err(Refused::NotOurs);
+            }
+            (IpAddress::V6(ip.src_addr()), IpAddress::V6(ip.dst_addr()), ETH_LEN + 40, plen)
+        }
+        _ => return Err(Refused::Malformed),
+    };
+    if !ours.contains(&dst) {
+        return Err(Refused::NotOurs);
+    }
+    if l4_len < 20 || d.len() < l4 + 20 {
+        return Err(Refused::Malformed);
+    }
+    let hl = usize::from(d[l4 + 12] >> 4) * 4;
+    if hl < 20 || hl > l4_len || d.len() < l4 + hl {
+        return Err(Refused::Malformed);
+    }
+    if h.ol_flags & abi::RX_L4_CKSUM_BAD != 0 {
+        return Err(Refused::Checksum);
+    }
+    if h.ol_flags & (abi::RX_L4_CKSUM_GOOD | abi::RX_L4_CKSUM_NONE) == 0 {
+        let pseudo = checksum::pseudo_header(&src, &dst, IpProtocol::TCP, l4_len as u32);
+        let total = u64::from(pseudo) + u64::from(sum_chain(m, l4, l4_len));
+        if checksum::fold(((total & 0xffff_ffff) + (total >> 32)) as u32) != 0xffff {
+            return Err(Refused::Checksum);
+        }
+    }
+    let mut repr = TcpRepr::parse(&TcpPacket::new_unchecked(&d[l4..l4 + hl]), &src, &dst, false)
+        .map_err(|_| Refused::Malformed)?;
+    repr.payload_len = l4_len - hl;
+    let segs = if h.ol_flags & abi::RX_AGGREGATED != 0 { h.aggr_segs.max(1) } else { 1 };
+    Ok(Rx { src, dst, repr, off: l4 + hl, segs, src_mac })
+}
+
+impl TcpNode {
+    /// A node allocating its frames from `pool`.
+    pub fn new(cfg: TcpConfig, pool: Mempool) -> Result<TcpNode, String> {
+        let room = usize::from(pool.data_room()).saturating_sub(128);
+        let need = ETH_LEN + 40 + 60 + usize::from(cfg.tcp.mss);
+        if need > room {
+            return Err(format!(
+                "mss {} does not fit the pool's buffers (a frame needs {need} bytes, `{}` has {room} after the headroom)",
+                cfg.tcp.mss,
+                pool.name()
+            ));
+        }
+        let isn = IsnGenerator::new(cfg.isn_secret);
+        let mut listeners = Vec::new();
+        let mut by_port = HashMap::new();
+        let mut sites = Vec::new();
+        for l in &cfg.listen {
+            if by_port.contains_key(&l.port) {
+                return Err(format!("port {} is listed twice in `listen`", l.port));
+            }
+            let site = sites.len();
+            if l.app == "http" {
+                sites.push(Site::new(l.root.clone(), &l.objects)?);
+            }
+            let lis = Listener::new(l.port, l.backlog, cfg.tcp.clone(), isn)
+                .map_err(|e| format!("cannot listen on port {}: {e}", l.port))?;
+            by_port.insert(l.port, listeners.len());
+            listeners.push((lis, l.clone(), site));
+        }
+        for c in &cfg.connect {
+            let family_ok = cfg.addresses.iter().any(|a| is_v4(a) == is_v4(&c.to));
+            if !family_ok {
+                return Err(format!("`connect` to {}: no address of that family in `addresses`", c.to));
+            }
+        }
+        let env = AppEnv { pattern: apps::pattern(), sites, stats: Default::default() };
+        let seed = u64::from_le_bytes(cfg.isn_secret[..8].try_into().unwrap_or_default());
+        Ok(TcpNode {
+            wire: Wire { pool, mac: cfg.mac, neigh: HashMap::new() },
+            isn,
+            listeners,
+            by_port,
+            flows: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            timers: BinaryHeap::new(),
+            dirty: Vec::new(),
+            listeners_due: false,
+            listeners_armed: None,
+            env,
+            tsc0: 0,
+            next_port: 32768 + (seed % 16384) as u16,
+            started: false,
+            cfg,
+        })
+    }
+
+    fn now(&mut self, tsc: u64) -> Time {
+        if self.tsc0 == 0 {
+            self.tsc0 = tsc.max(1);
+        }
+        let ticks = u128::from(tsc.saturating_sub(self.tsc0));
+        // Start at 1 ms: Time::ZERO means "now" to poll_at users.
+        Time::from_micros(1000 + (ticks * 1_000_000 / u128::from(self.cfg.tsc_hz.max(1))) as u64)
+    }
+
+    /// Connections currently held (not counting listeners' handshakes).
+    pub fn connections(&self) -> usize {
+        self.flows.len()
+    }
+
+    fn insert(&mut self, conn: Connection<Chunk>, app: App) -> u32 {
+        let key = (conn.local(), conn.remote());
+        let e = Entry { conn, app, armed: None, dirty: false, retransmits: 0, rto_timeouts: 0 };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(e);
+                s
+            }
+            None => {
+                self.slots.push(Some(e));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.flows.insert(key, slot);
+        self.touch(slot);
+        slot
+    }
+
+    fn touch(&mut self, slot: u32) {
+        if let Some(Some(e)) = self.slots.get_mut(slot as usize) {
+            if !e.dirty {
+                e.dirty = true;
+                self.dirty.push(slot);
+            }
+        }
+    }
+
+    /// Opens the `connect:` connections (first poll).
+    fn start_clients(&mut self, cx: &NodeCx<'_>, now: Time) {
+        self.started = true;
+        let connects = self.cfg.connect.clone();
+        for c in &connects {
+            let Some(local_addr) = self.cfg.addresses.iter().copied().find(|a| is_v4(a) == is_v4(&c.to)) else {
+                continue;
+            };
+            for i in 0..c.count {
+                let remote = Endpoint::new(c.to, c.port);
+                let Some(local) = self.ephemeral(local_addr, remote) else {
+                    cx.count(FAILED, 1);
+                    continue;
+                };
+                let app = match c.app.as_str() {
+                    "http_get" => {
+                        let save = c.save.as_ref().map(|p| {
+                            if c.count > 1 {
+                                PathBuf::from(format!("{}.{i}", p.display()))
+                            } else {
+                                p.clone()
+                            }
+                        });
+                        match HttpGet::new(&c.path, c.to.to_string(), c.requests, save.as_deref()) {
+                            Ok(g) => App::HttpGet(Box::new(g)),
+                            Err(e) => {
+                                eprintln!("tcp: {e}");
+                                cx.count(FAILED, 1);
+                                continue;
+                            }
+                        }
+                    }
+                    "source" => App::Source { left: (c.bytes != 0).then_some(c.bytes), sent: 0 },
+                    _ => App::Discard,
+                };
+                match Connection::connect(now, local, remote, &self.cfg.tcp, &self.isn) {
+                    Ok(conn) => {
+                        cx.count(OPENED, 1);
+                        self.insert(conn, app);
+                    }
+                    Err(_) => cx.count(FAILED, 1),
+                }
+            }
+        }
+    }
+
+    /// A free local endpoint towards `remote`.
+    fn ephemeral(&mut self, addr: IpAddress, remote: Endpoint) -> Option<Endpoint> {
+        for _ in 0..28_232 {
+            let port = self.next_port;
+            self.next_port = if port >= 60999 { 32768 } else { port + 1 };
+            let local = Endpoint::new(addr, port);
+            if !self.by_port.contains_key(&port) && !self.flows.contains_key(&(local, remote)) {
+                return Some(local);
+            }
+        }
+        None
+    }
+
+    fn input(&mut self, cx: &NodeCx<'_>, now: Time, m: Mbuf, out: &mut Out<'_>) {
+        let rx = match parse_frame(&m, &self.cfg.addresses) {
+            Ok(rx) => rx,
+            Err(Refused::Malformed) => return cx.count(MALFORMED, 1),
+            Err(Refused::Checksum) => return cx.count(BAD_CKSUM, 1),
+            Err(Refused::NotOurs) => return cx.count(NOT_OURS, 1),
+        };
+        cx.count(SEGS_IN, 1);
+        self.wire.learn(rx.src, rx.src_mac);
+        let plen = rx.repr.payload_len;
+        let payload = (plen > 0).then(|| Chunk::from_mbuf(m, rx.off, plen));
+        let key = (Endpoint::new(rx.dst, rx.repr.dst_port), Endpoint::new(rx.src, rx.repr.src_port));
+        if let Some(&slot) = self.flows.get(&key) {
+            let e = self.slots[slot as usize].as_mut().expect("flow table points at a live slot");
+            // A new SYN for a connection in TIME-WAIT beyond what it received starts a
+            // new connection (as Linux does; RFC 9293 §3.10.7.4 allows it).
+            let reuse = rx.repr.control == TcpControl::Syn
+                && rx.repr.ack_number.is_none()
+                && e.conn.state() == State::TimeWait
+                && ironpath_tcp::SeqNum(rx.repr.seq_number) > e.conn.info().rcv_nxt;
+            if !reuse {
+                let reply = e.conn.process(now, &rx.repr, payload, rx.segs);
+                if let Some(r) = reply {
+                    if self.wire.emit(out, r).is_err() {
+                        cx.count(TX_FULL, 1);
+                    }
+                }
+                self.touch(slot);
+                return;
+            }
+            cx.count(TW_REUSED, 1);
+            self.remove(cx, slot);
+        }
+        let Some(&li) = self.by_port.get(&rx.repr.dst_port) else {
+            if let Some(r) = rst_reply::<Chunk>(rx.src, rx.dst, &rx.repr, plen) {
+                cx.count(RST_SENT, 1);
+                if self.wire.emit(out, r).is_err() {
+                    cx.count(TX_FULL, 1);
+                }
+            }
+            return;
+        };
+        if rx.repr.control == TcpControl::Syn && self.flows.len() >= self.cfg.max_connections {
+            cx.count(SYN_DROPPED, 1);
+            return;
+        }
+        let lis = &mut self.listeners[li].0;
+        let drops = lis.counters().backlog_drops;
+        let reply = lis.process(now, rx.src, rx.dst, &rx.repr, payload, rx.segs);
+        if lis.counters().backlog_drops != drops {
+            cx.count(SYN_DROPPED, 1);
+        }
+        if let Some(r) = reply {
+            if r.repr.control == TcpControl::Rst {
+                cx.count(RST_SENT, 1);
+            }
+            if self.wire.emit(out, r).is_err() {
+                cx.count(TX_FULL, 1);
+            }
+        }
+        self.listeners_due = true;
+        self.accept(cx, li);
+    }
+
+    fn accept(&mut self, cx: &NodeCx<'_>, li: usize) {
+        while let Some(conn) = self.listeners[li].0.accept() {
+            let (_, l, site) = &self.listeners[li];
+            let app = App::server(&l.app, l.bytes, *site);
+            cx.count(OPENED, 1);
+            self.insert(conn, app);
+        }
+    }
+
+    fn remove(&mut self, cx: &NodeCx<'_>, slot: u32) {
+        if let Some(e) = self.slots[slot as usize].take() {
+            self.flows.remove(&(e.conn.local(), e.conn.remote()));
+            self.free.push(slot);
+            cx.count(CLOSED, 1);
+            if e.conn.error().is_some() {
+                cx.count(FAILED, 1);
+            }
+        }
+    }
+
+    /// Runs the application of `slot`, sends what is due, re-arms its timer. Returns
+    /// false if the output burst filled before everything was sent.
+    fn service(&mut self, cx: &NodeCx<'_>, now: Time, slot: u32, out: &mut Out<'_>) -> bool {
+        let Some(e) = self.slots[slot as usize].as_mut() else { return true };
+        e.app.poll(&mut e.conn, &mut self.env);
+        let wire = &self.wire;
+        let mut complete = e.conn.dispatch(now, |s| wire.emit(out, s)).is_ok();
+        if complete {
+            // Sending may have freed room the application can fill at once.
+            e.app.poll(&mut e.conn, &mut self.env);
+            complete = e.conn.dispatch(now, |s| wire.emit(out, s)).is_ok();
+        }
+        let c = *e.conn.counters();
+        cx.count(RETRANSMITS, c.retransmits - e.retransmits);
+        cx.count(RTO_TIMEOUTS, c.rto_timeouts - e.rto_timeouts);
+        (e.retransmits, e.rto_timeouts) = (c.retransmits, c.rto_timeouts);
+        let at = e.conn.poll_at();
+        if e.conn.state() == State::Closed && at.is_none() {
+            self.remove(cx, slot);
+            return complete;
+        }
+        if let Some(t) = at {
+            if t <= now {
+                // Due now (e.g. the burst filled): the next poll comes back to it.
+                e.armed = None;
+                return false;
+            } else if e.armed != Some(t) {
+                e.armed = Some(t);
+                self.timers.push(Reverse((t, slot)));
+            }
+        } else {
+            e.armed = None;
+        }
+        complete
+    }
+
+    fn service_listeners(&mut self, cx: &NodeCx<'_>, now: Time, out: &mut Out<'_>) {
+        let wire = &self.wire;
+        let mut complete = true;
+        for (lis, _, _) in &mut self.listeners {
+            complete &= lis.dispatch(now, |s| wire.emit(out, s)).is_ok();
+        }
+        for li in 0..self.listeners.len() {
+            self.accept(cx, li);
+        }
+        self.listeners_due = !complete;
+        self.listeners_armed = self.listeners.iter().filter_map(|(l, _, _)| l.poll_at()).min();
+    }
+
+    fn flush_stats(&mut self, cx: &NodeCx<'_>) {
+        let s = std::mem::take(&mut self.env.stats);
+        for (k, v) in [
+            (APP_IN, s.bytes_in),
+            (APP_OUT, s.bytes_out),
+            (HTTP_REQ, s.http_requests),
+            (HTTP_ERR, s.http_errors),
+            (CLIENTS_DONE, s.clients_done),
+        ] {
+            if v != 0 {
+                cx.count(k, v);
+            }
+        }
+    }
+}
+
+impl Node for TcpNode {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let now = self.now(cx.now_tsc);
+        let input = pkts.drain();
+        let mut out = Out { pkts, sent: 0, alloc_failed: 0 };
+        if !self.started {
+            self.start_clients(cx, now);
+        }
+        for m in input {
+            self.input(cx, now, m, &mut out);
+        }
+        while let Some(&Reverse((t, slot))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some(Some(e)) = self.slots.get_mut(slot as usize) {
+                if e.armed == Some(t) {
+                    e.armed = None;
+                    self.touch(slot);
+                }
+            }
+        }
+        if self.listeners_due || self.listeners_armed.is_some_and(|t| t <= now) {
+            self.service_listeners(cx, now, &mut out);
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        let mut done = 0;
+        for &slot in &dirty {
+            if out.pkts.room() == 0 {
+                break;
+            }
+            done += 1;
+            if let Some(Some(e)) = self.slots.get_mut(slot as usize) {
+                e.dirty = false;
+            }
+            if !self.service(cx, now, slot, &mut out) {
+                self.touch(slot);
+            }
+        }
+        // What the full burst left waiting keeps its place for the next poll.
+        dirty.drain(..done);
+        dirty.append(&mut self.dirty);
+        self.dirty = dirty;
+        if out.sent != 0 {
+            cx.count(SEGS_OUT, out.sent);
+        }
+        if out.alloc_failed != 0 {
+            cx.count(ALLOC_FAILED, out.alloc_failed);
+        }
+        self.flush_stats(cx);
+        Dispatch::All(0)
+    }
+
+    fn counters(&self) -> &'static [CounterSpec] {
+        &COUNTERS
+    }
+}
+
+#[cfg(test)]
+mod tests;

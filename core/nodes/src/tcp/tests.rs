@@ -1,0 +1,225 @@
+//! Two `tcp` nodes talking to each other through their frames, on a virtual clock:
+//! the whole path (frame parsing, checksums, tables, timers, applications).
+
+use super::*;
+use crate::tests::{call, counter, eth, ipv4, pool, stats, PEER4, PEER_MAC, US4, US_MAC};
+use ironpath_graph::NodeStats;
+
+const HZ: u64 = 1_000_000_000;
+
+fn cfg(mac: [u8; 6], addr: Ipv4Addr) -> TcpConfig {
+    TcpConfig {
+        mac,
+        addresses: vec![IpAddress::V4(addr)],
+        tcp: Config { nagle: false, ..Config::default() },
+        listen: Vec::new(),
+        connect: Vec::new(),
+        max_connections: 1000,
+        tsc_hz: HZ,
+        isn_secret: [7; 16],
+    }
+}
+
+use std::net::Ipv4Addr;
+
+fn server(pool: &Mempool, objects: &str) -> TcpNode {
+    let mut c = cfg(US_MAC, US4);
+    c.listen = vec![
+        ListenCfg { port: 80, app: "http".into(), backlog: 16, bytes: 0, root: None, objects: objects.into() },
+        ListenCfg { port: 7, app: "echo".into(), backlog: 16, bytes: 0, root: None, objects: String::new() },
+    ];
+    TcpNode::new(c, pool.clone()).unwrap()
+}
+
+fn client(pool: &Mempool, connect: Vec<ConnectCfg>) -> TcpNode {
+    let mut c = cfg(PEER_MAC, PEER4);
+    c.connect = connect;
+    TcpNode::new(c, pool.clone()).unwrap()
+}
+
+fn get(path: &str, save: &std::path::Path, count: u32, requests: u64) -> ConnectCfg {
+    ConnectCfg {
+        to: IpAddress::V4(US4),
+        port: 80,
+        app: "http_get".into(),
+        bytes: 0,
+        path: path.into(),
+        save: Some(save.to_owned()),
+        count,
+        requests,
+    }
+}
+
+/// Runs both nodes for `rounds` polls 100 µs apart; `keep(direction, n)` decides
+/// whether the n-th frame of a direction arrives (loss).
+fn run(
+    a: &mut TcpNode,
+    b: &mut TcpNode,
+    rounds: u64,
+    mut keep: impl FnMut(usize, u64) -> bool,
+) -> (NodeStats, NodeStats) {
+    let (sa, sb) = (stats(a), stats(b));
+    let mut to_b = Burst::new();
+    let mut to_a = Burst::new();
+    let mut n = [0u64; 2];
+    for r in 0..rounds {
+        let now = 1 + r * 100_000;
+        let mut pa = std::mem::take(&mut to_a);
+        call(a, &sa, &mut pa, now);
+        for m in pa.drain() {
+            n[0] += 1;
+            if keep(0, n[0]) {
+                let _ = to_b.push(m);
+            }
+        }
+        let mut pb = std::mem::take(&mut to_b);
+        call(b, &sb, &mut pb, now + 50_000);
+        for m in pb.drain() {
+            n[1] += 1;
+            if keep(1, n[1]) {
+                let _ = to_a.push(m);
+            }
+        }
+    }
+    (sa, sb)
+}
+
+fn pattern_bytes(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn http_get_over_two_nodes_returns_every_mbuf() {
+    let pool = pool(4096);
+    let dir = std::env::temp_dir().join(format!("ipt-tcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let save = dir.join("body");
+    let mut s = server(&pool, "/empty=0,/obj=300000");
+    let mut c = client(&pool, vec![get("/obj", &save, 1, 3)]);
+    let (sc, ss) = run(&mut c, &mut s, 3000, |_, _| true);
+    assert_eq!(counter(&sc, "http_requests"), 3, "client completed 3 requests");
+    assert_eq!(counter(&ss, "http_requests"), 3);
+    assert_eq!(counter(&sc, "http_errors") + counter(&ss, "http_errors"), 0);
+    assert_eq!(counter(&sc, "clients_done"), 1);
+    assert_eq!(counter(&ss, "bad_checksum") + counter(&sc, "bad_checksum"), 0);
+    let body = std::fs::read(&save).unwrap();
+    let one = pattern_bytes(300_000);
+    assert_eq!(body.len(), 900_000);
+    assert!(body.chunks(300_000).all(|c| c == one.as_slice()), "every body is the object");
+    // What is left sits in TIME-WAIT (and holds no mbuf).
+    assert!(s.connections() + c.connections() <= 2);
+    assert_eq!(pool.stats().in_use, 0, "no mbuf held once the transfer is over");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn transfers_complete_through_loss_with_retransmissions() {
+    let pool = pool(8192);
+    let dir = std::env::temp_dir().join(format!("ipt-tcp-loss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let save = dir.join("body");
+    let mut s = server(&pool, "/obj=500000");
+    let mut c = client(&pool, vec![get("/obj", &save, 2, 1)]);
+    // Lose 3% of the frames each way (a fixed pseudo-random choice).
+    let (sc, ss) = run(&mut c, &mut s, 40_000, |dir, n| {
+        (n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ dir as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 40 & 0xffff > 1966
+    });
+    assert_eq!(counter(&sc, "http_requests"), 2);
+    assert!(counter(&ss, "retransmits") > 0, "the server resent what was lost");
+    for i in 0..2 {
+        assert_eq!(std::fs::read(dir.join(format!("body.{i}"))).unwrap(), pattern_bytes(500_000));
+    }
+    assert_eq!(pool.stats().in_use, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn source_into_echo_and_discard() {
+    let pool = pool(4096);
+    let mut s = server(&pool, "");
+    let mut c = client(
+        &pool,
+        vec![ConnectCfg {
+            to: IpAddress::V4(US4),
+            port: 7,
+            app: "source".into(),
+            bytes: 200_000,
+            path: String::new(),
+            save: None,
+            count: 1,
+            requests: 1,
+        }],
+    );
+    let (sc, ss) = run(&mut c, &mut s, 3000, |_, _| true);
+    assert_eq!(counter(&sc, "app_bytes_out"), 200_000);
+    assert_eq!(counter(&ss, "app_bytes_in"), 200_000, "the echo server read everything");
+    assert_eq!(counter(&sc, "app_bytes_in"), 200_000, "and sent it all back");
+    assert_eq!(counter(&sc, "clients_done"), 1);
+    assert_eq!(s.connections() + c.connections(), 1, "one side in TIME-WAIT");
+}
+
+/// A TCP frame from the peer to us (valid checksums unless `corrupt`).
+fn segment(dst_port: u16, flags: u8, payload: &[u8], corrupt: bool) -> Vec<u8> {
+    let mut t = vec![0u8; 20 + payload.len()];
+    t[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    t[2..4].copy_from_slice(&dst_port.to_be_bytes());
+    t[4..8].copy_from_slice(&1000u32.to_be_bytes());
+    t[12] = 5 << 4;
+    t[13] = flags;
+    t[14..16].copy_from_slice(&8192u16.to_be_bytes());
+    t[20..].copy_from_slice(payload);
+    let mut p = TcpPacket::new_unchecked(&mut t[..]);
+    p.fill_checksum(&IpAddress::V4(PEER4), &IpAddress::V4(US4));
+    if corrupt {
+        t[20] ^= 1;
+    }
+    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(PEER4, US4, 6, 64, &t))
+}
+
+#[test]
+fn refuses_bad_frames_and_resets_closed_ports() {
+    let pool = pool(256);
+    let mut s = server(&pool, "");
+    let st = stats(&s);
+    let mut frames = vec![
+        segment(81, 0x02, &[], false),     // SYN to a closed port: RST
+        segment(80, 0x18, b"xy", true),    // bad TCP checksum
+        segment(80, 0x10, b"late", false), // ACK to a listener without connection: RST
+    ];
+    let mut short = segment(80, 0x02, &[], false);
+    short.truncate(14 + 20 + 10); // TCP header cut
+    frames.push(short);
+    let mut bad_ip = segment(80, 0x02, &[], false);
+    bad_ip[14 + 10] ^= 0xff; // IPv4 header checksum
+    frames.push(bad_ip);
+    let mut other = segment(80, 0x02, &[], false);
+    other[14 + 19] = 9; // to 198.18.0.9: not ours
+    Ipv4Packet::new_unchecked(&mut other[14..34]).fill_checksum();
+    frames.push(other);
+    let mut b = crate::tests::burst(&pool, &frames);
+    call(&mut s, &st, &mut b, 1);
+    assert_eq!(b.len(), 2, "two RSTs");
+    for i in 0..2 {
+        let d = b.data(i);
+        assert_eq!(d[14 + 20 + 13] & 0x04, 0x04, "RST flag");
+        assert_eq!(&d[0..6], &PEER_MAC, "to the MAC the segment came from");
+        let tcp = TcpPacket::new_checked(&d[34..]).unwrap();
+        assert!(tcp.verify_checksum(&IpAddress::V4(US4), &IpAddress::V4(PEER4)));
+    }
+    b.free_all();
+    assert_eq!(counter(&st, "rst_sent"), 2);
+    assert_eq!(counter(&st, "bad_checksum"), 2);
+    assert_eq!(counter(&st, "malformed"), 1);
+    assert_eq!(counter(&st, "not_ours"), 1);
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+#[test]
+fn an_mss_too_large_for_the_pool_is_refused() {
+    let small = ironpath_eal::Mempool::create(
+        &ironpath_eal::MempoolConfig::new("tcp-small", 64).data_room(1024).policy(ironpath_eal::MemPolicy::NoHuge),
+    )
+    .unwrap();
+    let e = TcpNode::new(cfg(US_MAC, US4), small).err().unwrap();
+    assert!(e.contains("mss 1460 does not fit"), "{e}");
+}
