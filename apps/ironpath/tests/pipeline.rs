@@ -82,6 +82,31 @@ fn shipped_configs_validate_and_the_default_runs() {
 }
 
 #[test]
+fn http_loop_client_and_server_finish_every_request_and_return_every_mbuf() {
+    let cfg = repo().join("configs/http-loop.yaml");
+    let d = tmpdir("http-loop");
+    let json = d.join("stats.jsonl");
+    let o = Command::new(BIN)
+        .args(["run", cfg.to_str().unwrap(), "--duration", "6", "--no-huge", "--stats-json", json.to_str().unwrap()])
+        .env("IRONPATH_CONNS", "3")
+        .env("IRONPATH_REQUESTS", "20")
+        .output()
+        .unwrap();
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{out}");
+    assert_eq!(node_counter(&out, "client", "http_requests"), 60, "{out}");
+    assert_eq!(node_counter(&out, "server", "http_requests"), 60, "{out}");
+    assert_eq!(node_counter(&out, "client", "clients_done"), 3, "{out}");
+    // 60 bodies of 1 MiB and 60 response heads (about 100 bytes each).
+    let got = node_counter(&out, "client", "app_bytes_in");
+    assert!((60 << 20..(60 << 20) + 60 * 200).contains(&got), "{got} bytes: {out}");
+    let last: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&json).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(last["mempools"]["pkts"]["in_use"].as_u64(), Some(0), "mbufs held after the transfers: {last}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
 fn two_lcores_forward_n_packets_none_lost_none_reordered() {
     const N: u64 = 100_000;
     const FLOWS: u16 = 8;

@@ -9,9 +9,10 @@
 //! are dropped and counted); the node is polled, so they leave on time without
 //! other traffic. A duplicate is a full copy (both copies stay writable); a
 //! corruption flips one bit at or after byte 14 (past the Ethernet header, so the
-//! damage is for checksums to find, not for the MAC filter).
+//! damage is for checksums to find, not for the MAC filter; the port's checksum
+//! verdicts are cleared on a corrupted packet and kept on a duplicate).
 
-use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
+use ironpath_eal::{abi, Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -124,6 +125,8 @@ impl Impair {
                 let at = 14 + (r as usize >> 8) % (d.len() - 14);
                 d[at] ^= 1 << (r & 7);
                 cx.count(CORRUPTED, 1);
+                // Whatever the port verified no longer holds: let the checksums find it.
+                m.header_mut().ol_flags &= !(abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD | abi::RX_L4_CKSUM_NONE);
             }
         }
         m
@@ -175,7 +178,8 @@ impl Node for Impair {
                 let m = if self.chance(self.cfg.corrupt_ppm) { self.corrupt(cx, m) } else { m };
                 if self.chance(self.cfg.duplicate_ppm) {
                     match Mbuf::from_slice(&self.pool, &m.to_vec()) {
-                        Ok(copy) => {
+                        Ok(mut copy) => {
+                            copy.header_mut().ol_flags = m.header().ol_flags & !abi::RX_AGGREGATED;
                             cx.count(DUPLICATED, 1);
                             self.forward(cx, copy, &mut out);
                         }

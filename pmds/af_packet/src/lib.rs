@@ -14,6 +14,11 @@
 //!   `RX_L4_CKSUM_NONE`, `TP_STATUS_CSUM_VALID` becomes `RX_L4_CKSUM_GOOD`; a stripped
 //!   VLAN tag goes to `vlan_tci` with `RX_VLAN_STRIPPED`; the kernel's flow hash to
 //!   `rss_hash`.
+//! * A frame longer than a ring frame (`framesz` minus the header) arrives cut short;
+//!   it is counted in `ierrors` and not delivered. A veth peer with TSO/GSO on sends
+//!   such super-frames (up to 64 KiB): turn them off on the sender
+//!   (`ethtool -K IF tso off gso off`); receiving them whole (PACKET_VNET_HDR) is not
+//!   implemented.
 //! * Kernel drops (PACKET_STATISTICS) are reported as `imissed`; MAC, MTU, link and
 //!   promiscuous mode come from the interface.
 //!
@@ -375,7 +380,7 @@ impl AfRx {
             }
             // SAFETY: next_off points at a tpacket3_hdr inside this block (kernel
             // layout; offsets bounded by blocksz, checked below).
-            let (h, next, snap, mac, status, hash, tci) = unsafe {
+            let (h, next, snap, mac, status, hash, tci, wire_len) = unsafe {
                 let h = b.add(self.next_off);
                 (
                     h,
@@ -385,6 +390,7 @@ impl AfRx {
                     std::ptr::read_volatile(h.add(sys::H3_STATUS).cast::<u32>()),
                     std::ptr::read_volatile(h.add(sys::H3_RXHASH).cast::<u32>()),
                     std::ptr::read_volatile(h.add(sys::H3_VLAN_TCI).cast::<u32>()),
+                    std::ptr::read_volatile(h.add(sys::H3_LEN).cast::<u32>()) as usize,
                 )
             };
             self.left -= 1;
@@ -394,7 +400,9 @@ impl AfRx {
             let r = unsafe { &mut *m };
             let room = (r.buf_len - r.data_off) as usize;
             let in_block = self.next_off - next + mac + snap <= self.blocksz;
-            if snap > room || !in_block {
+            // A frame cut to the ring's frame size (wire_len > snap) is not delivered
+            // truncated: it is an RX error (a veth peer's GSO super-frame, for one).
+            if snap > room || !in_block || wire_len > snap {
                 self.stats.errors.add(1);
                 spare.push(m);
                 continue;

@@ -15,6 +15,9 @@ pub const BLK_FIRST_PKT: usize = 16;
 pub const H3_NEXT: usize = 0;
 /// `tpacket3_hdr.tp_snaplen`.
 pub const H3_SNAPLEN: usize = 12;
+/// `tpacket3_hdr.tp_len`: the frame's length on the wire (more than `tp_snaplen` when
+/// the frame did not fit the ring's frame, e.g. a GSO super-frame from a veth peer).
+pub const H3_LEN: usize = 16;
 /// `tpacket3_hdr.tp_status`.
 pub const H3_STATUS: usize = 20;
 /// `tpacket3_hdr.tp_mac` (offset of the frame from the header).
@@ -33,6 +36,7 @@ pub const TX_DATA_OFF: usize = 32;
 const _: () = {
     assert!(std::mem::size_of::<libc::tpacket2_hdr>() == 32);
     assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_snaplen) == H3_SNAPLEN);
+    assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_len) == H3_LEN);
     assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_status) == H3_STATUS);
     assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_mac) == H3_MAC);
     assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_len) == H2_LEN);

@@ -254,6 +254,11 @@ impl PipelineRun {
         self.running.as_ref().is_some_and(|r| !r.any_finished())
     }
 
+    /// The pipeline's mempools, by name.
+    pub fn pools(&self) -> &[(String, Mempool)] {
+        &self.pools
+    }
+
     /// Stop the lcores, then stop and remove the ports and pools the pipeline
     /// made. Returns lcore failures (one line each).
     pub fn stop(&mut self, eal: &mut Eal) -> Vec<String> {

@@ -1,5 +1,6 @@
 //! The per-second figures of a running pipeline: the port table (testpmd's
-//! monitor layout, with the file's port names) and JSON lines for plotting.
+//! monitor layout, with the file's port names) and JSON lines for plotting (ports,
+//! nodes with their counters, mempools with their objects in use).
 
 use super::PipelineRun;
 use crate::testpmd::display;
@@ -45,10 +46,22 @@ pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, sec
     let mut nodes = serde_json::Map::new();
     for n in &run.info.nodes {
         let s = n.stats.snapshot();
+        let counters: serde_json::Map<String, serde_json::Value> =
+            n.stats.extra().map(|(spec, v)| (spec.name.to_owned(), v.into())).collect();
         nodes.insert(
             n.name.clone(),
-            serde_json::json!({"packets": s.packets, "drops": s.drops, "calls": s.calls, "cycles_per_packet": s.cycles_per_packet()}),
+            serde_json::json!({"packets": s.packets, "drops": s.drops, "calls": s.calls,
+                "cycles_per_packet": s.cycles_per_packet(), "counters": counters}),
         );
     }
-    serde_json::json!({"t": (t * 1000.0).round() / 1000.0, "ports": ports, "nodes": nodes}).to_string()
+    let mut pools = serde_json::Map::new();
+    for (name, pool) in run.pools() {
+        let s = pool.stats();
+        pools.insert(
+            name.clone(),
+            serde_json::json!({"size": s.size, "in_use": s.in_use, "available": s.available, "get_fails": s.get_fails}),
+        );
+    }
+    serde_json::json!({"t": (t * 1000.0).round() / 1000.0, "ports": ports, "nodes": nodes, "mempools": pools})
+        .to_string()
 }

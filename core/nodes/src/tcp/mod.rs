@@ -149,6 +149,8 @@ struct Entry {
     armed: Option<Time>,
     /// In the dirty list.
     dirty: bool,
+    /// IPv4 identification of the next frame.
+    ip_id: u16,
     retransmits: u64,
     rto_timeouts: u64,
 }
@@ -192,12 +194,12 @@ struct Wire {
 impl Wire {
     /// Builds and queues the frame of `seg`; `Err` when the burst is full or the pool
     /// is empty (the engine keeps the segment for the next dispatch).
-    fn emit(&self, out: &mut Out<'_>, seg: Segment<Chunk>) -> Result<(), ()> {
+    fn emit(&self, out: &mut Out<'_>, seg: Segment<Chunk>, ip_id: u16) -> Result<(), ()> {
         if out.pkts.room() == 0 {
             return Err(());
         }
         let dst_mac = self.neigh.get(&seg.dst_addr).copied().unwrap_or([0; 6]);
-        match build_frame(&self.pool, self.mac, dst_mac, &seg) {
+        match build_frame(&self.pool, self.mac, dst_mac, &seg, ip_id) {
             Some(m) => {
                 out.sent += 1;
                 out.pkts.push(m).map_err(drop)
@@ -219,13 +221,27 @@ impl Wire {
     }
 }
 
+/// A starting IPv4 identification for a connection (from its ports: not guessable
+/// across connections, never 0).
+fn slot_hint(conn: &Connection<Chunk>) -> u32 {
+    u32::from(conn.local().port).wrapping_mul(40503) ^ u32::from(conn.remote().port).wrapping_mul(2_654_435_761)
+}
+
 fn is_v4(a: &IpAddress) -> bool {
     matches!(a, IpAddress::V4(_))
 }
 
 /// The frame carrying `seg` (Ethernet, IPv4 or IPv6, TCP with its checksum); `None`
-/// if the pool is empty or the frame does not fit one buffer.
-pub fn build_frame(pool: &Mempool, src_mac: [u8; 6], dst_mac: [u8; 6], seg: &Segment<Chunk>) -> Option<Mbuf> {
+/// if the pool is empty or the frame does not fit one buffer. `ip_id` is the IPv4
+/// identification: a connection's frames carry consecutive ones (as Linux sends
+/// them), which receive aggregation (GRO) expects.
+pub fn build_frame(
+    pool: &Mempool,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    seg: &Segment<Chunk>,
+    ip_id: u16,
+) -> Option<Mbuf> {
     let hl = seg.repr.header_len();
     let plen = seg.payload.as_ref().map_or(0, ironpath_tcp::Payload::len);
     let tcp_len = hl + plen;
@@ -239,8 +255,13 @@ pub fn build_frame(pool: &Mempool, src_mac: [u8; 6], dst_mac: [u8; 6], seg: &Seg
         .emit(&mut EthernetFrame::new_unchecked(&mut d[..ETH_LEN]));
     match (seg.src_addr, seg.dst_addr) {
         (IpAddress::V4(s), IpAddress::V4(t)) => {
+            let mut ip = Ipv4Packet::new_unchecked(&mut d[ETH_LEN..ETH_LEN + 20]);
             Ipv4Repr { src_addr: s, dst_addr: t, next_header: IpProtocol::TCP, payload_len: tcp_len, hop_limit: 64 }
-                .emit(&mut Ipv4Packet::new_unchecked(&mut d[ETH_LEN..ETH_LEN + 20]))
+                .emit(&mut ip);
+            if ip_id != 0 {
+                ip.set_ident(ip_id);
+                ip.fill_checksum();
+            }
         }
         (s, t) => Ipv6Repr {
             src_addr: s.to_ipv6(),
@@ -319,14 +340,22 @@ fn parse_frame(m: &Mbuf, ours: &[IpAddress]) -> Result<Rx, Refused> {
     let h = m.header();
     let (src, dst, l4, l4_len) = match EtherType(u16::from_be_bytes([d[12], d[13]])) {
         EtherType::IPV4 => {
-            let ip = Ipv4Packet::new_checked(&d[ETH_LEN..]).map_err(|_| Refused::Malformed)?;
+            // Only the headers need to be in the first segment: an aggregate's payload
+            // continues in a chain, so lengths are checked against the whole packet.
+            if d.len() < ETH_LEN + 20 {
+                return Err(Refused::Malformed);
+            }
+            let ip = Ipv4Packet::new_unchecked(&d[ETH_LEN..]);
+            if usize::from(ip.header_len()) < 20 || d.len() < ETH_LEN + usize::from(ip.header_len()) {
+                return Err(Refused::Malformed);
+            }
             let verify = h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0;
             if h.ol_flags & abi::RX_IP_CKSUM_BAD != 0 {
                 return Err(Refused::Checksum);
             }
             let ihl = usize::from(ip.header_len());
             let total = usize::from(ip.total_len());
-            if ip.version() != 4 || ip.is_fragment() || total > pkt_len - ETH_LEN {
+            if ip.version() != 4 || ip.is_fragment() || total < ihl || total > pkt_len - ETH_LEN {
                 return Err(Refused::Malformed);
             }
             if verify && !ip.verify_checksum() {
@@ -338,7 +367,10 @@ fn parse_frame(m: &Mbuf, ours: &[IpAddress]) -> Result<Rx, Refused> {
             (IpAddress::V4(ip.src_addr()), IpAddress::V4(ip.dst_addr()), ETH_LEN + ihl, total - ihl)
         }
         EtherType::IPV6 => {
-            let ip = Ipv6Packet::new_checked(&d[ETH_LEN..]).map_err(|_| Refused::Malformed)?;
+            if d.len() < ETH_LEN + 40 {
+                return Err(Refused::Malformed);
+            }
+            let ip = Ipv6Packet::new_unchecked(&d[ETH_LEN..]);
             let plen = usize::from(ip.payload_len());
             if ip.version() != 6 || plen + 40 > pkt_len - ETH_LEN {
                 return Err(Refused::Malformed);
@@ -450,7 +482,8 @@ impl TcpNode {
 
     fn insert(&mut self, conn: Connection<Chunk>, app: App) -> u32 {
         let key = (conn.local(), conn.remote());
-        let e = Entry { conn, app, armed: None, dirty: false, retransmits: 0, rto_timeouts: 0 };
+        let ip_id = (slot_hint(&conn) | 1) as u16;
+        let e = Entry { conn, app, armed: None, dirty: false, ip_id, retransmits: 0, rto_timeouts: 0 };
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(e);
@@ -557,7 +590,7 @@ impl TcpNode {
             if !reuse {
                 let reply = e.conn.process(now, &rx.repr, payload, rx.segs);
                 if let Some(r) = reply {
-                    if self.wire.emit(out, r).is_err() {
+                    if self.wire.emit(out, r, 0).is_err() {
                         cx.count(TX_FULL, 1);
                     }
                 }
@@ -570,7 +603,7 @@ impl TcpNode {
         let Some(&li) = self.by_port.get(&rx.repr.dst_port) else {
             if let Some(r) = rst_reply::<Chunk>(rx.src, rx.dst, &rx.repr, plen) {
                 cx.count(RST_SENT, 1);
-                if self.wire.emit(out, r).is_err() {
+                if self.wire.emit(out, r, 0).is_err() {
                     cx.count(TX_FULL, 1);
                 }
             }
@@ -590,7 +623,7 @@ impl TcpNode {
             if r.repr.control == TcpControl::Rst {
                 cx.count(RST_SENT, 1);
             }
-            if self.wire.emit(out, r).is_err() {
+            if self.wire.emit(out, r, 0).is_err() {
                 cx.count(TX_FULL, 1);
             }
         }
@@ -624,11 +657,17 @@ impl TcpNode {
         let Some(e) = self.slots[slot as usize].as_mut() else { return true };
         e.app.poll(&mut e.conn, &mut self.env);
         let wire = &self.wire;
-        let mut complete = e.conn.dispatch(now, |s| wire.emit(out, s)).is_ok();
+        let ip_id = &mut e.ip_id;
+        let mut emit = |s| {
+            wire.emit(out, s, *ip_id)?;
+            *ip_id = ip_id.wrapping_add(1).max(1);
+            Ok::<(), ()>(())
+        };
+        let mut complete = e.conn.dispatch(now, &mut emit).is_ok();
         if complete {
             // Sending may have freed room the application can fill at once.
             e.app.poll(&mut e.conn, &mut self.env);
-            complete = e.conn.dispatch(now, |s| wire.emit(out, s)).is_ok();
+            complete = e.conn.dispatch(now, &mut emit).is_ok();
         }
         let c = *e.conn.counters();
         cx.count(RETRANSMITS, c.retransmits - e.retransmits);
@@ -658,7 +697,7 @@ impl TcpNode {
         let wire = &self.wire;
         let mut complete = true;
         for (lis, _, _) in &mut self.listeners {
-            complete &= lis.dispatch(now, |s| wire.emit(out, s)).is_ok();
+            complete &= lis.dispatch(now, |s| wire.emit(out, s, 0)).is_ok();
         }
         for li in 0..self.listeners.len() {
             self.accept(cx, li);

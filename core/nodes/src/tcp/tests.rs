@@ -84,6 +84,33 @@ fn run(
     (sa, sb)
 }
 
+/// `run`, with an `rx_aggregate` node (GRO, flush per burst) in front of `a`.
+fn run_gro(a: &mut TcpNode, b: &mut TcpNode, rounds: u64) -> (NodeStats, NodeStats, NodeStats) {
+    use crate::aggregate::{node::RxAggregate, AggrConfig, Aggregator, Flush, Mode};
+    let cfg = AggrConfig {
+        mode: Mode::Gro,
+        max_bytes: 65535,
+        max_segments: 64,
+        max_flows: 64,
+        flush: Flush::Burst,
+        flush_tsc: 0,
+        drop_bad: false,
+    };
+    let mut gro = RxAggregate::new(Some(Aggregator::new(cfg, None)));
+    let (sa, sb, sg) = (stats(a), stats(b), stats(&gro));
+    let mut to_a = Burst::new();
+    for r in 0..rounds {
+        let now = 1 + r * 100_000;
+        let mut pa = std::mem::take(&mut to_a);
+        call(&mut gro, &sg, &mut pa, now);
+        call(a, &sa, &mut pa, now);
+        let mut pb = pa;
+        call(b, &sb, &mut pb, now + 50_000);
+        to_a = pb;
+    }
+    (sa, sb, sg)
+}
+
 fn pattern_bytes(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i % 251) as u8).collect()
 }
@@ -109,6 +136,24 @@ fn http_get_over_two_nodes_returns_every_mbuf() {
     // What is left sits in TIME-WAIT (and holds no mbuf).
     assert!(s.connections() + c.connections() <= 2);
     assert_eq!(pool.stats().in_use, 0, "no mbuf held once the transfer is over");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn gro_aggregates_are_taken_whole_and_acked_per_segment() {
+    let pool = pool(4096);
+    let dir = std::env::temp_dir().join(format!("ipt-tcp-gro-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let save = dir.join("body");
+    let mut s = server(&pool, "/obj=400000");
+    let mut c = client(&pool, vec![get("/obj", &save, 1, 2)]);
+    let (sc, _, sg) = run_gro(&mut c, &mut s, 3000);
+    assert_eq!(counter(&sc, "http_requests"), 2);
+    assert_eq!(counter(&sc, "malformed") + counter(&sc, "bad_checksum"), 0);
+    assert!(counter(&sg, "merged") > 0, "the aggregator merged segments");
+    assert!(counter(&sc, "segs_in") < 2 * 400_000 / 1448, "aggregates arrive as one segment each");
+    assert_eq!(std::fs::read(&save).unwrap(), [pattern_bytes(400_000), pattern_bytes(400_000)].concat());
+    assert_eq!(pool.stats().in_use, 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

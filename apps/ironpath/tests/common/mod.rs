@@ -1,0 +1,192 @@
+//! Shared by the root tests that talk to kernel peers: a namespace with a veth pair
+//! (unique names, RFC 2544 and fd00::/8 addresses, removed on drop even when the test
+//! fails), `ironpath run` in the background with its per-second JSON stats, and
+//! small shell helpers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
+
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+pub fn have(tool: &str) -> bool {
+    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().is_ok_and(|o| o.status.success())
+}
+
+/// Runs `cmd` with `sh -c`; panics with its stderr if it fails.
+pub fn sh(cmd: &str) -> String {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
+    assert!(o.status.success(), "`{cmd}` failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// A shipped config file.
+pub fn config(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs").join(name)
+}
+
+/// Namespace `ns` holding veth end `peer` with 198.18.`net`.1/24 and fd00:`net`::1/64;
+/// the other end `port` stays in the root namespace, without addresses, for ironpath
+/// (which answers for 198.18.`net`.2 and fd00:`net`::2).
+pub struct Veth {
+    pub ns: String,
+    pub port: String,
+    pub peer: String,
+    pub net: u8,
+}
+
+impl Veth {
+    pub fn new(tag: &str, net: u8) -> Veth {
+        let id = std::process::id() % 100_000;
+        let v =
+            Veth { ns: format!("ipt-{tag}-{id}"), port: format!("ip{tag}{id}a"), peer: format!("ip{tag}{id}b"), net };
+        v.teardown();
+        sh(&format!(
+            "ip netns add {ns} && ip link add {p} type veth peer name {q} && ip link set {q} netns {ns} && \
+             sysctl -qw net.ipv6.conf.{p}.disable_ipv6=1 && ip link set {p} up && \
+             ip netns exec {ns} ip addr add 198.18.{n}.1/24 dev {q} && \
+             ip netns exec {ns} ip -6 addr add fd00:{n}::1/64 dev {q} nodad && \
+             ip netns exec {ns} ip link set {q} up && ip netns exec {ns} ip link set lo up",
+            ns = v.ns,
+            p = v.port,
+            q = v.peer,
+            n = v.net,
+        ));
+        v
+    }
+
+    /// Our (ironpath's) IPv4 address on this link.
+    pub fn ours4(&self) -> String {
+        format!("198.18.{}.2", self.net)
+    }
+
+    /// Our IPv6 address on this link.
+    pub fn ours6(&self) -> String {
+        format!("fd00:{}::2", self.net)
+    }
+
+    /// The kernel peer's IPv4 address.
+    pub fn peer4(&self) -> String {
+        format!("198.18.{}.1", self.net)
+    }
+
+    fn teardown(&self) {
+        let _ = Command::new("ip").args(["link", "del", &self.port]).output();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+    }
+
+    /// `cmd` inside the namespace, killed after `secs` seconds.
+    pub fn exec_for(&self, secs: u32, cmd: &[&str]) -> Output {
+        let secs = secs.to_string();
+        let mut args = vec![secs.as_str(), "ip", "netns", "exec", &self.ns];
+        args.extend_from_slice(cmd);
+        Command::new("timeout").args(args).output().unwrap()
+    }
+
+    /// `cmd` (a shell line) inside the namespace, killed after `secs` seconds.
+    pub fn sh_for(&self, secs: u32, cmd: &str) -> Output {
+        self.exec_for(secs, &["sh", "-c", cmd])
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// `ironpath run FILE` in the background with JSON stats every second; stopped with
+/// SIGINT (a clean stop) by [`Run::stop`] or on drop.
+pub struct Run {
+    child: Option<Child>,
+    pub stats: PathBuf,
+}
+
+impl Run {
+    /// Starts `ironpath run cfg` with `env`; waits until the first stats line shows up.
+    pub fn start(cfg: &Path, env: &[(&str, String)], tag: &str) -> Run {
+        let stats = std::env::temp_dir().join(format!("ironpath-{tag}-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&stats);
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", cfg.to_str().unwrap(), "--no-huge", "--duration", "900", "--stats-period", "1"])
+            .arg("--stats-json")
+            .arg(&stats)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut run = Run { child: Some(cmd.spawn().unwrap()), stats };
+        let t = Instant::now();
+        while run.lines().is_empty() && t.elapsed() < Duration::from_secs(20) {
+            if let Some(st) = run.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("ironpath exited early ({st}): {}", run.stop());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        run
+    }
+
+    /// The JSON stats lines so far.
+    pub fn lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.stats)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The last stats line (waits for the next one to be written first).
+    pub fn latest(&self) -> serde_json::Value {
+        let n = self.lines().len();
+        let t = Instant::now();
+        while self.lines().len() <= n && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.lines().pop().expect("a stats line")
+    }
+
+    /// Stops the pipeline; returns its output (the final `show runtime` included).
+    pub fn stop(&mut self) -> String {
+        let Some(mut child) = self.child.take() else { return String::new() };
+        let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        let t = Instant::now();
+        while child.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let o = child.wait_with_output().unwrap();
+        text(&o)
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_file(&self.stats);
+    }
+}
+
+/// Counter `name` of node `node` in a stats line.
+pub fn counter(line: &serde_json::Value, node: &str, name: &str) -> u64 {
+    line["nodes"][node]["counters"][name].as_u64().unwrap_or_else(|| panic!("no counter {node}.{name} in {line}"))
+}
+
+/// Objects of pool `pool` in use in a stats line.
+pub fn in_use(line: &serde_json::Value, pool: &str) -> u64 {
+    line["mempools"][pool]["in_use"].as_u64().unwrap_or_else(|| panic!("no mempool {pool} in {line}"))
+}
+
+/// SHA-256 of a file, by `sha256sum`.
+pub fn sha256(path: &Path) -> String {
+    sh(&format!("sha256sum {}", path.display())).split_whitespace().next().unwrap_or_default().to_owned()
+}

@@ -1,0 +1,297 @@
+//! Needs root, curl, wget, wrk, ab, nginx and python3: our TCP (the `tcp` node with
+//! its applications, `configs/http-server.yaml` and `configs/tcp-client.yaml` on an
+//! af_packet port) against real Linux peers in a namespace across a veth pair:
+//! downloads with matching SHA-256 (also through impair nodes both ways), keep-alive
+//! and short-connection load with every mbuf back afterwards, and our client
+//! pushing into a kernel socket and fetching from nginx. Each test makes its own
+//! namespace (unique names, 198.18.0.0/15 and fd00::/8) and removes it, pass or fail.
+//! The tests take a lock so that two loads never share the two cores.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("ironpath-tcp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A www directory with `name` files of `size` random bytes each.
+fn www(dir: &Path, files: &[(&str, usize)]) {
+    for (name, size) in files {
+        sh(&format!("head -c {size} /dev/urandom > {}/{name}", dir.display()));
+    }
+}
+
+fn ready(tools: &[&str]) -> bool {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return false;
+    }
+    for t in tools {
+        assert!(have(t), "{t} is needed (.ci/run installs it)");
+    }
+    true
+}
+
+fn server(v: &Veth, root: &Path, extra: &[(&str, &str)], tag: &str) -> Run {
+    let mut env = vec![
+        ("IRONPATH_IFACE", v.port.clone()),
+        ("IRONPATH_IPV4", v.ours4()),
+        ("IRONPATH_IPV6", v.ours6()),
+        ("IRONPATH_WWW", root.display().to_string()),
+    ];
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    Run::start(&config("http-server.yaml"), &env, tag)
+}
+
+#[test]
+fn curl_and_wget_download_1k_1m_100m_with_matching_sha256_root() {
+    if !ready(&["curl", "wget", "sha256sum"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("th", 20);
+    let w = TempDir::new("www");
+    let got = TempDir::new("got");
+    www(&w.0, &[("1k", 1024), ("1m", 1 << 20), ("100m", 100 << 20)]);
+    std::fs::write(w.0.join("index.html"), "<h1>ironpath</h1>\n").unwrap();
+    let mut run = server(&v, &w.0, &[], "dl");
+    let ip = v.ours4();
+    for f in ["1k", "1m", "100m"] {
+        for tool in ["curl", "wget"] {
+            let out = got.0.join(format!("{f}.{tool}"));
+            let url = format!("http://{ip}/{f}");
+            let o = match tool {
+                "curl" => v.exec_for(120, &["curl", "-sS", "--fail", "-o", out.to_str().unwrap(), &url]),
+                _ => v.exec_for(120, &["wget", "-q", "-O", out.to_str().unwrap(), &url]),
+            };
+            assert!(o.status.success(), "{tool} {url}: {}\n{}", text(&o), run.stop());
+            assert_eq!(sha256(&out), sha256(&w.0.join(f)), "{tool} {f}: SHA-256 differs");
+            let _ = std::fs::remove_file(&out);
+        }
+    }
+    // IPv6, HEAD, the index, an in-memory empty object, 404 and a path escaping the root.
+    let url6 = format!("http://[{}]/1m", v.ours6());
+    let out6 = got.0.join("1m.v6");
+    let o = v.exec_for(60, &["curl", "-sS", "--fail", "-o", out6.to_str().unwrap(), &url6]);
+    assert!(o.status.success(), "curl {url6}: {}", text(&o));
+    assert_eq!(sha256(&out6), sha256(&w.0.join("1m")));
+    let code = |args: &[&str]| {
+        let mut a = vec!["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}"];
+        a.extend_from_slice(args);
+        text(&v.exec_for(30, &a))
+    };
+    assert_eq!(code(&[&format!("http://{ip}/")]), "200 18");
+    assert_eq!(code(&[&format!("http://{ip}/empty")]), "200 0");
+    assert_eq!(code(&["-I", &format!("http://{ip}/1m")]), "200 0");
+    assert_eq!(code(&[&format!("http://{ip}/nothing-here")]).split(' ').next(), Some("404"));
+    assert_eq!(code(&["--path-as-is", &format!("http://{ip}/../../etc/passwd")]).split(' ').next(), Some("403"));
+    let last = run.latest();
+    assert_eq!(counter(&last, "tcp", "bad_checksum"), 0, "{last}");
+    assert!(counter(&last, "tcp", "http_requests") >= 12, "{last}");
+    let out = run.stop();
+    assert!(out.contains("http_requests"), "{out}");
+}
+
+#[test]
+fn downloads_survive_loss_delay_jitter_duplication_and_corruption_both_ways_root() {
+    if !ready(&["curl", "wget", "sha256sum"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("ti", 21);
+    let w = TempDir::new("wwwi");
+    let got = TempDir::new("goti");
+    www(&w.0, &[("1k", 1024), ("1m", 1 << 20), ("4m", 4 << 20)]);
+    let bad = [
+        ("IRONPATH_LOSS", "1%"),
+        ("IRONPATH_DELAY", "20ms"),
+        ("IRONPATH_JITTER", "5ms"),
+        ("IRONPATH_DUP", "0.1%"),
+        ("IRONPATH_CORRUPT", "0.1%"),
+    ];
+    let mut run = server(&v, &w.0, &bad, "imp");
+    let ip = v.ours4();
+    let fetches = [("1k", "curl"), ("1m", "wget"), ("1m", "curl"), ("4m", "curl"), ("4m", "wget")];
+    let first = run.lines().len();
+    for (f, tool) in fetches {
+        let out = got.0.join(format!("{f}.{tool}"));
+        let url = format!("http://{ip}/{f}");
+        let o = match tool {
+            "curl" => v.exec_for(150, &["curl", "-sS", "--fail", "-o", out.to_str().unwrap(), &url]),
+            _ => v.exec_for(150, &["wget", "-q", "-t", "1", "-O", out.to_str().unwrap(), &url]),
+        };
+        assert!(o.status.success(), "{tool} {url}: {}\n{}", text(&o), run.stop());
+        assert_eq!(sha256(&out), sha256(&w.0.join(f)), "{tool} {f} through the impaired link: SHA-256 differs");
+    }
+    let lines = run.lines();
+    let last = run.latest();
+    for node in ["imp_in", "imp_out"] {
+        for c in ["lost", "delayed", "duplicated", "corrupted"] {
+            assert!(counter(&last, node, c) > 0, "{node} {c} is 0: {last}");
+        }
+    }
+    assert!(counter(&last, "tcp", "retransmits") > 0, "{last}");
+    assert!(counter(&last, "tcp", "bad_checksum") > 0, "corrupted packets found by checksums: {last}");
+    // No stall: while transfers ran, no two seconds in a row sent nothing.
+    let sent: Vec<f64> = lines[first..].iter().map(|l| l["ports"]["wire"]["tx_bps"].as_f64().unwrap_or(0.0)).collect();
+    let worst = sent.windows(2).filter(|w| w[0] == 0.0 && w[1] == 0.0).count();
+    assert_eq!(worst, 0, "seconds without sending during the transfers: {sent:?}");
+    run.stop();
+}
+
+#[test]
+fn wrk_keepalive_and_ab_short_connections_without_errors_and_mbufs_return_root() {
+    if !ready(&["wrk", "ab"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("tl", 22);
+    let w = TempDir::new("wwwl");
+    let mut run = server(&v, &w.0, &[], "load");
+    let ip = v.ours4();
+    let baseline = in_use(&run.latest(), "pkts");
+    let o = v.exec_for(60, &["wrk", "-t", "1", "-c", "64", "-d", "20s", &format!("http://{ip}/empty")]);
+    let wrk = text(&o);
+    assert!(o.status.success(), "wrk: {wrk}\n{}", run.stop());
+    assert!(!wrk.contains("Socket errors") && !wrk.contains("Non-2xx"), "wrk reported errors:\n{wrk}");
+    let rps: f64 =
+        wrk.lines().find_map(|l| l.strip_prefix("Requests/sec:")).and_then(|s| s.trim().parse().ok()).unwrap_or(0.0);
+    assert!(rps > 0.0, "{wrk}");
+    let o = v.exec_for(120, &["ab", "-q", "-n", "20000", "-c", "32", &format!("http://{ip}/empty")]);
+    let ab = text(&o);
+    assert!(o.status.success(), "ab: {ab}\n{}", run.stop());
+    assert!(ab.contains("Complete requests:      20000"), "{ab}");
+    assert!(ab.contains("Failed requests:        0"), "{ab}");
+    assert!(!ab.contains("Non-2xx"), "{ab}");
+    // Every connection closed (ours in TIME-WAIT hold no buffer): mbufs back to the baseline.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let last = run.latest();
+    assert_eq!(in_use(&last, "pkts"), baseline, "mbufs still held after the load: {last}");
+    assert!(counter(&last, "tcp", "http_requests") >= 20_000, "{last}");
+    assert_eq!(counter(&last, "tcp", "http_errors"), 0, "{last}");
+    eprintln!(
+        "wrk -c 64: {rps:.0} requests/s; ab -c 32: {}",
+        ab.lines().find(|l| l.contains("Requests per second")).unwrap_or("")
+    );
+    run.stop();
+}
+
+/// A one-connection kernel receiver in the namespace: prints the SHA-256 and length
+/// of everything it reads on `port`.
+const SINK_PY: &str = r#"
+import hashlib, socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); s.settimeout(60)
+c, _ = s.accept(); c.settimeout(60); h = hashlib.sha256(); n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b: break
+    h.update(b); n += len(b)
+print(h.hexdigest(), n)
+"#;
+
+#[test]
+fn our_client_pushes_1gib_into_a_kernel_socket_and_fetches_from_nginx_root() {
+    if !ready(&["python3", "nginx", "sha256sum", "ethtool"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("tc", 23);
+    let dir = TempDir::new("client");
+    // 1. `source` app: 1 GiB of the pattern (byte i % 251) into a Python socket.
+    let bytes: u64 = 1 << 30;
+    let sink = dir.0.join("sink.py");
+    std::fs::write(&sink, SINK_PY).unwrap();
+    let ns = v.ns.clone();
+    let sink_s = sink.display().to_string();
+    let receiver = std::thread::spawn(move || {
+        let o = std::process::Command::new("timeout")
+            .args(["150", "ip", "netns", "exec", &ns, "python3", &sink_s, "5001"])
+            .output()
+            .unwrap();
+        text(&o)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let env = |app: &str| {
+        vec![
+            ("IRONPATH_IFACE", v.port.clone()),
+            ("IRONPATH_IPV4", v.ours4()),
+            ("IRONPATH_PEER", v.peer4()),
+            ("IRONPATH_APP", app.to_owned()),
+        ]
+    };
+    let mut e = env("source");
+    e.push(("IRONPATH_PEER_PORT", "5001".into()));
+    e.push(("IRONPATH_BYTES", bytes.to_string()));
+    let mut run = Run::start(&config("tcp-client.yaml"), &e, "src");
+    let got = receiver.join().unwrap();
+    let out = run.stop();
+    let want = sh(&format!(
+        "python3 -c \"import hashlib; p = bytes(i % 251 for i in range(251 * 4096)); h = hashlib.sha256(); \
+         n = {bytes}; [h.update(p) for _ in range(n // len(p))]; h.update(p[:n % len(p)]); print(h.hexdigest())\""
+    ));
+    assert_eq!(got.split_whitespace().collect::<Vec<_>>(), [want.trim(), &bytes.to_string()], "{got}\n{out}");
+
+    // 2. `http_get` app: a 16 MiB file from nginx on the kernel. af_packet receives
+    //    frames of at most `framesz`: the kernel peer must not send TSO/GSO super-frames.
+    v.sh_for(10, &format!("ethtool -K {} tso off gso off", v.peer));
+    let www = dir.0.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    sh(&format!("head -c {} /dev/urandom > {}/file", 16 << 20, www.display()));
+    let conf = dir.0.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off; worker_processes 1; pid {d}/nginx.pid; error_log {d}/error.log;
+events {{}}
+http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
+  uwsgi_temp_path {d}; scgi_temp_path {d};
+  server {{ listen {peer}:8080; root {www}; }} }}
+",
+            d = dir.0.display(),
+            peer = v.peer4(),
+            www = www.display()
+        ),
+    )
+    .unwrap();
+    let mut nginx = std::process::Command::new("ip")
+        .args(["netns", "exec", &v.ns, "nginx", "-c", conf.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let save = dir.0.join("fetched");
+    let mut e = env("http_get");
+    e.push(("IRONPATH_PEER_PORT", "8080".into()));
+    e.push(("IRONPATH_PATH", "/file".into()));
+    e.push(("IRONPATH_SAVE", save.display().to_string()));
+    let run = Run::start(&config("tcp-client.yaml"), &e, "get");
+    let t = std::time::Instant::now();
+    let mut done = 0;
+    while done == 0 && t.elapsed() < std::time::Duration::from_secs(60) {
+        done = counter(&run.latest(), "tcp", "clients_done");
+    }
+    drop(run);
+    let _ = nginx.kill();
+    let _ = nginx.wait();
+    assert_eq!(done, 1, "the http_get client did not finish");
+    assert_eq!(sha256(&save), sha256(&www.join("file")), "the file fetched from nginx differs");
+}
