@@ -31,7 +31,10 @@ pub const ABI_MAJOR: u16 = 1;
 ///
 /// * 1.1: [`PmdEntry::pci_ids`] and [`PmdEntry::nb_pci_ids`] (the PCI functions a
 ///   driver claims, for `-a DDDD:BB:DD.F`).
-pub const ABI_MINOR: u16 = 1;
+/// * 1.2: [`DevOps::tx_done_cleanup`] and [`DevOps::tx_inflight`] (TX completions
+///   made explicit: a driver that holds sent packets until the device is done with
+///   them reclaims on request and says how many it holds).
+pub const ABI_MINOR: u16 = 2;
 /// Name of the one symbol every plugin exports: `extern "C" fn() -> *const PmdEntry`.
 pub const ENTRY_SYMBOL: &str = "ironpath_pmd_entry";
 /// The entry symbol as a NUL-terminated byte string (for `dlsym`).
@@ -80,6 +83,9 @@ pub const TX_TCP_SEG: u64 = 1 << 35;
 pub const TX_IPV4: u64 = 1 << 36;
 /// TX: the packet is IPv6.
 pub const TX_IPV6: u64 = 1 << 37;
+/// TX (1.2): end of a batch: a batching stage in front of the driver sends what it
+/// holds right after this packet (Linux's `xmit_more` unset). Drivers ignore it.
+pub const TX_PUSH: u64 = 1 << 38;
 /// RX: `timestamp` is valid.
 pub const RX_TIMESTAMP: u64 = 1 << 8;
 /// Internal: this mbuf is indirect: its buffer belongs to another (direct) mbuf.
@@ -480,6 +486,15 @@ pub struct DevOps {
     /// Write the message of the last failed op on this thread (empty if none) to
     /// `err`; the host calls it right after an op returned a negative errno.
     pub last_error: Option<unsafe extern "C" fn(dev: *mut c_void, err: *mut ErrMsg)>,
+    /// (1.2) Free up to `free_cnt` (0 = all) packets of TX queue `q` (the `queue` pointer
+    /// of its [`TxQueue`]) that the device has finished sending, whatever the driver's
+    /// own `tx_free_thresh`; returns how many were freed. Called on the thread that
+    /// bursts on the queue. NULL: the driver frees packets as it takes them.
+    pub tx_done_cleanup: Option<unsafe extern "C" fn(q: *mut c_void, free_cnt: u32) -> i32>,
+    /// (1.2) How many packets TX queue `q` holds that the device has not finished
+    /// sending (or has finished but the driver has not yet freed). Called on the
+    /// queue's thread. NULL: always 0.
+    pub tx_inflight: Option<unsafe extern "C" fn(q: *mut c_void) -> i32>,
 }
 
 // SAFETY: `Mempool` is an immutable description after creation; the raw pointers it
@@ -542,7 +557,7 @@ const _: () = {
     assert!(offset_of!(PmdEntry, pci_ids) == PMD_ENTRY_SIZE_V1_0 as usize);
     assert!(size_of::<PmdEntry>() == 64);
     assert!(size_of::<PciId>() == 4);
-    assert!(size_of::<DevOps>() == 8 + 21 * 8);
+    assert!(size_of::<DevOps>() == 8 + 23 * 8);
 };
 
 /// Constant helper: the [`PmdEntry`] header fields for this ABI version.

@@ -110,6 +110,29 @@ pub enum ParamKind {
     /// A list of mappings, each with these fields (required ones, defaults filled in like node
     /// params). The list may be empty; a default for the parameter itself may be `"[]"`.
     Records(&'static [ParamSpec]),
+    /// One of several forms: a bare word (a variant without argument, `immediate`) or a
+    /// map of one key to an unsigned integer (`{every: 16}`), as serde writes enums.
+    Variant(&'static [VariantSpec]),
+}
+
+/// One form of a [`ParamKind::Variant`] parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VariantSpec {
+    /// The word, or the map's key.
+    pub name: &'static str,
+    /// `None`: written as the bare word; `Some((min, max))`: written as `{name: N}`
+    /// with `N` in `min..=max`.
+    pub arg: Option<(u64, u64)>,
+}
+
+impl VariantSpec {
+    /// How it is written: `immediate`, `{every: 1..=256}`.
+    pub fn describe(&self) -> String {
+        match self.arg {
+            None => self.name.to_owned(),
+            Some((min, max)) => format!("{{{}: {min}..={max}}}", self.name),
+        }
+    }
 }
 
 impl ParamKind {
@@ -131,6 +154,10 @@ impl ParamKind {
             ParamKind::Records(fields) => {
                 let names: Vec<&str> = fields.iter().map(|f| f.name).collect();
                 format!("a list of maps with keys: {}", names.join(", "))
+            }
+            ParamKind::Variant(forms) => {
+                let all: Vec<String> = forms.iter().map(VariantSpec::describe).collect();
+                format!("one of: {}", all.join(", "))
             }
         }
     }

@@ -34,6 +34,8 @@ pub enum ParamValue {
     /// From [`crate::ParamKind::Records`]: one [`Params`] per record, in file order, each with its
     /// fields' defaults filled in.
     Records(Vec<Params>),
+    /// From [`crate::ParamKind::Variant`]: the form's name and its argument (if it takes one).
+    Variant(String, Option<u64>),
 }
 
 /// The parameters of one node (or the fields of one record of a [`crate::ParamKind::Records`]
@@ -92,6 +94,14 @@ impl Params {
     /// for a field of a record).
     pub fn loc(&self, name: &str) -> Option<Loc> {
         self.values.get(name).map(|(_, l)| *l)
+    }
+
+    /// The form and argument of a [`crate::ParamKind::Variant`] parameter.
+    pub fn variant(&self, name: &str) -> Option<(&str, Option<u64>)> {
+        match self.get(name)? {
+            ParamValue::Variant(v, a) => Some((v.as_str(), *a)),
+            other => kind_mismatch(name, "Variant", other),
+        }
     }
 
     /// Every set parameter, by name.

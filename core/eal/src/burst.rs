@@ -352,6 +352,30 @@ impl Burst {
         d
     }
 
+    /// Move the first `max` packets (at most as many as fit) to the end of `other`;
+    /// returns how many moved.
+    #[inline]
+    pub fn move_front_to(&mut self, other: &mut Burst, max: usize) -> usize {
+        let n = self.len.min(other.room()).min(max);
+        other.pkts[other.len..other.len + n].copy_from_slice(&self.pkts[..n]);
+        other.len += n;
+        if n < self.len {
+            self.pkts.copy_within(n..self.len, 0);
+        }
+        self.len -= n;
+        n
+    }
+
+    /// Another reference to packet `i` ([`Mbuf::share`]): the packet stays in the burst,
+    /// read-only while the reference lives.
+    pub fn share(&self, i: usize) -> Mbuf {
+        assert!(i < self.len, "packet {i} of a burst of {}", self.len);
+        // SAFETY: the burst owns a reference to packet i; `from_raw` takes a second one
+        // for the duration of `share` only (forgotten right after).
+        let m = std::mem::ManuallyDrop::new(unsafe { Mbuf::from_raw(self.pkts[i]) });
+        m.share()
+    }
+
     /// Move all packets to `other` (as many as fit); returns how many moved.
     #[inline]
     pub fn move_to(&mut self, other: &mut Burst) -> usize {

@@ -12,6 +12,8 @@
 //! * [`port`]: ports made from devargs, their control API and fast-path handles;
 //! * [`burst`]: [`Burst`], owned packets for the fast path with safe accessors;
 //! * [`tsc`]: cycle counting;
+//! * [`txbatch`]: [`TxBatcher`], TX batching with bounded delay and explicit TX
+//!   completion (driver reclaim plus an emulated completion-coalescing policy);
 //! * [`args`]: DPDK-style runtime arguments (`-l`, `--vdev`, `-d`, `--no-huge`, `-m`);
 //! * [`Eal`]: the context tying loaded drivers and ports together (no globals).
 
@@ -28,6 +30,7 @@ pub mod port;
 pub mod spsc;
 mod sync;
 pub mod tsc;
+pub mod txbatch;
 
 pub use burst::{Burst, Drain, MAX_BURST};
 pub use ironpath_abi as abi;
@@ -36,6 +39,7 @@ pub use memory::{MemKind, MemPolicy};
 pub use mempool::{Mempool, MempoolConfig, MempoolError, MempoolStats};
 pub use port::{Port, PortError, PortId, PortState, RxQ, TxQ};
 pub use sync::CachePadded;
+pub use txbatch::{Completion, FlushReason, TxBatchConfig, TxBatchStats, TxBatcher, FLUSH_REASONS, TX_PUSH};
 
 use loader::{LoadError, Registry};
 use std::path::{Path, PathBuf};

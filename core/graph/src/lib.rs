@@ -55,4 +55,10 @@ pub mod testing {
         let dispatch = node.process(&mut cx, pkts, &mut next);
         Call { dispatch, next }
     }
+
+    /// Call `node.idle` once (a walk that found no work) at TSC time `now_tsc`.
+    pub fn idle(node: &mut dyn Node, stats: &NodeStats, now_tsc: u64) {
+        let mut cx = NodeCx { now_tsc, lcore: 0, stats };
+        node.idle(&mut cx);
+    }
 }

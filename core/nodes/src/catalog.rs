@@ -1,6 +1,6 @@
 //! The node types a pipeline file may use: their parameters and next edges.
 
-use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, VariantSpec};
 
 const fn p(
     name: &'static str,
@@ -13,6 +13,12 @@ const fn p(
 }
 
 const PORT: ParamSpec = p("port", ParamKind::Port, true, None, "the port (a name from `ports:`)");
+/// `tx_batch`'s completion policies.
+const COMPLETION: &[VariantSpec] = &[
+    VariantSpec { name: "immediate", arg: None },
+    VariantSpec { name: "every", arg: Some((1, 65_536)) },
+    VariantSpec { name: "timer_us", arg: Some((1, 10_000_000)) },
+];
 const QUEUE: ParamSpec =
     p("queue", ParamKind::Uint { min: 0, max: 63 }, false, Some("0"), "queue index (one node per queue)");
 const MEMPOOL: ParamSpec = p(
@@ -105,6 +111,22 @@ pub static CATALOG: &[NodeSpec] = &[
         ],
         nexts: Nexts::Fixed(&[]),
         source: false,
+        sink: true,
+    },
+    NodeSpec {
+        type_name: "tx_batch",
+        doc: "send to one queue of a port in batches: flush at `coalesce` packets, after `flush_us`, when the lcore is idle, or on a push (SYN/FIN/PSH segments of `tcp`); reclaims completions every poll and can emulate a NIC's completion coalescing",
+        params: &[
+            PORT,
+            QUEUE,
+            p("coalesce", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "flush when this many packets are buffered"),
+            p("flush_us", ParamKind::Duration, false, Some("100us"), "flush when the oldest buffered packet has waited this long"),
+            p("flush_on_idle", ParamKind::Bool, false, Some("true"), "flush when a walk of the lcore finds no work (a lone ACK leaves within one poll)"),
+            p("completion", ParamKind::Variant(COMPLETION), false, Some("immediate"), "when sent packets are reported complete (freed): as soon as the driver frees them, or emulating a NIC's coalescing: every N packets (`tx-frames`) or T microseconds after the oldest (`tx-usecs`)"),
+            p("retries", ParamKind::Uint { min: 0, max: 1024 }, false, Some("0"), "retries of a full queue (after reclaiming completions) before dropping"),
+        ],
+        nexts: Nexts::Fixed(&[]),
+        source: true,
         sink: true,
     },
     NodeSpec {
@@ -230,6 +252,7 @@ pub static CATALOG: &[NodeSpec] = &[
             p("sack", ParamKind::Bool, false, Some("true"), "offer/accept SACK (blocks are sent, not used)"),
             p("max_connections", ParamKind::Uint { min: 1, max: 10_000_000 }, false, Some("65536"), "connections held at most (SYNs beyond are dropped, counted)"),
             p("seed", ParamKind::Uint { min: 0, max: u64::MAX }, false, Some("0"), "key of the initial sequence numbers (0: random per run)"),
+            p("tx_inflight_limit", ParamKind::Uint { min: 0, max: 1 << 30 }, false, Some("262144"), "bytes per connection handed to TX and not yet completed (freed by the driver or the completion policy), like Linux's TCP Small Queues; the connection sends again the moment completions arrive; 0: no limit"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         source: true,

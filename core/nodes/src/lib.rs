@@ -7,6 +7,7 @@
 //!   neighbour resolution), [`icmp`] (`icmp_echo`: echo and IPv6 neighbour
 //!   solicitation), `macswap`/`counter`/`drop` ([`simple`]), [`capture`]
 //!   (`pcap_capture`), [`source`] (a traffic generator);
+//! * [`txbatch`] (`tx_batch`): batched TX with bounded delay and explicit completions;
 //! * [`make`]: one node from its validated configuration, with the ports, queues
 //!   and pools it needs from an [`Env`].
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@ pub mod port;
 pub mod simple;
 pub mod source;
 pub mod tcp;
+pub mod txbatch;
 
 pub use catalog::CATALOG;
 
@@ -119,6 +121,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         max_connections: uint("max_connections") as usize,
         tsc_hz: env.tsc_hz(),
         isn_secret: secret,
+        tx_inflight_limit: uint("tx_inflight_limit"),
     };
     tcp::TcpNode::new(tc, env.mempool(p.mempool("mempool"), Some(port))?)
 }
@@ -139,6 +142,26 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
         "port_tx" => {
             let port = p.port("port").unwrap_or_default();
             Box::new(port::PortTx::new(env.tx_queue(port, uint("queue") as u16)?, uint("retries") as u32))
+        }
+        "tx_batch" => {
+            let port = p.port("port").unwrap_or_default();
+            let hz = env.tsc_hz();
+            let us = |v: u64| ironpath_eal::txbatch::us_to_tsc(v, hz);
+            let completion = match p.variant("completion") {
+                Some(("every", Some(n))) => ironpath_eal::Completion::Every(n as u32),
+                Some(("timer_us", Some(t))) => ironpath_eal::Completion::Timer(us(t)),
+                _ => ironpath_eal::Completion::Immediate,
+            };
+            let cfg = ironpath_eal::TxBatchConfig {
+                coalesce: uint("coalesce") as usize,
+                flush_tsc: us(p.duration_us("flush_us").unwrap_or(100)),
+                flush_on_idle: p.bool("flush_on_idle").unwrap_or(true),
+                completion,
+                retries: uint("retries") as u32,
+                hz,
+            };
+            let q = env.tx_queue(port, uint("queue") as u16)?;
+            Box::new(txbatch::TxBatch::new(ironpath_eal::TxBatcher::new(q, cfg), hz))
         }
         "classify" => Box::new(classify::Classify::new(connected)),
         "arp" => {

@@ -9,6 +9,11 @@
 //! * TX: one socket per queue with a TPACKET_V2 frame ring; a burst copies packets into
 //!   free frames, marks them for sending and kicks the kernel once (`send`). Frames
 //!   come back as the kernel transmits them. `qdisc_bypass=1` skips the qdisc layer.
+//! * TX completion: each packet stays with its frame until the kernel hands the frame
+//!   back (after the qdisc dequeued it and the device took it), so a packet is freed
+//!   when it was really sent, as a NIC frees on its descriptor's done bit. Frames are
+//!   reclaimed in `tx_burst` once `tx_free_thresh` are in flight (or the ring is
+//!   full), and on every `tx_done_cleanup` request.
 //! * The kernel's checksum state is kept: `TP_STATUS_CSUMNOTREADY` (veth's
 //!   CHECKSUM_PARTIAL: only the pseudo-header sum is in the packet) becomes
 //!   `RX_L4_CKSUM_NONE`, `TP_STATUS_CSUM_VALID` becomes `RX_L4_CKSUM_GOOD`; a stripped
@@ -23,7 +28,7 @@
 //!   promiscuous mode come from the interface.
 //!
 //! Device arguments: `iface=<name>` (required), `qpairs=<1..16>`, `blocksz=<bytes>`,
-//! `framesz=<bytes>`, `framecnt=<n>`, `tov=<ms>`, `qdisc_bypass=0|1`.
+//! `framesz=<bytes>`, `framecnt=<n>`, `tov=<ms>`, `qdisc_bypass=0|1`, `tx_free_thresh=<n>`.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -36,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use sys::{Fd, Mmap};
 
-const KEYS: &[&str] = &["iface", "qpairs", "blocksz", "framesz", "framecnt", "tov", "qdisc_bypass"];
+const KEYS: &[&str] = &["iface", "qpairs", "blocksz", "framesz", "framecnt", "tov", "qdisc_bypass", "tx_free_thresh"];
 
 /// Ring geometry and options from the device arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +72,7 @@ pub struct AfPacket {
     tx_socks: Vec<Option<Fd>>,
     drops: Vec<(Arc<Fd>, Arc<Drops>)>,
     promisc: bool,
+    tx_free_thresh: u32,
 }
 
 /// Receive queue.
@@ -93,8 +99,18 @@ pub struct AfTx {
     framesz: usize,
     nframes: usize,
     head: usize,
+    /// Oldest frame still in flight (== head when none).
+    tail: usize,
+    /// Frames in flight (sent, not yet reclaimed).
+    inflight: usize,
+    /// The packet of each in-flight frame (NULL for one dropped as too long).
+    held: Vec<*mut Mbuf>,
+    free_thresh: usize,
     stats: Arc<QueueStats>,
 }
+
+// SAFETY: the held packets are owned by the queue, which one thread uses at a time.
+unsafe impl Send for AfTx {}
 
 fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
     let page = 4096;
@@ -122,7 +138,7 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<512>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1)";
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<512>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>";
     type Rx = AfRx;
     type Tx = AfTx;
 
@@ -137,6 +153,8 @@ impl Pmd for AfPacket {
         let geo = geometry(&a)?;
         // On by default, as in DPDK: af_packet TX skips the qdisc layer.
         let qdisc_bypass = a.get_bool("qdisc_bypass", true)?;
+        let tx_free_thresh =
+            a.get_u64("tx_free_thresh", 32.min(u64::from(geo.framecnt)), 1, u64::from(geo.framecnt))? as u32;
         let mut dev = AfPacket {
             iface,
             ifindex,
@@ -147,6 +165,7 @@ impl Pmd for AfPacket {
             tx_socks: Vec::new(),
             drops: Vec::new(),
             promisc: false,
+            tx_free_thresh,
         };
         // Open the sockets now so a missing permission or interface shows at probe.
         let fanout_id = (std::process::id() as u16) ^ (ifindex as u16).rotate_left(8);
@@ -230,7 +249,19 @@ impl Pmd for AfPacket {
         let g = self.geo;
         match sys::tx_ring_v2(&fd, g.blocksz, g.framesz, g.framecnt) {
             Ok(ring) => {
-                Ok(AfTx { ring, fd, framesz: g.framesz as usize, nframes: g.framecnt as usize, head: 0, stats })
+                let nframes = g.framecnt as usize;
+                Ok(AfTx {
+                    ring,
+                    fd,
+                    framesz: g.framesz as usize,
+                    nframes,
+                    head: 0,
+                    tail: 0,
+                    inflight: 0,
+                    held: vec![std::ptr::null_mut(); nframes],
+                    free_thresh: self.tx_free_thresh as usize,
+                    stats,
+                })
             }
             Err(e) => {
                 let err = self.os_err("cannot set up the TPACKET_V2 TX ring", e);
@@ -438,58 +469,134 @@ impl AfRx {
     }
 }
 
+impl AfTx {
+    /// Free the packets of frames the kernel has handed back, oldest first, up to
+    /// `max` (0 = all); returns how many frames were reclaimed.
+    fn reclaim(&mut self, max: usize) -> usize {
+        let mut done: [*mut Mbuf; 64] = [std::ptr::null_mut(); 64];
+        let mut nd = 0;
+        let mut n = 0;
+        while self.inflight > 0 && (max == 0 || n < max) {
+            // SAFETY: tail < nframes; the ring maps nframes * framesz bytes.
+            let f = unsafe { self.ring.ptr().add(self.tail * self.framesz) };
+            // SAFETY: the frame's status word is shared with the kernel.
+            let st = unsafe { sys::load_acquire_u32(f.add(sys::H2_STATUS)) };
+            if st != libc::TP_STATUS_AVAILABLE && st != libc::TP_STATUS_WRONG_FORMAT {
+                break; // still queued or being sent
+            }
+            if st == libc::TP_STATUS_WRONG_FORMAT {
+                self.stats.errors.add(1);
+                // SAFETY: as above; hand the frame back as available.
+                unsafe { sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_AVAILABLE) };
+            }
+            let m = std::mem::replace(&mut self.held[self.tail], std::ptr::null_mut());
+            if !m.is_null() {
+                done[nd] = m;
+                nd += 1;
+                if nd == done.len() {
+                    // SAFETY: packets this queue owned, taken out of `held`.
+                    unsafe { free_bulk(&done) };
+                    nd = 0;
+                }
+            }
+            self.tail = (self.tail + 1) % self.nframes;
+            self.inflight -= 1;
+            n += 1;
+        }
+        if nd > 0 {
+            // SAFETY: as above.
+            unsafe { free_bulk(&done[..nd]) };
+        }
+        n
+    }
+}
+
+impl Drop for AfTx {
+    fn drop(&mut self) {
+        let left: Vec<*mut Mbuf> = self.held.iter().copied().filter(|m| !m.is_null()).collect();
+        if !left.is_empty() {
+            // SAFETY: packets this queue still owns; the ring goes away with it.
+            unsafe { free_bulk(&left) };
+        }
+    }
+}
+
 impl TxQueue for AfTx {
     fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        if self.inflight >= self.free_thresh || self.inflight + pkts.len() > self.nframes {
+            self.reclaim(0);
+        }
         let room = self.framesz - sys::TX_DATA_OFF;
         let mut sent = 0;
         let mut bytes = 0u64;
         let mut dropped = 0u64;
+        let mut too_long: [*mut Mbuf; 8] = [std::ptr::null_mut(); 8];
+        let mut ntl = 0;
         for &m in pkts.iter() {
-            // SAFETY: head < nframes; the ring maps nframes * framesz bytes.
-            let f = unsafe { self.ring.ptr().add(self.head * self.framesz) };
-            // SAFETY: the frame's status word is shared with the kernel.
-            let st = unsafe { sys::load_acquire_u32(f.add(sys::H2_STATUS)) };
-            if st != libc::TP_STATUS_AVAILABLE && st != libc::TP_STATUS_WRONG_FORMAT {
+            if self.inflight == self.nframes {
                 break; // ring full: the rest stays with the caller
             }
             // SAFETY: the caller hands us valid packets.
             let len = unsafe { (*m).pkt_len } as usize;
             if len > room {
                 dropped += 1;
-            } else {
-                // SAFETY: copy each segment into the frame's data area (len <= room).
-                unsafe {
-                    let mut off = 0;
-                    let mut seg = m;
-                    while !seg.is_null() && off < len {
-                        let s = &*seg;
-                        let k = (s.data_len as usize).min(len - off);
-                        std::ptr::copy_nonoverlapping(
-                            s.buf_addr.add(s.data_off as usize),
-                            f.add(sys::TX_DATA_OFF + off),
-                            k,
-                        );
-                        off += k;
-                        seg = if s.nb_segs == 1 && seg == m { std::ptr::null_mut() } else { s.next };
-                    }
-                    std::ptr::write_volatile(f.add(sys::H2_LEN).cast::<u32>(), len as u32);
-                    sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_SEND_REQUEST);
+                if ntl == too_long.len() {
+                    // SAFETY: packets we took and will not send.
+                    unsafe { free_bulk(&too_long) };
+                    ntl = 0;
                 }
-                bytes += len as u64;
-                self.head = (self.head + 1) % self.nframes;
+                too_long[ntl] = m;
+                ntl += 1;
+                sent += 1;
+                continue;
             }
+            // SAFETY: head < nframes; the ring maps nframes * framesz bytes.
+            let f = unsafe { self.ring.ptr().add(self.head * self.framesz) };
+            // SAFETY: copy each segment into the frame's data area (len <= room); the
+            // frame is ours (in flight frames are counted, this one is past them).
+            unsafe {
+                let mut off = 0;
+                let mut seg = m;
+                while !seg.is_null() && off < len {
+                    let s = &*seg;
+                    let k = (s.data_len as usize).min(len - off);
+                    std::ptr::copy_nonoverlapping(
+                        s.buf_addr.add(s.data_off as usize),
+                        f.add(sys::TX_DATA_OFF + off),
+                        k,
+                    );
+                    off += k;
+                    seg = if s.nb_segs == 1 && seg == m { std::ptr::null_mut() } else { s.next };
+                }
+                std::ptr::write_volatile(f.add(sys::H2_LEN).cast::<u32>(), len as u32);
+                sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_SEND_REQUEST);
+            }
+            self.held[self.head] = m;
+            self.inflight += 1;
+            bytes += len as u64;
+            self.head = (self.head + 1) % self.nframes;
             sent += 1;
         }
-        if sent > 0 {
+        if ntl > 0 {
+            // SAFETY: as above.
+            unsafe { free_bulk(&too_long[..ntl]) };
+        }
+        if sent as u64 > dropped {
             // One kick per burst; the kernel sends every SEND_REQUEST frame.
             sys::kick(&self.fd);
-            // SAFETY: the packets were copied (or dropped): we own and free them.
-            unsafe { free_bulk(&pkts[..sent]) };
         }
         self.stats.packets.add(sent as u64 - dropped);
         self.stats.bytes.add(bytes);
         self.stats.errors.add(dropped);
         sent
+    }
+
+    fn tx_done_cleanup(&mut self, max: usize) -> usize {
+        self.reclaim(max)
+    }
+
+    fn tx_inflight(&self) -> usize {
+        self.inflight
     }
 }
 

@@ -113,6 +113,8 @@ pub struct E1000Tx {
     clean: usize,
     used: usize,
     free_thresh: usize,
+    /// Packets whose descriptors the NIC has not been seen to finish.
+    held: usize,
     /// The context the NIC holds now (it applies to every later data descriptor).
     ctx: Option<Ctx>,
     /// The device's mapped IOVA ranges and their generation.
@@ -145,6 +147,7 @@ impl E1000Tx {
             clean: 0,
             used: 0,
             free_thresh: free_thresh.clamp(1, n - 1),
+            held: 0,
             ctx: None,
             maps,
             map_gen,
@@ -176,10 +179,11 @@ impl E1000Tx {
         self.n - 1 - self.used
     }
 
-    /// Reclaim finished packets from `clean` on and free their mbufs.
-    fn reclaim(&mut self) {
+    /// Reclaim finished packets from `clean` on and free their mbufs; returns how many.
+    fn reclaim(&mut self) -> usize {
         let mut done = [std::ptr::null_mut(); 64];
         let mut k = 0;
+        let mut freed = 0;
         while self.used > 0 {
             let last = usize::from(self.sw[self.clean].last);
             // SAFETY: `last` is a descriptor of the ring; its status is written by the NIC.
@@ -191,6 +195,8 @@ impl E1000Tx {
             if !m.is_null() {
                 done[k] = m;
                 k += 1;
+                freed += 1;
+                self.held -= 1;
                 if k == done.len() {
                     // SAFETY: the NIC is done with these packets, which we own.
                     unsafe { free_bulk(&done) };
@@ -202,6 +208,7 @@ impl E1000Tx {
         }
         // SAFETY: as above.
         unsafe { free_bulk(&done[..k]) };
+        freed
     }
 
     /// Whether `[iova, iova + len)` is in a mapped region.
@@ -318,6 +325,7 @@ impl TxQueue for E1000Tx {
             }
             self.sw[first].last = last as u16;
             self.sw[last].mbuf = m;
+            self.held += 1;
             self.used += (last + self.n - first) % self.n + 1;
             sent += 1;
             bytes += u64::from(pkt_len);
@@ -334,6 +342,14 @@ impl TxQueue for E1000Tx {
         self.stats.packets.add(sent);
         self.stats.bytes.add(bytes);
         taken
+    }
+
+    fn tx_done_cleanup(&mut self, _max: usize) -> usize {
+        self.reclaim()
+    }
+
+    fn tx_inflight(&self) -> usize {
+        self.held
     }
 }
 

@@ -238,6 +238,19 @@ pub trait TxQueue: Send + 'static {
     /// Take packets from the front of `pkts`; return how many were taken (now owned by
     /// the driver, which frees them with [`free_bulk`] when done).
     fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize;
+
+    /// Free up to `max` (0 = all) sent packets the device is done with, whatever the
+    /// queue's own `tx_free_thresh`; return how many were freed. A driver that frees
+    /// packets inside `tx_burst` (a copy or a synchronous write) keeps the default.
+    fn tx_done_cleanup(&mut self, _max: usize) -> usize {
+        0
+    }
+
+    /// How many taken packets the queue still holds (not yet completed, or completed
+    /// and not yet freed). The default, 0, suits drivers that free in `tx_burst`.
+    fn tx_inflight(&self) -> usize {
+        0
+    }
 }
 
 /// What `probe` receives besides the arguments.
@@ -637,6 +650,27 @@ unsafe extern "C" fn tx_burst<D: Pmd>(q: *mut c_void, pkts: *mut *mut Mbuf, n: u
     }
 }
 
+unsafe extern "C" fn tx_done_cleanup<D: Pmd>(q: *mut c_void, free_cnt: u32) -> i32 {
+    // SAFETY: as in `rx_burst` (called on the queue's thread).
+    let qw = unsafe { &mut *q.cast::<QueueWrap<D::Tx>>() };
+    match catch_unwind(AssertUnwindSafe(|| qw.q.tx_done_cleanup(free_cnt as usize))) {
+        Ok(k) => k.min(i32::MAX as usize) as i32,
+        Err(_) => {
+            qw.stats.errors.add(1);
+            -abi::errno::EIO
+        }
+    }
+}
+
+unsafe extern "C" fn tx_inflight<D: Pmd>(q: *mut c_void) -> i32 {
+    // SAFETY: as in `rx_burst` (called on the queue's thread).
+    let qw = unsafe { &*q.cast::<QueueWrap<D::Tx>>() };
+    match catch_unwind(AssertUnwindSafe(|| qw.q.tx_inflight())) {
+        Ok(k) => k.min(i32::MAX as usize) as i32,
+        Err(_) => -abi::errno::EIO,
+    }
+}
+
 unsafe extern "C" fn rx_queue_setup<D: Pmd>(
     dev: *mut c_void,
     qid: u16,
@@ -892,6 +926,8 @@ impl<D: Pmd> OpsTable for D {
         promiscuous_set: Some(promiscuous_set::<D>),
         promiscuous_get: Some(promiscuous_get::<D>),
         last_error: Some(last_error),
+        tx_done_cleanup: Some(tx_done_cleanup::<D>),
+        tx_inflight: Some(tx_inflight::<D>),
     };
     const OPS_REF: &'static abi::DevOps = &Self::OPS;
 }

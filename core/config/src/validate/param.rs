@@ -3,13 +3,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
-use crate::catalog::{NodeSpec, ParamKind, ParamSpec};
+use crate::catalog::{NodeSpec, ParamKind, ParamSpec, VariantSpec};
 use crate::error::Loc;
 use crate::params::{ParamValue, Params};
 use crate::suggest::show;
 use crate::tree::{self, Node, NodeKind};
 
 use super::{boolean, choice, string, uint, Errors, Fields, Names};
+use crate::suggest::did_you_mean;
 
 /// What parameter values may refer to.
 pub(crate) struct Env<'a> {
@@ -217,6 +218,54 @@ fn value(
             let parent = scope.spec_path(p.name);
             records(e, fields, node, what, &Scope { parent: Some(&parent), ..*scope }, env).map(ParamValue::Records)
         }
+        ParamKind::Variant(forms) => variant(e, forms, node, what),
+    }
+}
+
+/// A bare word naming a form without argument, or `{form: N}` for a form with one.
+fn variant(e: &mut Errors, forms: &[VariantSpec], node: &Node, what: &str) -> Option<ParamValue> {
+    let expected = ParamKind::Variant(&[]).describe();
+    let accepted = || forms.iter().map(VariantSpec::describe).collect::<Vec<_>>().join(", ");
+    let names = || forms.iter().map(|f| f.name);
+    let unknown = |e: &mut Errors, loc: Loc, s: &str| {
+        e.push(
+            loc,
+            format!("{what}: unknown value `{}`; accepted: {}{}", show(s), accepted(), did_you_mean(s, names())),
+        );
+    };
+    match &node.kind {
+        NodeKind::Str(s) => match forms.iter().find(|f| f.name == s) {
+            Some(f) if f.arg.is_none() => Some(ParamValue::Variant(s.clone(), None)),
+            Some(f) => {
+                e.push(node.loc, format!("{what}: `{s}` takes a number: write {}", f.describe()));
+                None
+            }
+            None => {
+                unknown(e, node.loc, s);
+                None
+            }
+        },
+        NodeKind::Map(entries) if entries.len() == 1 => {
+            let (k, v) = &entries[0];
+            match forms.iter().find(|f| f.name == k.name) {
+                Some(VariantSpec { arg: Some((min, max)), .. }) => {
+                    let inner = format!("{what} (`{}`)", k.name);
+                    uint(e, v, &inner, *min, *max).map(|n| ParamValue::Variant(k.name.clone(), Some(n)))
+                }
+                Some(_) => {
+                    e.push(k.loc, format!("{what}: `{}` takes no number: write it as a bare word", k.name));
+                    None
+                }
+                None => {
+                    unknown(e, k.loc, &k.name);
+                    None
+                }
+            }
+        }
+        _ => {
+            e.wrong_type(node, what, &format!("{} ({})", expected.trim_end_matches(": "), accepted()));
+            None
+        }
     }
 }
 
@@ -351,11 +400,47 @@ mod tests {
                 default: Some("[{name: a}, {name: b}]"),
                 doc: "",
             },
+            ParamSpec {
+                name: "completion",
+                kind: ParamKind::Variant(FORMS),
+                required: false,
+                default: Some("immediate"),
+                doc: "",
+            },
         ],
         nexts: Nexts::Fixed(&[]),
         source: false,
         sink: true,
     }];
+
+    const FORMS: &[VariantSpec] = &[
+        VariantSpec { name: "immediate", arg: None },
+        VariantSpec { name: "every", arg: Some((1, 256)) },
+        VariantSpec { name: "timer_us", arg: Some((1, 1_000_000)) },
+    ];
+
+    #[test]
+    fn variants_are_a_word_or_a_map_of_one_number() {
+        assert_eq!(parse("").unwrap().variant("completion"), Some(("immediate", None)));
+        let p = parse("    params: {completion: {every: 16}}\n").unwrap();
+        assert_eq!(p.variant("completion"), Some(("every", Some(16))));
+        let p = parse("    params:\n      completion:\n        timer_us: 10000\n").unwrap();
+        assert_eq!(p.variant("completion"), Some(("timer_us", Some(10000))));
+        let e = parse("    params: {completion: evry}\n").unwrap_err();
+        assert_eq!(
+            e,
+            "t.yaml:6:26: error: param `completion` of node `a`: unknown value `evry`; accepted: immediate, \
+             {every: 1..=256}, {timer_us: 1..=1000000} (did you mean `every`?)"
+        );
+        let e = parse("    params: {completion: every}\n").unwrap_err();
+        assert!(e.ends_with("`every` takes a number: write {every: 1..=256}"), "{e}");
+        let e = parse("    params: {completion: {every: 0}}\n").unwrap_err();
+        assert!(e.ends_with("param `completion` of node `a` (`every`): 0 is out of range 1..=256"), "{e}");
+        let e = parse("    params: {completion: {immediate: 1}}\n").unwrap_err();
+        assert!(e.ends_with("`immediate` takes no number: write it as a bare word"), "{e}");
+        let e = parse("    params: {completion: [1]}\n").unwrap_err();
+        assert!(e.contains("expected one of (immediate, {every: 1..=256}, {timer_us: 1..=1000000})"), "{e}");
+    }
 
     fn parse(params: &str) -> Result<Params, String> {
         let text = format!("lcores: [{{id: 0}}]\nnodes:\n  - name: a\n    type: t\n    lcore: 0\n{params}");

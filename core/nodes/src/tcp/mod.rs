@@ -39,7 +39,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::PathBuf;
 
-static COUNTERS: [CounterSpec; 20] = [
+static COUNTERS: [CounterSpec; 21] = [
     CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
     CounterSpec { name: "segs_out", unit: "TCP segments sent" },
     CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
@@ -60,6 +60,7 @@ static COUNTERS: [CounterSpec; 20] = [
     CounterSpec { name: "http_errors", unit: "HTTP answers >= 400, or failed client requests" },
     CounterSpec { name: "clients_done", unit: "client connections that finished" },
     CounterSpec { name: "time_wait_reused", unit: "TIME-WAIT connections replaced by a new SYN" },
+    CounterSpec { name: "tsq_throttled", unit: "times a connection waited for TX completions (tx_inflight_limit)" },
 ];
 const SEGS_IN: usize = 0;
 const SEGS_OUT: usize = 1;
@@ -81,6 +82,7 @@ const HTTP_REQ: usize = 16;
 const HTTP_ERR: usize = 17;
 const CLIENTS_DONE: usize = 18;
 const TW_REUSED: usize = 19;
+const TSQ_THROTTLED: usize = 20;
 
 /// A listening port.
 #[derive(Clone, Debug)]
@@ -139,6 +141,8 @@ pub struct TcpConfig {
     pub tsc_hz: u64,
     /// Key of the initial sequence numbers (RFC 6528).
     pub isn_secret: [u8; 16],
+    /// Bytes per connection handed to TX and not yet completed, at most (0: no limit).
+    pub tx_inflight_limit: u64,
 }
 
 /// One connection and its application.
@@ -153,6 +157,20 @@ struct Entry {
     ip_id: u16,
     retransmits: u64,
     rto_timeouts: u64,
+    /// Unique id (slots are reused; completions name the connection by it).
+    id: u64,
+    /// Bytes handed to TX and not yet completed.
+    inflight: u64,
+    /// Stopped by `tx_inflight_limit`; woken by a completion.
+    tsq_blocked: bool,
+}
+
+/// A sent frame whose completion (its last other reference released) the node awaits.
+struct Pending {
+    slot: u32,
+    id: u64,
+    bytes: u64,
+    m: Mbuf,
 }
 
 type FlowKey = (Endpoint, Endpoint);
@@ -175,6 +193,9 @@ pub struct TcpNode {
     tsc0: u64,
     next_port: u16,
     started: bool,
+    /// Sent data frames awaiting completion, in sending order.
+    pending: std::collections::VecDeque<Pending>,
+    next_id: u64,
 }
 
 /// Frames built during one poll.
@@ -195,13 +216,35 @@ impl Wire {
     /// Builds and queues the frame of `seg`; `Err` when the burst is full or the pool
     /// is empty (the engine keeps the segment for the next dispatch).
     fn emit(&self, out: &mut Out<'_>, seg: Segment<Chunk>, ip_id: u16) -> Result<(), ()> {
+        self.emit_tracked(out, seg, ip_id, None)
+    }
+
+    /// As [`Wire::emit`]; a data frame to a known neighbour also leaves a reference in
+    /// `track` (with its length) so that its completion can be seen.
+    fn emit_tracked(
+        &self,
+        out: &mut Out<'_>,
+        seg: Segment<Chunk>,
+        ip_id: u16,
+        track: Option<&mut Option<(Mbuf, u64)>>,
+    ) -> Result<(), ()> {
         if out.pkts.room() == 0 {
             return Err(());
         }
-        let dst_mac = self.neigh.get(&seg.dst_addr).copied().unwrap_or([0; 6]);
+        let known = self.neigh.get(&seg.dst_addr).copied();
+        let dst_mac = known.unwrap_or([0; 6]);
+        let data = seg.payload.is_some();
+        let push = seg.repr.control != TcpControl::None;
         match build_frame(&self.pool, self.mac, dst_mac, &seg, ip_id) {
-            Some(m) => {
+            Some(mut m) => {
                 out.sent += 1;
+                if push {
+                    m.header_mut().ol_flags |= ironpath_eal::TX_PUSH;
+                }
+                // A frame whose MAC the arp node fills must stay writable: not tracked.
+                if let (Some(t), true, Some(_)) = (track, data, known) {
+                    *t = Some((m.share(), m.pkt_len() as u64));
+                }
                 out.pkts.push(m).map_err(drop)
             }
             None => {
@@ -462,6 +505,8 @@ impl TcpNode {
             tsc0: 0,
             next_port: 32768 + (seed % 16384) as u16,
             started: false,
+            pending: std::collections::VecDeque::new(),
+            next_id: 1,
             cfg,
         })
     }
@@ -483,7 +528,19 @@ impl TcpNode {
     fn insert(&mut self, conn: Connection<Chunk>, app: App) -> u32 {
         let key = (conn.local(), conn.remote());
         let ip_id = (slot_hint(&conn) | 1) as u16;
-        let e = Entry { conn, app, armed: None, dirty: false, ip_id, retransmits: 0, rto_timeouts: 0 };
+        self.next_id += 1;
+        let e = Entry {
+            conn,
+            app,
+            armed: None,
+            dirty: false,
+            ip_id,
+            retransmits: 0,
+            rto_timeouts: 0,
+            id: self.next_id,
+            inflight: 0,
+            tsq_blocked: false,
+        };
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(e);
@@ -658,8 +715,25 @@ impl TcpNode {
         e.app.poll(&mut e.conn, &mut self.env);
         let wire = &self.wire;
         let ip_id = &mut e.ip_id;
-        let mut emit = |s| {
-            wire.emit(out, s, *ip_id)?;
+        let limit = self.cfg.tx_inflight_limit;
+        let (inflight, blocked, id) = (&mut e.inflight, &mut e.tsq_blocked, e.id);
+        let pending = &mut self.pending;
+        let mut emit = |s: Segment<Chunk>| {
+            if limit == 0 {
+                wire.emit(out, s, *ip_id)?;
+            } else {
+                if s.payload.is_some() && *inflight >= limit {
+                    // Like TCP Small Queues: wait for completions (they wake us).
+                    *blocked = true;
+                    return Err(());
+                }
+                let mut t = None;
+                wire.emit_tracked(out, s, *ip_id, Some(&mut t))?;
+                if let Some((m, bytes)) = t {
+                    *inflight += bytes;
+                    pending.push_back(Pending { slot, id, bytes, m });
+                }
+            }
             *ip_id = ip_id.wrapping_add(1).max(1);
             Ok::<(), ()>(())
         };
@@ -668,6 +742,11 @@ impl TcpNode {
             // Sending may have freed room the application can fill at once.
             e.app.poll(&mut e.conn, &mut self.env);
             complete = e.conn.dispatch(now, &mut emit).is_ok();
+        }
+        if e.tsq_blocked {
+            // Not a full burst: completions, not the next poll, bring it back.
+            cx.count(TSQ_THROTTLED, 1);
+            complete = true;
         }
         let c = *e.conn.counters();
         cx.count(RETRANSMITS, c.retransmits - e.retransmits);
@@ -679,7 +758,10 @@ impl TcpNode {
             return complete;
         }
         if let Some(t) = at {
-            if t <= now {
+            if t <= now && e.tsq_blocked {
+                // Due only for data the limit holds back: a completion wakes it.
+                e.armed = None;
+            } else if t <= now {
                 // Due now (e.g. the burst filled): the next poll comes back to it.
                 e.armed = None;
                 return false;
@@ -706,6 +788,26 @@ impl TcpNode {
         self.listeners_armed = self.listeners.iter().filter_map(|(l, _, _)| l.poll_at()).min();
     }
 
+    /// Frames the driver (and any completion policy) released: their connections'
+    /// in-flight bytes go down, and a connection stopped by the limit is woken.
+    fn completions(&mut self) {
+        while let Some(p) = self.pending.front() {
+            if p.m.refcnt() != 1 {
+                break; // in order: a later frame's completion waits for this one
+            }
+            let p = self.pending.pop_front().expect("front exists");
+            let Some(Some(e)) = self.slots.get_mut(p.slot as usize) else { continue };
+            if e.id != p.id {
+                continue;
+            }
+            e.inflight -= p.bytes;
+            if e.tsq_blocked && e.inflight < self.cfg.tx_inflight_limit {
+                e.tsq_blocked = false;
+                self.touch(p.slot);
+            }
+        }
+    }
+
     fn flush_stats(&mut self, cx: &NodeCx<'_>) {
         let s = std::mem::take(&mut self.env.stats);
         for (k, v) in [
@@ -730,6 +832,7 @@ impl Node for TcpNode {
         if !self.started {
             self.start_clients(cx, now);
         }
+        self.completions();
         for m in input {
             self.input(cx, now, m, &mut out);
         }

@@ -17,6 +17,7 @@ fn cfg(mac: [u8; 6], addr: Ipv4Addr) -> TcpConfig {
         max_connections: 1000,
         tsc_hz: HZ,
         isn_secret: [7; 16],
+        tx_inflight_limit: 0,
     }
 }
 
@@ -267,4 +268,95 @@ fn an_mss_too_large_for_the_pool_is_refused() {
     .unwrap();
     let e = TcpNode::new(cfg(US_MAC, US4), small).err().unwrap();
     assert!(e.contains("mss 1460 does not fit"), "{e}");
+}
+
+/// A client `source` streams into a server `discard` for `rounds` polls 100 µs apart;
+/// the client's frames go through a [`TxBatcher`] onto a device that finishes
+/// `per_round` frames a round (a link of that rate) and hands each frame to the
+/// server as it takes it. Returns (server app bytes read, client counters, batcher).
+fn stream_through_batcher(
+    bcfg: ironpath_eal::TxBatchConfig,
+    limit: u64,
+    rounds: u64,
+    per_round: usize,
+) -> (u64, NodeStats, ironpath_eal::TxBatchStats) {
+    use ironpath_eal::port::testing::sink_txq;
+    let pool = pool(8192);
+    let mut sc = cfg_for_server();
+    sc.listen =
+        vec![ListenCfg { port: 9, app: "discard".into(), backlog: 16, bytes: 0, root: None, objects: String::new() }];
+    let mut s = TcpNode::new(sc, pool.clone()).unwrap();
+    let mut cc = cfg(PEER_MAC, PEER4);
+    cc.tx_inflight_limit = limit;
+    cc.connect = vec![ConnectCfg {
+        to: IpAddress::V4(US4),
+        port: 9,
+        app: "source".into(),
+        bytes: 0,
+        path: String::new(),
+        save: None,
+        count: 1,
+        requests: 1,
+    }];
+    let mut c = TcpNode::new(cc, pool.clone()).unwrap();
+    let (q, dev) = sink_txq(512, true);
+    let mut tb = ironpath_eal::TxBatcher::new(q, bcfg);
+    let (stc, sts) = (stats(&c), stats(&s));
+    let mut to_c = Burst::new();
+    for r in 0..rounds {
+        let now = 1 + r * 100_000;
+        let mut pc = std::mem::take(&mut to_c);
+        call(&mut c, &stc, &mut pc, now);
+        tb.enqueue(&mut pc, now);
+        tb.poll(now);
+        dev.finish(per_round);
+        let mut ps = Burst::new();
+        for f in dev.take_log() {
+            let _ = ps.push(Mbuf::from_slice(&pool, &f).unwrap());
+        }
+        call(&mut s, &sts, &mut ps, now + 50_000);
+        to_c = ps;
+    }
+    (counter(&sts, "app_bytes_in"), stc, tb.stats())
+}
+
+fn cfg_for_server() -> TcpConfig {
+    cfg(US_MAC, US4)
+}
+
+#[test]
+fn completion_coalescing_collapses_a_limited_stream_and_the_defaults_do_not() {
+    use ironpath_eal::{Completion, TxBatchConfig};
+    const ROUNDS: u64 = 5000; // 0.5 s
+    const PER_ROUND: usize = 8; // ~0.93 Gbit/s of 1514-byte frames
+    let link = (ROUNDS as f64) * (PER_ROUND as f64) * 1448.0;
+    let hz = HZ;
+    let us = |n: u64| n * hz / 1_000_000;
+    let defaults = TxBatchConfig {
+        coalesce: 32,
+        flush_tsc: us(100),
+        flush_on_idle: true,
+        completion: Completion::Immediate,
+        retries: 0,
+        hz,
+    };
+    let (good, gc, gt) = stream_through_batcher(defaults, 262_144, ROUNDS, PER_ROUND);
+    let coalesced = TxBatchConfig { coalesce: 16, completion: Completion::Timer(us(10_000)), ..defaults };
+    let (bad, bc, bt) = stream_through_batcher(coalesced, 262_144, ROUNDS, PER_ROUND);
+    eprintln!(
+        "defaults: {:.0}% of the link ({} throttled); timer 10 ms + coalesce 16: {:.0}% ({} throttled, {} completions)",
+        100.0 * good as f64 / link,
+        counter(&gc, "tsq_throttled"),
+        100.0 * bad as f64 / link,
+        counter(&bc, "tsq_throttled"),
+        bt.completions
+    );
+    assert!(good as f64 > 0.8 * link, "defaults reach the link rate: {good} of {link}");
+    assert!((bad as f64) < 0.3 * link, "10 ms completions hold the stream far below the link: {bad} of {link}");
+    assert!(counter(&bc, "tsq_throttled") > 0);
+    assert_eq!(gt.tx_full + bt.tx_full, 0, "the limit keeps the device ring from overflowing");
+    // Without the limit nothing waits for completions, and nothing stops the sender
+    // from overrunning the device's ring: drops, which the limit prevents.
+    let (_, _, ft) = stream_through_batcher(defaults, 0, ROUNDS, PER_ROUND);
+    assert!(ft.tx_full > 0, "no limit: the ring overflows");
 }

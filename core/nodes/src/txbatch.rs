@@ -1,0 +1,129 @@
+//! `tx_batch`: the last pipeline stage, a [`TxBatcher`] on one port queue.
+//!
+//! Packets wait until `coalesce` are buffered, the oldest has waited `flush_us`, the
+//! lcore is idle (`flush_on_idle`), or one carries [`ironpath_eal::TX_PUSH`]. Every
+//! poll also reclaims completed transmissions from the driver and applies the
+//! completion policy (see [`ironpath_eal::txbatch`]). Counters say why each flush
+//! happened and how many packets a flush carried.
+
+use ironpath_eal::{Burst, FlushReason, TxBatchStats, TxBatcher, MAX_BURST};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+
+static COUNTERS: [CounterSpec; 10] = [
+    CounterSpec { name: "sent", unit: "packets" },
+    CounterSpec { name: "bytes", unit: "bytes sent" },
+    CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
+    CounterSpec { name: "flush_full", unit: "flushes (coalesce reached)" },
+    CounterSpec { name: "flush_timeout", unit: "flushes (flush_us)" },
+    CounterSpec { name: "flush_idle", unit: "flushes (idle lcore)" },
+    CounterSpec { name: "flush_push", unit: "flushes (pushed packet)" },
+    CounterSpec { name: "flush_stop", unit: "flushes (stop)" },
+    CounterSpec { name: "completions", unit: "packets reported complete" },
+    CounterSpec { name: "max_wait_us", unit: "longest wait in the buffer (raised, never lowered)" },
+];
+
+/// The `tx_batch` node.
+pub struct TxBatch {
+    b: TxBatcher,
+    shown: TxBatchStats,
+    shown_wait_us: u64,
+    hz: u64,
+}
+
+impl TxBatch {
+    /// A node around `b`; `hz` converts ticks to microseconds for `max_wait_us`.
+    pub fn new(b: TxBatcher, hz: u64) -> Self {
+        Self { b, shown: TxBatchStats::default(), shown_wait_us: 0, hz }
+    }
+
+    /// Publish counter increments since the last call.
+    fn sync(&mut self, cx: &NodeCx<'_>) {
+        let s = self.b.stats();
+        let d = |new: u64, old: u64| new.wrapping_sub(old);
+        let old = self.shown;
+        if s == old {
+            return;
+        }
+        cx.count(0, d(s.sent, old.sent));
+        cx.count(1, d(s.bytes, old.bytes));
+        cx.count(2, d(s.tx_full, old.tx_full));
+        for r in [FlushReason::Full, FlushReason::Timeout, FlushReason::Idle, FlushReason::Push, FlushReason::Stop] {
+            let k = r as usize;
+            cx.count(3 + k, d(s.flushes[k], old.flushes[k]));
+        }
+        cx.count(8, d(s.completions, old.completions));
+        let wait_us = ironpath_eal::txbatch::tsc_to_us(s.max_wait_tsc, self.hz);
+        if wait_us > self.shown_wait_us {
+            cx.count(9, wait_us - self.shown_wait_us);
+            self.shown_wait_us = wait_us;
+        }
+        self.shown = s;
+    }
+}
+
+impl Node for TxBatch {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+        if !pkts.is_empty() {
+            self.b.enqueue(pkts, cx.now_tsc);
+        }
+        self.b.poll(cx.now_tsc);
+        self.sync(cx);
+        Dispatch::Consumed
+    }
+
+    fn counters(&self) -> &'static [CounterSpec] {
+        &COUNTERS
+    }
+
+    fn idle(&mut self, cx: &mut NodeCx<'_>) {
+        self.b.idle(cx.now_tsc);
+        self.sync(cx);
+    }
+
+    fn stop(&mut self) {
+        self.b.stop(ironpath_eal::tsc::rdtsc());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{counter, pool, stats};
+    use ironpath_eal::port::testing::sink_txq;
+    use ironpath_eal::{Completion, Mbuf, TxBatchConfig};
+    use ironpath_graph::testing;
+
+    fn node(
+        coalesce: usize,
+        flush_tsc: u64,
+        idle: bool,
+    ) -> (TxBatch, std::sync::Arc<ironpath_eal::port::testing::SinkDevice>) {
+        let (q, dev) = sink_txq(4096, false);
+        let cfg = TxBatchConfig {
+            coalesce,
+            flush_tsc,
+            flush_on_idle: idle,
+            completion: Completion::Immediate,
+            retries: 0,
+            hz: 1_000_000,
+        };
+        (TxBatch::new(TxBatcher::new(q, cfg), 1_000_000), dev)
+    }
+
+    #[test]
+    fn a_lone_ack_leaves_on_the_first_idle_poll_and_counters_show_why() {
+        let p = pool(64);
+        let (mut n, dev) = node(32, 1_000_000, true);
+        let st = stats(&n);
+        let mut b = Burst::new();
+        assert!(b.push(Mbuf::from_slice(&p, &[0u8; 54]).unwrap()).is_ok());
+        testing::call(&mut n, &st, &mut b, 10);
+        assert_eq!(dev.logged(), 0, "waits for a batch");
+        testing::idle(&mut n, &st, 10);
+        assert_eq!(dev.logged(), 1, "sent within one poll");
+        assert_eq!(counter(&st, "flush_idle"), 1);
+        assert_eq!(counter(&st, "sent"), 1);
+        assert_eq!(counter(&st, "bytes"), 54);
+        assert_eq!(p.stats().in_use, 0);
+    }
+}
