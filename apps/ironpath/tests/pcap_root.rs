@@ -143,7 +143,14 @@ fn tcpdump_capture_replays_through_io_byte_for_byte_root() {
     sh(&format!("ip netns exec {} curl -s -o /dev/null --max-time 10 http://198.18.7.1:8080/blob", s.ns));
     std::thread::sleep(Duration::from_millis(500));
     for k in s.kids.iter_mut().rev() {
+        // SIGINT lets tcpdump finish its file; a process started with SIGINT ignored
+        // (a background job of a script) gets SIGKILL after 3 s.
         let _ = Command::new("kill").args(["-INT", &k.id().to_string()]).status();
+        let t = Instant::now();
+        while k.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = k.kill();
         let _ = k.wait();
     }
     s.kids.clear();

@@ -104,7 +104,7 @@ fn curl_and_wget_download_1k_1m_100m_with_matching_sha256_root() {
     assert_eq!(code(&["-I", &format!("http://{ip}/1m")]), "200 0");
     assert_eq!(code(&[&format!("http://{ip}/nothing-here")]).split(' ').next(), Some("404"));
     assert_eq!(code(&["--path-as-is", &format!("http://{ip}/../../etc/passwd")]).split(' ').next(), Some("403"));
-    let last = run.latest();
+    let last = run.wait_for(10, |l| counter(l, "tcp", "http_requests") >= 12);
     assert_eq!(counter(&last, "tcp", "bad_checksum"), 0, "{last}");
     assert!(counter(&last, "tcp", "http_requests") >= 12, "{last}");
     let out = run.stop();

@@ -241,6 +241,30 @@ fn bad_command_line_arguments_are_one_line_errors() {
 }
 
 #[test]
+fn txcoalesce_and_txcompletion_batch_and_hold_until_reported() {
+    let o = testpmd(
+        "-l 0-1 --no-huge --vdev net_null0 --vdev net_null1 -- -i",
+        "show port 0 txq\nset txcoalesce 16\nset txcompletion timer_us 10000\nset txcompletion every 0\n\
+         start\n@sleep 1\nshow port 0 txq\nstop\nshow port 0 txq\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s = &o.stdout;
+    assert!(s.contains("Port 0 TX: coalesce 1 - completion immediate - direct (no batching)"), "{s}");
+    assert!(s.contains("TX coalesce set to 16 packets"), "{s}");
+    assert!(s.contains("TX completion set to timer_us 10000"), "{s}");
+    assert!(s.contains("Bad arguments: `every` needs a positive integer"), "{s}");
+    // While forwarding: full batches of 16, and packets held for up to 10 ms.
+    let running = &s[s.find("Start").unwrap_or(0)..s.find("Telling cores to stop").unwrap()];
+    assert!(running.contains("packets/flush 16.0"), "{running}");
+    let held = num_after(running, "(driver) +");
+    assert!(held > 0, "the completion timer holds sent packets:\n{running}");
+    // After stop every sent packet is reported complete.
+    let after = &s[s.rfind("Port 0 TX: coalesce 16").unwrap()..];
+    assert_eq!(num_after(after, "sent"), num_after(after, "completions"), "{after}");
+    assert_eq!(num_after(after, "(driver) +"), 0, "{after}");
+}
+
+#[test]
 fn mempool_exhaustion_shows_as_rx_nombuf() {
     // null0 <-> ring_a; ring_a's peer ring_b is stopped, so nobody drains a->b: the
     // ring swallows the whole pool and the null port's RX then finds it empty.

@@ -79,9 +79,10 @@ pub fn us_to_tsc(us: u64, hz: u64) -> u64 {
     (u128::from(us) * u128::from(hz) / 1_000_000).min(u128::from(u64::MAX)) as u64
 }
 
-/// TSC ticks to microseconds.
+/// TSC ticks to microseconds (rounded to the nearest).
 pub fn tsc_to_us(t: u64, hz: u64) -> u64 {
-    (u128::from(t) * 1_000_000 / u128::from(hz.max(1))) as u64
+    let hz = u128::from(hz.max(1));
+    ((u128::from(t) * 1_000_000 + hz / 2) / hz) as u64
 }
 
 /// Settings of a [`TxBatcher`].

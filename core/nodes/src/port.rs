@@ -1,5 +1,6 @@
 //! `port_rx` (a source: receive bursts from one queue) and `port_tx` (a sink:
-//! send to one queue; what the queue refuses is dropped and counted, never held).
+//! send to one queue; what the queue refuses is dropped and counted, never held;
+//! completions are reclaimed when the lcore is idle).
 
 use ironpath_eal::{Burst, RxQ, TxQ, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
@@ -70,5 +71,12 @@ impl Node for PortTx {
 
     fn counters(&self) -> &'static [CounterSpec] {
         &TX_COUNTERS
+    }
+
+    fn idle(&mut self, _cx: &mut NodeCx<'_>) {
+        // Nothing to send: let the driver free what the device has finished, so that
+        // senders waiting for completions (tcp's tx_inflight_limit) do not wait for the
+        // next burst.
+        self.q.done_cleanup(0);
     }
 }

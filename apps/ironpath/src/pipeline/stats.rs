@@ -1,6 +1,7 @@
 //! The per-second figures of a running pipeline: the port table (testpmd's
 //! monitor layout, with the file's port names) and JSON lines for plotting (ports,
-//! nodes with their counters, mempools with their objects in use).
+//! nodes with their counters, mempools with their objects in use, lcores with their
+//! busy cycles).
 
 use super::PipelineRun;
 use crate::testpmd::display;
@@ -62,6 +63,15 @@ pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, sec
             serde_json::json!({"size": s.size, "in_use": s.in_use, "available": s.available, "get_fails": s.get_fails}),
         );
     }
-    serde_json::json!({"t": (t * 1000.0).round() / 1000.0, "ports": ports, "nodes": nodes, "mempools": pools})
-        .to_string()
+    let mut lcores = serde_json::Map::new();
+    for (lc, st) in &run.info.lcore_stats {
+        lcores.insert(
+            lc.to_string(),
+            serde_json::json!({"walks": st.walks.get(), "busy_walks": st.busy_walks.get(),
+                "busy_cycles": st.busy_cycles.get(), "received": st.received.get()}),
+        );
+    }
+    serde_json::json!({"t": (t * 1000.0).round() / 1000.0, "tsc_hz": ironpath_eal::tsc::tsc_hz(), "ports": ports,
+        "nodes": nodes, "mempools": pools, "lcores": lcores})
+    .to_string()
 }

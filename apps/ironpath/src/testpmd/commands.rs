@@ -58,6 +58,21 @@ pub const COMMANDS: &[CmdDoc] = &[
     },
     CmdDoc { words: "show port gro", usage: "show port ID gro", help: "GRO settings and counters of a port" },
     CmdDoc {
+        words: "set txcoalesce",
+        usage: "set txcoalesce N (1..=256)",
+        help: "batch TX: send when N packets wait, after 100 us, or on an idle round (1: no batching)",
+    },
+    CmdDoc {
+        words: "set txcompletion",
+        usage: "set txcompletion immediate|every N|timer_us T",
+        help: "report TX completions (free sent packets) at once, every N packets, or T us after the oldest",
+    },
+    CmdDoc {
+        words: "show port txq",
+        usage: "show port ID txq",
+        help: "TX batching of a port's queues: in-flight, completions, flushes by reason",
+    },
+    CmdDoc {
         words: "set verbose",
         usage: "set verbose N",
         help: "verbosity: 1 or more prints every received packet (at the next start)",
@@ -95,10 +110,61 @@ pub const COMMANDS: &[CmdDoc] = &[
 
 /// Completion candidates: every command's words and the keywords after them.
 pub const WORDS: &[&str] = &[
-    "start", "tx_first", "stop", "quit", "show", "port", "info", "summary", "stats", "xstats", "all", "clear", "fwd",
-    "config", "rxtx", "cores", "set", "burst", "txpkts", "nbcore", "promisc", "on", "off", "verbose", "attach",
-    "detach", "close", "rxq", "txq", "rxd", "txd", "monitor", "help", "retry", "io", "mac", "macswap", "5tswap",
-    "rxonly", "txonly", "flowgen", "csum", "icmpecho", "pipeline", "load", "graph", "runtime", "trace", "gro", "flush",
+    "start",
+    "tx_first",
+    "stop",
+    "quit",
+    "show",
+    "port",
+    "info",
+    "summary",
+    "stats",
+    "xstats",
+    "all",
+    "clear",
+    "fwd",
+    "config",
+    "rxtx",
+    "cores",
+    "set",
+    "burst",
+    "txpkts",
+    "nbcore",
+    "promisc",
+    "on",
+    "off",
+    "verbose",
+    "attach",
+    "detach",
+    "close",
+    "rxq",
+    "txq",
+    "rxd",
+    "txd",
+    "monitor",
+    "help",
+    "retry",
+    "io",
+    "mac",
+    "macswap",
+    "5tswap",
+    "rxonly",
+    "txonly",
+    "flowgen",
+    "csum",
+    "icmpecho",
+    "pipeline",
+    "load",
+    "graph",
+    "runtime",
+    "trace",
+    "gro",
+    "flush",
+    "txcoalesce",
+    "txcompletion",
+    "immediate",
+    "every",
+    "timer_us",
 ];
 
 /// What the shell does after a command.
@@ -256,10 +322,53 @@ fn help(a: Option<&str>, b: Option<&str>) -> String {
     }
 }
 
+/// `show port ID txq`: the batching settings and, while forwarding, each batched TX
+/// queue's state.
+fn show_txq(app: &App, id: u16) -> String {
+    let hz = ironpath_eal::tsc::tsc_hz();
+    let mut o = format!(
+        "Port {id} TX: coalesce {} - completion {}{}\n",
+        app.txcoalesce,
+        app.txcompletion.describe(hz),
+        if app.tx_batch_config().is_none() { " - direct (no batching)" } else { "" }
+    );
+    let snaps = app.txq_snaps(id);
+    if snaps.is_empty() {
+        o.push_str("  no batched TX queue is forwarding on this port\n");
+    }
+    for (q, s) in snaps {
+        let st = s.stats;
+        let flushes: u64 = st.flushes.iter().sum();
+        let reasons: Vec<String> =
+            ironpath_eal::FLUSH_REASONS.iter().zip(st.flushes).map(|(n, v)| format!("{n}={v}")).collect();
+        o.push_str(&format!(
+            "  queue {q}: in-flight {} (driver) + {} (held by completion policy) - buffered {}\n\
+             \x20   sent {} - bytes {} - dropped (full) {} - completions {}\n\
+             \x20   flushes {flushes} ({}) - packets/flush {:.1} - longest wait {} us\n",
+            s.inflight,
+            st.held,
+            st.buffered,
+            st.sent,
+            st.bytes,
+            st.tx_full,
+            st.completions,
+            reasons.join(" "),
+            if flushes > 0 { st.sent as f64 / flushes as f64 } else { 0.0 },
+            ironpath_eal::txbatch::tsc_to_us(st.max_wait_tsc, hz),
+        ));
+    }
+    o
+}
+
 fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
     let arg = |i: usize| t.get(i).copied();
     let mut out = String::new();
     match arg(1) {
+        Some("port") if arg(3) == Some("txq") => {
+            let id = ports_arg(app, "show port txq", arg(2))?[0];
+            no_more("show port txq", &t[4..])?;
+            out = show_txq(app, id);
+        }
         Some("port") if arg(3) == Some("gro") => {
             let id = ports_arg(app, "show port gro", arg(2))?[0];
             no_more("show port gro", &t[4..])?;
@@ -356,7 +465,7 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
             }
             Some("fwd") => {
                 let fwd = app.fwd_lcores();
-                match super::runner::build_streams(&app.eal, &app.pool, app.p.topology, &fwd) {
+                match super::runner::build_streams(&app.eal, &app.pool, app.p.topology, &fwd, None) {
                     Ok((_streams, infos)) => out.push_str(&app.fwd_config_text(&infos)),
                     Err(e) => {
                         if app.is_running() {
@@ -440,6 +549,24 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
                 app.gro.ports.remove(&id);
             }
             out = format!("Port {id}: GRO {}\n", if on { "on" } else { "off" });
+        }
+        Some("txcoalesce") => {
+            let n = num("set txcoalesce", arg(2), 1usize, ironpath_eal::MAX_BURST)?;
+            no_more("set txcoalesce", &t[3..])?;
+            if app.is_running() {
+                return Err(bad("set txcoalesce", "stop forwarding first"));
+            }
+            app.txcoalesce = n;
+            out = format!("TX coalesce set to {n} packets (flush after 100 us or on an idle round)\n");
+        }
+        Some("txcompletion") => {
+            let hz = ironpath_eal::tsc::tsc_hz();
+            let c = ironpath_eal::Completion::parse(&t[2..], hz).map_err(|e| bad("set txcompletion", e))?;
+            if app.is_running() {
+                return Err(bad("set txcompletion", "stop forwarding first"));
+            }
+            app.txcompletion = c;
+            out = format!("TX completion set to {}\n", c.describe(hz));
         }
         Some("gro") => {
             if arg(2) != Some("flush") {

@@ -3,9 +3,10 @@
 //! `fwd` once per stream per round, as DPDK's testpmd does. Each engine lives in its
 //! own file under `fwd/` and is one value of [`FwdEngine`].
 
-use ironpath_eal::{Burst, Mempool, RxQ, TxQ};
+use ironpath_eal::{Burst, Mempool, RxQ, TxBatchStats, TxBatcher, TxQ};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 
 /// A counter written by one lcore and read by the shell.
 #[derive(Debug, Default)]
@@ -91,12 +92,41 @@ pub struct FwdSettings {
     pub verbose: u32,
 }
 
+/// What `show port ID txq` reads of a batched TX queue (published by its lcore).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TxqSnap {
+    /// The batcher's counters.
+    pub stats: TxBatchStats,
+    /// Packets the driver holds (not completed or not yet freed).
+    pub inflight: usize,
+}
+
+/// How a stream transmits.
+pub enum TxPath {
+    /// Straight to the queue (the default: `set txcoalesce 1`, `set txcompletion immediate`).
+    Direct(TxQ),
+    /// Through a [`TxBatcher`] (`set txcoalesce N`, `set txcompletion ...`).
+    Batched {
+        /// The batcher, owning the queue.
+        b: Box<TxBatcher>,
+        /// Published for `show port ID txq`.
+        snap: Arc<Mutex<TxqSnap>>,
+        /// Counters already added to the stream's stats: sent, dropped.
+        seen: (u64, u64),
+        /// TSC of the last publication.
+        published: u64,
+        /// Packets received or enqueued so far, and at the previous round (equal: the
+        /// round was idle).
+        activity: (u64, u64),
+    },
+}
+
 /// One stream, owned by one forwarding lcore while forwarding runs.
 pub struct Stream {
     /// Receive handle.
     pub rx: RxQ,
-    /// Transmit handle.
-    pub tx: TxQ,
+    /// Transmit path.
+    pub tx: TxPath,
     /// MAC of the TX port (source of `mac` mode).
     pub tx_mac: [u8; 6],
     /// Peer MAC for the TX port (destination of `mac` mode).
@@ -177,7 +207,16 @@ pub fn tx_all(s: &mut Stream, set: &FwdSettings) {
     if total == 0 {
         return;
     }
-    let mut sent = s.burst.tx(&s.tx);
+    let q = match &mut s.tx {
+        TxPath::Direct(q) => q,
+        TxPath::Batched { b, activity, .. } => {
+            // Counted when flushed (see `tx_poll`).
+            activity.0 += total as u64;
+            b.enqueue(&mut s.burst, ironpath_eal::tsc::rdtsc());
+            return;
+        }
+    };
+    let mut sent = s.burst.tx(q);
     if set.retry && !s.burst.is_empty() {
         let mut tries = 0;
         while !s.burst.is_empty() && tries < set.retry_num {
@@ -187,7 +226,7 @@ pub fn tx_all(s: &mut Stream, set: &FwdSettings) {
                     std::hint::spin_loop();
                 }
             }
-            sent += s.burst.tx(&s.tx);
+            sent += s.burst.tx(q);
             tries += 1;
         }
     }
@@ -196,6 +235,43 @@ pub fn tx_all(s: &mut Stream, set: &FwdSettings) {
         s.stats.fwd_dropped.add(s.burst.len() as u64);
         s.burst.free_all();
     }
+}
+
+/// Per-round work of a batched TX path: flush timer (or an idle flush when the round
+/// received and enqueued nothing), completions, counters into the stream's stats, and (every ~1 ms)
+/// the snapshot `show port ID txq` reads. Nothing for a direct path.
+#[inline]
+pub fn tx_poll(s: &mut Stream) {
+    let TxPath::Batched { b, snap, seen, published, activity } = &mut s.tx else { return };
+    let now = ironpath_eal::tsc::rdtsc();
+    let act = activity.0 + s.stats.rx_packets.get();
+    let idle = act == activity.1;
+    activity.1 = act;
+    if idle {
+        b.idle(now);
+    } else {
+        b.poll(now);
+    }
+    let st = b.stats();
+    s.stats.tx_packets.add(st.sent - seen.0);
+    s.stats.fwd_dropped.add(st.tx_full - seen.1);
+    *seen = (st.sent, st.tx_full);
+    if now.wrapping_sub(*published) > b.config().hz / 1000 {
+        *published = now;
+        let inflight = b.queue().inflight();
+        *snap.lock().unwrap_or_else(|e| e.into_inner()) = TxqSnap { stats: st, inflight };
+    }
+}
+
+/// Flush a batched TX path and publish its final counters (forwarding stops).
+pub fn tx_stop(s: &mut Stream) {
+    if let TxPath::Batched { b, .. } = &mut s.tx {
+        b.stop(ironpath_eal::tsc::rdtsc());
+    }
+    if let TxPath::Batched { published, .. } = &mut s.tx {
+        *published = 0;
+    }
+    tx_poll(s);
 }
 
 /// All engines, in the order `help` lists them.

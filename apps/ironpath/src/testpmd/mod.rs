@@ -42,6 +42,10 @@ pub struct App {
     pub verbose: u32,
     /// `set port ID gro on|off`, `set gro flush N`.
     pub gro: gro::GroSettings,
+    /// `set txcoalesce N`.
+    pub txcoalesce: usize,
+    /// `set txcompletion immediate|every N|timer_us T`.
+    pub txcompletion: ironpath_eal::Completion,
     /// The pipeline `pipeline load` started.
     pub pipeline: Option<crate::pipeline::PipelineRun>,
     pin: bool,
@@ -115,6 +119,8 @@ impl App {
             last_show: HashMap::new(),
             verbose: 0,
             gro: gro::GroSettings::default(),
+            txcoalesce: 1,
+            txcompletion: ironpath_eal::Completion::Immediate,
             pipeline: None,
             pin,
         };
@@ -161,6 +167,33 @@ impl App {
         Ok(())
     }
 
+    /// The TX batching of new streams: `None` (direct TX) unless `set txcoalesce` or
+    /// `set txcompletion` asked for it. A batch waits at most 100 us; an idle round
+    /// flushes at once.
+    pub fn tx_batch_config(&self) -> Option<ironpath_eal::TxBatchConfig> {
+        if self.txcoalesce <= 1 && self.txcompletion == ironpath_eal::Completion::Immediate {
+            return None;
+        }
+        let hz = ironpath_eal::tsc::tsc_hz();
+        Some(ironpath_eal::TxBatchConfig {
+            coalesce: self.txcoalesce,
+            flush_tsc: ironpath_eal::txbatch::us_to_tsc(100, hz),
+            flush_on_idle: true,
+            completion: self.txcompletion,
+            retries: 0,
+            hz,
+        })
+    }
+
+    /// The published state of the batched TX queues of port `id` (queue, snapshot).
+    pub fn txq_snaps(&self, id: u16) -> Vec<(u16, engine::TxqSnap)> {
+        self.streams
+            .iter()
+            .filter(|s| s.tx_port == id)
+            .filter_map(|s| s.txq.as_ref().map(|m| (s.tx_queue, *m.lock().unwrap_or_else(|e| e.into_inner()))))
+            .collect()
+    }
+
     fn settings(&self) -> FwdSettings {
         FwdSettings {
             burst: usize::from(self.p.burst),
@@ -184,7 +217,8 @@ impl App {
         }
         let engine = engine::engine(&self.p.forward_mode).ok_or("unknown forwarding mode")?;
         let fwd = self.fwd_lcores();
-        let (mut streams, infos) = runner::build_streams(&self.eal, &self.pool, self.p.topology, &fwd)?;
+        let (mut streams, infos) =
+            runner::build_streams(&self.eal, &self.pool, self.p.topology, &fwd, self.tx_batch_config())?;
         for (_, s) in streams.iter_mut() {
             if self.gro.ports.contains(&s.rx.port) {
                 s.gro = Some(gro::StreamGro::new(&self.gro));

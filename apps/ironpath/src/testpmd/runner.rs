@@ -23,6 +23,8 @@ pub struct StreamInfo {
     pub lcore: u32,
     /// Counters.
     pub stats: Arc<StreamStats>,
+    /// The TX batcher's published state, when TX is batched.
+    pub txq: Option<Arc<std::sync::Mutex<super::engine::TxqSnap>>>,
 }
 
 /// Forwarding in progress.
@@ -63,6 +65,7 @@ pub fn build_streams(
     pool: &Mempool,
     topology: Topology,
     fwd_lcores: &[u32],
+    batch: Option<ironpath_eal::TxBatchConfig>,
 ) -> Result<(Placed, Vec<StreamInfo>), String> {
     let ports: Vec<u16> =
         eal.ports().filter(|p| p.state() == ironpath_eal::PortState::Started).map(|p| p.id()).collect();
@@ -87,7 +90,30 @@ pub fn build_streams(
             let lcore = fwd_lcores[k % fwd_lcores.len()];
             k += 1;
             let stats = Arc::new(StreamStats::default());
-            infos.push(StreamInfo { rx_port: rp, rx_queue: q, tx_port: tp, tx_queue: tq, lcore, stats: stats.clone() });
+            let (tx, txq) = match batch {
+                None => (super::engine::TxPath::Direct(tx), None),
+                Some(cfg) => {
+                    let snap = Arc::new(std::sync::Mutex::new(super::engine::TxqSnap::default()));
+                    let b = Box::new(ironpath_eal::TxBatcher::new(tx, cfg));
+                    let path = super::engine::TxPath::Batched {
+                        b,
+                        snap: snap.clone(),
+                        seen: (0, 0),
+                        published: 0,
+                        activity: (0, 0),
+                    };
+                    (path, Some(snap))
+                }
+            };
+            infos.push(StreamInfo {
+                rx_port: rp,
+                rx_queue: q,
+                tx_port: tp,
+                tx_queue: tq,
+                lcore,
+                stats: stats.clone(),
+                txq,
+            });
             streams.push((
                 lcore,
                 Stream {
@@ -149,6 +175,7 @@ pub fn start(
 }
 
 fn fwd_loop(mut streams: Vec<Stream>, engine: &FwdEngine, set: &FwdSettings, stop: &AtomicBool) {
+    let batched = streams.iter().any(|s| matches!(s.tx, super::engine::TxPath::Batched { .. }));
     while !stop.load(Ordering::Relaxed) {
         for s in streams.iter_mut() {
             if set.record_cycles {
@@ -162,6 +189,16 @@ fn fwd_loop(mut streams: Vec<Stream>, engine: &FwdEngine, set: &FwdSettings, sto
                 (engine.fwd)(s, set);
             }
         }
+        if batched {
+            // An idle round (no packet received) flushes what waits, as the graph's
+            // `flush_on_idle` does.
+            for s in streams.iter_mut() {
+                super::engine::tx_poll(s);
+            }
+        }
+    }
+    for s in streams.iter_mut() {
+        super::engine::tx_stop(s);
     }
     // Streams (and their queue leases) are dropped here, on the lcore.
 }

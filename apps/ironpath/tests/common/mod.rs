@@ -109,6 +109,26 @@ impl Drop for Veth {
 pub struct Run {
     child: Option<Child>,
     pub stats: PathBuf,
+    /// stdout and stderr, read as they come (a full pipe would block the pipeline's
+    /// per-second printing, and with it the JSON stats).
+    output: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Copy everything `r` yields into `buf` until end of file.
+fn drain(
+    mut r: impl std::io::Read + Send + 'static,
+    buf: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = r.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            buf.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&chunk[..n]);
+        }
+    })
 }
 
 impl Run {
@@ -125,7 +145,13 @@ impl Run {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut run = Run { child: Some(cmd.spawn().unwrap()), stats };
+        let mut child = cmd.spawn().unwrap();
+        let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let readers = vec![
+            drain(child.stdout.take().unwrap(), output.clone()),
+            drain(child.stderr.take().unwrap(), output.clone()),
+        ];
+        let mut run = Run { child: Some(child), stats, output, readers };
         let t = Instant::now();
         while run.lines().is_empty() && t.elapsed() < Duration::from_secs(20) {
             if let Some(st) = run.child.as_mut().unwrap().try_wait().unwrap() {
@@ -164,8 +190,24 @@ impl Run {
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = child.kill();
-        let o = child.wait_with_output().unwrap();
-        text(&o)
+        let _ = child.wait();
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        let out = self.output.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// The first stats line, waiting up to `secs` for one, for which `ok` holds (else
+    /// the last one).
+    pub fn wait_for(&self, secs: u64, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let t = Instant::now();
+        loop {
+            let last = self.latest();
+            if ok(&last) || t.elapsed() > Duration::from_secs(secs) {
+                return last;
+            }
+        }
     }
 }
 
