@@ -93,6 +93,7 @@ fn config(flags: u8) -> TcpConfig {
         max_connections: if tight { 2 } else { 8 },
         tsc_hz: HZ,
         isn_secret: [0x5a; 16],
+        tx_inflight_limit: if tight { 4096 } else { 0 },
     }
 }
 

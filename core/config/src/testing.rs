@@ -27,6 +27,12 @@ const fn node(
     NodeSpec { type_name, doc: "", params, nexts: Nexts::Fixed(nexts), source, sink: nexts.is_empty() }
 }
 
+/// The forms of `capture`'s `completion` (a [`ParamKind::Variant`]).
+const COMPLETION: &[crate::catalog::VariantSpec] = &[
+    crate::catalog::VariantSpec { name: "immediate", arg: None },
+    crate::catalog::VariantSpec { name: "every", arg: Some((1, 256)) },
+];
+
 /// The fields of each record of `server`'s `listen`.
 const LISTEN: &[ParamSpec] = &[
     ParamSpec {
@@ -75,6 +81,7 @@ static NODES: &[NodeSpec] = &[
             param("gw", ParamKind::Ipv4, None),
             param("gw6", ParamKind::Ipv6, None),
             param("pool", ParamKind::Mempool, None),
+            param("completion", ParamKind::Variant(COMPLETION), Some("immediate")),
         ],
         &["out"],
         false,

@@ -177,6 +177,13 @@ impl TxQ {
         }
     }
 
+    /// Whether the driver keeps sent packets until the device is done with them (it
+    /// implements [`TxQ::done_cleanup`]); otherwise it frees them as it takes them.
+    #[inline]
+    pub fn holds_packets(&self) -> bool {
+        self.cleanup.is_some()
+    }
+
     /// Packets the driver holds that are not completed (or not yet freed).
     #[inline]
     pub fn inflight(&self) -> usize {

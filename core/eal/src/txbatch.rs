@@ -154,13 +154,29 @@ pub struct TxBatcher {
     /// they were sent at.
     held: VecDeque<(Mbuf, u64)>,
     stats: TxBatchStats,
+    /// The driver may hold sent packets: ask it to reclaim on the next poll. Cleared
+    /// when it says it holds none, so a driver that frees as it sends costs one
+    /// reclaim call per flush, not one per poll.
+    driver_holds: bool,
+    /// Bumped whenever a counter changes (cheap change detection for publishers).
+    version: u64,
 }
 
 impl TxBatcher {
     /// A batcher on `q` (`coalesce` is clamped to 1..=256).
     pub fn new(q: TxQ, mut cfg: TxBatchConfig) -> Self {
         cfg.coalesce = cfg.coalesce.clamp(1, crate::burst::MAX_BURST);
-        Self { q, cfg, buf: Burst::new(), oldest: 0, push: false, held: VecDeque::new(), stats: Default::default() }
+        Self {
+            q,
+            cfg,
+            buf: Burst::new(),
+            oldest: 0,
+            push: false,
+            held: VecDeque::new(),
+            stats: Default::default(),
+            driver_holds: false,
+            version: 0,
+        }
     }
 
     /// The settings.
@@ -189,6 +205,12 @@ impl TxBatcher {
     /// ([`TxQ::inflight`]).
     pub fn stats(&self) -> TxBatchStats {
         TxBatchStats { buffered: self.buf.len() as u64, held: self.held.len() as u64, ..self.stats }
+    }
+
+    /// A number that changes whenever [`TxBatcher::stats`] may have changed.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Take every packet of `pkts` (it is left empty), flushing as they fill batches.
@@ -239,10 +261,23 @@ impl TxBatcher {
     }
 
     /// Ask the driver for completions and apply the policy to held packets.
+    #[inline]
     fn complete(&mut self, now: u64) {
-        let freed = self.q.done_cleanup(0);
+        if self.driver_holds {
+            let freed = self.q.done_cleanup(0);
+            if freed > 0 {
+                self.version += 1;
+                if self.cfg.completion == Completion::Immediate {
+                    self.stats.completions += freed as u64;
+                }
+            }
+            self.driver_holds = self.q.inflight() > 0;
+        }
+        if self.held.is_empty() {
+            return;
+        }
         match self.cfg.completion {
-            Completion::Immediate => self.stats.completions += freed as u64,
+            Completion::Immediate => {}
             Completion::Every(n) => {
                 let backstop = self.cfg.hz.max(1);
                 if self.held.len() >= n as usize
@@ -264,6 +299,7 @@ impl TxBatcher {
             drop(self.held.pop_front());
         }
         self.stats.completions += n as u64;
+        self.version += 1;
     }
 
     /// Send what is buffered (with `retries` on a full queue; the rest is dropped).
@@ -274,6 +310,8 @@ impl TxBatcher {
         }
         self.stats.max_wait_tsc = self.stats.max_wait_tsc.max(now.wrapping_sub(self.oldest));
         self.stats.flushes[why as usize] += 1;
+        self.version += 1;
+        self.driver_holds = self.q.holds_packets();
         let hold = self.cfg.completion != Completion::Immediate;
         let mut left = self.cfg.retries;
         while !self.buf.is_empty() {

@@ -6,7 +6,7 @@
 //! completion policy (see [`ironpath_eal::txbatch`]). Counters say why each flush
 //! happened and how many packets a flush carried.
 
-use ironpath_eal::{Burst, FlushReason, TxBatchStats, TxBatcher, MAX_BURST};
+use ironpath_eal::{Burst, TxBatchStats, TxBatcher, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
 static COUNTERS: [CounterSpec; 10] = [
@@ -27,35 +27,46 @@ pub struct TxBatch {
     b: TxBatcher,
     shown: TxBatchStats,
     shown_wait_us: u64,
+    shown_version: u64,
+    /// TSC of the last publication (counters are published at most every ~100 us
+    /// while busy, and on every idle walk).
+    shown_at: u64,
     hz: u64,
 }
 
 impl TxBatch {
     /// A node around `b`; `hz` converts ticks to microseconds for `max_wait_us`.
     pub fn new(b: TxBatcher, hz: u64) -> Self {
-        Self { b, shown: TxBatchStats::default(), shown_wait_us: 0, hz }
+        Self { b, shown: TxBatchStats::default(), shown_wait_us: 0, shown_version: 0, shown_at: 0, hz }
     }
 
     /// Publish counter increments since the last call.
+    #[inline]
     fn sync(&mut self, cx: &NodeCx<'_>) {
-        let s = self.b.stats();
-        let d = |new: u64, old: u64| new.wrapping_sub(old);
-        let old = self.shown;
-        if s == old {
+        if self.b.version() == self.shown_version {
             return;
         }
-        cx.count(0, d(s.sent, old.sent));
-        cx.count(1, d(s.bytes, old.bytes));
-        cx.count(2, d(s.tx_full, old.tx_full));
-        for r in [FlushReason::Full, FlushReason::Timeout, FlushReason::Idle, FlushReason::Push, FlushReason::Stop] {
-            let k = r as usize;
-            cx.count(3 + k, d(s.flushes[k], old.flushes[k]));
+        self.shown_version = self.b.version();
+        let s = self.b.stats();
+        let old = self.shown;
+        let add = |k: usize, new: u64, old: u64| {
+            if new != old {
+                cx.count(k, new.wrapping_sub(old));
+            }
+        };
+        add(0, s.sent, old.sent);
+        add(1, s.bytes, old.bytes);
+        add(2, s.tx_full, old.tx_full);
+        for k in 0..s.flushes.len() {
+            add(3 + k, s.flushes[k], old.flushes[k]);
         }
-        cx.count(8, d(s.completions, old.completions));
-        let wait_us = ironpath_eal::txbatch::tsc_to_us(s.max_wait_tsc, self.hz);
-        if wait_us > self.shown_wait_us {
-            cx.count(9, wait_us - self.shown_wait_us);
-            self.shown_wait_us = wait_us;
+        add(8, s.completions, old.completions);
+        if s.max_wait_tsc != old.max_wait_tsc {
+            let wait_us = ironpath_eal::txbatch::tsc_to_us(s.max_wait_tsc, self.hz);
+            if wait_us > self.shown_wait_us {
+                cx.count(9, wait_us - self.shown_wait_us);
+                self.shown_wait_us = wait_us;
+            }
         }
         self.shown = s;
     }
@@ -67,7 +78,10 @@ impl Node for TxBatch {
             self.b.enqueue(pkts, cx.now_tsc);
         }
         self.b.poll(cx.now_tsc);
-        self.sync(cx);
+        if cx.now_tsc.wrapping_sub(self.shown_at) > self.hz / 10_000 {
+            self.shown_at = cx.now_tsc;
+            self.sync(cx);
+        }
         Dispatch::Consumed
     }
 

@@ -522,6 +522,8 @@ impl Drop for AfTx {
 }
 
 impl TxQueue for AfTx {
+    const HOLDS_PACKETS: bool = true;
+
     fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
         if self.inflight >= self.free_thresh || self.inflight + pkts.len() > self.nframes {
             self.reclaim(0);

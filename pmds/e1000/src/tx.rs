@@ -248,6 +248,8 @@ impl E1000Tx {
 }
 
 impl TxQueue for E1000Tx {
+    const HOLDS_PACKETS: bool = true;
+
     fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
         if self.nic.map_gen() != self.map_gen {
             (self.map_gen, self.maps) = self.nic.mapped();

@@ -235,6 +235,11 @@ pub trait RxQueue: Send + 'static {
 
 /// A transmit queue.
 pub trait TxQueue: Send + 'static {
+    /// Whether the queue keeps sent packets until the device is done with them (then
+    /// implement `tx_done_cleanup` and `tx_inflight`). `false` (the default) leaves the
+    /// ops NULL, so the host never calls them.
+    const HOLDS_PACKETS: bool = false;
+
     /// Take packets from the front of `pkts`; return how many were taken (now owned by
     /// the driver, which frees them with [`free_bulk`] when done).
     fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize;
@@ -926,8 +931,8 @@ impl<D: Pmd> OpsTable for D {
         promiscuous_set: Some(promiscuous_set::<D>),
         promiscuous_get: Some(promiscuous_get::<D>),
         last_error: Some(last_error),
-        tx_done_cleanup: Some(tx_done_cleanup::<D>),
-        tx_inflight: Some(tx_inflight::<D>),
+        tx_done_cleanup: if <D::Tx as TxQueue>::HOLDS_PACKETS { Some(tx_done_cleanup::<D>) } else { None },
+        tx_inflight: if <D::Tx as TxQueue>::HOLDS_PACKETS { Some(tx_inflight::<D>) } else { None },
     };
     const OPS_REF: &'static abi::DevOps = &Self::OPS;
 }
