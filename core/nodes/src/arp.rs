@@ -109,6 +109,24 @@ impl Arp {
 
     fn send_resolved(&mut self, cx: &NodeCx<'_>, mut m: Mbuf, mac: [u8; 6]) {
         let ours = self.cfg.mac;
+        let d = m.data();
+        if d.len() >= 12 && d[0..6] == mac && d[6..12] == ours {
+            // Already addressed (a sender that knows its neighbour): nothing to write,
+            // so a frame another holder still references passes as it is.
+            self.out.push_back(m);
+            cx.count(RESOLVED, 1);
+            return;
+        }
+        if !m.is_writable() {
+            // Shared (e.g. `tcp` keeps a reference to see its completion): address a copy.
+            match Mbuf::from_slice(&self.pool, &m.to_vec()) {
+                Ok(c) => m = c,
+                Err(_) => {
+                    cx.count(ALLOC_FAILED, 1);
+                    return;
+                }
+            }
+        }
         if let Ok(d) = m.data_mut() {
             d[0..6].copy_from_slice(&mac);
             d[6..12].copy_from_slice(&ours);
@@ -344,6 +362,27 @@ mod tests {
         assert_eq!(counter(&st, "ignored"), 0);
         assert_eq!(a.lookup(PEER4), Some(PEER_MAC));
         drop(a);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn a_shared_frame_passes_untouched_when_addressed_and_as_a_copy_when_not() {
+        let pool = pool(16);
+        let mut a = node(&pool, 4, 16);
+        let st = stats(&a);
+        a.cache.insert(PEER4, (NEIGH_MAC, 0));
+        for (frame, copied) in [(sent(&to_send(PEER4, 1), NEIGH_MAC), false), (to_send(PEER4, 2), true)] {
+            let mut b = burst(&pool, std::slice::from_ref(&frame));
+            let keep = b.share(0); // another holder (tcp's completion reference)
+            let c = call(&mut a, &st, &mut b, 5);
+            assert_eq!(b.len(), 1);
+            assert_eq!(b.data(0), &sent(&frame, NEIGH_MAC)[..]);
+            assert_eq!(keep.data(), &frame[..], "the other holder's bytes are never written");
+            assert_eq!(keep.refcnt() == 1, copied, "a copy leaves the original to its other holder");
+            let _ = outputs(&c, &mut b);
+        }
+        assert_eq!(counter(&st, "resolved"), 2);
+        assert_eq!(counter(&st, "malformed"), 0);
         assert_eq!(pool.stats().in_use, 0);
     }
 
