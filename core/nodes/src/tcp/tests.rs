@@ -360,3 +360,89 @@ fn completion_coalescing_collapses_a_limited_stream_and_the_defaults_do_not() {
     let (_, _, ft) = stream_through_batcher(defaults, 0, ROUNDS, PER_ROUND);
     assert!(ft.tx_full > 0, "no limit: the ring overflows");
 }
+
+/// A pure ACK of the server goes through a `tx_batch`-like batcher that would wait
+/// 1 s for a batch of 32: with `flush_on_idle` it leaves on the same poll's idle
+/// walk; without, it is still waiting after 10 polls.
+#[test]
+fn flush_on_idle_sends_a_lone_ack_within_one_poll() {
+    use ironpath_eal::port::testing::sink_txq;
+    use ironpath_eal::{Completion, TxBatchConfig, TxBatcher};
+    for idle in [true, false] {
+        let pool = pool(1024);
+        let mut sc = cfg_for_server();
+        sc.listen = vec![ListenCfg {
+            port: 9,
+            app: "discard".into(),
+            backlog: 4,
+            bytes: 0,
+            root: None,
+            objects: String::new(),
+        }];
+        let mut s = TcpNode::new(sc, pool.clone()).unwrap();
+        let mut c = client(
+            &pool,
+            vec![ConnectCfg {
+                to: IpAddress::V4(US4),
+                port: 9,
+                app: "source".into(),
+                bytes: 0, // a stream: the server answers with pure ACKs only
+                path: String::new(),
+                save: None,
+                count: 1,
+                requests: 1,
+            }],
+        );
+        let (q, dev) = sink_txq(1024, false);
+        let bcfg = TxBatchConfig {
+            coalesce: 32,
+            flush_tsc: HZ,
+            flush_on_idle: idle,
+            completion: Completion::Immediate,
+            retries: 0,
+            hz: HZ,
+        };
+        let mut tb = TxBatcher::new(q, bcfg);
+        let (stc, sts) = (stats(&c), stats(&s));
+        let mut to_c = Burst::new();
+        let mut lone_acks = 0;
+        for r in 0..10u64 {
+            let now = 1 + r * 1_000_000; // 1 ms apart: past the delayed-ACK timer
+            let mut pc = std::mem::take(&mut to_c);
+            call(&mut c, &stc, &mut pc, now);
+            let mut ps = pc;
+            call(&mut s, &sts, &mut ps, now + 10);
+            let emitted = ps.len();
+            let acks = (0..ps.len())
+                .filter(|&i| {
+                    // IPv4, TCP flags ACK only, no payload.
+                    let d = ps.data(i);
+                    let ip_len = usize::from(u16::from_be_bytes([d[16], d[17]]));
+                    let thl = usize::from(d[14 + 20 + 12] >> 4) * 4;
+                    d[14 + 20 + 13] == 0x10 && ip_len == 20 + thl
+                })
+                .count();
+            tb.enqueue(&mut ps, now + 20);
+            tb.poll(now + 20);
+            // The lcore's walk found nothing else to do.
+            tb.idle(now + 30);
+            let out = dev.take_log();
+            if idle {
+                assert_eq!(out.len(), emitted, "round {r}: everything the server emitted left in the same poll");
+            }
+            lone_acks += acks;
+            for f in out {
+                let _ = to_c.push(Mbuf::from_slice(&pool, &f).unwrap());
+            }
+        }
+        assert!(lone_acks > 0, "the server sent a pure ACK");
+        if idle {
+            assert!(counter(&sts, "app_bytes_in") > 0);
+            assert!(tb.stats().flushes[ironpath_eal::FlushReason::Idle as usize] > 0);
+        } else {
+            // SYN-ACK and FIN are pushed; the pure ACK waits for 32 packets or 1 s.
+            assert!(tb.stats().buffered > 0, "{:?}", tb.stats());
+            assert_eq!(tb.stats().flushes[ironpath_eal::FlushReason::Idle as usize], 0);
+        }
+    }
+}
