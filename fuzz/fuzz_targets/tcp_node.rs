@@ -85,9 +85,9 @@ fn config(flags: u8) -> TcpConfig {
                 backlog,
                 bytes: 0,
                 root: None,
-                objects: "/empty=0,/obj=5000".into(),
+                objects: "/empty=0,/obj=5000".into(), congestion: None
             },
-            ListenCfg { port: 7, app: "echo".into(), backlog, bytes: 0, root: None, objects: String::new() },
+            ListenCfg { port: 7, app: "echo".into(), backlog, bytes: 0, root: None, objects: String::new(), congestion: None },
         ],
         connect: Vec::new(),
         max_connections: if tight { 2 } else { 8 },

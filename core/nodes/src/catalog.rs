@@ -32,6 +32,13 @@ const MEMPOOL: ParamSpec = p(
 const LISTEN: &[ParamSpec] = &[
     p("port", ParamKind::Uint { min: 1, max: 65535 }, true, None, "TCP port"),
     p(
+        "congestion",
+        ParamKind::Enum(&["cubic", "newreno"]),
+        false,
+        None,
+        "congestion control of accepted connections (default: the node's)",
+    ),
+    p(
         "app",
         ParamKind::Enum(&["http", "echo", "discard", "source"]),
         true,
@@ -64,6 +71,13 @@ const LISTEN: &[ParamSpec] = &[
 
 const CONNECT: &[ParamSpec] = &[
     p("to", ParamKind::IpList, true, None, "the peer's address"),
+    p(
+        "congestion",
+        ParamKind::Enum(&["cubic", "newreno"]),
+        false,
+        None,
+        "congestion control of these connections (default: the node's)",
+    ),
     p("port", ParamKind::Uint { min: 1, max: 65535 }, true, None, "the peer's port"),
     p("app", ParamKind::Enum(&["source", "discard", "http_get"]), true, None, "what the connection does"),
     p(
@@ -242,6 +256,7 @@ pub static CATALOG: &[NodeSpec] = &[
             p("send_buffer", ParamKind::Uint { min: 4096, max: 1 << 30 }, false, Some("1048576"), "bytes queued or unacknowledged per connection"),
             p("recv_buffer", ParamKind::Uint { min: 4096, max: 1 << 30 }, false, Some("1048576"), "largest receive window per connection (bytes of payload)"),
             p("initial_window", ParamKind::Uint { min: 1, max: 100 }, false, Some("10"), "initial congestion window, segments (RFC 6928)"),
+            p("congestion", ParamKind::Enum(&["cubic", "newreno"]), false, Some("cubic"), "congestion control: CUBIC (RFC 9438) or NewReno (RFC 6582); `listen`/`connect` entries may override it"),
             p("rto_min", ParamKind::Duration, false, Some("200ms"), "lower bound of the retransmission timeout"),
             p("rto_initial", ParamKind::Duration, false, Some("1s"), "retransmission timeout before an RTT sample (RFC 6298)"),
             p("ack_delay", ParamKind::Duration, false, Some("40ms"), "longest delay of an ACK (every second segment is ACKed at once; 0: never delayed)"),

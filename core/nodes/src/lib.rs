@@ -56,6 +56,11 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
     let uint = |k: &str| p.uint(k).unwrap_or(0);
     let dur = |k: &str| Duration::from_micros(p.duration_us(k).unwrap_or(0));
     let flag = |k: &str| p.bool(k).unwrap_or(false);
+    let algo = |v: Option<&str>| match v {
+        Some("newreno") => Some(ironpath_tcp::Congestion::NewReno),
+        Some(_) => Some(ironpath_tcp::Congestion::Cubic),
+        None => None,
+    };
     let addresses: Vec<ironpath_wire::IpAddress> =
         p.ip_list("addresses").unwrap_or_default().iter().map(|a| (*a).into()).collect();
     let cfg = ironpath_tcp::Config {
@@ -71,6 +76,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         timestamps: flag("timestamps"),
         window_scaling: flag("window_scaling"),
         sack: flag("sack"),
+        congestion: algo(p.str("congestion")).unwrap_or_default(),
         ..ironpath_tcp::Config::default()
     };
     let listen = p
@@ -84,6 +90,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
             bytes: r.uint("bytes").unwrap_or(0),
             root: r.path("root").map(|x| x.to_owned()),
             objects: r.str("objects").unwrap_or("").to_owned(),
+            congestion: algo(r.str("congestion")),
         })
         .collect();
     let connect = p
@@ -99,6 +106,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
             save: r.path("save").map(|x| x.to_owned()),
             count: r.uint("count").unwrap_or(1) as u32,
             requests: r.uint("requests").unwrap_or(1),
+            congestion: algo(r.str("congestion")),
         })
         .collect();
     let mut secret = [0u8; 16];

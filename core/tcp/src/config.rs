@@ -41,6 +41,8 @@ pub struct Config {
     pub challenge_ack_limit: u32,
     /// Out-of-order pieces the receive side keeps at most; more are dropped (and resent).
     pub max_ooo_segments: usize,
+    /// Congestion avoidance: CUBIC (default) or NewReno.
+    pub congestion: crate::Congestion,
 }
 
 impl Default for Config {
@@ -63,6 +65,7 @@ impl Default for Config {
             nagle: true,
             challenge_ack_limit: 100,
             max_ooo_segments: 256,
+            congestion: crate::Congestion::Cubic,
         }
     }
 }

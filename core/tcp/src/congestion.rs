@@ -1,6 +1,38 @@
-//! Congestion control: slow start and congestion avoidance (RFC 5681, counting bytes as
-//! in RFC 3465) and NewReno fast retransmit and fast recovery (RFC 6582).
-use crate::SeqNum;
+//! Congestion control: slow start (RFC 5681, counting bytes as in RFC 3465), NewReno
+//! fast retransmit and fast recovery (RFC 6582), and congestion avoidance either by
+//! NewReno (one SMSS per window) or by CUBIC (RFC 9438: the window follows a cubic
+//! function of the time since the last reduction, multiplicative decrease by 0.7, fast
+//! convergence and the Reno-friendly region).
+use crate::{SeqNum, Time};
+use std::time::Duration;
+
+/// Congestion avoidance algorithm of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Congestion {
+    /// CUBIC (RFC 9438), the default (as in Linux).
+    #[default]
+    Cubic,
+    /// NewReno (RFC 5681, RFC 6582).
+    NewReno,
+}
+
+/// CUBIC's C (segments per second cubed).
+const CUBIC_C: f64 = 0.4;
+/// CUBIC's multiplicative decrease factor.
+const CUBIC_BETA: f64 = 0.7;
+
+/// CUBIC's state between two reductions.
+#[derive(Debug, Clone, Default)]
+struct Cubic {
+    /// Window before the last reduction (bytes), fast convergence applied.
+    w_max: f64,
+    /// When the current congestion avoidance epoch started.
+    epoch: Option<Time>,
+    /// Time (seconds) the cubic function takes to come back to `w_max`.
+    k: f64,
+    /// The Reno-friendly estimate (bytes).
+    w_est: f64,
+}
 
 /// Upper bound of cwnd: far beyond any window the engine can use.
 const CWND_MAX: u32 = 1 << 30;
@@ -32,11 +64,13 @@ pub(crate) struct NewReno {
     /// Bytes acknowledged in congestion avoidance since cwnd last grew.
     ca_acked: u32,
     dup_acks: u32,
+    algo: Congestion,
+    cubic: Cubic,
 }
 
 impl NewReno {
     /// Before the handshake: `start` is the ISS, so any later ACK may start a recovery.
-    pub(crate) fn new(start: SeqNum) -> Self {
+    pub(crate) fn new(start: SeqNum, algo: Congestion) -> Self {
         NewReno {
             cwnd: 536,
             ssthresh: u32::MAX,
@@ -46,7 +80,63 @@ impl NewReno {
             partial_seen: false,
             ca_acked: 0,
             dup_acks: 0,
+            algo,
+            cubic: Cubic::default(),
         }
+    }
+
+    /// The congestion avoidance algorithm.
+    pub(crate) fn algo(&self) -> Congestion {
+        self.algo
+    }
+
+    /// A window reduction (a loss): the new ssthresh, and CUBIC's new epoch.
+    fn reduce(&mut self, flight: u32) -> u32 {
+        match self.algo {
+            Congestion::NewReno => (flight / 2).max(2 * self.smss),
+            Congestion::Cubic => {
+                let cwnd = f64::from(self.cwnd);
+                // Fast convergence (RFC 9438 §4.7): a flow whose window shrank since the
+                // previous loss lets go of bandwidth for newer flows.
+                self.cubic.w_max = if cwnd < self.cubic.w_max { cwnd * (1.0 + CUBIC_BETA) / 2.0 } else { cwnd };
+                self.cubic.epoch = None;
+                ((cwnd * CUBIC_BETA) as u32).max(2 * self.smss)
+            }
+        }
+    }
+
+    /// CUBIC congestion avoidance for `acked` bytes at `now` (RFC 9438 §4.2-4.4).
+    fn cubic_avoidance(&mut self, acked: u32, now: Time, rtt: Duration) {
+        let smss = f64::from(self.smss);
+        let cwnd = f64::from(self.cwnd);
+        let c = &mut self.cubic;
+        let epoch = match c.epoch {
+            Some(e) => e,
+            None => {
+                c.epoch = Some(now);
+                if c.w_max <= cwnd {
+                    c.w_max = cwnd;
+                    c.k = 0.0;
+                } else {
+                    c.k = ((c.w_max - cwnd) / smss / CUBIC_C).cbrt();
+                }
+                c.w_est = cwnd;
+                now
+            }
+        };
+        let t = now.micros().saturating_sub(epoch.micros()) as f64 / 1e6 + rtt.as_secs_f64();
+        let w_cubic = (CUBIC_C * (t - c.k).powi(3)) * smss + c.w_max;
+        // The Reno-friendly estimate grows like Reno with CUBIC's beta (§4.3).
+        let alpha = if c.w_est >= c.w_max { 1.0 } else { 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) };
+        c.w_est += alpha * smss * f64::from(acked) / cwnd;
+        let next = if w_cubic < c.w_est {
+            c.w_est
+        } else {
+            // Concave or convex region: towards the target, at most 1.5 cwnd (§4.4).
+            let target = w_cubic.clamp(cwnd, 1.5 * cwnd);
+            cwnd + (target - cwnd) * f64::from(acked) / cwnd
+        };
+        self.cwnd = (next as u32).clamp(self.cwnd, CWND_MAX);
     }
 
     /// At the end of the handshake: the sender MSS and the initial window (RFC 6928:
@@ -72,7 +162,8 @@ impl NewReno {
     /// cwnd only grows while the sender uses at least half of it (`flight + acked`
     /// bytes were outstanding), a simple form of RFC 7661's validation: a sender limited
     /// by the peer's window or the application does not inflate cwnd without bound.
-    pub(crate) fn on_ack(&mut self, ack: SeqNum, acked: u32, flight: u32) -> AckEvent {
+    /// `now` and `rtt` (the smoothed RTT) drive CUBIC's window growth.
+    pub(crate) fn on_ack(&mut self, ack: SeqNum, acked: u32, flight: u32, now: Time, rtt: Duration) -> AckEvent {
         self.dup_acks = 0;
         if self.in_recovery {
             if ack >= self.recover {
@@ -106,10 +197,15 @@ impl NewReno {
             acked -= grow;
         }
         if acked > 0 {
-            self.ca_acked += acked;
-            while self.ca_acked >= self.cwnd {
-                self.ca_acked -= self.cwnd;
-                self.cwnd += self.smss;
+            match self.algo {
+                Congestion::NewReno => {
+                    self.ca_acked += acked;
+                    while self.ca_acked >= self.cwnd {
+                        self.ca_acked -= self.cwnd;
+                        self.cwnd += self.smss;
+                    }
+                }
+                Congestion::Cubic => self.cubic_avoidance(acked, now, rtt),
             }
         }
         self.cwnd = self.cwnd.min(CWND_MAX);
@@ -128,7 +224,7 @@ impl NewReno {
         if self.dup_acks != 3 || ack < self.recover {
             return false;
         }
-        self.ssthresh = (flight / 2).max(2 * self.smss);
+        self.ssthresh = self.reduce(flight);
         self.cwnd = self.ssthresh + 3 * self.smss;
         self.recover = snd_max;
         self.in_recovery = true;
@@ -140,8 +236,9 @@ impl NewReno {
     /// `first` unless the same data already timed out (then ssthresh is kept).
     pub(crate) fn on_rto(&mut self, flight: u32, snd_max: SeqNum, first: bool) {
         if first {
-            self.ssthresh = (flight / 2).max(2 * self.smss);
+            self.ssthresh = self.reduce(flight);
         }
+        self.cubic.epoch = None;
         self.cwnd = self.smss;
         self.recover = snd_max;
         self.in_recovery = false;
@@ -157,10 +254,13 @@ mod tests {
     const MSS: u32 = 1000;
 
     fn reno() -> NewReno {
-        let mut cc = NewReno::new(SeqNum(0));
+        let mut cc = NewReno::new(SeqNum(0), Congestion::NewReno);
         cc.init(MSS, 10);
         cc
     }
+
+    const T0: Time = Time::from_secs(1);
+    const RTT: Duration = Duration::from_millis(10);
 
     #[test]
     fn slow_start_then_avoidance() {
@@ -168,10 +268,10 @@ mod tests {
         assert_eq!(cc.cwnd(), 10 * MSS);
         // A delayed ACK of two segments grows cwnd by two, an ACK of a 10-segment
         // aggregate by ten.
-        assert_eq!(cc.on_ack(SeqNum(2000), 2 * MSS, 8 * MSS), AckEvent::Normal);
+        assert_eq!(cc.on_ack(SeqNum(2000), 2 * MSS, 8 * MSS, T0, RTT), AckEvent::Normal);
         assert_eq!(cc.cwnd(), 12 * MSS);
         cc.ssthresh = 16 * MSS;
-        cc.on_ack(SeqNum(12000), 10 * MSS, 2 * MSS);
+        cc.on_ack(SeqNum(12000), 10 * MSS, 2 * MSS, T0, RTT);
         // Slow start stops at ssthresh; the rest counts for congestion avoidance.
         assert_eq!((cc.cwnd(), cc.ca_acked), (16 * MSS, 6 * MSS));
         cc.ca_acked = 0;
@@ -179,14 +279,14 @@ mod tests {
         cc.ssthresh = 14 * MSS;
         // Congestion avoidance: one SMSS per cwnd of acknowledged bytes.
         for i in 1..14 {
-            cc.on_ack(SeqNum(12000 + i * MSS), MSS, 13 * MSS);
+            cc.on_ack(SeqNum(12000 + i * MSS), MSS, 13 * MSS, T0, RTT);
             assert_eq!(cc.cwnd(), 14 * MSS);
         }
-        cc.on_ack(SeqNum(26000), MSS, 13 * MSS);
+        cc.on_ack(SeqNum(26000), MSS, 13 * MSS, T0, RTT);
         assert_eq!(cc.cwnd(), 15 * MSS);
         // A sender using less than half of cwnd does not grow it.
-        cc.on_ack(SeqNum(27000), MSS, 5 * MSS);
-        cc.on_ack(SeqNum(28000), MSS, 0);
+        cc.on_ack(SeqNum(27000), MSS, 5 * MSS, T0, RTT);
+        cc.on_ack(SeqNum(28000), MSS, 0, T0, RTT);
         assert_eq!(cc.cwnd(), 15 * MSS);
     }
 
@@ -203,12 +303,12 @@ mod tests {
         assert!(!cc.on_dup_ack(una, snd_max, 20 * MSS));
         assert_eq!(cc.cwnd(), 14 * MSS);
         // Partial ACK of 5 segments: deflate by 5, add one back.
-        assert_eq!(cc.on_ack(SeqNum(6000), 5 * MSS, 15 * MSS), AckEvent::PartialAck { first: true });
+        assert_eq!(cc.on_ack(SeqNum(6000), 5 * MSS, 15 * MSS, T0, RTT), AckEvent::PartialAck { first: true });
         assert_eq!(cc.cwnd(), 10 * MSS);
-        assert_eq!(cc.on_ack(SeqNum(6500), 500, 14 * MSS), AckEvent::PartialAck { first: false });
+        assert_eq!(cc.on_ack(SeqNum(6500), 500, 14 * MSS, T0, RTT), AckEvent::PartialAck { first: false });
         assert_eq!(cc.cwnd(), 9500);
         // Full ACK: cwnd = min(ssthresh, flight + SMSS).
-        assert_eq!(cc.on_ack(snd_max, 14500, 2 * MSS), AckEvent::RecoveryDone);
+        assert_eq!(cc.on_ack(snd_max, 14500, 2 * MSS, T0, RTT), AckEvent::RecoveryDone);
         assert_eq!(cc.cwnd(), 3 * MSS);
         assert!(!cc.in_recovery());
     }
@@ -223,11 +323,95 @@ mod tests {
         for _ in 0..5 {
             assert!(!cc.on_dup_ack(SeqNum(5000), SeqNum(21000), 16 * MSS));
         }
-        cc.on_ack(SeqNum(21000), 16 * MSS, 0);
+        cc.on_ack(SeqNum(21000), 16 * MSS, 0, T0, RTT);
         assert_eq!(cc.cwnd(), 10 * MSS, "slow start after the timeout, up to ssthresh");
         for _ in 0..2 {
             assert!(!cc.on_dup_ack(SeqNum(21000), SeqNum(30000), 9 * MSS));
         }
         assert!(cc.on_dup_ack(SeqNum(21000), SeqNum(30000), 9 * MSS));
+    }
+
+    fn cubic() -> NewReno {
+        let mut cc = NewReno::new(SeqNum(0), Congestion::Cubic);
+        cc.init(MSS, 10);
+        cc
+    }
+
+    #[test]
+    fn cubic_reduces_by_0_7_with_fast_convergence() {
+        let mut cc = cubic();
+        cc.cwnd = 100 * MSS;
+        assert!(!cc.on_dup_ack(SeqNum(0), SeqNum(100_000), 100 * MSS));
+        assert!(!cc.on_dup_ack(SeqNum(0), SeqNum(100_000), 100 * MSS));
+        assert!(cc.on_dup_ack(SeqNum(0), SeqNum(100_000), 100 * MSS));
+        assert_eq!(cc.ssthresh(), 70 * MSS);
+        assert_eq!(cc.cubic.w_max, f64::from(100 * MSS));
+        // Lost again below the previous maximum: w_max = cwnd (1 + beta) / 2.
+        cc.in_recovery = false;
+        cc.cwnd = 80 * MSS;
+        cc.on_rto(80 * MSS, SeqNum(200_000), true);
+        assert_eq!(cc.ssthresh(), 56 * MSS);
+        assert!((cc.cubic.w_max - f64::from(68 * MSS)).abs() < 1.0, "{}", cc.cubic.w_max);
+        assert_eq!(cc.cwnd(), MSS);
+    }
+
+    /// After a loss at W_max = 100 segments (cwnd 70), with a 100 ms RTT and one window
+    /// acknowledged per RTT: the window climbs fast, flattens around W_max at
+    /// K = cbrt(30 / 0.4) = 4.2 s (concave), then accelerates past it (convex).
+    #[test]
+    fn cubic_window_is_concave_then_convex_around_w_max() {
+        let mut cc = cubic();
+        cc.cubic.w_max = f64::from(100 * MSS);
+        cc.cwnd = 70 * MSS;
+        cc.ssthresh = 70 * MSS;
+        let rtt = Duration::from_millis(100);
+        let mut at = Vec::new(); // cwnd in segments at each RTT
+        let mut seq = 0u32;
+        for r in 0..80u64 {
+            let now = Time::from_millis(1000 + r * 100);
+            let w = cc.cwnd();
+            let mut acked = 0;
+            while acked < w {
+                seq = seq.wrapping_add(MSS);
+                cc.on_ack(SeqNum(seq), MSS, w, now, rtt);
+                acked += MSS;
+            }
+            at.push(f64::from(cc.cwnd()) / f64::from(MSS));
+        }
+        let k = 42; // RTTs to K
+        assert!((at[k - 1] - 100.0).abs() < 3.0, "near W_max at K: {:?}", &at[35..50]);
+        let early = at[10] - at[0];
+        let late = at[k - 1] - at[k - 11];
+        assert!(early > 2.0 * late, "concave: {early} then {late}");
+        let after = at[k + 29] - at[k + 19];
+        assert!(after > 2.0 * late, "convex past W_max: {after} vs {late}");
+        // Never below the Reno-friendly estimate: 0.53 segment per RTT up to W_max
+        // (57 RTTs), one per RTT after.
+        assert!(at[79] >= 122.0, "{}", at[79]);
+    }
+
+    /// With a short RTT the Reno-friendly estimate leads (CUBIC is never slower than
+    /// Reno with its beta).
+    #[test]
+    fn cubic_is_reno_friendly_at_short_rtts() {
+        let mut cc = cubic();
+        cc.cubic.w_max = f64::from(100 * MSS);
+        cc.cwnd = 70 * MSS;
+        cc.ssthresh = 70 * MSS;
+        let rtt = Duration::from_millis(1);
+        let mut seq = 0u32;
+        for r in 0..200u64 {
+            let now = Time::from_micros(1_000_000 + r * 1000);
+            let w = cc.cwnd();
+            let mut acked = 0;
+            while acked < w {
+                seq = seq.wrapping_add(MSS);
+                cc.on_ack(SeqNum(seq), MSS, w, now, rtt);
+                acked += MSS;
+            }
+        }
+        // 200 RTTs in 0.2 s: the cubic curve is still near 70; Reno-friendly growth of
+        // 0.53 then 1 segment per RTT took it past 100.
+        assert!(cc.cwnd() > 100 * MSS, "{}", cc.cwnd() / MSS);
     }
 }

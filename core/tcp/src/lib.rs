@@ -91,6 +91,7 @@ mod time;
 pub mod testing;
 
 pub use config::Config;
+pub use congestion::Congestion;
 pub use conn::{Connection, Info, State};
 pub use counters::Counters;
 pub use error::{ConnError, ConnectError, ListenError, SendError};

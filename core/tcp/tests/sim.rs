@@ -105,6 +105,27 @@ fn no_stall_with_one_percent_loss_each_way() {
     }
 }
 
+/// Both congestion controls complete a 4 MiB transfer over a 1%-loss, 30 ms-RTT path
+/// (at least 100 KB/s), repairing losses by fast retransmit.
+#[test]
+fn cubic_and_newreno_both_complete_through_loss() {
+    use ironpath_tcp::Congestion;
+    for algo in [Congestion::Cubic, Congestion::NewReno] {
+        let c = Config { congestion: algo, ..cfg() };
+        let link = LinkConfig { delay: ms(15), jitter: ms(1), loss_ppm: 10_000, ..LinkConfig::default() };
+        let mut sim = Sim::symmetric(21, link);
+        sim.handshake(&c, &c);
+        assert_eq!(sim.a.conn().info().congestion, algo);
+        let total = 4 * 1024 * 1024;
+        let took = transfer(&mut sim, total, Duration::from_secs(600));
+        let k = *sim.a.conn().counters();
+        assert!(k.fast_retransmits > 0, "{algo:?}: {k:?}");
+        assert!(took < Duration::from_millis(total / 100), "{algo:?}: {took:?} {k:?}");
+        let info = sim.a.conn().info();
+        assert!(info.ssthresh >= 2 * info.smss, "{algo:?}: {info:?}");
+    }
+}
+
 #[test]
 fn transfer_across_the_sequence_number_wrap() {
     let mut sim = Sim::symmetric(19, LinkConfig { jitter: ms(2), loss_ppm: 5_000, ..LinkConfig::default() });

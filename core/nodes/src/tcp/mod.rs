@@ -99,6 +99,8 @@ pub struct ListenCfg {
     pub root: Option<PathBuf>,
     /// `http`: in-memory objects, `/path=size,...`.
     pub objects: String,
+    /// Congestion control of accepted connections (`None`: the node's).
+    pub congestion: Option<ironpath_tcp::Congestion>,
 }
 
 /// Connections the node opens when it starts.
@@ -120,6 +122,8 @@ pub struct ConnectCfg {
     pub count: u32,
     /// `http_get`: requests per connection (keep-alive).
     pub requests: u64,
+    /// Congestion control of these connections (`None`: the node's).
+    pub congestion: Option<ironpath_tcp::Congestion>,
 }
 
 /// Settings of a `tcp` node.
@@ -476,7 +480,9 @@ impl TcpNode {
             if l.app == "http" {
                 sites.push(Site::new(l.root.clone(), &l.objects)?);
             }
-            let lis = Listener::new(l.port, l.backlog, cfg.tcp.clone(), isn)
+            let mut lcfg = cfg.tcp.clone();
+            lcfg.congestion = l.congestion.unwrap_or(lcfg.congestion);
+            let lis = Listener::new(l.port, l.backlog, lcfg, isn)
                 .map_err(|e| format!("cannot listen on port {}: {e}", l.port))?;
             by_port.insert(l.port, listeners.len());
             listeners.push((lis, l.clone(), site));
@@ -600,7 +606,9 @@ impl TcpNode {
                     "source" => App::Source { left: (c.bytes != 0).then_some(c.bytes), sent: 0 },
                     _ => App::Discard,
                 };
-                match Connection::connect(now, local, remote, &self.cfg.tcp, &self.isn) {
+                let mut ccfg = self.cfg.tcp.clone();
+                ccfg.congestion = c.congestion.unwrap_or(ccfg.congestion);
+                match Connection::connect(now, local, remote, &ccfg, &self.isn) {
                     Ok(conn) => {
                         cx.count(OPENED, 1);
                         self.insert(conn, app);

@@ -26,8 +26,24 @@ use std::net::Ipv4Addr;
 fn server(pool: &Mempool, objects: &str) -> TcpNode {
     let mut c = cfg(US_MAC, US4);
     c.listen = vec![
-        ListenCfg { port: 80, app: "http".into(), backlog: 16, bytes: 0, root: None, objects: objects.into() },
-        ListenCfg { port: 7, app: "echo".into(), backlog: 16, bytes: 0, root: None, objects: String::new() },
+        ListenCfg {
+            port: 80,
+            app: "http".into(),
+            backlog: 16,
+            bytes: 0,
+            root: None,
+            objects: objects.into(),
+            congestion: None,
+        },
+        ListenCfg {
+            port: 7,
+            app: "echo".into(),
+            backlog: 16,
+            bytes: 0,
+            root: None,
+            objects: String::new(),
+            congestion: None,
+        },
     ];
     TcpNode::new(c, pool.clone()).unwrap()
 }
@@ -48,6 +64,7 @@ fn get(path: &str, save: &std::path::Path, count: u32, requests: u64) -> Connect
         save: Some(save.to_owned()),
         count,
         requests,
+        congestion: None,
     }
 }
 
@@ -194,6 +211,7 @@ fn source_into_echo_and_discard() {
             save: None,
             count: 1,
             requests: 1,
+            congestion: None,
         }],
     );
     let (sc, ss) = run(&mut c, &mut s, 3000, |_, _| true);
@@ -283,8 +301,15 @@ fn stream_through_batcher(
     use ironpath_eal::port::testing::sink_txq;
     let pool = pool(8192);
     let mut sc = cfg_for_server();
-    sc.listen =
-        vec![ListenCfg { port: 9, app: "discard".into(), backlog: 16, bytes: 0, root: None, objects: String::new() }];
+    sc.listen = vec![ListenCfg {
+        port: 9,
+        app: "discard".into(),
+        backlog: 16,
+        bytes: 0,
+        root: None,
+        objects: String::new(),
+        congestion: None,
+    }];
     let mut s = TcpNode::new(sc, pool.clone()).unwrap();
     let mut cc = cfg(PEER_MAC, PEER4);
     cc.tx_inflight_limit = limit;
@@ -297,6 +322,7 @@ fn stream_through_batcher(
         save: None,
         count: 1,
         requests: 1,
+        congestion: None,
     }];
     let mut c = TcpNode::new(cc, pool.clone()).unwrap();
     let (q, dev) = sink_txq(512, true);
@@ -378,6 +404,7 @@ fn flush_on_idle_sends_a_lone_ack_within_one_poll() {
             bytes: 0,
             root: None,
             objects: String::new(),
+            congestion: None,
         }];
         let mut s = TcpNode::new(sc, pool.clone()).unwrap();
         let mut c = client(
@@ -391,6 +418,7 @@ fn flush_on_idle_sends_a_lone_ack_within_one_poll() {
                 save: None,
                 count: 1,
                 requests: 1,
+                congestion: None,
             }],
         );
         let (q, dev) = sink_txq(1024, false);
@@ -445,4 +473,39 @@ fn flush_on_idle_sends_a_lone_ack_within_one_poll() {
             assert_eq!(tb.stats().flushes[ironpath_eal::FlushReason::Idle as usize], 0);
         }
     }
+}
+
+#[test]
+fn congestion_control_is_chosen_per_listener_and_per_connect() {
+    use ironpath_tcp::Congestion;
+    let pool = pool(1024);
+    let mut sc = cfg_for_server();
+    sc.listen = vec![ListenCfg {
+        port: 9,
+        app: "discard".into(),
+        backlog: 4,
+        bytes: 0,
+        root: None,
+        objects: String::new(),
+        congestion: Some(Congestion::NewReno),
+    }];
+    let mut s = TcpNode::new(sc, pool.clone()).unwrap();
+    let mut c = client(
+        &pool,
+        vec![ConnectCfg {
+            to: IpAddress::V4(US4),
+            port: 9,
+            app: "source".into(),
+            bytes: 0,
+            path: String::new(),
+            save: None,
+            count: 1,
+            requests: 1,
+            congestion: None,
+        }],
+    );
+    run(&mut c, &mut s, 20, |_, _| true);
+    let algo = |n: &TcpNode| n.slots.iter().flatten().map(|e| e.conn.info().congestion).collect::<Vec<_>>();
+    assert_eq!(algo(&s), [Congestion::NewReno], "the listener's choice");
+    assert_eq!(algo(&c), [Congestion::Cubic], "the node's default");
 }

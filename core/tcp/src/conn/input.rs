@@ -290,7 +290,8 @@ impl<P: Payload> Connection<P> {
         self.take_rtt_sample(now, ack, timestamp);
         self.retries = 0;
         let flight = self.snd_max.distance(self.snd_una);
-        let restart = match self.cc.on_ack(ack, acked, flight) {
+        let rtt = self.rtt.srtt().unwrap_or_default();
+        let restart = match self.cc.on_ack(ack, acked, flight, now, rtt) {
             AckEvent::PartialAck { first } => {
                 self.counters.partial_acks += 1;
                 self.rexmit_head = true;

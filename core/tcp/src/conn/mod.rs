@@ -87,6 +87,8 @@ pub struct Info {
     pub rto: Duration,
     /// In NewReno fast recovery.
     pub in_recovery: bool,
+    /// The congestion avoidance algorithm.
+    pub congestion: crate::Congestion,
     /// Window-scale shifts `(ours, the peer's)` if window scaling was negotiated.
     pub window_scale: Option<(u8, u8)>,
     /// Timestamps negotiated.
@@ -221,7 +223,7 @@ impl<P: Payload> Connection<P> {
             rtt: RttEstimator::new(config),
             rtt_seq: None,
             retries: 0,
-            cc: NewReno::new(iss),
+            cc: NewReno::new(iss, config.congestion),
             timers: Timers::default(),
             persist_probes: 0,
             ack_now: false,
@@ -322,6 +324,7 @@ impl<P: Payload> Connection<P> {
             srtt: self.rtt.srtt(),
             rto: self.rtt.rto(),
             in_recovery: self.cc.in_recovery(),
+            congestion: self.cc.algo(),
             window_scale: self.opts.window_scaling.then_some((self.opts.rcv_wscale, self.opts.snd_wscale)),
             timestamps: self.opts.timestamps,
             sack: self.opts.sack,
