@@ -463,3 +463,65 @@ fn close_in_each_state() {
     // Payload trait helpers.
     assert!(Bytes::default().is_empty());
 }
+
+/// The server has 20 segments in flight; the client's duplicate ACKs grow the window
+/// (as Linux's do while its application reads). With SACK blocks reporting new data
+/// they still count (RFC 6675's DupAck): the third one triggers the fast retransmit.
+/// Without new SACK information a changed window disqualifies them (RFC 5681).
+#[test]
+fn duplicate_acks_with_new_sack_blocks_count_even_when_the_window_grows() {
+    for with_sack in [true, false] {
+        let mut sim = established(&Config::default());
+        assert!(sim.b.conn().info().sack, "SACK negotiated");
+        let now = sim.now;
+        let mss = sim.b.conn().info().smss as usize;
+        sim.b.conn().send(Bytes::from(stream(0, 20 * mss))).unwrap();
+        let sent = drain(sim.b.conn(), now);
+        assert!(sent.len() >= 10, "{} segments in flight", sent.len());
+        let una = sim.b.conn().info().snd_una;
+        for k in 1..=3u32 {
+            let mut seg = from_client(&mut sim);
+            seg.ack_number = Some(una.0);
+            seg.window_len = 1000 + 100 * k as u16;
+            if with_sack {
+                let left = una.0.wrapping_add(k * mss as u32);
+                seg.sack_ranges = [Some((left, left.wrapping_add(mss as u32))), None, None];
+            }
+            sim.inject_b(&seg, None, 1);
+        }
+        let c = *sim.b.conn().counters();
+        if with_sack {
+            assert_eq!((c.dup_acks, c.fast_retransmits), (3, 1), "{c:?}");
+            let again = drain(sim.b.conn(), now);
+            assert_eq!(again.first().map(|s| s.repr.seq_number), Some(una.0), "the head is resent");
+        } else {
+            assert_eq!((c.dup_acks, c.fast_retransmits), (0, 0), "{c:?}");
+        }
+    }
+}
+
+/// Reordered ACKs: a pure duplicate ACK whose timestamp is a little older than the
+/// latest one is a loss signal, not an old duplicate; PAWS lets it through.
+#[test]
+fn paws_lets_a_reordered_pure_duplicate_ack_through() {
+    let mut sim = established(&Config::default());
+    let now = sim.now;
+    let mss = sim.b.conn().info().smss as usize;
+    sim.b.conn().send(Bytes::from(stream(0, 10 * mss))).unwrap();
+    drain(sim.b.conn(), now);
+    let una = sim.b.conn().info().snd_una;
+    let mut seg = from_client(&mut sim);
+    seg.ack_number = Some(una.0);
+    let (tsval, tsecr) = seg.timestamp.unwrap();
+    seg.timestamp = Some((tsval.wrapping_add(5), tsecr));
+    sim.inject_b(&seg, None, 1); // a window update (the window changed): not a duplicate
+    assert_eq!(sim.b.conn().counters().dup_acks, 0);
+    seg.timestamp = Some((tsval.wrapping_add(3), tsecr));
+    sim.inject_b(&seg, None, 1);
+    let c = *sim.b.conn().counters();
+    assert_eq!((c.paws_drops, c.dup_acks), (0, 1), "the reordered one counts: {c:?}");
+    // Data with an old timestamp is still refused.
+    seg.timestamp = Some((tsval.wrapping_add(1), tsecr));
+    sim.inject_b(&seg, data(10), 1);
+    assert_eq!(sim.b.conn().counters().paws_drops, 1);
+}

@@ -113,7 +113,16 @@ impl<P: Payload> Connection<P> {
                 self.counters.paws_drops += 1;
                 return None;
             };
-            if ts_before(tsval, self.ts_recent) && now - self.ts_recent_at < PAWS_IDLE {
+            // A pure duplicate ACK that arrives after a later one (reordered ACKs) is not
+            // an old duplicate: it may be a loss signal, so PAWS lets it through (as
+            // Linux's `tcp_disordered_ack`); its timestamp never becomes TS.Recent.
+            let disordered_ack = plen == 0
+                && !fin
+                && !syn
+                && seq == self.rcv_nxt
+                && seg.ack_number == Some(self.snd_una.0)
+                && self.ts_recent.wrapping_sub(tsval) <= 1_000;
+            if ts_before(tsval, self.ts_recent) && now - self.ts_recent_at < PAWS_IDLE && !disordered_ack {
                 self.counters.paws_drops += 1;
                 let answer = plen > 0 || fin || self.oow_ack_allowed(now);
                 return answer.then(|| self.ack_reply(now));
@@ -233,13 +242,28 @@ impl<P: Payload> Connection<P> {
         } else if ack == self.snd_una
             && plen == 0
             && !fin
-            && window == self.snd_wnd
             && window > 0
             && self.snd_nxt > self.snd_una
             && !matches!(self.state, State::TimeWait)
         {
-            // RFC 5681 §2 (a zero window or a probe outstanding is not a loss signal).
-            self.on_dup_ack(ack);
+            // RFC 5681 §2 (a zero window or a probe outstanding is not a loss signal):
+            // the window must be unchanged, unless SACK blocks report data not reported
+            // before (RFC 6675's DupAck): receivers grow their window while out-of-order
+            // data arrives (Linux does, as its application reads), which would hide
+            // every duplicate ACK and leave the loss to the retransmission timer.
+            let mut new_sack = false;
+            if self.opts.sack {
+                for &(_, right) in seg.sack_ranges.iter().flatten() {
+                    let right = SeqNum(right);
+                    if right > self.sack_high.max(ack) && right <= self.snd_max {
+                        self.sack_high = right;
+                        new_sack = true;
+                    }
+                }
+            }
+            if new_sack || window == self.snd_wnd {
+                self.on_dup_ack(ack);
+            }
         }
         if ack >= self.snd_una && (self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack)) {
             self.set_send_window(window, seq, ack);

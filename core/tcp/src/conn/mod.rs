@@ -158,6 +158,9 @@ pub struct Connection<P> {
     ts_offset: u32,
     ts_recent: u32,
     ts_recent_at: Time,
+    /// Highest right edge of a SACK block received (what a duplicate ACK must report
+    /// beyond to count when the window changed).
+    sack_high: SeqNum,
     last_ack_sent: SeqNum,
 
     // Reliability and congestion control.
@@ -219,6 +222,7 @@ impl<P: Payload> Connection<P> {
             ts_offset,
             ts_recent: 0,
             ts_recent_at: Time::ZERO,
+            sack_high: iss,
             last_ack_sent: SeqNum(0),
             rtt: RttEstimator::new(config),
             rtt_seq: None,
