@@ -3,7 +3,8 @@
 //! af_packet port) against real Linux peers in a namespace across a veth pair:
 //! downloads with matching SHA-256 (also through impair nodes both ways), keep-alive
 //! and short-connection load with every mbuf back afterwards, and our client
-//! pushing into a kernel socket and fetching from nginx. Each test makes its own
+//! pushing into a kernel socket and fetching from nginx; a download through a SYN flood
+//! (SYN cookies). Each test makes its own
 //! namespace (unique names, 198.18.0.0/15 and fd00::/8) and removes it, pass or fail.
 //! The tests take a lock so that two loads never share the two cores.
 
@@ -294,4 +295,66 @@ http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_
     let _ = nginx.wait();
     assert_eq!(done, 1, "the http_get client did not finish");
     assert_eq!(sha256(&save), sha256(&www.join("file")), "the file fetched from nginx differs");
+}
+
+/// Sends `count` TCP SYNs to `dst`:80 from random sources in 198.18.0.0/15 (raw
+/// socket, IP_HDRINCL), at most for `secs` seconds.
+const SYN_FLOOD: &str = r#"
+import random, socket, struct, sys, time
+dst, count, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+d = socket.inet_aton(dst)
+rng = random.Random(7)
+end = time.time() + secs
+sent = 0
+while sent < count and time.time() < end:
+    src = socket.inet_aton("198.%d.%d.%d" % (18 + rng.randrange(2), rng.randrange(256), rng.randrange(1, 255)))
+    tcp = struct.pack("!HHIIBBHHH", rng.randrange(1024, 65535), 80, rng.getrandbits(32), 0, 5 << 4, 0x02, 64240, 0, 0)
+    tcp = tcp[:16] + struct.pack("!H", csum(src + d + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), sent & 0xffff, 0, 64, 6, 0, src, d)
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    s.sendto(ip + tcp, (dst, 0))
+    sent += 1
+print("sent", sent)
+"#;
+
+#[test]
+fn curl_downloads_through_a_syn_flood_answered_with_syn_cookies_root() {
+    if !ready(&["curl", "python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("tf", 23);
+    let w = TempDir::new("wwwf");
+    www(&w.0, &[("big", 64 << 20)]);
+    let mut run = server(&v, &w.0, &[], "flood");
+    let ip = v.ours4();
+    let flood = std::process::Command::new("ip")
+        .args(["netns", "exec", &v.ns, "timeout", "30", "python3", "-c", SYN_FLOOD, &ip, "40000", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = w.0.join("got");
+    let o =
+        v.exec_for(120, &["curl", "-s", "-o", out.to_str().unwrap(), "--max-time", "100", &format!("http://{ip}/big")]);
+    let f = flood.wait_with_output().unwrap();
+    assert!(f.status.success(), "flood: {}", String::from_utf8_lossy(&f.stderr));
+    assert!(o.status.success(), "curl under a SYN flood: {}\n{}", text(&o), run.stop());
+    assert_eq!(sha256(&out), sha256(&w.0.join("big")));
+    let last = run.wait_for(10, |l| counter(l, "tcp", "syn_cookies_sent") > 0);
+    assert!(counter(&last, "tcp", "syn_cookies_sent") > 0, "the backlog filled, cookies went out: {last}");
+    assert_eq!(counter(&last, "tcp", "syn_cookies_valid"), 0, "nobody completed a flood handshake");
+    eprintln!(
+        "flood: {}; cookies sent {}; curl ok",
+        String::from_utf8_lossy(&f.stdout).trim(),
+        counter(&last, "tcp", "syn_cookies_sent")
+    );
+    run.stop();
 }

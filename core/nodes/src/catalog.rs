@@ -257,6 +257,7 @@ pub static CATALOG: &[NodeSpec] = &[
             p("recv_buffer", ParamKind::Uint { min: 4096, max: 1 << 30 }, false, Some("1048576"), "largest receive window per connection (bytes of payload)"),
             p("initial_window", ParamKind::Uint { min: 1, max: 100 }, false, Some("10"), "initial congestion window, segments (RFC 6928)"),
             p("congestion", ParamKind::Enum(&["cubic", "newreno"]), false, Some("cubic"), "congestion control: CUBIC (RFC 9438) or NewReno (RFC 6582); `listen`/`connect` entries may override it"),
+            p("syn_cookies", ParamKind::Bool, false, Some("true"), "answer SYNs with SYN cookies when a listener's backlog is full (the connection keeps the MSS only), instead of dropping them"),
             p("rto_min", ParamKind::Duration, false, Some("200ms"), "lower bound of the retransmission timeout"),
             p("rto_initial", ParamKind::Duration, false, Some("1s"), "retransmission timeout before an RTT sample (RFC 6298)"),
             p("ack_delay", ParamKind::Duration, false, Some("40ms"), "longest delay of an ACK (every second segment is ACKed at once; 0: never delayed)"),

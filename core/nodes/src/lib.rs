@@ -77,6 +77,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         window_scaling: flag("window_scaling"),
         sack: flag("sack"),
         congestion: algo(p.str("congestion")).unwrap_or_default(),
+        syn_cookies: p.bool("syn_cookies").unwrap_or(true),
         ..ironpath_tcp::Config::default()
     };
     let listen = p

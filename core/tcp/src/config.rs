@@ -43,6 +43,10 @@ pub struct Config {
     pub max_ooo_segments: usize,
     /// Congestion avoidance: CUBIC (default) or NewReno.
     pub congestion: crate::Congestion,
+    /// Answer SYNs with SYN cookies (RFC 4987) when a listener's backlog is full,
+    /// instead of dropping them. A cookie connection keeps only the peer's MSS (no
+    /// window scaling, timestamps or SACK), as Linux without timestamps.
+    pub syn_cookies: bool,
 }
 
 impl Default for Config {
@@ -66,6 +70,7 @@ impl Default for Config {
             challenge_ack_limit: 100,
             max_ooo_segments: 256,
             congestion: crate::Congestion::Cubic,
+            syn_cookies: true,
         }
     }
 }

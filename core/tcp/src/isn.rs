@@ -8,6 +8,14 @@ use crate::{Endpoint, SeqNum, Time};
 
 const DOMAIN_ISN: u8 = 1;
 const DOMAIN_TS: u8 = 2;
+const DOMAIN_COOKIE: u8 = 3;
+
+/// The peer MSS values a SYN cookie can carry (3 bits): the largest not above the
+/// peer's MSS is kept.
+pub(crate) const COOKIE_MSS: [u16; 8] = [536, 1200, 1360, 1400, 1440, 1460, 4312, 8960];
+
+/// A SYN cookie stays valid for this many 64-second periods after the one it was made in.
+const COOKIE_PERIODS: u32 = 1;
 
 /// Computes ISNs and timestamp offsets for connections under one secret.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,14 +51,54 @@ impl IsnGenerator {
         self.hash(DOMAIN_TS, local, remote) as u32
     }
 
-    fn hash(&self, domain: u8, local: &Endpoint, remote: &Endpoint) -> u64 {
+    /// A SYN cookie (RFC 4987 §3.6): the ISS of a SYN-ACK sent without keeping state.
+    /// Bits 31..27: a 64-second period counter, 26..24: the index of the peer's MSS in
+    /// [`COOKIE_MSS`], 23..0: a keyed hash of the 4-tuple, the period and the peer's ISN.
+    pub(crate) fn cookie(&self, now: Time, local: &Endpoint, remote: &Endpoint, peer_isn: u32, mss_idx: u8) -> u32 {
+        let period = (now.micros() / 64_000_000) as u32 & 0x1f;
+        let idx = mss_idx & 7;
+        (period << 27) | (u32::from(idx) << 24) | self.cookie_hash(local, remote, period, peer_isn, idx)
+    }
+
+    /// The MSS index a valid `cookie` carries (made at most one period before `now`, for
+    /// this 4-tuple and peer ISN), or `None`.
+    pub(crate) fn check_cookie(
+        &self,
+        now: Time,
+        local: &Endpoint,
+        remote: &Endpoint,
+        peer_isn: u32,
+        cookie: u32,
+    ) -> Option<u8> {
+        let period = cookie >> 27;
+        let current = (now.micros() / 64_000_000) as u32 & 0x1f;
+        let age = current.wrapping_sub(period) & 0x1f;
+        let idx = ((cookie >> 24) & 7) as u8;
+        (age <= COOKIE_PERIODS && cookie & 0xff_ffff == self.cookie_hash(local, remote, period, peer_isn, idx))
+            .then_some(idx)
+    }
+
+    fn cookie_hash(&self, local: &Endpoint, remote: &Endpoint, period: u32, peer_isn: u32, mss_idx: u8) -> u32 {
+        let mut msg = [0u8; 46];
+        msg[..37].copy_from_slice(&Self::tuple(DOMAIN_COOKIE, local, remote));
+        msg[37..41].copy_from_slice(&period.to_le_bytes());
+        msg[41..45].copy_from_slice(&peer_isn.to_le_bytes());
+        msg[45] = mss_idx;
+        (siphash24(self.k0, self.k1, &msg) & 0xff_ffff) as u32
+    }
+
+    fn tuple(domain: u8, local: &Endpoint, remote: &Endpoint) -> [u8; 37] {
         let mut msg = [0u8; 37];
         msg[0] = domain;
         msg[1..17].copy_from_slice(&local.addr.to_ipv6().octets());
         msg[17..19].copy_from_slice(&local.port.to_be_bytes());
         msg[19..35].copy_from_slice(&remote.addr.to_ipv6().octets());
         msg[35..37].copy_from_slice(&remote.port.to_be_bytes());
-        siphash24(self.k0, self.k1, &msg)
+        msg
+    }
+
+    fn hash(&self, domain: u8, local: &Endpoint, remote: &Endpoint) -> u64 {
+        siphash24(self.k0, self.k1, &Self::tuple(domain, local, remote))
     }
 }
 
@@ -128,5 +176,22 @@ mod tests {
         assert_eq!(g.isn(t + std::time::Duration::from_micros(400), &a, &b), isn + 100u32);
         assert_ne!(g.ts_offset(&a, &b), isn.0.wrapping_sub(1_250_000));
         assert_eq!(format!("{g:?}"), "IsnGenerator { .. }");
+    }
+
+    #[test]
+    fn syn_cookies_carry_the_mss_and_expire() {
+        let a = Endpoint::new(Ipv4Addr::new(198, 18, 0, 2).into(), 80);
+        let b = Endpoint::new(Ipv4Addr::new(198, 18, 0, 1).into(), 40000);
+        let g = IsnGenerator::new([9; 16]);
+        let t = Time::from_secs(1000);
+        let c = g.cookie(t, &a, &b, 12345, 5);
+        assert_eq!(g.check_cookie(t, &a, &b, 12345, c), Some(5));
+        assert_eq!(g.check_cookie(t + std::time::Duration::from_secs(70), &a, &b, 12345, c), Some(5));
+        assert_eq!(g.check_cookie(t + std::time::Duration::from_secs(140), &a, &b, 12345, c), None, "expired");
+        assert_eq!(g.check_cookie(t, &a, &b, 12346, c), None, "another peer ISN");
+        assert_eq!(g.check_cookie(t, &b, &a, 12345, c), None, "another tuple");
+        assert_eq!(g.check_cookie(t, &a, &b, 12345, c ^ 1), None, "a forged hash");
+        assert_eq!(g.check_cookie(t, &a, &b, 12345, c ^ (1 << 24)), None, "a changed MSS index");
+        assert_eq!(IsnGenerator::new([10; 16]).check_cookie(t, &a, &b, 12345, c), None, "another secret");
     }
 }

@@ -273,7 +273,8 @@ fn data_beyond_the_window_is_cut() {
 #[test]
 fn listener_backlog_rst_and_accept() {
     let isn = IsnGenerator::new([3; 16]);
-    let mut listener = Listener::<Bytes>::new(80, 2, Config::default(), isn).unwrap();
+    let no_cookies = Config { syn_cookies: false, ..Config::default() };
+    let mut listener = Listener::<Bytes>::new(80, 2, no_cookies, isn).unwrap();
     let now = Time::from_secs(1);
     let syn = |port: u16| TcpRepr {
         src_port: port,
@@ -524,4 +525,67 @@ fn paws_lets_a_reordered_pure_duplicate_ack_through() {
     seg.timestamp = Some((tsval.wrapping_add(1), tsecr));
     sim.inject_b(&seg, data(10), 1);
     assert_eq!(sim.b.conn().counters().paws_drops, 1);
+}
+
+/// A full backlog answers SYNs with cookies: the SYN-ACK's ISS carries the peer's MSS
+/// and a keyed hash, nothing is kept; the handshake's last ACK with a valid cookie makes
+/// the connection (MSS kept, no other option); a forged or stale one gets a RST.
+#[test]
+fn syn_cookies_when_the_backlog_is_full() {
+    let isn = IsnGenerator::new([4; 16]);
+    let mut listener = Listener::<Bytes>::new(80, 1, Config::default(), isn).unwrap();
+    let now = Time::from_secs(100);
+    let syn = |port: u16, seq: u32| TcpRepr {
+        src_port: port,
+        dst_port: 80,
+        seq_number: seq,
+        ack_number: None,
+        control: TcpControl::Syn,
+        window_len: 29200,
+        max_seg_size: Some(1400),
+        window_scale: Some(7),
+        sack_permitted: true,
+        sack_ranges: [None; 3],
+        timestamp: Some((7, 0)),
+        payload_len: 0,
+    };
+    assert!(listener.process(now, client_addr(), server_addr(), &syn(1000, 5000), None, 1).is_none());
+    assert_eq!(listener.pending(), 1, "the backlog is full");
+    let synack = listener.process(now, client_addr(), server_addr(), &syn(1001, 9000), None, 1).expect("cookie");
+    let r = synack.repr;
+    assert_eq!((r.control, r.ack_number, r.dst_port), (TcpControl::Syn, Some(9001), 1001));
+    assert_eq!((r.max_seg_size.is_some(), r.window_scale, r.sack_permitted, r.timestamp), (true, None, false, None));
+    assert_eq!(listener.pending(), 1, "no state kept");
+    assert_eq!(listener.counters().cookies_sent, 1);
+    // The last ACK (with data) completes it.
+    let ack = TcpRepr {
+        seq_number: 9001,
+        ack_number: Some(r.seq_number.wrapping_add(1)),
+        control: TcpControl::Psh,
+        max_seg_size: None,
+        window_scale: None,
+        sack_permitted: false,
+        timestamp: None,
+        ..syn(1001, 0)
+    };
+    listener.process(now + Duration::from_millis(10), client_addr(), server_addr(), &ack, data(20), 1);
+    assert_eq!(listener.counters().cookies_valid, 1);
+    let mut conn = listener.accept().expect("a connection from the cookie");
+    assert_eq!(conn.state(), State::Established);
+    assert_eq!(conn.remote(), Endpoint::new(client_addr(), 1001));
+    assert_eq!(conn.recv().unwrap().len(), 20);
+    let info = conn.info();
+    assert_eq!((info.smss, info.snd_wnd, info.window_scale, info.timestamps), (1400, 29200, None, false));
+    // A forged cookie (another ISS), and a right one two periods (128 s) later: RST.
+    let forged = TcpRepr { src_port: 1002, ack_number: Some(r.seq_number ^ 0x55), ..ack };
+    let rst = listener.process(now, client_addr(), server_addr(), &forged, None, 1).expect("RST");
+    assert_eq!(rst.repr.control, TcpControl::Rst);
+    let late = now + Duration::from_secs(129);
+    listener.process(late, client_addr(), server_addr(), &syn(1003, 7000), None, 1).expect("cookie");
+    let stale = TcpRepr { src_port: 1001, ..ack };
+    assert_eq!(
+        listener.process(late, client_addr(), server_addr(), &stale, None, 1).map(|s| s.repr.control),
+        Some(TcpControl::Rst)
+    );
+    assert_eq!(listener.counters().cookies_invalid, 2);
 }

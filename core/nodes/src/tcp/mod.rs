@@ -39,7 +39,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::PathBuf;
 
-static COUNTERS: [CounterSpec; 21] = [
+static COUNTERS: [CounterSpec; 23] = [
     CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
     CounterSpec { name: "segs_out", unit: "TCP segments sent" },
     CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
@@ -61,6 +61,8 @@ static COUNTERS: [CounterSpec; 21] = [
     CounterSpec { name: "clients_done", unit: "client connections that finished" },
     CounterSpec { name: "time_wait_reused", unit: "TIME-WAIT connections replaced by a new SYN" },
     CounterSpec { name: "tsq_throttled", unit: "times a connection waited for TX completions (tx_inflight_limit)" },
+    CounterSpec { name: "syn_cookies_sent", unit: "SYN-ACKs with a SYN cookie (backlog full, no state kept)" },
+    CounterSpec { name: "syn_cookies_valid", unit: "connections made from a valid SYN cookie" },
 ];
 const SEGS_IN: usize = 0;
 const SEGS_OUT: usize = 1;
@@ -83,6 +85,8 @@ const HTTP_ERR: usize = 17;
 const CLIENTS_DONE: usize = 18;
 const TW_REUSED: usize = 19;
 const TSQ_THROTTLED: usize = 20;
+const COOKIES_SENT: usize = 21;
+const COOKIES_VALID: usize = 22;
 
 /// A listening port.
 #[derive(Clone, Debug)]
@@ -679,10 +683,17 @@ impl TcpNode {
             return;
         }
         let lis = &mut self.listeners[li].0;
-        let drops = lis.counters().backlog_drops;
+        let before = *lis.counters();
         let reply = lis.process(now, rx.src, rx.dst, &rx.repr, payload, rx.segs);
-        if lis.counters().backlog_drops != drops {
+        let after = *lis.counters();
+        if after.backlog_drops != before.backlog_drops {
             cx.count(SYN_DROPPED, 1);
+        }
+        if after.cookies_sent != before.cookies_sent {
+            cx.count(COOKIES_SENT, 1);
+        }
+        if after.cookies_valid != before.cookies_valid {
+            cx.count(COOKIES_VALID, 1);
         }
         if let Some(r) = reply {
             if r.repr.control == TcpControl::Rst {

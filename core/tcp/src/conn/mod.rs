@@ -277,6 +277,19 @@ impl<P: Payload> Connection<P> {
         syn: &TcpRepr,
     ) -> Self {
         let iss = isn.isn(now, &local, &remote);
+        Self::accept_syn_with_iss(now, local, remote, config, isn, syn, iss)
+    }
+
+    /// [`accept_syn`](Self::accept_syn) with a given ISS (a SYN cookie).
+    pub(crate) fn accept_syn_with_iss(
+        now: Time,
+        local: Endpoint,
+        remote: Endpoint,
+        config: &Config,
+        isn: &IsnGenerator,
+        syn: &TcpRepr,
+        iss: SeqNum,
+    ) -> Self {
         let mut conn = Self::new(config, local, remote, iss, isn.ts_offset(&local, &remote));
         conn.state = State::SynReceived;
         conn.take_peer_syn(now, syn);
