@@ -113,7 +113,7 @@ impl<P: Payload> Listener<P> {
         if seg.ack_number.is_some() {
             if self.cookies_in_use(now) && seg.control != TcpControl::Syn {
                 let local = Endpoint::new(dst, seg.dst_port);
-                match self.from_cookie(now, local, key, seg) {
+                match self.cookie_connection(now, local, key, seg) {
                     Some(Some(mut conn)) => {
                         let reply = conn.process(now, seg, payload, segs);
                         self.conns.insert(key, conn);
@@ -196,8 +196,8 @@ impl<P: Payload> Listener<P> {
     /// The connection a handshake's last ACK `seg` completes if it carries a valid
     /// cookie: `Some(None)` if valid but even the cookies' room (twice the backlog) is
     /// full, `None` if not valid.
-    fn from_cookie(
-        &mut self,
+    fn cookie_connection(
+        &self,
         now: Time,
         local: Endpoint,
         key: (Endpoint, IpAddress),
