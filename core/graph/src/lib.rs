@@ -51,14 +51,14 @@ pub mod testing {
     /// (make it with `NodeStats::new(node.counters())`).
     pub fn call(node: &mut dyn Node, stats: &NodeStats, pkts: &mut Burst, now_tsc: u64) -> Call {
         let mut next = Box::new([crate::DROP; MAX_BURST]);
-        let mut cx = NodeCx { now_tsc, lcore: 0, stats };
+        let mut cx = NodeCx { now_tsc, lcore: 0, stats, live: false };
         let dispatch = node.process(&mut cx, pkts, &mut next);
         Call { dispatch, next }
     }
 
     /// Call `node.idle` once (a walk that found no work) at TSC time `now_tsc`.
     pub fn idle(node: &mut dyn Node, stats: &NodeStats, now_tsc: u64) {
-        let mut cx = NodeCx { now_tsc, lcore: 0, stats };
+        let mut cx = NodeCx { now_tsc, lcore: 0, stats, live: false };
         node.idle(&mut cx);
     }
 }

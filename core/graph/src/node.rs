@@ -34,6 +34,8 @@ pub struct NodeCx<'a> {
     /// The lcore walking the graph.
     pub lcore: u32,
     pub(crate) stats: &'a NodeStats,
+    /// Time is the real TSC (false under [`crate::testing`]'s virtual clock).
+    pub(crate) live: bool,
 }
 
 impl NodeCx<'_> {
@@ -41,6 +43,18 @@ impl NodeCx<'_> {
     #[inline(always)]
     pub fn count(&self, k: usize, n: u64) {
         self.stats.add_extra(k, n);
+    }
+
+    /// The TSC now (read again, not the walk's start): for a node that must not count
+    /// time the lcore lost to preemption since the walk began. Under a virtual clock,
+    /// [`NodeCx::now_tsc`].
+    #[inline]
+    pub fn tsc(&self) -> u64 {
+        if self.live {
+            ironpath_eal::tsc::rdtsc().max(self.now_tsc)
+        } else {
+            self.now_tsc
+        }
     }
 }
 

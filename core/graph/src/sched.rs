@@ -114,7 +114,7 @@ impl LcoreGraph {
             let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
             let pre: Vec<String> =
                 if tracing { (0..n_in).map(|k| summarize(input.data(k))).collect() } else { Vec::new() };
-            let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats };
+            let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
             let d = rt.node.process(&mut cx, input, &mut self.next);
             let n_out = input.len();
             let n = n_in.max(n_out);
@@ -171,7 +171,7 @@ impl LcoreGraph {
         }
         if work == 0 {
             for rt in &mut self.nodes {
-                let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats };
+                let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
                 rt.node.idle(&mut cx);
             }
         }

@@ -141,18 +141,18 @@ impl Impair {
         (d + off).saturating_sub(j)
     }
 
-    /// Send `m` on now or after its delay.
-    fn forward(&mut self, cx: &NodeCx<'_>, m: Mbuf, out: &mut Burst) {
+    /// Send `m` on now or after its delay, counted from `arrival` (TSC).
+    fn forward(&mut self, cx: &NodeCx<'_>, m: Mbuf, out: &mut Burst, arrival: u64) {
         let delay = self.delay_of();
         if delay == 0 && self.queue.is_empty() {
             match out.push(m) {
                 Ok(()) => cx.count(PASSED, 1),
-                Err(m) => self.hold(cx, cx.now_tsc, m),
+                Err(m) => self.hold(cx, arrival, m),
             }
             return;
         }
         cx.count(DELAYED, 1);
-        self.hold(cx, cx.now_tsc.wrapping_add(delay), m);
+        self.hold(cx, arrival.wrapping_add(delay), m);
     }
 
     fn hold(&mut self, cx: &NodeCx<'_>, at: u64, m: Mbuf) {
@@ -170,6 +170,9 @@ impl Node for Impair {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let mut out = Burst::new();
         if !pkts.is_empty() {
+            // The delay counts from now, not from the start of the walk: a thread
+            // preempted after the walk began must not shorten it.
+            let arrival = if self.cfg.delay_tsc > 0 { cx.tsc() } else { cx.now_tsc };
             for m in pkts.drain() {
                 if self.chance(self.cfg.loss_ppm) {
                     cx.count(LOST, 1);
@@ -181,12 +184,12 @@ impl Node for Impair {
                         Ok(mut copy) => {
                             copy.header_mut().ol_flags = m.header().ol_flags & !abi::RX_AGGREGATED;
                             cx.count(DUPLICATED, 1);
-                            self.forward(cx, copy, &mut out);
+                            self.forward(cx, copy, &mut out, arrival);
                         }
                         Err(_) => cx.count(NO_MBUF, 1),
                     }
                 }
-                self.forward(cx, m, &mut out);
+                self.forward(cx, m, &mut out, arrival);
             }
         }
         // Release what is due, oldest first, as far as the burst has room.
