@@ -337,6 +337,34 @@ mod tests {
         cc
     }
 
+    /// CUBIC right after a loss at W_max = 100 segments: cwnd = ssthresh = 70.
+    fn after_loss_at_100() -> NewReno {
+        let mut cc = cubic();
+        cc.cubic.w_max = f64::from(100 * MSS);
+        cc.cwnd = 70 * MSS;
+        cc.ssthresh = 70 * MSS;
+        cc
+    }
+
+    /// `n` round trips of `rtt` from t = 1 s, each acknowledging one window in
+    /// MSS-sized ACKs; cwnd in segments after each.
+    fn rounds(cc: &mut NewReno, rtt: Duration, n: u64) -> Vec<f64> {
+        let mut seq = 0u32;
+        (0..n)
+            .map(|r| {
+                let now = Time::from_micros(1_000_000 + r * rtt.as_micros() as u64);
+                let w = cc.cwnd();
+                let mut acked = 0;
+                while acked < w {
+                    seq = seq.wrapping_add(MSS);
+                    cc.on_ack(SeqNum(seq), MSS, w, now, rtt);
+                    acked += MSS;
+                }
+                f64::from(cc.cwnd()) / f64::from(MSS)
+            })
+            .collect()
+    }
+
     #[test]
     fn cubic_reduces_by_0_7_with_fast_convergence() {
         let mut cc = cubic();
@@ -360,24 +388,8 @@ mod tests {
     /// K = cbrt(30 / 0.4) = 4.2 s (concave), then accelerates past it (convex).
     #[test]
     fn cubic_window_is_concave_then_convex_around_w_max() {
-        let mut cc = cubic();
-        cc.cubic.w_max = f64::from(100 * MSS);
-        cc.cwnd = 70 * MSS;
-        cc.ssthresh = 70 * MSS;
-        let rtt = Duration::from_millis(100);
-        let mut at = Vec::new(); // cwnd in segments at each RTT
-        let mut seq = 0u32;
-        for r in 0..80u64 {
-            let now = Time::from_millis(1000 + r * 100);
-            let w = cc.cwnd();
-            let mut acked = 0;
-            while acked < w {
-                seq = seq.wrapping_add(MSS);
-                cc.on_ack(SeqNum(seq), MSS, w, now, rtt);
-                acked += MSS;
-            }
-            at.push(f64::from(cc.cwnd()) / f64::from(MSS));
-        }
+        let mut cc = after_loss_at_100();
+        let at = rounds(&mut cc, Duration::from_millis(100), 80);
         let k = 42; // RTTs to K
         assert!((at[k - 1] - 100.0).abs() < 3.0, "near W_max at K: {:?}", &at[35..50]);
         let early = at[10] - at[0];
@@ -394,22 +406,8 @@ mod tests {
     /// Reno with its beta).
     #[test]
     fn cubic_is_reno_friendly_at_short_rtts() {
-        let mut cc = cubic();
-        cc.cubic.w_max = f64::from(100 * MSS);
-        cc.cwnd = 70 * MSS;
-        cc.ssthresh = 70 * MSS;
-        let rtt = Duration::from_millis(1);
-        let mut seq = 0u32;
-        for r in 0..200u64 {
-            let now = Time::from_micros(1_000_000 + r * 1000);
-            let w = cc.cwnd();
-            let mut acked = 0;
-            while acked < w {
-                seq = seq.wrapping_add(MSS);
-                cc.on_ack(SeqNum(seq), MSS, w, now, rtt);
-                acked += MSS;
-            }
-        }
+        let mut cc = after_loss_at_100();
+        rounds(&mut cc, Duration::from_millis(1), 200);
         // 200 RTTs in 0.2 s: the cubic curve is still near 70; Reno-friendly growth of
         // 0.53 then 1 segment per RTT took it past 100.
         assert!(cc.cwnd() > 100 * MSS, "{}", cc.cwnd() / MSS);

@@ -265,11 +265,9 @@ pub fn tx_poll(s: &mut Stream) {
 
 /// Flush a batched TX path and publish its final counters (forwarding stops).
 pub fn tx_stop(s: &mut Stream) {
-    if let TxPath::Batched { b, .. } = &mut s.tx {
+    if let TxPath::Batched { b, published, .. } = &mut s.tx {
         b.stop(ironpath_eal::tsc::rdtsc());
-    }
-    if let TxPath::Batched { published, .. } = &mut s.tx {
-        *published = 0;
+        *published = 0; // publish the final counters now
     }
     tx_poll(s);
 }

@@ -68,6 +68,26 @@ fn get(path: &str, save: &std::path::Path, count: u32, requests: u64) -> Connect
     }
 }
 
+/// A client connection running `source` (`bytes`, 0 = forever) to our port `port`.
+fn source_to(port: u16, bytes: u64) -> ConnectCfg {
+    ConnectCfg {
+        to: IpAddress::V4(US4),
+        port,
+        app: "source".into(),
+        bytes,
+        path: String::new(),
+        save: None,
+        count: 1,
+        requests: 1,
+        congestion: None,
+    }
+}
+
+/// A `discard` listener on `port`.
+fn discard_on(port: u16, congestion: Option<ironpath_tcp::Congestion>) -> ListenCfg {
+    ListenCfg { port, app: "discard".into(), backlog: 16, bytes: 0, root: None, objects: String::new(), congestion }
+}
+
 /// Runs both nodes for `rounds` polls 100 µs apart; `keep(direction, n)` decides
 /// whether the n-th frame of a direction arrives (loss).
 fn run(
@@ -200,20 +220,7 @@ fn transfers_complete_through_loss_with_retransmissions() {
 fn source_into_echo_and_discard() {
     let pool = pool(4096);
     let mut s = server(&pool, "");
-    let mut c = client(
-        &pool,
-        vec![ConnectCfg {
-            to: IpAddress::V4(US4),
-            port: 7,
-            app: "source".into(),
-            bytes: 200_000,
-            path: String::new(),
-            save: None,
-            count: 1,
-            requests: 1,
-            congestion: None,
-        }],
-    );
+    let mut c = client(&pool, vec![source_to(7, 200_000)]);
     let (sc, ss) = run(&mut c, &mut s, 3000, |_, _| true);
     assert_eq!(counter(&sc, "app_bytes_out"), 200_000);
     assert_eq!(counter(&ss, "app_bytes_in"), 200_000, "the echo server read everything");
@@ -301,29 +308,11 @@ fn stream_through_batcher(
     use ironpath_eal::port::testing::sink_txq;
     let pool = pool(8192);
     let mut sc = cfg_for_server();
-    sc.listen = vec![ListenCfg {
-        port: 9,
-        app: "discard".into(),
-        backlog: 16,
-        bytes: 0,
-        root: None,
-        objects: String::new(),
-        congestion: None,
-    }];
+    sc.listen = vec![discard_on(9, None)];
     let mut s = TcpNode::new(sc, pool.clone()).unwrap();
     let mut cc = cfg(PEER_MAC, PEER4);
     cc.tx_inflight_limit = limit;
-    cc.connect = vec![ConnectCfg {
-        to: IpAddress::V4(US4),
-        port: 9,
-        app: "source".into(),
-        bytes: 0,
-        path: String::new(),
-        save: None,
-        count: 1,
-        requests: 1,
-        congestion: None,
-    }];
+    cc.connect = vec![source_to(9, 0)];
     let mut c = TcpNode::new(cc, pool.clone()).unwrap();
     let (q, dev) = sink_txq(512, true);
     let mut tb = ironpath_eal::TxBatcher::new(q, bcfg);
@@ -397,30 +386,9 @@ fn flush_on_idle_sends_a_lone_ack_within_one_poll() {
     for idle in [true, false] {
         let pool = pool(1024);
         let mut sc = cfg_for_server();
-        sc.listen = vec![ListenCfg {
-            port: 9,
-            app: "discard".into(),
-            backlog: 4,
-            bytes: 0,
-            root: None,
-            objects: String::new(),
-            congestion: None,
-        }];
+        sc.listen = vec![discard_on(9, None)];
         let mut s = TcpNode::new(sc, pool.clone()).unwrap();
-        let mut c = client(
-            &pool,
-            vec![ConnectCfg {
-                to: IpAddress::V4(US4),
-                port: 9,
-                app: "source".into(),
-                bytes: 0, // a stream: the server answers with pure ACKs only
-                path: String::new(),
-                save: None,
-                count: 1,
-                requests: 1,
-                congestion: None,
-            }],
-        );
+        let mut c = client(&pool, vec![source_to(9, 0)]);
         let (q, dev) = sink_txq(1024, false);
         let bcfg = TxBatchConfig {
             coalesce: 32,
@@ -480,30 +448,9 @@ fn congestion_control_is_chosen_per_listener_and_per_connect() {
     use ironpath_tcp::Congestion;
     let pool = pool(1024);
     let mut sc = cfg_for_server();
-    sc.listen = vec![ListenCfg {
-        port: 9,
-        app: "discard".into(),
-        backlog: 4,
-        bytes: 0,
-        root: None,
-        objects: String::new(),
-        congestion: Some(Congestion::NewReno),
-    }];
+    sc.listen = vec![discard_on(9, Some(Congestion::NewReno))];
     let mut s = TcpNode::new(sc, pool.clone()).unwrap();
-    let mut c = client(
-        &pool,
-        vec![ConnectCfg {
-            to: IpAddress::V4(US4),
-            port: 9,
-            app: "source".into(),
-            bytes: 0,
-            path: String::new(),
-            save: None,
-            count: 1,
-            requests: 1,
-            congestion: None,
-        }],
-    );
+    let mut c = client(&pool, vec![source_to(9, 0)]);
     run(&mut c, &mut s, 20, |_, _| true);
     let algo = |n: &TcpNode| n.slots.iter().flatten().map(|e| e.conn.info().congestion).collect::<Vec<_>>();
     assert_eq!(algo(&s), [Congestion::NewReno], "the listener's choice");
