@@ -195,9 +195,12 @@ pub fn run_main(args: &[String]) -> i32 {
             break;
         }
     }
-    let runtime = run.info.format_runtime();
     let totals = stats::snapshot(&eal, &run);
     let errs = run.stop(&mut eal);
+    // After the lcores are joined: node counters read while they still walk are
+    // taken at different instants (a burst counted by one node and not yet by
+    // the next).
+    let runtime = run.info.format_runtime();
     if let Some(mut w) = json {
         let _ = w.flush();
     }

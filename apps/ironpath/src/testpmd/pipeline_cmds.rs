@@ -32,8 +32,8 @@ pub fn pipeline(app: &mut App, t: &[&str]) -> Result<String, String> {
         }
         (Some("stop"), None, _) => {
             let mut run = app.pipeline.take().ok_or("no pipeline running")?;
-            let runtime = run.info.format_runtime();
             let errs = run.stop(&mut app.eal);
+            let runtime = run.info.format_runtime();
             let mut out = format!("pipeline stopped\n{runtime}");
             for e in errs {
                 out.push_str(&format!("error: {e}\n"));
