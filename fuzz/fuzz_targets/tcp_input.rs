@@ -7,7 +7,8 @@
 //! forged segments into the server connection (fields relative to its sequence
 //! numbers, so they land near the window) or into the listener, raw bytes parsed by
 //! `ironpath_wire` and fed to the server, deliveries (with drops, reordering and
-//! duplication) between the engines, time steps, and send/recv/close/abort.
+//! duplication) between the engines, time steps, and send/recv/close/abort. Some
+//! configurations run short keep-alive, idle and FIN-WAIT-2 timers.
 //!
 //! Checked after every operation: no panic; `check_invariants` (snd_una <= snd_nxt <=
 //! snd_max in sequence space, buffers within their limits, the out-of-order queue
@@ -19,7 +20,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ironpath_tcp::testing::Bytes;
-use ironpath_tcp::{Config, Connection, Endpoint, IsnGenerator, Listener, Payload, Segment, State, Time};
+use ironpath_tcp::{Config, Connection, Endpoint, IsnGenerator, Keepalive, Listener, Payload, Segment, State, Time};
 use ironpath_wire::{IpAddress, TcpControl, TcpPacket, TcpRepr};
 use libfuzzer_sys::fuzz_target;
 
@@ -378,6 +379,19 @@ fuzz_target!(|data: &[u8]| {
         ack_delay: if knobs & 128 != 0 { Duration::ZERO } else { Duration::from_millis(40) },
         challenge_ack_limit: 1000,
         ..Config::default()
+    };
+    // Nagle with a small out-of-order queue also turns on short keep-alive, idle and
+    // FIN-WAIT-2 timers (the byte has no bit left).
+    let short_timers = knobs & 0x48 == 0x48;
+    let config = Config {
+        keepalive: short_timers.then_some(Keepalive {
+            idle: Duration::from_secs(1),
+            interval: Duration::from_millis(100),
+            probes: 3,
+        }),
+        idle_timeout: short_timers.then_some(Duration::from_secs(5)),
+        fin_wait2_timeout: Some(Duration::from_secs(if short_timers { 2 } else { 60 })),
+        ..config
     };
     let mut world = World::new(&config);
     world.check();

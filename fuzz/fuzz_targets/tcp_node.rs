@@ -5,7 +5,7 @@
 //! Input: byte 0 holds flags (bit 0: the NIC verified IP checksums, bit 1: it verified
 //! L4 checksums, bit 2: structured records, bit 3: small buffers, bit 4: no TCP
 //! options, bit 5: no delayed ACK and no Nagle, bit 6: room for 2 connections and a
-//! backlog of 1). Then records, at most 512, each a time step (little-endian u16:
+//! backlog of 1, bit 7: short keep-alive, idle and FIN-WAIT-2 timers). Then records, at most 512, each a time step (little-endian u16:
 //! below 0x8000 in µs, from 0x8000 on `t - 0x8000` ms) and a frame. Frames arriving
 //! with no time step between them share a burst. A raw frame is a little-endian u16
 //! length and its bytes (cut to 4096 and to what is left). A structured frame is
@@ -61,7 +61,15 @@ fn config(flags: u8) -> TcpConfig {
     let plain = flags & 16 != 0;
     let eager = flags & 32 != 0;
     let tight = flags & 64 != 0;
+    let timers = flags & 128 != 0;
     let tcp = ironpath_tcp::Config {
+        keepalive: timers.then_some(ironpath_tcp::Keepalive {
+            idle: Duration::from_secs(1),
+            interval: Duration::from_millis(200),
+            probes: 2,
+        }),
+        idle_timeout: timers.then_some(Duration::from_secs(3)),
+        fin_wait2_timeout: Some(Duration::from_secs(if timers { 1 } else { 60 })),
         mss: MSS,
         send_buffer: if small { 4096 } else { 64 * 1024 },
         recv_buffer: if small { 2048 } else { 64 * 1024 },

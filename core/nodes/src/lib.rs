@@ -78,6 +78,13 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         sack: flag("sack"),
         congestion: algo(p.str("congestion")).unwrap_or_default(),
         syn_cookies: p.bool("syn_cookies").unwrap_or(true),
+        keepalive: (!dur("keepalive_idle").is_zero()).then(|| ironpath_tcp::Keepalive {
+            idle: dur("keepalive_idle"),
+            interval: dur("keepalive_interval"),
+            probes: uint("keepalive_probes") as u32,
+        }),
+        idle_timeout: Some(dur("idle_timeout")).filter(|d| !d.is_zero()),
+        fin_wait2_timeout: Some(dur("fin_wait2_timeout")).filter(|d| !d.is_zero()),
         ..ironpath_tcp::Config::default()
     };
     let listen = p

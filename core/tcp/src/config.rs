@@ -47,6 +47,35 @@ pub struct Config {
     /// instead of dropping them. A cookie connection keeps only the peer's MSS (no
     /// window scaling, timestamps or SACK), as Linux without timestamps.
     pub syn_cookies: bool,
+    /// Keep-alive probes (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6) on an open connection
+    /// with nothing outstanding after `idle` without a segment from the peer; it is
+    /// reset after `probes` unanswered probes. `None` (the default, as RFC 1122 says):
+    /// no probes.
+    pub keepalive: Option<Keepalive>,
+    /// Reset a connection from which no segment arrived for this long (any
+    /// synchronized state but TIME-WAIT). `None`: never.
+    pub idle_timeout: Option<Duration>,
+    /// Reset a connection left in FIN-WAIT-2 (our FIN acknowledged, the peer's not
+    /// coming) this long (Linux's `tcp_fin_timeout`, 60 s). `None`: wait forever.
+    pub fin_wait2_timeout: Option<Duration>,
+}
+
+/// Keep-alive settings (Linux's `tcp_keepalive_time`, `_intvl`, `_probes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Quiet time before the first probe (RFC 1122: no less than two hours by
+    /// default; Linux 7200 s).
+    pub idle: Duration,
+    /// Between unanswered probes (Linux 75 s).
+    pub interval: Duration,
+    /// Unanswered probes before the connection is reset (Linux 9).
+    pub probes: u32,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive { idle: Duration::from_secs(7200), interval: Duration::from_secs(75), probes: 9 }
+    }
 }
 
 impl Default for Config {
@@ -71,6 +100,9 @@ impl Default for Config {
             max_ooo_segments: 256,
             congestion: crate::Congestion::Cubic,
             syn_cookies: true,
+            keepalive: None,
+            idle_timeout: None,
+            fin_wait2_timeout: Some(Duration::from_secs(60)),
         }
     }
 }

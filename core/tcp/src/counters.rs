@@ -39,4 +39,6 @@ pub struct Counters {
     pub paws_drops: u64,
     /// Received payload bytes dropped: beyond the window or over the out-of-order limit.
     pub bytes_dropped: u64,
+    /// Keep-alive probes sent.
+    pub keepalive_probes: u64,
 }

@@ -48,4 +48,11 @@ pub enum ConnError {
     /// The application called [`abort`](crate::Connection::abort).
     #[error("connection aborted")]
     Aborted,
+    /// Nothing arrived for [`Config::idle_timeout`](crate::Config::idle_timeout), or
+    /// FIN-WAIT-2 lasted [`Config::fin_wait2_timeout`](crate::Config::fin_wait2_timeout).
+    #[error("connection idle too long")]
+    IdleTimeout,
+    /// Keep-alive probes went unanswered ([`Config::keepalive`](crate::Config::keepalive)).
+    #[error("keep-alive probes unanswered")]
+    KeepaliveTimeout,
 }

@@ -22,22 +22,26 @@
 //!   initial window of 10 segments, fast retransmit, fast recovery, partial ACKs;
 //! * delayed ACKs (every second segment, or after `ack_delay`; at once for out-of-order
 //!   data, hole fills and FINs) counting the original segments of GRO/LRO aggregates;
-//!   out-of-order reassembly; zero-window probes (persist timer) and window updates;
-//!   receiver and sender SWS avoidance; Nagle;
+//! * CUBIC (RFC 9438, the default) or NewReno per connection ([`Congestion`]); SACK-aware
+//!   duplicate ACK counting (RFC 6675's DupAck); PAWS lets reordered pure duplicate
+//!   ACKs through (as Linux);
+//! * SYN cookies (RFC 4987) when a listener's backlog is full;
+//! * keep-alive probes ([`Keepalive`], off by default), an idle timeout and a
+//!   FIN-WAIT-2 timeout (60 s by default), each ending in a RST ([`ConnError`] says which);
+//! * out-of-order reassembly; zero-window probes (persist timer), window updates, receiver and sender SWS
+//!   avoidance, Nagle;
 //! * per-connection [`Counters`].
 //!
 //! Not implemented yet (or simplified):
-//! * the sender ignores received SACK blocks (no RFC 6675 scoreboard: recovery is
-//!   NewReno's one segment per RTT), no D-SACK, no RACK-TLP, no limited transmit
-//!   (RFC 3042), no F-RTO, no pacing; cwnd is not reduced after idle (RFC 5681 §4.1),
-//!   only kept from growing while under-used;
-//! * no ECN, no urgent data (URG is ignored), no keepalives, no TCP Fast Open, no SYN
-//!   cookies (a full backlog drops SYNs), no TIME-WAIT reuse by a new SYN (it gets a
-//!   challenge ACK), no FIN-WAIT-2 timeout, no TSO-sized segments, no PMTU discovery;
+//! * the sender has no RFC 6675 scoreboard (recovery resends one segment per RTT), no
+//!   D-SACK, no RACK-TLP, no limited transmit (RFC 3042), no F-RTO, no pacing; cwnd is
+//!   not reduced after idle (RFC 5681 §4.1), only kept from growing while under-used;
+//! * no ECN, no urgent data (URG is ignored), no TCP Fast Open, no TIME-WAIT reuse by a
+//!   new SYN inside the engine (the `tcp` node replaces such a connection), no
+//!   TSO-sized segments, no PMTU discovery;
 //! * data carried on a SYN is not taken (the peer resends it); the RTO after a
 //!   retransmitted SYN is not raised to 3 s (RFC 6298 §5.7); RTT samples are not
-//!   weighted per window (RFC 7323 Appendix G); PAWS has no exception for reordered
-//!   pure ACKs (Linux has one);
+//!   weighted per window (RFC 7323 Appendix G);
 //! * buffers are accounted in payload bytes: a node whose payloads pin whole mbufs
 //!   must size `recv_buffer` with that in mind.
 //!
@@ -90,7 +94,7 @@ mod time;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;
 
-pub use config::Config;
+pub use config::{Config, Keepalive};
 pub use congestion::Congestion;
 pub use conn::{Connection, Info, State};
 pub use counters::Counters;

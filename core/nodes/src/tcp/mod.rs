@@ -27,7 +27,7 @@ use apps::{App, AppEnv, HttpGet, Site};
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
-use ironpath_tcp::{rst_reply, Config, Connection, Endpoint, IsnGenerator, Listener, Segment, State, Time};
+use ironpath_tcp::{rst_reply, Config, ConnError, Connection, Endpoint, IsnGenerator, Listener, Segment, State, Time};
 use ironpath_wire::checksum;
 use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN as ETH_LEN};
 use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -39,7 +39,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::PathBuf;
 
-static COUNTERS: [CounterSpec; 23] = [
+static COUNTERS: [CounterSpec; 27] = [
     CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
     CounterSpec { name: "segs_out", unit: "TCP segments sent" },
     CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
@@ -63,6 +63,13 @@ static COUNTERS: [CounterSpec; 23] = [
     CounterSpec { name: "tsq_throttled", unit: "times a connection waited for TX completions (tx_inflight_limit)" },
     CounterSpec { name: "syn_cookies_sent", unit: "SYN-ACKs with a SYN cookie (backlog full, no state kept)" },
     CounterSpec { name: "syn_cookies_valid", unit: "connections made from a valid SYN cookie" },
+    CounterSpec { name: "keepalive_probes", unit: "keep-alive probes sent" },
+    CounterSpec { name: "idle_resets", unit: "connections reset by idle_timeout or fin_wait2_timeout" },
+    CounterSpec { name: "keepalive_resets", unit: "connections reset after unanswered keep-alive probes" },
+    CounterSpec {
+        name: "challenge_acks",
+        unit: "RFC 5961 challenge ACKs sent (RST or SYN in window, unacceptable ACK)",
+    },
 ];
 const SEGS_IN: usize = 0;
 const SEGS_OUT: usize = 1;
@@ -87,6 +94,10 @@ const TW_REUSED: usize = 19;
 const TSQ_THROTTLED: usize = 20;
 const COOKIES_SENT: usize = 21;
 const COOKIES_VALID: usize = 22;
+const KEEPALIVE_PROBES: usize = 23;
+const IDLE_RESETS: usize = 24;
+const KEEPALIVE_RESETS: usize = 25;
+const CHALLENGE_ACKS: usize = 26;
 
 /// A listening port.
 #[derive(Clone, Debug)]
@@ -165,6 +176,8 @@ struct Entry {
     ip_id: u16,
     retransmits: u64,
     rto_timeouts: u64,
+    keepalive_probes: u64,
+    challenge_acks: u64,
     /// Unique id (slots are reused; completions name the connection by it).
     id: u64,
     /// Bytes handed to TX and not yet completed.
@@ -547,6 +560,8 @@ impl TcpNode {
             ip_id,
             retransmits: 0,
             rto_timeouts: 0,
+            keepalive_probes: 0,
+            challenge_acks: 0,
             id: self.next_id,
             inflight: 0,
             tsq_blocked: false,
@@ -721,6 +736,11 @@ impl TcpNode {
             self.flows.remove(&(e.conn.local(), e.conn.remote()));
             self.free.push(slot);
             cx.count(CLOSED, 1);
+            match e.conn.error() {
+                Some(ConnError::IdleTimeout) => cx.count(IDLE_RESETS, 1),
+                Some(ConnError::KeepaliveTimeout) => cx.count(KEEPALIVE_RESETS, 1),
+                _ => {}
+            }
             if e.conn.error().is_some() {
                 cx.count(FAILED, 1);
             }
@@ -770,7 +790,10 @@ impl TcpNode {
         let c = *e.conn.counters();
         cx.count(RETRANSMITS, c.retransmits - e.retransmits);
         cx.count(RTO_TIMEOUTS, c.rto_timeouts - e.rto_timeouts);
+        cx.count(KEEPALIVE_PROBES, c.keepalive_probes - e.keepalive_probes);
+        cx.count(CHALLENGE_ACKS, c.challenge_acks - e.challenge_acks);
         (e.retransmits, e.rto_timeouts) = (c.retransmits, c.rto_timeouts);
+        (e.keepalive_probes, e.challenge_acks) = (c.keepalive_probes, c.challenge_acks);
         let at = e.conn.poll_at();
         if e.conn.state() == State::Closed && at.is_none() {
             self.remove(cx, slot);

@@ -456,3 +456,48 @@ fn congestion_control_is_chosen_per_listener_and_per_connect() {
     assert_eq!(algo(&s), [Congestion::NewReno], "the listener's choice");
     assert_eq!(algo(&c), [Congestion::Cubic], "the node's default");
 }
+
+#[test]
+fn keepalive_probes_an_idle_peer_and_resets_one_that_vanished() {
+    let pool = pool(512);
+    let mut c = cfg(US_MAC, US4);
+    c.tcp.keepalive = Some(ironpath_tcp::Keepalive {
+        idle: std::time::Duration::from_secs(1),
+        interval: std::time::Duration::from_millis(200),
+        probes: 2,
+    });
+    c.listen = vec![discard_on(9, None)];
+    let mut b = TcpNode::new(c, pool.clone()).unwrap();
+    // The client connects and sends nothing (its app only reads).
+    let mut a = client(&pool, vec![ConnectCfg { app: "discard".into(), ..source_to(9, 0) }]);
+    // 3.5 s with the client answering: a probe after each quiet second, answered.
+    let (_, sb) = run(&mut a, &mut b, 35_000, |_, _| true);
+    assert_eq!(counter(&sb, "conns_opened"), 1);
+    let probes = counter(&sb, "keepalive_probes");
+    assert!((3..=4).contains(&probes), "{probes}");
+    assert_eq!(counter(&sb, "conns_closed"), 0);
+    // Then the client vanishes: two more probes 200 ms apart, then the reset. (`run`
+    // starts its clock at 0 again: the first 3.5 s of this run repeat old times.)
+    let (_, sb) = run(&mut a, &mut b, 60_000, |dir, _| dir != 0);
+    assert_eq!(counter(&sb, "keepalive_probes"), 2);
+    assert_eq!(counter(&sb, "keepalive_resets"), 1);
+    assert_eq!(counter(&sb, "conns_failed"), 1);
+    drop((a, b));
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+#[test]
+fn idle_timeout_resets_a_silent_connection() {
+    let pool = pool(512);
+    let mut c = cfg(US_MAC, US4);
+    c.tcp.idle_timeout = Some(std::time::Duration::from_millis(500));
+    c.listen = vec![discard_on(9, None)];
+    let mut b = TcpNode::new(c, pool.clone()).unwrap();
+    let mut a = client(&pool, vec![ConnectCfg { app: "discard".into(), ..source_to(9, 0) }]);
+    let (sa, sb) = run(&mut a, &mut b, 10_000, |_, _| true);
+    assert_eq!(counter(&sb, "conns_opened"), 1);
+    assert_eq!(counter(&sb, "idle_resets"), 1);
+    assert_eq!(counter(&sa, "conns_failed"), 1, "the client got the RST");
+    drop((a, b));
+    assert_eq!(pool.stats().in_use, 0);
+}

@@ -40,6 +40,10 @@ impl<P: Payload> Connection<P> {
     pub fn process(&mut self, now: Time, seg: &TcpRepr, payload: Option<P>, segs: u16) -> Option<Segment<P>> {
         let segs = segs.max(1);
         self.counters.segs_in += u64::from(segs);
+        // Any segment shows the peer is there (a keep-alive answer is an ACK).
+        self.last_rx = now;
+        self.keepalive_sent = 0;
+        let before = self.state;
         let payload = payload.filter(|p| !p.is_empty());
         let reply = match self.state {
             State::Closed => {
@@ -51,6 +55,9 @@ impl<P: Payload> Connection<P> {
         };
         if reply.is_some() {
             self.counters.segs_out += 1;
+        }
+        if self.state == State::FinWait2 && before != State::FinWait2 {
+            self.fin_wait2_at = now;
         }
         self.update_timers(now);
         reply

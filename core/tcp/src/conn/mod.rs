@@ -108,6 +108,10 @@ struct Timers {
     ack: Option<Time>,
     /// End of TIME-WAIT.
     time_wait: Option<Time>,
+    /// Keep-alive, idle timeout or FIN-WAIT-2 timeout: the earliest that may be due.
+    /// Traffic does not move it (no timer update per segment); when it expires the
+    /// real deadline is worked out again from `last_rx` (as Linux's keep-alive timer).
+    idle: Option<Time>,
 }
 
 /// One TCP connection: a state machine over segments and time, with its buffers.
@@ -184,6 +188,14 @@ pub struct Connection<P> {
     probe_due: bool,
     /// `abort` was called: send this RST.
     rst_due: Option<SeqNum>,
+    /// A keep-alive probe is due.
+    keepalive_due: bool,
+
+    // Idle tracking: when a segment last arrived, keep-alive probes unanswered since,
+    // and when FIN-WAIT-2 began.
+    last_rx: Time,
+    keepalive_sent: u32,
+    fin_wait2_at: Time,
 
     // Challenge ACK rate limit (RFC 5961 §7) and the out-of-window ACK limit.
     challenge_epoch: Time,
@@ -235,6 +247,10 @@ impl<P: Payload> Connection<P> {
             rexmit_head: false,
             probe_due: false,
             rst_due: None,
+            keepalive_due: false,
+            last_rx: Time::ZERO,
+            keepalive_sent: 0,
+            fin_wait2_at: Time::ZERO,
             challenge_epoch: Time::ZERO,
             challenge_count: 0,
             oow_ack_at: None,
@@ -262,6 +278,7 @@ impl<P: Payload> Connection<P> {
         let iss = isn.isn(now, &local, &remote);
         let mut conn = Self::new(config, local, remote, iss, isn.ts_offset(&local, &remote));
         conn.state = State::SynSent;
+        conn.last_rx = now;
         Ok(conn)
     }
 
@@ -292,6 +309,7 @@ impl<P: Payload> Connection<P> {
     ) -> Self {
         let mut conn = Self::new(config, local, remote, iss, isn.ts_offset(&local, &remote));
         conn.state = State::SynReceived;
+        conn.last_rx = now;
         conn.take_peer_syn(now, syn);
         conn
     }
@@ -439,6 +457,7 @@ impl<P: Payload> Connection<P> {
         self.ack_now = false;
         self.rexmit_head = false;
         self.probe_due = false;
+        self.keepalive_due = false;
         if error.is_some() {
             self.send_buf.clear();
             self.recv_buf.clear();

@@ -19,6 +19,8 @@ enum Plan {
     Retransmit { len: usize, fin: bool },
     /// One byte beyond a zero window.
     Probe,
+    /// A keep-alive probe: no data, one below `snd_una`, so the peer answers.
+    Keepalive,
     /// Data at `snd_nxt` (also resent data after a timeout), maybe with the FIN.
     Data { len: usize, fin: bool },
     /// A pure ACK (owed, or a window update).
@@ -70,6 +72,9 @@ impl<P: Payload> Connection<P> {
         }
         if self.probe_due && self.unsent() > 0 {
             return Some(Plan::Probe);
+        }
+        if self.keepalive_due {
+            return Some(Plan::Keepalive);
         }
         if let Some((len, fin)) = self.next_data() {
             return Some(Plan::Data { len, fin });
@@ -218,6 +223,10 @@ impl<P: Payload> Connection<P> {
             Plan::Syn => (self.syn_repr(now), None, self.rcv_adv),
             Plan::Retransmit { len, fin } => self.data_repr(now, self.snd_una, len, fin),
             Plan::Probe => self.data_repr(now, self.snd_nxt, 1, false),
+            Plan::Keepalive => {
+                let (repr, rcv_adv) = self.ack_repr(now, self.snd_una - 1u32);
+                (repr, None, rcv_adv)
+            }
             Plan::Data { len, fin } => self.data_repr(now, self.snd_nxt, len, fin),
             Plan::Ack => {
                 let (repr, rcv_adv) = self.ack_repr(now, self.snd_max);
@@ -283,6 +292,11 @@ impl<P: Payload> Connection<P> {
                 self.snd_max = self.snd_max.max(self.snd_nxt + 1u32);
                 self.persist_probes += 1;
                 self.timers.persist = Some(now + self.rtt.persist_interval(self.persist_probes));
+            }
+            Plan::Keepalive => {
+                self.counters.keepalive_probes += 1;
+                self.keepalive_due = false;
+                self.keepalive_sent += 1;
             }
             Plan::Data { len, fin } => {
                 let seq = self.snd_nxt;

@@ -11,8 +11,8 @@ impl<P: Payload> Connection<P> {
         if self.has_output() {
             return Some(Time::ZERO);
         }
-        let Timers { rto, persist, ack, time_wait } = self.timers;
-        [rto, persist, ack, time_wait].into_iter().flatten().min()
+        let Timers { rto, persist, ack, time_wait, idle } = self.timers;
+        [rto, persist, ack, time_wait, idle].into_iter().flatten().min()
     }
 
     /// Fires the timers that expired by `now`.
@@ -37,6 +37,56 @@ impl<P: Payload> Connection<P> {
         if self.timers.ack.is_some_and(|t| now >= t) {
             self.timers.ack = None;
             self.ack_now = true;
+        }
+        if self.timers.idle.is_some_and(|t| now >= t) {
+            self.timers.idle = None;
+            self.on_idle_timer(now);
+        }
+    }
+
+    /// The idle deadlines that apply now: `(FIN-WAIT-2 end, idle timeout, next
+    /// keep-alive probe)`.
+    fn idle_deadlines(&self) -> [Option<Time>; 3] {
+        let c = &self.config;
+        let fin_wait2 = match (self.state, c.fin_wait2_timeout) {
+            (State::FinWait2, Some(t)) => Some(self.fin_wait2_at + t),
+            _ => None,
+        };
+        let synchronized = !matches!(self.state, State::Closed | State::SynSent | State::TimeWait);
+        let idle = c.idle_timeout.filter(|_| synchronized).map(|t| self.last_rx + t);
+        // Probes only when nothing is outstanding or waiting (RFC 1122 §4.2.3.6):
+        // otherwise the retransmission or persist timer already asks the peer.
+        let quiet = matches!(self.state, State::Established | State::CloseWait)
+            && self.snd_una == self.snd_max
+            && self.unsent() == 0;
+        let keepalive = c
+            .keepalive
+            .filter(|_| quiet)
+            .map(|k| self.last_rx + k.idle.saturating_add(k.interval.saturating_mul(self.keepalive_sent)));
+        [fin_wait2, idle, keepalive]
+    }
+
+    /// The idle timer expired: reset the connection, send a keep-alive probe, or
+    /// nothing (traffic arrived since it was armed; `update_timers` arms it again).
+    fn on_idle_timer(&mut self, now: Time) {
+        let [fin_wait2, idle, keepalive] = self.idle_deadlines();
+        let reset = if fin_wait2.is_some_and(|t| now >= t) || idle.is_some_and(|t| now >= t) {
+            Some(ConnError::IdleTimeout)
+        } else if keepalive.is_some_and(|t| now >= t) {
+            let probes = self.config.keepalive.map_or(0, |k| k.probes);
+            if self.keepalive_sent >= probes {
+                Some(ConnError::KeepaliveTimeout)
+            } else {
+                self.keepalive_due = true;
+                None
+            }
+        } else {
+            None
+        };
+        if let Some(e) = reset {
+            // The peer may still hold state: tell it (Linux sends a RST here too).
+            self.rst_due = Some(self.snd_max);
+            self.enter_closed(Some(e));
         }
     }
 
@@ -73,10 +123,18 @@ impl<P: Payload> Connection<P> {
             State::TimeWait => {
                 self.timers.rto = None;
                 self.timers.persist = None;
+                self.timers.idle = None;
                 self.rexmit_head = false;
                 return;
             }
             _ => {}
+        }
+        // The idle timer runs at the earliest deadline; it is moved earlier when one
+        // appears (a state change), never later by traffic.
+        if let Some(d) = self.idle_deadlines().into_iter().flatten().min() {
+            if self.timers.idle.is_none_or(|t| d < t) {
+                self.timers.idle = Some(d);
+            }
         }
         if self.snd_una == self.snd_max {
             self.timers.rto = None;
