@@ -102,6 +102,7 @@ fn config(flags: u8) -> TcpConfig {
         tsc_hz: HZ,
         isn_secret: [0x5a; 16],
         tx_inflight_limit: if tight { 4096 } else { 0 },
+        memory_limit: if small { 8192 } else { 0 },
     }
 }
 

@@ -324,6 +324,94 @@ while sent < count and time.time() < end:
 print("sent", sent)
 "#;
 
+/// Blind injection (RFC 5961): segments that claim to be the client's connection
+/// (its address and port) with random sequence and acknowledgment numbers: RSTs, SYNs
+/// and data, each with a timestamp option. Arguments: our address, the client's, its port, how many of each kind,
+/// seconds at most, a delay before the first.
+const BLIND_INJECT: &str = r#"
+import random, socket, struct, sys, time
+dst, src, sport, count, secs, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+d, a = socket.inet_aton(dst), socket.inet_aton(src)
+rng = random.Random(11)
+time.sleep(delay)
+end = time.time() + secs
+sent = {"rst": 0, "syn": 0, "data": 0}
+kinds = [("rst", 0x04, 0), ("rst", 0x14, 0), ("syn", 0x02, 0), ("data", 0x18, 100)]
+while min(sent.values()) < count and time.time() < end:
+    for name, flags, plen in kinds:
+        ack = rng.getrandbits(32) if flags & 0x10 else 0
+        # A timestamp option with a random TSval (without one the segment would be
+        # dropped before any RFC 5961 check; about half pass PAWS).
+        opts = struct.pack("!BBBBII", 1, 1, 8, 10, rng.getrandbits(32), 0)
+        tcp = struct.pack("!HHIIBBHHH", sport, 80, rng.getrandbits(32), ack, 8 << 4, flags, 64240, 0, 0) + opts + bytes(rng.getrandbits(8) for _ in range(plen))
+        tcp = tcp[:16] + struct.pack("!H", csum(a + d + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)) + tcp[18:]
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0, a, d)
+        ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+        s.sendto(ip + tcp, (dst, 0))
+        sent[name] += 1
+print(" ".join("%s %d" % kv for kv in sorted(sent.items())))
+"#;
+
+#[test]
+fn curl_downloads_through_blind_rst_syn_and_data_injection_root() {
+    if !ready(&["curl", "python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("tj", 24);
+    let w = TempDir::new("wwwj");
+    www(&w.0, &[("big", 64 << 20)]);
+    let mut run = server(&v, &w.0, &[], "inject");
+    let (ip, peer) = (v.ours4(), v.peer4());
+    // The download is slowed to ~4 s so the injection (from 0.5 s on) lands inside it.
+    const PORT: &str = "40123";
+    let inject = std::process::Command::new("ip")
+        .args(["netns", "exec", &v.ns, "timeout", "30", "python3", "-c", BLIND_INJECT, &ip, &peer, PORT, "2000", "3"])
+        .arg("0.5")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = w.0.join("got");
+    let url = format!("http://{ip}/big");
+    let o = v.exec_for(
+        120,
+        &[
+            "curl",
+            "-s",
+            "--local-port",
+            PORT,
+            "--limit-rate",
+            "16M",
+            "-o",
+            out.to_str().unwrap(),
+            "--max-time",
+            "60",
+            &url,
+        ],
+    );
+    let f = inject.wait_with_output().unwrap();
+    assert!(f.status.success(), "injector: {}", String::from_utf8_lossy(&f.stderr));
+    assert!(o.status.success(), "curl under blind injection: {}\n{}", text(&o), run.stop());
+    assert_eq!(sha256(&out), sha256(&w.0.join("big")), "no injected byte reached the stream");
+    let last = run.wait_for(10, |l| counter(l, "tcp", "challenge_acks") > 0);
+    assert!(counter(&last, "tcp", "challenge_acks") > 0, "in-window RSTs and SYNs got challenge ACKs: {last}");
+    assert_eq!(counter(&last, "tcp", "conns_failed"), 0, "no injected RST closed the connection: {last}");
+    eprintln!(
+        "blind injection: {}; challenge ACKs {}; curl ok",
+        String::from_utf8_lossy(&f.stdout).trim(),
+        counter(&last, "tcp", "challenge_acks")
+    );
+    run.stop();
+}
+
 #[test]
 fn curl_downloads_through_a_syn_flood_answered_with_syn_cookies_root() {
     if !ready(&["curl", "python3"]) {

@@ -138,6 +138,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         tsc_hz: env.tsc_hz(),
         isn_secret: secret,
         tx_inflight_limit: uint("tx_inflight_limit"),
+        memory_limit: uint("memory_limit"),
     };
     tcp::TcpNode::new(tc, env.mempool(p.mempool("mempool"), Some(port))?)
 }

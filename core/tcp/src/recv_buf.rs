@@ -51,7 +51,6 @@ impl<P: Payload> RecvBuffer<P> {
     }
 
     /// Bytes held out of order.
-    #[cfg(any(test, feature = "test-utils"))]
     pub(crate) fn ooo_len(&self) -> usize {
         self.ooo_len
     }

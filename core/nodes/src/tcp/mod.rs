@@ -39,7 +39,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::PathBuf;
 
-static COUNTERS: [CounterSpec; 27] = [
+static COUNTERS: [CounterSpec; 29] = [
     CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
     CounterSpec { name: "segs_out", unit: "TCP segments sent" },
     CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
@@ -70,6 +70,11 @@ static COUNTERS: [CounterSpec; 27] = [
         name: "challenge_acks",
         unit: "RFC 5961 challenge ACKs sent (RST or SYN in window, unacceptable ACK)",
     },
+    CounterSpec {
+        name: "mem_dropped",
+        unit: "data segments dropped: received data held by all connections over memory_limit (out-of-order first)",
+    },
+    CounterSpec { name: "mem_refused", unit: "SYNs refused: received data held over memory_limit" },
 ];
 const SEGS_IN: usize = 0;
 const SEGS_OUT: usize = 1;
@@ -98,6 +103,8 @@ const KEEPALIVE_PROBES: usize = 23;
 const IDLE_RESETS: usize = 24;
 const KEEPALIVE_RESETS: usize = 25;
 const CHALLENGE_ACKS: usize = 26;
+const MEM_DROPPED: usize = 27;
+const MEM_REFUSED: usize = 28;
 
 /// A listening port.
 #[derive(Clone, Debug)]
@@ -162,6 +169,10 @@ pub struct TcpConfig {
     pub isn_secret: [u8; 16],
     /// Bytes per connection handed to TX and not yet completed, at most (0: no limit).
     pub tx_inflight_limit: u64,
+    /// Received payload bytes all connections may hold (unread and out of order)
+    /// before the node drops out-of-order data and refuses SYNs; 1/8 above it, all
+    /// data (0: no limit; each connection is bounded by its `recv_buffer` anyway).
+    pub memory_limit: u64,
 }
 
 /// One connection and its application.
@@ -178,6 +189,8 @@ struct Entry {
     rto_timeouts: u64,
     keepalive_probes: u64,
     challenge_acks: u64,
+    /// Received bytes the connection held when last looked at (summed in `rx_held`).
+    rx_held: u64,
     /// Unique id (slots are reused; completions name the connection by it).
     id: u64,
     /// Bytes handed to TX and not yet completed.
@@ -217,6 +230,8 @@ pub struct TcpNode {
     /// Sent data frames awaiting completion, in sending order.
     pending: std::collections::VecDeque<Pending>,
     next_id: u64,
+    /// Received bytes all connections hold (see `TcpConfig::memory_limit`).
+    rx_held: u64,
 }
 
 /// Frames built during one poll.
@@ -530,6 +545,7 @@ impl TcpNode {
             started: false,
             pending: std::collections::VecDeque::new(),
             next_id: 1,
+            rx_held: 0,
             cfg,
         })
     }
@@ -562,6 +578,7 @@ impl TcpNode {
             rto_timeouts: 0,
             keepalive_probes: 0,
             challenge_acks: 0,
+            rx_held: 0,
             id: self.next_id,
             inflight: 0,
             tsq_blocked: false,
@@ -672,7 +689,21 @@ impl TcpNode {
                 && e.conn.state() == State::TimeWait
                 && ironpath_tcp::SeqNum(rx.repr.seq_number) > e.conn.info().rcv_nxt;
             if !reuse {
+                let limit = self.cfg.memory_limit;
+                if payload.is_some() && limit > 0 && self.rx_held >= limit {
+                    // Under memory pressure out-of-order data goes first (it cannot be
+                    // read until the hole fills); well over the limit, all data. The
+                    // peer sends it again.
+                    let in_order = e.conn.in_order(ironpath_tcp::SeqNum(rx.repr.seq_number));
+                    if !in_order || self.rx_held >= limit + limit / 8 {
+                        cx.count(MEM_DROPPED, 1);
+                        return;
+                    }
+                }
                 let reply = e.conn.process(now, &rx.repr, payload, rx.segs);
+                let held = e.conn.recv_held() as u64;
+                self.rx_held = self.rx_held + held - e.rx_held;
+                e.rx_held = held;
                 if let Some(r) = reply {
                     if self.wire.emit(out, r, 0).is_err() {
                         cx.count(TX_FULL, 1);
@@ -695,6 +726,10 @@ impl TcpNode {
         };
         if rx.repr.control == TcpControl::Syn && self.flows.len() >= self.cfg.max_connections {
             cx.count(SYN_DROPPED, 1);
+            return;
+        }
+        if rx.repr.control == TcpControl::Syn && self.cfg.memory_limit > 0 && self.rx_held >= self.cfg.memory_limit {
+            cx.count(MEM_REFUSED, 1);
             return;
         }
         let lis = &mut self.listeners[li].0;
@@ -733,6 +768,7 @@ impl TcpNode {
 
     fn remove(&mut self, cx: &NodeCx<'_>, slot: u32) {
         if let Some(e) = self.slots[slot as usize].take() {
+            self.rx_held -= e.rx_held;
             self.flows.remove(&(e.conn.local(), e.conn.remote()));
             self.free.push(slot);
             cx.count(CLOSED, 1);
@@ -792,6 +828,9 @@ impl TcpNode {
         cx.count(RTO_TIMEOUTS, c.rto_timeouts - e.rto_timeouts);
         cx.count(KEEPALIVE_PROBES, c.keepalive_probes - e.keepalive_probes);
         cx.count(CHALLENGE_ACKS, c.challenge_acks - e.challenge_acks);
+        let held = e.conn.recv_held() as u64;
+        self.rx_held = self.rx_held + held - e.rx_held;
+        e.rx_held = held;
         (e.retransmits, e.rto_timeouts) = (c.retransmits, c.rto_timeouts);
         (e.keepalive_probes, e.challenge_acks) = (c.keepalive_probes, c.challenge_acks);
         let at = e.conn.poll_at();

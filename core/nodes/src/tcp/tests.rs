@@ -18,6 +18,7 @@ fn cfg(mac: [u8; 6], addr: Ipv4Addr) -> TcpConfig {
         tsc_hz: HZ,
         isn_secret: [7; 16],
         tx_inflight_limit: 0,
+        memory_limit: 0,
     }
 }
 
@@ -500,4 +501,32 @@ fn idle_timeout_resets_a_silent_connection() {
     assert_eq!(counter(&sa, "conns_failed"), 1, "the client got the RST");
     drop((a, b));
     assert_eq!(pool.stats().in_use, 0);
+}
+
+#[test]
+fn memory_limit_drops_out_of_order_data_first_and_the_transfer_still_completes() {
+    let pool = pool(8192);
+    let mut c = cfg(US_MAC, US4);
+    c.memory_limit = 16 * 1024;
+    c.listen = vec![discard_on(9, None)];
+    let mut b = TcpNode::new(c, pool.clone()).unwrap();
+    const N: u64 = 2_000_000;
+    let mut a = client(&pool, vec![source_to(9, N)]);
+    // Lose every 50th data frame to us: what follows each loss waits out of order,
+    // and more than 16 KiB of it is over the limit.
+    let (_, sb) = run(&mut a, &mut b, 30_000, |dir, n| dir != 0 || n % 50 != 0);
+    assert_eq!(counter(&sb, "app_bytes_in"), N, "every byte arrived, in order");
+    assert!(counter(&sb, "mem_dropped") > 0, "out-of-order data over the limit was dropped");
+    assert_eq!(counter(&sb, "conns_closed"), 1);
+    drop((a, b));
+    assert_eq!(pool.stats().in_use, 0);
+
+    // Without the limit the same run drops nothing for memory.
+    let mut c = cfg(US_MAC, US4);
+    c.listen = vec![discard_on(9, None)];
+    let mut b = TcpNode::new(c, pool.clone()).unwrap();
+    let mut a = client(&pool, vec![source_to(9, N)]);
+    let (_, sb) = run(&mut a, &mut b, 30_000, |dir, n| dir != 0 || n % 50 != 0);
+    assert_eq!(counter(&sb, "app_bytes_in"), N);
+    assert_eq!(counter(&sb, "mem_dropped"), 0);
 }

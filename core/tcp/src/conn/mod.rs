@@ -415,6 +415,16 @@ impl<P: Payload> Connection<P> {
         self.recv_buf.ready_len()
     }
 
+    /// Received bytes the connection holds: in order (unread) and out of order.
+    pub fn recv_held(&self) -> usize {
+        self.recv_buf.ready_len() + self.recv_buf.ooo_len()
+    }
+
+    /// Whether a segment starting at `seq` would be in order (the next byte expected).
+    pub fn in_order(&self, seq: SeqNum) -> bool {
+        seq == self.rcv_nxt
+    }
+
     /// Closes our side (RFC 9293 §3.10.4): a FIN follows the queued data. In SYN-SENT
     /// the connection just goes away; after our FIN it does nothing.
     pub fn close(&mut self) {

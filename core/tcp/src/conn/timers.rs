@@ -1,6 +1,8 @@
 //! Timers: retransmission (RFC 6298, with go-back-N and backoff), persist (zero-window
 //! probes, RFC 9293 §3.8.6.1), delayed ACK and TIME-WAIT; and `poll_at`.
 use super::{Connection, State, Timers};
+use std::time::Duration;
+
 use crate::{ConnError, Payload, Time};
 
 impl<P: Payload> Connection<P> {
@@ -132,6 +134,10 @@ impl<P: Payload> Connection<P> {
         // The idle timer runs at the earliest deadline; it is moved earlier when one
         // appears (a state change), never later by traffic.
         if let Some(d) = self.idle_deadlines().into_iter().flatten().min() {
+            // A deadline already past (keep-alive became due while data was
+            // outstanding, say) fires at the next call, not "now": `poll_at` stays
+            // after the call that armed it.
+            let d = d.max(now + Duration::from_micros(1));
             if self.timers.idle.is_none_or(|t| d < t) {
                 self.timers.idle = Some(d);
             }
