@@ -196,6 +196,106 @@ fn wrk_keepalive_and_ab_short_connections_without_errors_and_mbufs_return_root()
     run.stop();
 }
 
+#[test]
+fn two_lcores_split_connections_by_flow_hash_and_serve_without_errors_root() {
+    if !ready(&["wrk", "ab", "curl"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("tm", 25);
+    let w = TempDir::new("wwwm");
+    www(&w.0, &[("8m", 8 << 20)]);
+    let env = [
+        ("IRONPATH_IFACE", v.port.clone()),
+        ("IRONPATH_IPV4", v.ours4()),
+        ("IRONPATH_IPV6", v.ours6()),
+        ("IRONPATH_WWW", w.0.display().to_string()),
+    ];
+    let mut run = Run::start(&config("http-server-mq.yaml"), &env, "mq");
+    let ip = v.ours4();
+    let baseline = in_use(&run.latest(), "pkts");
+    let o = v.exec_for(60, &["wrk", "-t", "2", "-c", "64", "-d", "5s", &format!("http://{ip}/empty")]);
+    let wrk = text(&o);
+    assert!(o.status.success(), "wrk: {wrk}\n{}", run.stop());
+    assert!(!wrk.contains("Socket errors") && !wrk.contains("Non-2xx"), "wrk reported errors:\n{wrk}");
+    let o = v.exec_for(120, &["ab", "-q", "-n", "5000", "-c", "32", &format!("http://{ip}/empty")]);
+    let ab = text(&o);
+    assert!(ab.contains("Complete requests:      5000") && ab.contains("Failed requests:        0"), "{ab}");
+    for k in 0..4 {
+        let out = w.0.join(format!("got{k}"));
+        let o = v.exec_for(60, &["curl", "-sS", "--fail", "-o", out.to_str().unwrap(), &format!("http://{ip}/8m")]);
+        assert!(o.status.success(), "curl: {}", text(&o));
+        assert_eq!(sha256(&out), sha256(&w.0.join("8m")));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let last = run.latest();
+    // The fanout hash gave each lcore's TCP a share of the connections (64 + 5000 + 4
+    // of them: an even split is ~2500 each).
+    let (a, b) = (counter(&last, "tcp0", "conns_opened"), counter(&last, "tcp1", "conns_opened"));
+    assert!(a > 500 && b > 500, "connections per lcore: {a} and {b}: {last}");
+    for t in ["tcp0", "tcp1"] {
+        assert_eq!(counter(&last, t, "http_errors"), 0, "{last}");
+    }
+    assert_eq!(in_use(&last, "pkts"), baseline, "mbufs still held after the load: {last}");
+    eprintln!(
+        "two lcores: connections {a} / {b}; {}",
+        wrk.lines().find(|l| l.starts_with("Requests/sec")).unwrap_or("")
+    );
+    run.stop();
+}
+
+/// A kernel sender: `count` bytes of a pattern to `host:port`, then waits for the
+/// server's FIN (everything acknowledged); prints the bytes sent.
+const SEND_PY: &str = r#"
+import socket, sys
+host, port, total = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+buf = bytes(range(256)) * 256
+s = socket.create_connection((host, port), timeout=30)
+sent = 0
+while sent < total:
+    sent += s.send(buf[: min(len(buf), total - sent)])
+s.shutdown(socket.SHUT_WR)
+s.settimeout(30)
+s.recv(1)
+print(sent)
+"#;
+
+#[test]
+fn receive_and_tcp_on_two_lcores_through_ring_edges_take_a_kernel_stream_root() {
+    if !ready(&["python3", "ethtool"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("tk", 26);
+    v.sh_for(10, &format!("ethtool -K {} tso off gso off", v.peer));
+    let ip = v.ours4();
+    const N: u64 = 64 << 20;
+    for mode in ["off", "lro", "gro"] {
+        let env = [
+            ("IRONPATH_IFACE", v.port.clone()),
+            ("IRONPATH_IPV4", ip.clone()),
+            ("IRONPATH_AGGREGATE", mode.to_string()),
+            ("IRONPATH_TCP_LCORE", "1".to_string()),
+        ];
+        let mut run = Run::start(&config("tcp-sink.yaml"), &env, &format!("sink-{mode}"));
+        let o = v.exec_for(60, &["python3", "-c", SEND_PY, &ip, "9", &N.to_string()]);
+        assert!(o.status.success(), "sender ({mode}): {}\n{}", text(&o), run.stop());
+        let last = run.wait_for(10, |l| counter(l, "tcp", "app_bytes_in") >= N);
+        assert_eq!(counter(&last, "tcp", "app_bytes_in"), N, "{mode}: {last}");
+        let merged = counter(&last, "agg", "merged");
+        if mode == "off" {
+            assert_eq!(merged, 0);
+        } else {
+            assert!(merged > 0, "{mode}: the aggregator merged nothing: {last}");
+        }
+        // The engine's ring edges carried the stream from lcore 0 to lcore 1.
+        assert_eq!(last["nodes"]["tcp"]["lcore"], 1);
+        assert_eq!(last["nodes"]["agg"]["lcore"], 0);
+        eprintln!("tcp-sink {mode}: {N} bytes, {merged} segments merged");
+        run.stop();
+    }
+}
+
 /// A one-connection kernel receiver in the namespace: prints the SHA-256 and length
 /// of everything it reads on `port`.
 const SINK_PY: &str = r#"
