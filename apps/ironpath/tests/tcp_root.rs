@@ -197,6 +197,42 @@ fn wrk_keepalive_and_ab_short_connections_without_errors_and_mbufs_return_root()
 }
 
 #[test]
+fn ten_thousand_concurrent_keepalive_connections_without_errors_root() {
+    if !ready(&["wrk"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("tx", 27);
+    let w = TempDir::new("wwwx");
+    let mut run = server(&v, &w.0, &[], "c10k");
+    let ip = v.ours4();
+    let baseline = in_use(&run.latest(), "pkts");
+    // wrk needs a descriptor per connection: raise the soft limit to the hard one.
+    let cmd = format!(
+        "ulimit -n $(ulimit -Hn); [ $(ulimit -n) -ge 10100 ] || {{ echo \"open files: $(ulimit -n)\"; exit 9; }}; \
+         sysctl -qw net.ipv4.ip_local_port_range=\"10000 65000\"; \
+         wrk -t 2 -c 10000 -d 10s --timeout 5s http://{ip}/empty"
+    );
+    let o = v.sh_for(90, &cmd);
+    let wrk = text(&o);
+    assert!(o.status.success(), "wrk -c 10000: {wrk}\n{}", run.stop());
+    assert!(wrk.contains("10000 connections"), "{wrk}");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let last = run.latest();
+    assert!(!wrk.contains("Socket errors") && !wrk.contains("Non-2xx"), "wrk reported errors:\n{wrk}\n{last}");
+    assert!(counter(&last, "tcp", "conns_opened") >= 10_000, "{last}");
+    assert_eq!(counter(&last, "tcp", "http_errors"), 0, "{last}");
+    assert_eq!(last["ports"]["wire"]["imissed"], 0, "the receive ring overflowed: {last}");
+    assert_eq!(in_use(&last, "pkts"), baseline, "mbufs still held after the connections closed: {last}");
+    eprintln!(
+        "wrk -c 10000: {}; retransmits {}",
+        wrk.lines().find(|l| l.starts_with("Requests/sec")).unwrap_or(""),
+        counter(&last, "tcp", "retransmits")
+    );
+    run.stop();
+}
+
+#[test]
 fn two_lcores_split_connections_by_flow_hash_and_serve_without_errors_root() {
     if !ready(&["wrk", "ab", "curl"]) {
         return;
