@@ -8,7 +8,7 @@
 //! numbers, so they land near the window) or into the listener, raw bytes parsed by
 //! `ironpath_wire` and fed to the server, deliveries (with drops, reordering and
 //! duplication) between the engines, time steps, and send/recv/close/abort. Some
-//! configurations run short keep-alive, idle and FIN-WAIT-2 timers.
+//! configurations run short keep-alive, idle and FIN-WAIT-2 timers, some TSO.
 //!
 //! Checked after every operation: no panic; `check_invariants` (snd_una <= snd_nxt <=
 //! snd_max in sequence space, buffers within their limits, the out-of-order queue
@@ -391,6 +391,8 @@ fuzz_target!(|data: &[u8]| {
         }),
         idle_timeout: short_timers.then_some(Duration::from_secs(5)),
         fin_wait2_timeout: Some(Duration::from_secs(if short_timers { 2 } else { 60 })),
+        // Timestamps without delayed ACKs also send TSO-sized segments.
+        tso_max: if knobs & 0x81 == 0x81 { 16 * 1024 } else { 0 },
         ..config
     };
     let mut world = World::new(&config);

@@ -17,7 +17,6 @@ use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN};
-use ironpath_wire::ipv4::Ipv4Packet;
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
@@ -203,9 +202,11 @@ impl Arp {
     }
 
     fn resolve(&mut self, cx: &NodeCx<'_>, m: Mbuf) {
-        let dst = match Ipv4Packet::new_checked(&m.data()[HEADER_LEN..]) {
-            Ok(ip) => ip.dst_addr(),
-            Err(_) => {
+        // Only the destination is needed, from the first buffer (a TSO packet's
+        // payload is chained after it, so its IP length exceeds that buffer).
+        let dst = match m.data().get(HEADER_LEN..HEADER_LEN + 20) {
+            Some(ip) if ip[0] >> 4 == 4 && ip[0] & 0x0f >= 5 => Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+            _ => {
                 cx.count(MALFORMED, 1);
                 return;
             }

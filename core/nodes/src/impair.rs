@@ -10,7 +10,9 @@
 //! other traffic. A duplicate is a full copy (both copies stay writable); a
 //! corruption flips one bit at or after byte 14 (past the Ethernet header, so the
 //! damage is for checksums to find, not for the MAC filter; the port's checksum
-//! verdicts are cleared on a corrupted packet and kept on a duplicate).
+//! verdicts are cleared on a corrupted packet and kept on a duplicate). A TSO
+//! packet (`TX_TCP_SEG`) is cut into its wire segments first, each impaired alone,
+//! as a link would see them.
 
 use ironpath_eal::{abi, Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
@@ -142,6 +144,26 @@ impl Impair {
     }
 
     /// Send `m` on now or after its delay, counted from `arrival` (TSC).
+    /// Loss, corruption and duplication of one frame, then on (now or delayed).
+    fn one(&mut self, cx: &NodeCx<'_>, m: Mbuf, out: &mut Burst, arrival: u64) {
+        if self.chance(self.cfg.loss_ppm) {
+            cx.count(LOST, 1);
+            return;
+        }
+        let m = if self.chance(self.cfg.corrupt_ppm) { self.corrupt(cx, m) } else { m };
+        if self.chance(self.cfg.duplicate_ppm) {
+            match Mbuf::from_slice(&self.pool, &m.to_vec()) {
+                Ok(mut copy) => {
+                    copy.header_mut().ol_flags = m.header().ol_flags & !abi::RX_AGGREGATED;
+                    cx.count(DUPLICATED, 1);
+                    self.forward(cx, copy, out, arrival);
+                }
+                Err(_) => cx.count(NO_MBUF, 1),
+            }
+        }
+        self.forward(cx, m, out, arrival);
+    }
+
     fn forward(&mut self, cx: &NodeCx<'_>, m: Mbuf, out: &mut Burst, arrival: u64) {
         let delay = self.delay_of();
         if delay == 0 && self.queue.is_empty() {
@@ -173,23 +195,24 @@ impl Node for Impair {
             // The delay counts from now, not from the start of the walk: a thread
             // preempted after the walk began must not shorten it.
             let arrival = if self.cfg.delay_tsc > 0 { cx.tsc() } else { cx.now_tsc };
+            let mut wire = Vec::new();
             for m in pkts.drain() {
-                if self.chance(self.cfg.loss_ppm) {
-                    cx.count(LOST, 1);
-                    continue;
-                }
-                let m = if self.chance(self.cfg.corrupt_ppm) { self.corrupt(cx, m) } else { m };
-                if self.chance(self.cfg.duplicate_ppm) {
-                    match Mbuf::from_slice(&self.pool, &m.to_vec()) {
-                        Ok(mut copy) => {
-                            copy.header_mut().ol_flags = m.header().ol_flags & !abi::RX_AGGREGATED;
-                            cx.count(DUPLICATED, 1);
-                            self.forward(cx, copy, &mut out, arrival);
+                let h = m.header();
+                if h.ol_flags & abi::TX_TCP_SEG != 0 && h.tso_segsz > 0 {
+                    // A TSO packet is many frames on the wire: impair each of them.
+                    let mss = h.tso_segsz;
+                    wire.clear();
+                    match crate::aggregate::gso::segment(m, &self.pool, mss, &mut |s| wire.push(s)) {
+                        Ok(_) => {
+                            for s in wire.drain(..) {
+                                self.one(cx, s, &mut out, arrival);
+                            }
                         }
-                        Err(_) => cx.count(NO_MBUF, 1),
+                        Err((m, _)) => self.one(cx, m, &mut out, arrival),
                     }
+                } else {
+                    self.one(cx, m, &mut out, arrival);
                 }
-                self.forward(cx, m, &mut out, arrival);
             }
         }
         // Release what is due, oldest first, as far as the burst has room.

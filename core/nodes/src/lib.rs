@@ -43,6 +43,10 @@ pub trait Env {
     fn tx_queue(&mut self, port: &str, queue: u16) -> Result<TxQ, String>;
     /// The MAC address of port `port`.
     fn port_mac(&self, port: &str) -> Result<[u8; 6], String>;
+    /// The TX offloads port `port` can do (`abi::TX_*`); 0 by default.
+    fn port_tx_offloads(&self, _port: &str) -> u64 {
+        0
+    }
     /// Pool `name`, or else the pool of port `port`, or else the first pool.
     fn mempool(&self, name: Option<&str>, port: Option<&str>) -> Result<Mempool, String>;
     /// TSC ticks per second.
@@ -85,6 +89,13 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         }),
         idle_timeout: Some(dur("idle_timeout")).filter(|d| !d.is_zero()),
         fin_wait2_timeout: Some(dur("fin_wait2_timeout")).filter(|d| !d.is_zero()),
+        // TSO when the port can cut segments: up to 64 KiB of payload per packet
+        // (IPv4's total length leaves 65535 - 20 - 60 for the data).
+        tso_max: if flag("tso") && env.port_tx_offloads(port) & ironpath_eal::abi::TX_TCP_SEG != 0 {
+            65_000
+        } else {
+            0
+        },
         ..ironpath_tcp::Config::default()
     };
     let listen = p

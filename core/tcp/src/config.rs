@@ -58,6 +58,10 @@ pub struct Config {
     /// Reset a connection left in FIN-WAIT-2 (our FIN acknowledged, the peer's not
     /// coming) this long (Linux's `tcp_fin_timeout`, 60 s). `None`: wait forever.
     pub fin_wait2_timeout: Option<Duration>,
+    /// TSO: new data goes out in segments of up to this many payload bytes (whole
+    /// sender MSSs), marked with [`Segment::tso_segsz`](crate::Segment::tso_segsz) for
+    /// the NIC or the kernel to cut. Retransmissions stay one MSS. 0 (the default): off.
+    pub tso_max: usize,
 }
 
 /// Keep-alive settings (Linux's `tcp_keepalive_time`, `_intvl`, `_probes`).
@@ -103,6 +107,7 @@ impl Default for Config {
             keepalive: None,
             idle_timeout: None,
             fin_wait2_timeout: Some(Duration::from_secs(60)),
+            tso_max: 0,
         }
     }
 }

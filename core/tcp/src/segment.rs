@@ -45,6 +45,12 @@ pub struct Segment<P> {
     pub repr: TcpRepr,
     /// The payload, `None` for a segment without data.
     pub payload: Option<P>,
+    /// Non-zero: the payload is longer than one segment ([`Config::tso_max`]), to be cut
+    /// into segments of this many payload bytes by the NIC (TSO) or the kernel (GSO),
+    /// each with the same header (the last carries PSH/FIN). Zero: one segment.
+    ///
+    /// [`Config::tso_max`]: crate::Config::tso_max
+    pub tso_segsz: u16,
 }
 
 /// A bare header: ports, sequence number, optional ACK, one control flag, no options.
@@ -81,7 +87,7 @@ pub fn rst_reply<P>(src: IpAddress, dst: IpAddress, seg: &TcpRepr, payload_len: 
             bare_repr(seg.dst_port, seg.src_port, SeqNum(0), Some(ack), TcpControl::Rst)
         }
     };
-    Some(Segment { src_addr: dst, dst_addr: src, repr, payload: None })
+    Some(Segment { src_addr: dst, dst_addr: src, repr, payload: None, tso_segsz: 0 })
 }
 
 #[cfg(test)]

@@ -441,3 +441,26 @@ fn lost_final_ack_restarts_time_wait() {
     let time_wait = closed_at.unwrap() - tw_at.unwrap();
     assert!(time_wait >= Duration::from_millis(60_200) && time_wait < Duration::from_secs(62), "{time_wait:?}");
 }
+
+#[test]
+fn tso_sends_whole_mss_multiples_and_the_stream_arrives_intact() {
+    let tso = Config { tso_max: 65_000, ..cfg() };
+    // Clean: most data leaves in large segments.
+    let link = LinkConfig { delay: ms(5), rate: 125_000_000, max_queue_delay: ms(50), ..LinkConfig::default() };
+    let mut sim = Sim::symmetric(3, link);
+    sim.handshake(&tso, &cfg());
+    transfer(&mut sim, 10 * 1024 * 1024, Duration::from_secs(60));
+    let smss = sim.a.conn().info().smss as usize;
+    let sizes: Vec<usize> = sim.ab.data().map(|s| s.repr.payload_len).collect();
+    let big = sizes.iter().filter(|&&n| n > smss).count();
+    assert!(big * 2 > sizes.len(), "mostly TSO segments: {big} of {}", sizes.len());
+    assert!(sizes.iter().all(|&n| n <= 65_000), "{sizes:?}");
+    assert_eq!(sim.a.conn().counters().retransmits, 0);
+    // Lossy: a lost TSO segment is resent (one MSS first), and the stream is intact.
+    let link = LinkConfig { delay: ms(10), jitter: ms(2), loss_ppm: 50_000, ..LinkConfig::default() };
+    let mut sim = Sim::symmetric(5, link);
+    sim.handshake(&tso, &cfg());
+    transfer(&mut sim, 4 * 1024 * 1024, Duration::from_secs(300));
+    assert!(sim.a.conn().counters().retransmits > 0);
+    assert!(sim.b.conn().counters().bytes_in >= 4 * 1024 * 1024);
+}

@@ -14,6 +14,13 @@
 //!   when it was really sent, as a NIC frees on its descriptor's done bit. Frames are
 //!   reclaimed in `tx_burst` once `tx_free_thresh` are in flight (or the ring is
 //!   full), and on every `tx_done_cleanup` request.
+//! * TSO (`tso=1`, the default): a packet flagged `TX_TCP_SEG` (with `tso_segsz`,
+//!   `l2_len`, `l3_len`, `l4_len`, the TCP checksum field holding the pseudo-header
+//!   sum) goes out whole through a second socket with `PACKET_VNET_HDR`: a
+//!   `virtio_net_hdr` asks the kernel to segment it (or a veth to pass it on as one
+//!   GSO packet, which the peer's stack takes as if GRO had merged it). It is copied by
+//!   `sendmsg`, so it is freed at once (frames waiting in the ring are kicked first,
+//!   so the order holds). `tx_offload_capa` then has `TX_TCP_SEG | TX_TCP_CKSUM`.
 //! * The kernel's checksum state is kept: `TP_STATUS_CSUMNOTREADY` (veth's
 //!   CHECKSUM_PARTIAL: only the pseudo-header sum is in the packet) becomes
 //!   `RX_L4_CKSUM_NONE`, `TP_STATUS_CSUM_VALID` becomes `RX_L4_CKSUM_GOOD`; a stripped
@@ -28,20 +35,23 @@
 //!   promiscuous mode come from the interface.
 //!
 //! Device arguments: `iface=<name>` (required), `qpairs=<1..16>`, `blocksz=<bytes>`,
-//! `framesz=<bytes>`, `framecnt=<n>`, `tov=<ms>`, `qdisc_bypass=0|1`, `tx_free_thresh=<n>`.
+//! `framesz=<bytes>`, `framecnt=<n>`, `tov=<ms>`, `qdisc_bypass=0|1`, `tx_free_thresh=<n>`,
+//! `tso=0|1`.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod sys;
 
 use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::vnet::VnetHdr;
 use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use sys::{Fd, Mmap};
 
-const KEYS: &[&str] = &["iface", "qpairs", "blocksz", "framesz", "framecnt", "tov", "qdisc_bypass", "tx_free_thresh"];
+const KEYS: &[&str] =
+    &["iface", "qpairs", "blocksz", "framesz", "framecnt", "tov", "qdisc_bypass", "tx_free_thresh", "tso"];
 
 /// Ring geometry and options from the device arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +80,9 @@ pub struct AfPacket {
     port_id: u16,
     rx_socks: Vec<Option<(Fd, Arc<Drops>)>>,
     tx_socks: Vec<Option<Fd>>,
+    /// Per queue, the `PACKET_VNET_HDR` socket TSO packets go through (`tso=1`).
+    gso_socks: Vec<Option<Fd>>,
+    tso: bool,
     drops: Vec<(Arc<Fd>, Arc<Drops>)>,
     promisc: bool,
     tx_free_thresh: u32,
@@ -106,6 +119,8 @@ pub struct AfTx {
     /// The packet of each in-flight frame (NULL for one dropped as too long).
     held: Vec<*mut Mbuf>,
     free_thresh: usize,
+    /// The `PACKET_VNET_HDR` socket for TSO packets.
+    gso: Option<Fd>,
     stats: Arc<QueueStats>,
 }
 
@@ -141,7 +156,7 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>";
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default 1)";
     type Rx = AfRx;
     type Tx = AfTx;
 
@@ -156,6 +171,7 @@ impl Pmd for AfPacket {
         let geo = geometry(&a)?;
         // On by default, as in DPDK: af_packet TX skips the qdisc layer.
         let qdisc_bypass = a.get_bool("qdisc_bypass", true)?;
+        let tso = a.get_bool("tso", true)?;
         let tx_free_thresh =
             a.get_u64("tx_free_thresh", 32.min(u64::from(geo.framecnt)), 1, u64::from(geo.framecnt))? as u32;
         let mut dev = AfPacket {
@@ -166,6 +182,8 @@ impl Pmd for AfPacket {
             port_id: u16::MAX,
             rx_socks: Vec::new(),
             tx_socks: Vec::new(),
+            gso_socks: Vec::new(),
+            tso,
             drops: Vec::new(),
             promisc: false,
             tx_free_thresh,
@@ -183,8 +201,19 @@ impl Pmd for AfPacket {
             if qdisc_bypass {
                 sys::set_int(&tx, libc::PACKET_QDISC_BYPASS, 1).map_err(|e| dev.os_err("PACKET_QDISC_BYPASS", e))?;
             }
+            let gso = if tso {
+                let g = sys::packet_socket(ifindex).map_err(|e| dev.os_err("cannot open the TSO socket", e))?;
+                sys::set_int(&g, libc::PACKET_VNET_HDR, 1).map_err(|e| dev.os_err("PACKET_VNET_HDR", e))?;
+                if qdisc_bypass {
+                    sys::set_int(&g, libc::PACKET_QDISC_BYPASS, 1).map_err(|e| dev.os_err("PACKET_QDISC_BYPASS", e))?;
+                }
+                Some(g)
+            } else {
+                None
+            };
             dev.rx_socks.push(Some((rx, Arc::new(Drops::default()))));
             dev.tx_socks.push(Some(tx));
+            dev.gso_socks.push(gso);
         }
         Ok(dev)
     }
@@ -200,6 +229,7 @@ impl Pmd for AfPacket {
             max_mtu: (self.geo.framesz - 32 - 14).min(65535) as u16,
             mtu: mtu.min(65535) as u16,
             max_rx_pktlen: self.geo.framesz - 32,
+            tx_offload_capa: if self.tso { abi::TX_TCP_SEG | abi::TX_TCP_CKSUM } else { 0 },
             ..Default::default()
         }
     }
@@ -263,6 +293,7 @@ impl Pmd for AfPacket {
                     inflight: 0,
                     held: vec![std::ptr::null_mut(); nframes],
                     free_thresh: self.tx_free_thresh as usize,
+                    gso: self.gso_socks.get_mut(qid as usize).and_then(Option::take),
                     stats,
                 })
             }
@@ -472,7 +503,52 @@ impl AfRx {
     }
 }
 
+/// Most segments of a TSO packet (a 64 KiB payload in 2 KiB mbufs, its headers).
+const MAX_GSO_SEGS: usize = 64;
+
 impl AfTx {
+    /// Send TSO packet `m` whole with a `virtio_net_hdr` through the GSO socket and
+    /// free it (the kernel copied it). `Ok(true)` sent, `Ok(false)` dropped (refused
+    /// or too many segments, counted by the caller), `Err` the socket is full: `m`
+    /// is still the caller's.
+    fn send_gso(&mut self, m: *mut Mbuf) -> Result<bool, ()> {
+        let Some(fd) = self.gso.as_ref() else { return Ok(false) };
+        // SAFETY: the caller hands us a valid packet.
+        let hdr = VnetHdr::from_mbuf(unsafe { &*m }).to_bytes();
+        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_GSO_SEGS + 1];
+        iov[0] = libc::iovec { iov_base: hdr.as_ptr() as *mut libc::c_void, iov_len: hdr.len() };
+        let mut n = 1;
+        let mut seg = m;
+        let mut fits = true;
+        while !seg.is_null() {
+            if n == iov.len() {
+                fits = false;
+                break;
+            }
+            // SAFETY: `seg` is a segment of the packet we hold.
+            let s = unsafe { &*seg };
+            if s.data_len > 0 {
+                // SAFETY: data_off + data_len lies inside the segment's buffer.
+                let base = unsafe { s.buf_addr.add(s.data_off as usize) };
+                iov[n] = libc::iovec { iov_base: base.cast(), iov_len: s.data_len as usize };
+                n += 1;
+            }
+            seg = if seg == m && s.nb_segs == 1 { std::ptr::null_mut() } else { s.next };
+        }
+        let ok = if fits {
+            match sys::send_iov(fd, &iov[..n]) {
+                Ok(_) => true,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => return Err(()),
+                Err(_) => false,
+            }
+        } else {
+            false
+        };
+        // SAFETY: sent (copied by the kernel) or dropped: either way the packet is ours to free.
+        unsafe { free_bulk(&[m]) };
+        Ok(ok)
+    }
+
     /// Free the packets of frames the kernel has handed back, oldest first, up to
     /// `max` (0 = all); returns how many frames were reclaimed.
     fn reclaim(&mut self, max: usize) -> usize {
@@ -537,12 +613,31 @@ impl TxQueue for AfTx {
         let mut dropped = 0u64;
         let mut too_long: [*mut Mbuf; 8] = [std::ptr::null_mut(); 8];
         let mut ntl = 0;
+        let mut queued = false; // ring frames marked since the last kick
         for &m in pkts.iter() {
             if self.inflight == self.nframes {
                 break; // ring full: the rest stays with the caller
             }
             // SAFETY: the caller hands us valid packets.
-            let len = unsafe { (*m).pkt_len } as usize;
+            let (len, tso) = unsafe { ((*m).pkt_len as usize, (*m).ol_flags & abi::TX_TCP_SEG != 0) };
+            if tso && self.gso.is_some() {
+                if queued {
+                    sys::kick(&self.fd); // what the ring holds goes first
+                    queued = false;
+                }
+                match self.send_gso(m) {
+                    Ok(true) => {
+                        bytes += len as u64;
+                        sent += 1;
+                    }
+                    Ok(false) => {
+                        dropped += 1;
+                        sent += 1;
+                    }
+                    Err(()) => break, // the socket is full: the rest stays with the caller
+                }
+                continue;
+            }
             if len > room {
                 dropped += 1;
                 if ntl == too_long.len() {
@@ -581,12 +676,13 @@ impl TxQueue for AfTx {
             bytes += len as u64;
             self.head = (self.head + 1) % self.nframes;
             sent += 1;
+            queued = true;
         }
         if ntl > 0 {
             // SAFETY: as above.
             unsafe { free_bulk(&too_long[..ntl]) };
         }
-        if sent as u64 > dropped {
+        if queued {
             // One kick per burst; the kernel sends every SEND_REQUEST frame.
             sys::kick(&self.fd);
         }

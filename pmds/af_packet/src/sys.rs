@@ -197,6 +197,21 @@ pub fn kick(fd: &Fd) {
     let _ = unsafe { libc::send(fd.raw(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
 }
 
+/// `sendmsg` of one packet gathered from `iov`, without blocking; the bytes sent.
+pub fn send_iov(fd: &Fd, iov: &[libc::iovec]) -> Result<usize> {
+    // SAFETY: zeroed msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = iov.len();
+    // SAFETY: `msg` points at `iov`, whose entries the caller made valid for reading.
+    let n = unsafe { libc::sendmsg(fd.raw(), &msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// Kernel drops since the last call (PACKET_STATISTICS resets the counters).
 pub fn take_drops(fd: &Fd) -> Result<u64> {
     // SAFETY: zeroed stats are valid; the kernel fills at most `len` bytes.

@@ -122,6 +122,14 @@ impl ironpath_nodes::Env for Env<'_> {
         })
     }
 
+    fn port_tx_offloads(&self, port: &str) -> u64 {
+        self.port(port)
+            .ok()
+            .and_then(|p| self.eal.port(p.id).ok())
+            .and_then(|x| x.dev_info().ok())
+            .map_or(0, |i| i.tx_offload_capa)
+    }
+
     fn port_mac(&self, port: &str) -> Result<[u8; 6], String> {
         let p = self.port(port)?;
         self.eal.port(p.id).and_then(|x| x.mac()).map_err(|e| format!("port `{port}`: {e}"))

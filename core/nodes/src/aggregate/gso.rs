@@ -51,7 +51,9 @@ pub fn segment(
     let seq0 = u32::from_be_bytes(template[l2 + l3 + 4..l2 + l3 + 8].try_into().unwrap_or_default());
     let id0 = u16::from_be_bytes([template[l2 + 4], template[l2 + 5]]);
     let flags0 = template[l2 + l3 + 13];
-    let ol = h.ol_flags & !(abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE | abi::RX_L4_CKSUM_BAD);
+    // The segments are complete (checksums written): no offload request stays.
+    let ol = h.ol_flags
+        & !(abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE | abi::RX_L4_CKSUM_BAD | abi::TX_TCP_SEG | abi::TX_TCP_CKSUM);
     let (port, rss) = (h.port, h.rss_hash);
     let n = payload.div_ceil(mss);
     // Build every segment first, so a failure leaves `m` untouched.

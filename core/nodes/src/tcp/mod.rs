@@ -39,7 +39,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::PathBuf;
 
-static COUNTERS: [CounterSpec; 29] = [
+static COUNTERS: [CounterSpec; 30] = [
     CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
     CounterSpec { name: "segs_out", unit: "TCP segments sent" },
     CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
@@ -75,6 +75,7 @@ static COUNTERS: [CounterSpec; 29] = [
         unit: "data segments dropped: received data held by all connections over memory_limit (out-of-order first)",
     },
     CounterSpec { name: "mem_refused", unit: "SYNs refused: received data held over memory_limit" },
+    CounterSpec { name: "tso_sent", unit: "TSO packets sent (up to 64 KiB, cut into MSS-sized segments by the port)" },
 ];
 const SEGS_IN: usize = 0;
 const SEGS_OUT: usize = 1;
@@ -105,6 +106,7 @@ const KEEPALIVE_RESETS: usize = 25;
 const CHALLENGE_ACKS: usize = 26;
 const MEM_DROPPED: usize = 27;
 const MEM_REFUSED: usize = 28;
+const TSO_SENT: usize = 29;
 
 /// A listening port.
 #[derive(Clone, Debug)]
@@ -239,6 +241,7 @@ struct Out<'a> {
     pkts: &'a mut Burst,
     sent: u64,
     alloc_failed: u64,
+    tso: u64,
 }
 
 /// What building a frame needs: the pool, our MAC, the peers' MACs.
@@ -274,6 +277,7 @@ impl Wire {
         match build_frame(&self.pool, self.mac, dst_mac, &seg, ip_id) {
             Some(mut m) => {
                 out.sent += 1;
+                out.tso += u64::from(seg.tso_segsz > 0);
                 if push {
                     m.header_mut().ol_flags |= ironpath_eal::TX_PUSH;
                 }
@@ -310,26 +314,20 @@ fn is_v4(a: &IpAddress) -> bool {
     matches!(a, IpAddress::V4(_))
 }
 
-/// The frame carrying `seg` (Ethernet, IPv4 or IPv6, TCP with its checksum); `None`
-/// if the pool is empty or the frame does not fit one buffer. `ip_id` is the IPv4
-/// identification: a connection's frames carry consecutive ones (as Linux sends
-/// them), which receive aggregation (GRO) expects.
-pub fn build_frame(
-    pool: &Mempool,
+/// Ethernet and IP headers for `seg` (whose TCP header and payload make `tcp_len`
+/// bytes) at the start of `d`; returns the offset of the TCP header.
+fn emit_l2_l3(
+    d: &mut [u8],
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
     seg: &Segment<Chunk>,
     ip_id: u16,
-) -> Option<Mbuf> {
-    let hl = seg.repr.header_len();
-    let plen = seg.payload.as_ref().map_or(0, ironpath_tcp::Payload::len);
-    let tcp_len = hl + plen;
+    tcp_len: usize,
+) -> usize {
     let (ethertype, ip_len) = match seg.dst_addr {
         IpAddress::V4(_) => (EtherType::IPV4, 20),
         IpAddress::V6(_) => (EtherType::IPV6, 40),
     };
-    let mut m = Mbuf::alloc(pool).ok()?;
-    let d = m.append(ETH_LEN + ip_len + tcp_len).ok()?;
     EthernetRepr { src_addr: EthernetAddress(src_mac), dst_addr: EthernetAddress(dst_mac), ethertype }
         .emit(&mut EthernetFrame::new_unchecked(&mut d[..ETH_LEN]));
     match (seg.src_addr, seg.dst_addr) {
@@ -351,7 +349,32 @@ pub fn build_frame(
         }
         .emit(&mut Ipv6Packet::new_unchecked(&mut d[ETH_LEN..ETH_LEN + 40])),
     }
-    let l4 = ETH_LEN + ip_len;
+    ETH_LEN + ip_len
+}
+
+/// The frame carrying `seg` (Ethernet, IPv4 or IPv6, TCP with its checksum); `None`
+/// if the pool is empty or the frame does not fit one buffer. `ip_id` is the IPv4
+/// identification: a connection's frames carry consecutive ones (as Linux sends
+/// them), which receive aggregation (GRO) expects. A TSO segment
+/// (`seg.tso_segsz > 0`) becomes a chained packet for the port to cut
+/// ([`build_tso_frame`]).
+pub fn build_frame(
+    pool: &Mempool,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    seg: &Segment<Chunk>,
+    ip_id: u16,
+) -> Option<Mbuf> {
+    if seg.tso_segsz > 0 {
+        return build_tso_frame(pool, src_mac, dst_mac, seg, ip_id);
+    }
+    let hl = seg.repr.header_len();
+    let plen = seg.payload.as_ref().map_or(0, ironpath_tcp::Payload::len);
+    let tcp_len = hl + plen;
+    let ip_len = if is_v4(&seg.dst_addr) { 20 } else { 40 };
+    let mut m = Mbuf::alloc(pool).ok()?;
+    let d = m.append(ETH_LEN + ip_len + tcp_len).ok()?;
+    let l4 = emit_l2_l3(d, src_mac, dst_mac, seg, ip_id, tcp_len);
     let psum = match &seg.payload {
         Some(p) => p.copy_and_sum(&mut d[l4 + hl..]),
         None => 0,
@@ -364,6 +387,71 @@ pub fn build_frame(
     let total = u64::from(pseudo) + u64::from(hsum) + u64::from(psum);
     let folded = checksum::fold(((total & 0xffff_ffff) + (total >> 32)) as u32);
     d[l4 + 16..l4 + 18].copy_from_slice(&(!folded).to_be_bytes());
+    Some(m)
+}
+
+/// A TSO segment as one packet for the port to cut into `seg.tso_segsz`-byte
+/// segments: headers in the first buffer, the payload copied into chained buffers,
+/// `TX_TCP_SEG | TX_TCP_CKSUM` with the header lengths and `tso_segsz`, and in the
+/// checksum field the pseudo-header sum over the whole TCP length (what a NIC or the
+/// kernel's GSO completes per segment). `None` if the pool ran out or the IP length
+/// would not fit.
+fn build_tso_frame(
+    pool: &Mempool,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    seg: &Segment<Chunk>,
+    ip_id: u16,
+) -> Option<Mbuf> {
+    let p = seg.payload.as_ref()?;
+    let hl = seg.repr.header_len();
+    let tcp_len = hl + ironpath_tcp::Payload::len(p);
+    let v4 = is_v4(&seg.dst_addr);
+    let ip_len = if v4 { 20 } else { 40 };
+    if tcp_len + if v4 { ip_len } else { 0 } > 65535 {
+        return None;
+    }
+    let mut m = Mbuf::alloc(pool).ok()?;
+    let d = m.append(ETH_LEN + ip_len + hl).ok()?;
+    let l4 = emit_l2_l3(d, src_mac, dst_mac, seg, ip_id, tcp_len);
+    let mut tcp = TcpPacket::new_unchecked(&mut d[l4..l4 + hl]);
+    seg.repr.emit(&mut tcp, &seg.src_addr, &seg.dst_addr);
+    let pseudo = checksum::pseudo_header(&seg.src_addr, &seg.dst_addr, IpProtocol::TCP, tcp_len as u32);
+    tcp.set_checksum(checksum::fold(pseudo));
+    // The payload, buffer after buffer.
+    let mut tails: Vec<Mbuf> = Vec::with_capacity(40);
+    let mut cur: Option<Mbuf> = None;
+    let mut failed = false;
+    p.for_each_slice(|mut bytes| {
+        while !bytes.is_empty() && !failed {
+            if cur.as_ref().is_none_or(|c| c.tailroom() == 0) {
+                match Mbuf::alloc(pool) {
+                    Ok(n) => tails.extend(cur.replace(n)),
+                    Err(_) => {
+                        failed = true;
+                        return;
+                    }
+                }
+            }
+            let c = cur.as_mut().expect("a buffer with room");
+            let k = c.tailroom().min(bytes.len());
+            match c.append(k) {
+                Ok(dst) => dst.copy_from_slice(&bytes[..k]),
+                Err(_) => failed = true,
+            }
+            bytes = &bytes[k..];
+        }
+    });
+    tails.extend(cur);
+    if failed || m.chain_many(&mut tails).is_err() {
+        return None;
+    }
+    let h = m.header_mut();
+    h.ol_flags |= abi::TX_TCP_SEG | abi::TX_TCP_CKSUM | if v4 { abi::TX_IPV4 } else { abi::TX_IPV6 };
+    h.l2_len = ETH_LEN as u8;
+    h.l3_len = ip_len as u16;
+    h.l4_len = hl as u8;
+    h.tso_segsz = seg.tso_segsz;
     Some(m)
 }
 
@@ -909,7 +997,7 @@ impl Node for TcpNode {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let now = self.now(cx.now_tsc);
         let input = pkts.drain();
-        let mut out = Out { pkts, sent: 0, alloc_failed: 0 };
+        let mut out = Out { pkts, sent: 0, alloc_failed: 0, tso: 0 };
         if !self.started {
             self.start_clients(cx, now);
         }
@@ -955,6 +1043,9 @@ impl Node for TcpNode {
         }
         if out.alloc_failed != 0 {
             cx.count(ALLOC_FAILED, out.alloc_failed);
+        }
+        if out.tso != 0 {
+            cx.count(TSO_SENT, out.tso);
         }
         self.flush_stats(cx);
         Dispatch::All(0)

@@ -530,3 +530,57 @@ fn memory_limit_drops_out_of_order_data_first_and_the_transfer_still_completes()
     assert_eq!(counter(&sb, "app_bytes_in"), N);
     assert_eq!(counter(&sb, "mem_dropped"), 0);
 }
+
+#[test]
+fn tso_frames_carry_offload_state_and_cut_into_valid_segments() {
+    use ironpath_wire::{Ipv4Packet, TcpControl, TcpPacket, TcpRepr};
+    let pool = pool(256);
+    let data = pattern_bytes(20_000);
+    let repr = TcpRepr {
+        src_port: 80,
+        dst_port: 40_000,
+        seq_number: 1_000_000,
+        ack_number: Some(77),
+        control: TcpControl::Psh,
+        window_len: 500,
+        max_seg_size: None,
+        window_scale: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: Some((5, 6)),
+        payload_len: data.len(),
+    };
+    let (us, peer) = (IpAddress::V4(US4), IpAddress::V4(PEER4));
+    let seg =
+        Segment { src_addr: us, dst_addr: peer, repr, payload: Some(Chunk::from_vec(data.clone())), tso_segsz: 1436 };
+    let m = build_frame(&pool, US_MAC, PEER_MAC, &seg, 9).expect("a TSO frame");
+    let h = m.header();
+    assert_eq!(
+        h.ol_flags & (abi::TX_TCP_SEG | abi::TX_TCP_CKSUM | abi::TX_IPV4),
+        abi::TX_TCP_SEG | abi::TX_TCP_CKSUM | abi::TX_IPV4
+    );
+    assert_eq!((h.l2_len, h.l3_len, h.l4_len, h.tso_segsz), (14, 20, 32, 1436));
+    assert_eq!(m.pkt_len(), 14 + 20 + 32 + data.len());
+    assert!(m.nb_segs() > 1, "the payload is chained");
+    // The checksum field holds the pseudo-header sum over the whole TCP length.
+    let bytes = m.to_vec();
+    let want = checksum::fold(checksum::pseudo_header(&us, &peer, IpProtocol::TCP, (32 + data.len()) as u32));
+    assert_eq!(u16::from_be_bytes([bytes[34 + 16], bytes[34 + 17]]), want);
+    // Cut as the kernel would: valid segments of 1436 bytes carrying the data in order.
+    let mut segs = Vec::new();
+    crate::aggregate::gso::segment(m, &pool, 1436, &mut |s| segs.push(s)).map_err(|(_, e)| e).unwrap();
+    assert_eq!(segs.len(), data.len().div_ceil(1436));
+    let mut got = Vec::new();
+    for (k, s) in segs.iter().enumerate() {
+        let f = s.to_vec();
+        let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert!(ip.verify_checksum());
+        let tcp = TcpPacket::new_checked(&f[34..]).unwrap();
+        assert!(tcp.verify_checksum(&us, &peer), "segment {k}");
+        assert_eq!(tcp.seq_number(), 1_000_000 + (k * 1436) as u32);
+        got.extend_from_slice(&f[34 + 32..]);
+    }
+    assert_eq!(got, data);
+    drop(segs);
+    assert_eq!(pool.stats().in_use, 0);
+}

@@ -122,20 +122,38 @@ impl<P: Payload> Connection<P> {
         }
         let unsent = buffered - in_flight;
         let window = self.snd_wnd.min(self.cc.cwnd()) as usize;
-        let max = self.max_payload();
-        let len = unsent.min(window.saturating_sub(in_flight)).min(max);
+        let seg = self.max_payload();
+        let max = self.tso_payload(seg);
+        let mut len = unsent.min(window.saturating_sub(in_flight)).min(max);
+        if len > seg && len < unsent {
+            // A TSO segment cut by the window: whole segments only (no runt inside
+            // the stream; the rest goes when the window opens).
+            len -= len % seg;
+        }
         // A FIN takes no window: a zero window answers it with an ACK, or takes it.
         let fin = self.fin_queued && len == unsent;
         if len == 0 {
             return fin.then_some((0, true));
         }
-        let go = len == max
+        // (With TSO a full segment is enough: the rest of `max` may never come.)
+        let go = len >= seg
             || fin
             || in_flight == 0
             || self.snd_nxt < self.snd_max
             || (!self.config.nagle && len == unsent)
             || (self.max_snd_wnd > 0 && len >= self.max_snd_wnd as usize / 2);
         go.then_some((len, fin))
+    }
+
+    /// Payload bytes new data may take in one (TSO) segment: whole segments of `seg`
+    /// up to `tso_max`, or `seg` without TSO.
+    fn tso_payload(&self, seg: usize) -> usize {
+        let tso = self.config.tso_max;
+        if tso > seg {
+            tso / seg * seg
+        } else {
+            seg
+        }
     }
 
     /// Payload bytes of a full segment now: the sender MSS minus the SACK option.
@@ -227,7 +245,15 @@ impl<P: Payload> Connection<P> {
                 let (repr, rcv_adv) = self.ack_repr(now, self.snd_una - 1u32);
                 (repr, None, rcv_adv)
             }
-            Plan::Data { len, fin } => self.data_repr(now, self.snd_nxt, len, fin),
+            Plan::Data { len, fin } => {
+                let seg = self.max_payload();
+                let (repr, payload, rcv_adv) = self.data_repr(now, self.snd_nxt, len, fin);
+                let mut s = self.segment(repr, payload);
+                if len > seg {
+                    s.tso_segsz = seg as u16;
+                }
+                return (s, rcv_adv);
+            }
             Plan::Ack => {
                 let (repr, rcv_adv) = self.ack_repr(now, self.snd_max);
                 (repr, None, rcv_adv)
@@ -252,7 +278,7 @@ impl<P: Payload> Connection<P> {
     }
 
     fn segment(&self, repr: TcpRepr, payload: Option<P>) -> Segment<P> {
-        Segment { src_addr: self.local.addr, dst_addr: self.remote.addr, repr, payload }
+        Segment { src_addr: self.local.addr, dst_addr: self.remote.addr, repr, payload, tso_segsz: 0 }
     }
 
     /// Applies a plan the caller has taken.

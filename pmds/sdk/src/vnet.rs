@@ -1,0 +1,137 @@
+//! `struct virtio_net_hdr` (`linux/virtio_net.h`): the offload state a TAP or an
+//! AF_PACKET socket with `PACKET_VNET_HDR` passes next to each frame (checksum to
+//! complete, GSO type and segment size), and its mapping to and from mbuf offload
+//! flags. Shared by the PMDs that talk to the kernel this way.
+
+use crate::abi::{self, ptype, Mbuf};
+
+/// `VIRTIO_NET_HDR_F_NEEDS_CSUM`.
+pub const F_NEEDS_CSUM: u8 = 1;
+/// `VIRTIO_NET_HDR_F_DATA_VALID`.
+pub const F_DATA_VALID: u8 = 2;
+/// `VIRTIO_NET_HDR_GSO_TCPV4`.
+pub const GSO_TCPV4: u8 = 1;
+/// `VIRTIO_NET_HDR_GSO_TCPV6`.
+pub const GSO_TCPV6: u8 = 4;
+
+/// `struct virtio_net_hdr` (little-endian on the wire of a TAP on x86).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VnetHdr {
+    /// `F_NEEDS_CSUM`, `F_DATA_VALID`.
+    pub flags: u8,
+    /// `GSO_*` (0 = none).
+    pub gso_type: u8,
+    /// Length of the headers to copy into each segment.
+    pub hdr_len: u16,
+    /// Payload bytes per segment.
+    pub gso_size: u16,
+    /// Where checksumming starts.
+    pub csum_start: u16,
+    /// Where the checksum goes, from `csum_start`.
+    pub csum_offset: u16,
+}
+
+fn le16(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+
+impl VnetHdr {
+    /// Size on the wire.
+    pub const LEN: usize = 10;
+
+    /// Split a read into header and frame; `None` for a short read.
+    pub fn split(b: &[u8]) -> Option<(VnetHdr, &[u8])> {
+        if b.len() < Self::LEN + 14 {
+            return None;
+        }
+        let h = VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: le16(b, 2),
+            gso_size: le16(b, 4),
+            csum_start: le16(b, 6),
+            csum_offset: le16(b, 8),
+        };
+        Some((h, &b[Self::LEN..]))
+    }
+
+    /// Encode.
+    pub fn to_bytes(self) -> [u8; 10] {
+        let mut b = [0u8; 10];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        b[2..4].copy_from_slice(&self.hdr_len.to_le_bytes());
+        b[4..6].copy_from_slice(&self.gso_size.to_le_bytes());
+        b[6..8].copy_from_slice(&self.csum_start.to_le_bytes());
+        b[8..10].copy_from_slice(&self.csum_offset.to_le_bytes());
+        b
+    }
+
+    /// Offload state of a received frame into the mbuf's flags and lengths.
+    pub fn to_mbuf(self, m: &mut Mbuf) {
+        let mut fl = 0;
+        let l2 = 14u16;
+        if self.flags & F_NEEDS_CSUM != 0 {
+            fl |= abi::RX_L4_CKSUM_NONE;
+            m.l2_len = l2 as u8;
+            m.l3_len = self.csum_start.saturating_sub(l2);
+            m.packet_type |= match self.csum_offset {
+                16 => ptype::L4_TCP,
+                6 => ptype::L4_UDP,
+                _ => 0,
+            };
+        } else if self.flags & F_DATA_VALID != 0 {
+            fl |= abi::RX_L4_CKSUM_GOOD;
+        }
+        match self.gso_type & 0x7f {
+            GSO_TCPV4 | GSO_TCPV6 if self.gso_size > 0 => {
+                fl |= abi::RX_AGGREGATED;
+                m.tso_segsz = self.gso_size;
+                m.packet_type |=
+                    ptype::L4_TCP | if self.gso_type & 0x7f == GSO_TCPV4 { ptype::L3_IPV4 } else { ptype::L3_IPV6 };
+                m.l4_len = self.hdr_len.saturating_sub(self.csum_start).min(255) as u8;
+                let payload = m.pkt_len.saturating_sub(u32::from(self.hdr_len));
+                m.aggr_segs = payload.div_ceil(u32::from(self.gso_size)).min(u32::from(u16::MAX)) as u16;
+            }
+            _ => {}
+        }
+        m.ol_flags |= fl;
+    }
+
+    /// The header that asks the kernel for the offloads an outgoing mbuf needs.
+    pub fn from_mbuf(m: &Mbuf) -> VnetHdr {
+        let f = m.ol_flags;
+        let start = u16::from(m.l2_len) + m.l3_len;
+        let udp = f & abi::TX_UDP_CKSUM != 0 || (m.packet_type & ptype::L4_UDP != 0 && f & abi::TX_TCP_CKSUM == 0);
+        let mut h = VnetHdr::default();
+        let segment = (f & abi::TX_TCP_SEG != 0 || f & abi::RX_AGGREGATED != 0) && m.tso_segsz > 0 && start > 0;
+        if segment {
+            let v4 = f & abi::TX_IPV4 != 0 || m.packet_type & ptype::L3_IPV4 != 0;
+            h.gso_type = if v4 { GSO_TCPV4 } else { GSO_TCPV6 };
+            h.gso_size = m.tso_segsz;
+            h.hdr_len = start + u16::from(m.l4_len.max(20));
+        }
+        let partial = f & (abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM | abi::RX_L4_CKSUM_NONE) != 0;
+        if (segment || partial) && start > 0 {
+            h.flags = F_NEEDS_CSUM;
+            h.csum_start = start;
+            h.csum_offset = if udp && !segment { 6 } else { 16 };
+        }
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_short_reads_are_refused() {
+        let h = VnetHdr { flags: 1, gso_type: GSO_TCPV4, hdr_len: 66, gso_size: 1448, csum_start: 34, csum_offset: 16 };
+        let mut b = h.to_bytes().to_vec();
+        b.extend_from_slice(&[0u8; 60]);
+        let (g, frame) = VnetHdr::split(&b).unwrap();
+        assert_eq!((g, frame.len()), (h, 60));
+        assert!(VnetHdr::split(&[0u8; 12]).is_none());
+    }
+}
