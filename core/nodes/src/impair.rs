@@ -12,7 +12,10 @@
 //! damage is for checksums to find, not for the MAC filter; the port's checksum
 //! verdicts are cleared on a corrupted packet and kept on a duplicate). A TSO
 //! packet (`TX_TCP_SEG`) is cut into its wire segments first, each impaired alone,
-//! as a link would see them.
+//! as a link would see them (unless the node is idle: then it passes whole). The cut
+//! frees the TSO packet's header buffer here, so a sender tracking TX completions
+//! (`tcp`'s `tx_inflight_limit`) sees them as this node forwards, not as the port
+//! sends.
 
 use ironpath_eal::{abi, Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
@@ -196,9 +199,13 @@ impl Node for Impair {
             // preempted after the walk began must not shorten it.
             let arrival = if self.cfg.delay_tsc > 0 { cx.tsc() } else { cx.now_tsc };
             let mut wire = Vec::new();
+            // An idle node passes TSO packets whole (cutting them would cost CPU and
+            // end the sender's completion tracking at this node).
+            let active = self.cfg.loss_ppm | self.cfg.corrupt_ppm | self.cfg.duplicate_ppm != 0
+                || self.cfg.delay_tsc | self.cfg.jitter_tsc != 0;
             for m in pkts.drain() {
                 let h = m.header();
-                if h.ol_flags & abi::TX_TCP_SEG != 0 && h.tso_segsz > 0 {
+                if active && h.ol_flags & abi::TX_TCP_SEG != 0 && h.tso_segsz > 0 {
                     // A TSO packet is many frames on the wire: impair each of them.
                     let mss = h.tso_segsz;
                     wire.clear();

@@ -14,7 +14,7 @@
 //!   when it was really sent, as a NIC frees on its descriptor's done bit. Frames are
 //!   reclaimed in `tx_burst` once `tx_free_thresh` are in flight (or the ring is
 //!   full), and on every `tx_done_cleanup` request.
-//! * TSO (`tso=1`, the default): a packet flagged `TX_TCP_SEG` (with `tso_segsz`,
+//! * TSO (`tso=1`, the default with `qdisc_bypass=1`): a packet flagged `TX_TCP_SEG` (with `tso_segsz`,
 //!   `l2_len`, `l3_len`, `l4_len`, the TCP checksum field holding the pseudo-header
 //!   sum) goes out whole through a second socket with `PACKET_VNET_HDR`: a
 //!   `virtio_net_hdr` asks the kernel to segment it (or a veth to pass it on as one
@@ -156,7 +156,7 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default 1)";
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass)";
     type Rx = AfRx;
     type Tx = AfTx;
 
@@ -171,7 +171,11 @@ impl Pmd for AfPacket {
         let geo = geometry(&a)?;
         // On by default, as in DPDK: af_packet TX skips the qdisc layer.
         let qdisc_bypass = a.get_bool("qdisc_bypass", true)?;
-        let tso = a.get_bool("tso", true)?;
+        // TSO packets are copied by sendmsg, so they complete at once: right when the
+        // qdisc is bypassed (the device takes them in that call), too early behind a
+        // qdisc (they would queue there unseen by a sender limiting what it has in
+        // flight). So the default follows qdisc_bypass.
+        let tso = a.get_bool("tso", qdisc_bypass)?;
         let tx_free_thresh =
             a.get_u64("tx_free_thresh", 32.min(u64::from(geo.framecnt)), 1, u64::from(geo.framecnt))? as u32;
         let mut dev = AfPacket {
