@@ -86,13 +86,17 @@ pub struct Impair {
     queue: BinaryHeap<Reverse<(u64, u64)>>,
     held: HashMap<u64, Mbuf>,
     seq: u64,
+    /// Some impairment is configured (an idle node passes TSO packets whole).
+    active: bool,
 }
 
 impl Impair {
     /// A node copying duplicates from `pool`.
     pub fn new(cfg: ImpairConfig, pool: Mempool) -> Self {
         let rng = cfg.seed ^ 0x9e37_79b9_7f4a_7c15;
-        Self { cfg, pool, rng: if rng == 0 { 1 } else { rng }, queue: BinaryHeap::new(), held: HashMap::new(), seq: 0 }
+        let active = cfg.loss_ppm | cfg.corrupt_ppm | cfg.duplicate_ppm != 0 || cfg.delay_tsc | cfg.jitter_tsc != 0;
+        let held = HashMap::new();
+        Self { cfg, pool, rng: if rng == 0 { 1 } else { rng }, queue: BinaryHeap::new(), held, seq: 0, active }
     }
 
     /// Packets waiting for their delay.
@@ -201,8 +205,7 @@ impl Node for Impair {
             let mut wire = Vec::new();
             // An idle node passes TSO packets whole (cutting them would cost CPU and
             // end the sender's completion tracking at this node).
-            let active = self.cfg.loss_ppm | self.cfg.corrupt_ppm | self.cfg.duplicate_ppm != 0
-                || self.cfg.delay_tsc | self.cfg.jitter_tsc != 0;
+            let active = self.active;
             for m in pkts.drain() {
                 let h = m.header();
                 if active && h.ol_flags & abi::TX_TCP_SEG != 0 && h.tso_segsz > 0 {

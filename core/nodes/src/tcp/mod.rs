@@ -201,6 +201,14 @@ struct Entry {
     tsq_blocked: bool,
 }
 
+/// Brings `total` (received bytes all connections hold) up to date with what `e`'s
+/// connection holds now.
+fn account_rx(total: &mut u64, e: &mut Entry) {
+    let held = e.conn.recv_held() as u64;
+    *total = *total + held - e.rx_held;
+    e.rx_held = held;
+}
+
 /// A sent frame whose completion (its last other reference released) the node awaits.
 struct Pending {
     slot: u32,
@@ -789,9 +797,7 @@ impl TcpNode {
                     }
                 }
                 let reply = e.conn.process(now, &rx.repr, payload, rx.segs);
-                let held = e.conn.recv_held() as u64;
-                self.rx_held = self.rx_held + held - e.rx_held;
-                e.rx_held = held;
+                account_rx(&mut self.rx_held, e);
                 if let Some(r) = reply {
                     if self.wire.emit(out, r, 0).is_err() {
                         cx.count(TX_FULL, 1);
@@ -916,9 +922,7 @@ impl TcpNode {
         cx.count(RTO_TIMEOUTS, c.rto_timeouts - e.rto_timeouts);
         cx.count(KEEPALIVE_PROBES, c.keepalive_probes - e.keepalive_probes);
         cx.count(CHALLENGE_ACKS, c.challenge_acks - e.challenge_acks);
-        let held = e.conn.recv_held() as u64;
-        self.rx_held = self.rx_held + held - e.rx_held;
-        e.rx_held = held;
+        account_rx(&mut self.rx_held, e);
         (e.retransmits, e.rto_timeouts) = (c.retransmits, c.rto_timeouts);
         (e.keepalive_probes, e.challenge_acks) = (c.keepalive_probes, c.challenge_acks);
         let at = e.conn.poll_at();
