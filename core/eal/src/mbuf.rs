@@ -532,6 +532,25 @@ impl Mbuf {
         Ok(())
     }
 
+    /// Keep only bytes `off..off + len` of a one-segment packet: what [`Mbuf::adj`]
+    /// of `off` and [`Mbuf::trim`] of the rest do, in one step (receive
+    /// aggregation cuts each segment's headers and padding this way).
+    #[inline]
+    pub fn keep(&mut self, off: usize, len: usize) -> Result<(), MbufError> {
+        if self.refcnt() > 1 {
+            return Err(MbufError::Shared);
+        }
+        let h = self.header_mut();
+        let have = h.data_len as usize;
+        if h.nb_segs != 1 || off + len > have {
+            return Err(MbufError::NoRoom { op: "keep", want: off + len, have });
+        }
+        h.data_off += off as u16;
+        h.data_len = len as u16;
+        h.pkt_len = len as u32;
+        Ok(())
+    }
+
     /// Remove `len` bytes from the end, across segments; emptied trailing segments are
     /// freed.
     pub fn trim(&mut self, len: usize) -> Result<(), MbufError> {
@@ -600,7 +619,8 @@ impl Mbuf {
         let mut last = self.last_seg();
         let mut add = 0u32;
         for t in tails.drain(..) {
-            let t_last = t.last_seg();
+            // (A one-segment tail is its own last segment: no walk into `next`.)
+            let t_last = if t.hdr().nb_segs == 1 { t.ptr.as_ptr() } else { t.last_seg() };
             let t = t.into_raw();
             // SAFETY: `last` is our last segment; `t` a packet we now own and link in;
             // its own last segment becomes ours.

@@ -1,5 +1,7 @@
 //! Property tests of receive aggregation: random flows (IPv4 and IPv6), segment
-//! sizes, PSH marks, interleaving, reordering and loss (seeded, reproducible).
+//! sizes, PSH marks, ACK changes, pure ACKs, checksum flags set by the "NIC" on
+//! some packets and not others, interleaving, reordering and loss (seeded,
+//! reproducible).
 //! After GRO and after LRO every flow's bytes are exactly the input's, every
 //! output has valid checksums, and GRO -> GSO gives back the input segments byte
 //! for byte. No mbuf leaks.
@@ -34,6 +36,8 @@ struct FlowSpec {
     id0: u16,
     mss: usize,
     data: Vec<u8>,
+    /// The ACK number moves on every `ack_every` segments.
+    ack_every: usize,
 }
 
 fn addrs(f: &FlowSpec) -> (IpAddress, IpAddress) {
@@ -47,11 +51,17 @@ fn addrs(f: &FlowSpec) -> (IpAddress, IpAddress) {
     }
 }
 
+/// PSH on a segment.
+const PSH: u8 = 1;
+/// A pure ACK (no payload) at a segment's sequence number.
+const PURE_ACK: u8 = 2;
+
 /// Segment `k` of flow `f`: Ethernet + IP + TCP (NOP NOP timestamp) + payload,
 /// every checksum valid, IPv4 ID = id0 + k.
-fn frame(f: &FlowSpec, k: usize, psh: bool) -> Vec<u8> {
+fn frame(f: &FlowSpec, k: usize, how: u8) -> Vec<u8> {
+    let psh = how & PSH != 0;
     let off = k * f.mss;
-    let pl = &f.data[off..(off + f.mss).min(f.data.len())];
+    let pl = if how & PURE_ACK != 0 { &[][..] } else { &f.data[off..(off + f.mss).min(f.data.len())] };
     let l3 = if f.v6 { 40 } else { 20 };
     let l4 = 32;
     let mut d = vec![0u8; 14 + l3 + l4 + pl.len()];
@@ -89,7 +99,8 @@ fn frame(f: &FlowSpec, k: usize, psh: bool) -> Vec<u8> {
     tcp[0..2].copy_from_slice(&(40000 + f.n as u16).to_be_bytes());
     tcp[2..4].copy_from_slice(&5201u16.to_be_bytes());
     tcp[4..8].copy_from_slice(&f.seq0.wrapping_add(off as u32).to_be_bytes());
-    tcp[8..12].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    let ack = 0x1234_5678u32.wrapping_add((k / f.ack_every) as u32 * 1000);
+    tcp[8..12].copy_from_slice(&ack.to_be_bytes());
     tcp[12] = (l4 as u8 / 4) << 4;
     tcp[13] = 0x10 | if psh { 0x08 } else { 0 };
     tcp[14..16].copy_from_slice(&502u16.to_be_bytes());
@@ -132,8 +143,10 @@ fn payloads(pkts: &[Vec<u8>]) -> BTreeMap<(u16, u32), Vec<u8>> {
 
 struct Case {
     flows: Vec<FlowSpec>,
-    /// (flow, segment index, psh) in arrival order.
-    order: Vec<(usize, usize, bool)>,
+    /// (flow, segment index, PSH | PURE_ACK) in arrival order.
+    order: Vec<(usize, usize, u8)>,
+    /// Whether the "NIC" flagged each packet's checksums good (they are all valid).
+    good: Vec<bool>,
 }
 
 fn make_case(rng: &mut Rng) -> Case {
@@ -150,12 +163,22 @@ fn make_case(rng: &mut Rng) -> Case {
             id0: rng.next() as u16,
             mss,
             data,
+            ack_every: [usize::MAX, 7, 3][rng.below(3) as usize],
         });
     }
-    let mut per_flow: Vec<Vec<(usize, usize, bool)>> = flows
+    let mut per_flow: Vec<Vec<(usize, usize, u8)>> = flows
         .iter()
         .enumerate()
-        .map(|(i, f)| (0..f.data.len().div_ceil(f.mss)).map(|k| (i, k, rng.below(10) == 0)).collect())
+        .map(|(i, f)| {
+            let mut v = Vec::new();
+            for k in 0..f.data.len().div_ceil(f.mss) {
+                if rng.below(25) == 0 {
+                    v.push((i, k, PURE_ACK));
+                }
+                v.push((i, k, if rng.below(10) == 0 { PSH } else { 0 }));
+            }
+            v
+        })
         .collect();
     // Loss (about 3%), then local reordering (swap neighbours about 5%).
     for v in &mut per_flow {
@@ -176,7 +199,10 @@ fn make_case(rng: &mut Rng) -> Case {
             idx[f] += 1;
         }
     }
-    Case { flows, order }
+    // Checksum flags: none, all, or some packets (a flow may see both).
+    let flagging = rng.below(3);
+    let good = order.iter().map(|_| flagging == 1 || (flagging == 2 && rng.below(2) == 0)).collect();
+    Case { flows, order, good }
 }
 
 fn pools() -> (Mempool, Mempool) {
@@ -206,10 +232,14 @@ fn run(
             }
         }
     };
-    for chunk in frames.chunks(burst) {
+    for (chunk, good) in frames.chunks(burst).zip(case.good.chunks(burst)) {
         let mut b = Burst::new();
-        for f in chunk {
-            b.push(Mbuf::from_slice(pool, f).unwrap()).unwrap();
+        for (f, &g) in chunk.iter().zip(good) {
+            let mut m = Mbuf::from_slice(pool, f).unwrap();
+            if g {
+                m.header_mut().ol_flags |= abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
+            }
+            b.push(m).unwrap();
         }
         now += 10;
         agg.process(&mut b, now);
@@ -309,8 +339,8 @@ fn gro_then_gso_gives_back_the_input_segments_byte_for_byte() {
 #[test]
 fn bad_checksums_and_malformed_headers_are_never_merged() {
     let (pool, _) = pools();
-    let f = FlowSpec { v6: false, n: 1, seq0: 1000, id0: 7, mss: 100, data: vec![0xab; 400] };
-    let mut frames: Vec<Vec<u8>> = (0..4).map(|k| frame(&f, k, false)).collect();
+    let f = FlowSpec { v6: false, n: 1, seq0: 1000, id0: 7, mss: 100, data: vec![0xab; 400], ack_every: usize::MAX };
+    let mut frames: Vec<Vec<u8>> = (0..4).map(|k| frame(&f, k, 0)).collect();
     frames[1][60] ^= 0xff; // payload byte: TCP checksum now wrong
     frames[3].truncate(40); // cut inside the TCP header (IPv4 total length now too big)
     let mut agg = Aggregator::new(AggrConfig::default(), None);
@@ -340,11 +370,19 @@ fn bad_checksums_and_malformed_headers_are_never_merged() {
 fn an_aggregate_carries_its_segment_count_mss_and_flags() {
     let (pool, big) = pools();
     for mode in [Mode::Gro, Mode::Lro] {
-        let f = FlowSpec { v6: true, n: 3, seq0: u32::MAX - 150, id0: 0, mss: 100, data: (0..=255).collect() };
+        let f = FlowSpec {
+            v6: true,
+            n: 3,
+            seq0: u32::MAX - 150,
+            id0: 0,
+            mss: 100,
+            data: (0..=255).collect(),
+            ack_every: usize::MAX,
+        };
         let mut agg = Aggregator::new(AggrConfig { mode, ..AggrConfig::default() }, Some(big.clone()));
         let mut b = Burst::new();
         for k in 0..3 {
-            b.push(Mbuf::from_slice(&pool, &frame(&f, k, k == 2)).unwrap()).unwrap();
+            b.push(Mbuf::from_slice(&pool, &frame(&f, k, if k == 2 { PSH } else { 0 })).unwrap()).unwrap();
         }
         agg.process(&mut b, 1);
         assert_eq!(b.len(), 1, "{mode:?}: one aggregate across the sequence wrap");

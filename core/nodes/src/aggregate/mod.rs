@@ -26,7 +26,10 @@ pub mod parse;
 
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool};
-use parse::{add_sum, finish_headers, parse_into, Hdr, Seg, Skip, END_MERGE, NO_MERGE};
+use parse::{
+    add_sum, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words, same_tpl, tpl_words,
+    Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
+};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
@@ -176,13 +179,40 @@ impl Run {
 }
 
 struct Flow {
-    /// The flow's key and template: ACK, window, options and IP fields to match.
+    /// Started by a segment of the usual layout ([`parse::parse_fast_pkt`]):
+    /// `words` are the flow's key and template at once ([`parse::tpl_words`]), and
+    /// `seg` holds only the key (for segments of other layouts to find the flow).
+    fast: bool,
+    words: [u64; TPL_WORDS],
+    /// Else the flow's key and template: ACK, window, options and IP fields to match.
     seg: Seg,
     /// Run slots: `runs[..nruns]` are held (contiguous segments each, out of
     /// order among themselves); the slots after them are free, for the next runs.
     runs: Vec<Run>,
     nruns: usize,
     first_tsc: u64,
+}
+
+impl Flow {
+    fn empty() -> Self {
+        Flow {
+            fast: false,
+            words: [0; TPL_WORDS],
+            seg: Seg::default(),
+            runs: Vec::with_capacity(MAX_RUNS),
+            nruns: 0,
+            first_tsc: 0,
+        }
+    }
+}
+
+/// A segment's key and template, as the path that read it has them.
+#[derive(Clone, Copy)]
+enum Tpl<'a> {
+    /// The usual layout: template words.
+    Fast(&'a [u64; TPL_WORDS]),
+    /// Any other: the full view.
+    Slow(&'a Seg),
 }
 
 /// Why a flow is flushed.
@@ -209,9 +239,10 @@ pub struct Aggregator {
     hashes: Vec<u32>,
     /// Bytes an LRO buffer holds after its headroom.
     lro_room: u32,
-    /// The views of the burst being processed, and whether each parsed.
+    /// The burst being processed: every packet's view, and the full views of
+    /// those not of the usual layout (`Kind::Slow`, at the same index).
+    views: Vec<Pkt>,
     segs: Vec<Seg>,
-    parsed: Vec<Result<(), Skip>>,
     pending: VecDeque<Mbuf>,
     /// Counters.
     pub stats: AggrStats,
@@ -247,8 +278,8 @@ impl Aggregator {
             live: 0,
             hashes: Vec::with_capacity(cfg.max_flows),
             lro_room,
+            views: Vec::new(),
             segs: Vec::new(),
-            parsed: Vec::new(),
             pending: VecDeque::new(),
             stats: AggrStats::default(),
         }
@@ -269,23 +300,29 @@ impl Aggregator {
     /// timeouts.
     pub fn process(&mut self, pkts: &mut Burst, now_tsc: u64) {
         // First read every packet's headers (the packets' loads overlap; and the
-        // views are in memory well before they are copied into flows).
+        // views are in memory well before they are used).
+        let n = pkts.len();
+        let mut views = std::mem::take(&mut self.views);
         let mut segs = std::mem::take(&mut self.segs);
-        let mut parsed = std::mem::take(&mut self.parsed);
-        if segs.len() < pkts.len() {
-            segs.resize(pkts.len(), Seg::default());
+        if views.len() < n {
+            views.resize(n, Pkt::default());
         }
-        parsed.clear();
-        for (i, s) in segs.iter_mut().enumerate().take(pkts.len()) {
+        for (i, p) in views.iter_mut().enumerate().take(n) {
             // The headers of a packet a few places on start loading meanwhile.
             pkts.prefetch_data(i + 4);
             let h = pkts.header(i);
-            let r = if writable_single(h) {
-                parse_into(pkts.data(i), h.pkt_len as usize, h.ol_flags, s)
-            } else {
-                Err(Skip::NotTcp)
-            };
-            parsed.push(r);
+            let frame = pkts.data(i);
+            if !writable_single(h) || frame.len() != h.pkt_len as usize {
+                p.kind = Kind::Skip(Skip::NotTcp);
+            } else if !parse_fast_pkt(frame, h.ol_flags, p) {
+                if segs.len() < n {
+                    segs.resize(n, Seg::default());
+                }
+                match parse_into(frame, frame.len(), h.ol_flags, &mut segs[i]) {
+                    Ok(()) => *p = Pkt::of(&segs[i], Kind::Slow),
+                    Err(why) => p.kind = Kind::Skip(why),
+                }
+            }
         }
         let mut input = pkts.drain();
         let mut pending = std::mem::take(&mut self.pending);
@@ -301,9 +338,13 @@ impl Aggregator {
                 }
             }
             // (`&mut input`: iterating by value would copy the drained array again.)
-            for ((m, s), r) in (&mut input).zip(&segs).zip(&parsed) {
+            for (i, (m, p)) in (&mut input).zip(&views).enumerate() {
                 self.stats.packets_in += 1;
-                self.one(m, s, *r, now_tsc, &mut out);
+                match p.kind {
+                    Kind::Fast => self.one_fast(m, p, now_tsc, &mut out),
+                    Kind::Slow => self.one_slow(m, &segs[i], p, now_tsc, &mut out),
+                    Kind::Skip(why) => self.skip(m, why, &mut out),
+                }
             }
             match self.cfg.flush {
                 Flush::Burst => self.flush_all(Why::Burst, &mut out),
@@ -311,8 +352,8 @@ impl Aggregator {
             }
         }
         self.pending = pending;
+        self.views = views;
         self.segs = segs;
-        self.parsed = parsed;
         self.stats.packets_out += n_out;
     }
 
@@ -337,54 +378,83 @@ impl Aggregator {
                 .sum::<usize>()
     }
 
-    fn one(&mut self, m: Mbuf, s: &Seg, parsed: Result<(), Skip>, now: u64, out: &mut Out<'_>) {
-        match parsed {
-            Ok(()) => {}
-            Err(why) => {
-                let bad = match why {
-                    Skip::NotTcp => {
-                        self.stats.passed += 1;
-                        false
-                    }
-                    Skip::Malformed => {
-                        self.stats.malformed += 1;
-                        true
-                    }
-                    Skip::BadChecksum => {
-                        self.stats.bad_checksum += 1;
-                        true
-                    }
-                };
-                if bad && self.cfg.drop_bad {
-                    self.stats.dropped += 1;
-                } else {
-                    out.emit(m);
-                }
-                return;
-            }
-        }
-        self.stats.tcp_in += 1;
-        let mergeable = s.payload > 0 && s.flags & NO_MERGE == 0;
-        let Some(i) = self.find(s) else {
-            if mergeable {
-                self.new_flow(m, s, now, out);
-            } else {
+    /// A packet that is not aggregated: counted, passed on or dropped.
+    fn skip(&mut self, m: Mbuf, why: Skip, out: &mut Out<'_>) {
+        let bad = match why {
+            Skip::NotTcp => {
                 self.stats.passed += 1;
-                out.emit(m);
+                false
             }
+            Skip::Malformed => {
+                self.stats.malformed += 1;
+                true
+            }
+            Skip::BadChecksum => {
+                self.stats.bad_checksum += 1;
+                true
+            }
+        };
+        if bad && self.cfg.drop_bad {
+            self.stats.dropped += 1;
+        } else {
+            out.emit(m);
+        }
+    }
+
+    /// A segment of the usual layout: its flow and template are found by comparing
+    /// header words with each held flow of the same hash.
+    fn one_fast(&mut self, m: Mbuf, p: &Pkt, now: u64, out: &mut Out<'_>) {
+        self.stats.tcp_in += 1;
+        let Some(w) = tpl_words(m.data(), p.l4) else {
+            // (`parse_fast_pkt` saw that layout: not reached.)
+            self.passthrough(m, out);
             return;
         };
-        if !mergeable || !same_template(&self.flows[i].seg, s) {
-            self.flush_flow(i, Why::Mismatch, out);
-            if mergeable {
-                self.new_flow(m, s, now, out);
+        let found = self.find_fast(m.data(), p.hash, &w);
+        self.place(m, p, Tpl::Fast(&w), found, now, out);
+    }
+
+    /// A segment of another layout: its flow is found by key, its template
+    /// compared field by field.
+    fn one_slow(&mut self, m: Mbuf, s: &Seg, p: &Pkt, now: u64, out: &mut Out<'_>) {
+        self.stats.tcp_in += 1;
+        let found = self.find(s).map(|i| {
+            let f = &self.flows[i];
+            let same = if f.fast {
+                // A flow of the usual layout: this segment matches its template only
+                // if it has that layout too (its checksum flags made it slow).
+                fast_words(m.data()).is_some_and(|w| same_tpl(&f.words, &w))
             } else {
-                self.stats.passed += 1;
-                out.emit(m);
+                same_template(&f.seg, s)
+            };
+            (i, same)
+        });
+        self.place(m, p, Tpl::Slow(s), found, now, out);
+    }
+
+    /// Put a segment where it goes: into held flow `i` when `found` says the
+    /// template matches (`(i, true)`), else after flushing the flow it names, as
+    /// a new flow (or passed on, if it cannot merge at all).
+    #[inline(always)]
+    fn place(&mut self, m: Mbuf, p: &Pkt, t: Tpl<'_>, found: Option<(usize, bool)>, now: u64, out: &mut Out<'_>) {
+        let mergeable = p.payload > 0 && p.flags & NO_MERGE == 0;
+        match found {
+            Some((i, true)) if mergeable => self.add(i, m, p, t, now, out),
+            Some((i, _)) => {
+                self.flush_flow(i, Why::Mismatch, out);
+                self.new_or_pass(m, p, t, mergeable, now, out);
             }
-            return;
+            None => self.new_or_pass(m, p, t, mergeable, now, out),
         }
-        self.add(i, m, s, now, out);
+    }
+
+    #[inline(always)]
+    fn new_or_pass(&mut self, m: Mbuf, p: &Pkt, t: Tpl<'_>, mergeable: bool, now: u64, out: &mut Out<'_>) {
+        if mergeable {
+            self.new_flow(m, p, t, now, out);
+        } else {
+            self.passthrough(m, out);
+        }
     }
 
     #[inline(always)]
@@ -392,11 +462,39 @@ impl Aggregator {
         self.hashes.iter().enumerate().find(|&(i, &h)| h == s.hash && self.flows[i].seg.key == s.key).map(|(i, _)| i)
     }
 
+    /// The held flow of a segment of the usual layout (`frame`, template words
+    /// `w`), and whether its template matches.
+    #[inline(always)]
+    fn find_fast(&self, frame: &[u8], hash: u32, w: &[u64; TPL_WORDS]) -> Option<(usize, bool)> {
+        for (i, &h) in self.hashes.iter().enumerate() {
+            if h != hash {
+                continue;
+            }
+            let f = &self.flows[i];
+            if f.fast {
+                if same_tpl(&f.words, w) {
+                    return Some((i, true));
+                }
+                if same_key_words(&f.words, w) {
+                    return Some((i, false));
+                }
+            } else if key_of_words(w) == f.seg.key {
+                // A flow started by a segment of another layout: compare the
+                // templates as the general path does.
+                const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
+                let mut s = Seg::default();
+                let same = parse_into(frame, frame.len(), GOOD, &mut s).is_ok() && same_template(&f.seg, &s);
+                return Some((i, same));
+            }
+        }
+        None
+    }
+
     /// Start a run of flow `f` with segment `m`, written field by field into a
     /// free slot: a `Run` built on the stack and pushed was read back from memory
     /// just written (a store-forwarding stall for every new flow). Its index.
     #[inline(always)]
-    fn start_run(f: &mut Flow, m: Mbuf, s: &Seg, cap: u32) -> usize {
+    fn start_run(f: &mut Flow, m: Mbuf, s: &Pkt, cap: u32) -> usize {
         if f.nruns == f.runs.len() {
             f.runs.push(Run::empty());
         }
@@ -418,7 +516,7 @@ impl Aggregator {
         k
     }
 
-    fn new_flow(&mut self, m: Mbuf, s: &Seg, now: u64, out: &mut Out<'_>) {
+    fn new_flow(&mut self, m: Mbuf, s: &Pkt, t: Tpl<'_>, now: u64, out: &mut Out<'_>) {
         if self.live >= self.cfg.max_flows.max(1) {
             let oldest = (0..self.live).min_by_key(|&i| self.flows[i].first_tsc).unwrap_or(0);
             self.stats.flows_evicted += 1;
@@ -427,12 +525,21 @@ impl Aggregator {
         let ends = s.flags & END_MERGE != 0;
         let i = self.live;
         if i == self.flows.len() {
-            self.flows.push(Flow { seg: *s, runs: Vec::with_capacity(MAX_RUNS), nruns: 0, first_tsc: now });
-        } else {
-            let f = &mut self.flows[i];
-            f.seg = *s;
-            f.first_tsc = now;
+            self.flows.push(Flow::empty());
         }
+        let f = &mut self.flows[i];
+        match t {
+            Tpl::Fast(w) => {
+                f.fast = true;
+                f.words = *w;
+                f.seg.key = key_of_words(w);
+            }
+            Tpl::Slow(seg) => {
+                f.fast = false;
+                f.seg = *seg;
+            }
+        }
+        f.first_tsc = now;
         let cap = self.run_cap(s);
         Self::start_run(&mut self.flows[i], m, s, cap);
         self.live += 1;
@@ -442,19 +549,58 @@ impl Aggregator {
         }
     }
 
-    fn add(&mut self, i: usize, m: Mbuf, s: &Seg, now: u64, out: &mut Out<'_>) {
+    #[inline(always)]
+    fn add(&mut self, i: usize, m: Mbuf, s: &Pkt, t: Tpl<'_>, now: u64, out: &mut Out<'_>) {
+        // The usual case first, with the run borrowed once: GRO, the flow holds one
+        // run, `s` continues it, and its head needs no trimming.
+        if self.cfg.mode == Mode::Gro {
+            let max_segs = u32::from(self.cfg.max_segments);
+            let f = &mut self.flows[i];
+            if let [run] = &mut f.runs[..f.nruns] {
+                if run.next == s.seq && (run.segs > 1 || !head_padded(run)) {
+                    let why = match can_append(run, s, max_segs) {
+                        Ok(()) => {
+                            let mss = run.seg.payload;
+                            if !push_seg(run, m, s) {
+                                self.stats.malformed += 1;
+                            }
+                            if s.flags & END_MERGE != 0 || s.payload < mss {
+                                Why::End
+                            } else if fits(run, run.segs + 1, run.bytes + u32::from(mss), max_segs).is_err() {
+                                Why::Limit
+                            } else {
+                                return;
+                            }
+                        }
+                        Err(why) => {
+                            self.flush_flow(i, why, out);
+                            self.new_flow(m, s, t, now, out);
+                            return;
+                        }
+                    };
+                    self.flush_flow(i, why, out);
+                    return;
+                }
+            }
+        }
+        self.add_general(i, m, s, t, now, out);
+    }
+
+    /// [`Aggregator::add`] in every case: any run of the flow, out of order, LRO.
+    #[inline(never)]
+    fn add_general(&mut self, i: usize, m: Mbuf, s: &Pkt, t: Tpl<'_>, now: u64, out: &mut Out<'_>) {
         let f = &self.flows[i];
         let held = &f.runs[..f.nruns];
         let end = s.seq.wrapping_add(u32::from(s.payload));
         if let Some(r) = held.iter().position(|r| r.next == s.seq) {
-            match self.can_append(&held[r], s) {
+            match can_append(&held[r], s, u32::from(self.cfg.max_segments)) {
                 Ok(()) => {
                     self.append(i, r, m, s, out);
                     return;
                 }
                 Err(why) => {
                     self.flush_flow(i, why, out);
-                    self.new_flow(m, s, now, out);
+                    self.new_flow(m, s, t, now, out);
                     return;
                 }
             }
@@ -463,7 +609,7 @@ impl Aggregator {
         if overlaps {
             // A retransmission or overlap: deliver what we hold, start again.
             self.flush_flow(i, Why::Mismatch, out);
-            self.new_flow(m, s, now, out);
+            self.new_flow(m, s, t, now, out);
             return;
         }
         if let Some(r) = held.iter().position(|r| r.start == end) {
@@ -479,24 +625,12 @@ impl Aggregator {
         }
         if held.len() >= MAX_RUNS {
             self.flush_flow(i, Why::Limit, out);
-            self.new_flow(m, s, now, out);
+            self.new_flow(m, s, t, now, out);
             return;
         }
         self.stats.reordered += 1;
         let cap = self.run_cap(s);
         Self::start_run(&mut self.flows[i], m, s, cap);
-    }
-
-    /// Whether `s` may be appended to `r` (contiguity already checked).
-    fn can_append(&self, r: &Run, s: &Seg) -> Result<(), Why> {
-        let mss = r.seg.payload;
-        // A run that ended (PSH/FIN or a short last segment, held out of order)
-        // takes nothing more: those marks must stay on the last segment.
-        let ended = r.last_flags as u8 & END_MERGE != 0 || r.last_len < u32::from(mss);
-        if ended || s.payload > mss || (!s.v6 && s.ip_id != (r.last_id as u16).wrapping_add(1)) {
-            return Err(Why::Mismatch);
-        }
-        self.fits(r, r.segs + 1, r.bytes + u32::from(s.payload))
     }
 
     /// Whether run `b` may follow run `a` (contiguity already checked).
@@ -511,24 +645,14 @@ impl Aggregator {
         if !a.seg.v6 && b.seg.ip_id != (a.last_id as u16).wrapping_add(1) {
             return Err(Why::Mismatch);
         }
-        self.fits(a, a.segs + b.segs, a.bytes + b.bytes)
-    }
-
-    /// Whether `r` may hold `segs` segments of `bytes` payload bytes in all (always
-    /// two or more segments here).
-    #[inline(always)]
-    fn fits(&self, r: &Run, segs: u32, bytes: u32) -> Result<(), Why> {
-        if segs > u32::from(self.cfg.max_segments) || bytes > r.cap {
-            return Err(Why::Limit);
-        }
-        Ok(())
+        fits(a, a.segs + b.segs, a.bytes + b.bytes, u32::from(self.cfg.max_segments))
     }
 
     /// The most payload bytes a run of segments with `s`'s headers may hold:
     /// what `max_bytes` (TCP header and data), the IP total length (65535) and,
     /// for LRO, the large buffer (all headers and data) leave. Payloads are never
     /// empty, so a cap of 0 refuses every merge.
-    fn run_cap(&self, s: &Seg) -> u32 {
+    fn run_cap(&self, s: &Pkt) -> u32 {
         let (l2, l3, l4) = (u32::from(s.l2), u32::from(s.l3), u32::from(s.l4));
         let cap = self.cfg.max_bytes.saturating_sub(l4).min(65535u32.saturating_sub(l3 + l4));
         if self.cfg.mode == Mode::Lro {
@@ -538,7 +662,7 @@ impl Aggregator {
         }
     }
 
-    fn append(&mut self, i: usize, r: usize, m: Mbuf, s: &Seg, out: &mut Out<'_>) {
+    fn append(&mut self, i: usize, r: usize, m: Mbuf, s: &Pkt, out: &mut Out<'_>) {
         // (`prepare` has work only for a run's second segment, or LRO's first copy.)
         let run = &self.flows[i].runs[r];
         let work = !run.copied && (run.segs == 1 || self.cfg.mode == Mode::Lro);
@@ -549,20 +673,11 @@ impl Aggregator {
         }
         let mss = self.flows[i].runs[r].seg.payload;
         let run = &mut self.flows[i].runs[r];
-        let odd = run.bytes & 1 == 1;
-        if !add_payload(run, m, s) {
+        if !push_seg(run, m, s) {
             self.stats.malformed += 1;
-        } else {
-            run.psum = u32::from(add_sum(run.psum as u16, s.psum, odd));
-            run.segs += 1;
-            run.bytes += u32::from(s.payload);
-            run.next = run.next.wrapping_add(u32::from(s.payload));
-            run.last_id = u32::from(s.ip_id);
-            run.last_flags = u32::from(s.flags);
-            run.last_len = u32::from(s.payload);
         }
         let run = &self.flows[i].runs[r];
-        let full = self.fits(run, run.segs + 1, run.bytes + u32::from(mss)).is_err();
+        let full = fits(run, run.segs + 1, run.bytes + u32::from(mss), u32::from(self.cfg.max_segments)).is_err();
         // A following held run may now join.
         let next = self.flows[i].runs[r].next;
         let f = &self.flows[i];
@@ -664,9 +779,8 @@ impl Aggregator {
         rb.tails.clear(); // (frees b's segments if they could not join)
         let mss = u32::from(ra.seg.payload);
         let ends = ra.last_flags as u8 & END_MERGE != 0 || ra.last_len < u32::from(ra.seg.payload);
-        let full = self
-            .fits(&self.flows[i].runs[a], self.flows[i].runs[a].segs + 1, self.flows[i].runs[a].bytes + mss)
-            .is_err();
+        let ra = &self.flows[i].runs[a];
+        let full = fits(ra, ra.segs + 1, ra.bytes + mss, u32::from(self.cfg.max_segments)).is_err();
         if ends {
             self.flush_flow(i, Why::End, out);
         } else if full {
@@ -718,7 +832,9 @@ impl Aggregator {
         f.nruns = 0;
         // The last held flow takes the slot (a no-op when flushing from the end).
         self.live -= 1;
-        self.flows.swap(i, self.live);
+        if i != self.live {
+            self.flows.swap(i, self.live);
+        }
         self.hashes.swap_remove(i);
     }
 
@@ -769,23 +885,67 @@ fn finish(stats: &mut AggrStats, run: &mut Run, out: &mut Out<'_>) {
     out.emit(head);
 }
 
-/// Add segment `m` (headers described by `s`) to `run`: GRO keeps its payload as
-/// a further segment, LRO copies it into the large buffer. False if the packet
+/// Whether `s` may be appended to `r` (contiguity already checked).
+#[inline(always)]
+fn can_append(r: &Run, s: &Pkt, max_segs: u32) -> Result<(), Why> {
+    let mss = r.seg.payload;
+    // A run that ended (PSH/FIN or a short last segment, held out of order)
+    // takes nothing more: those marks must stay on the last segment.
+    let ended = r.last_flags as u8 & END_MERGE != 0 || r.last_len < u32::from(mss);
+    if ended || s.payload > mss || (!s.v6 && s.ip_id != (r.last_id as u16).wrapping_add(1)) {
+        return Err(Why::Mismatch);
+    }
+    fits(r, r.segs + 1, r.bytes + u32::from(s.payload), max_segs)
+}
+
+/// Whether `r` may hold `segs` segments of `bytes` payload bytes in all (always
+/// two or more segments here).
+#[inline(always)]
+fn fits(r: &Run, segs: u32, bytes: u32, max_segs: u32) -> Result<(), Why> {
+    if segs > max_segs || bytes > r.cap {
+        return Err(Why::Limit);
+    }
+    Ok(())
+}
+
+/// Whether a run's only segment carries bytes after its payload (Ethernet
+/// padding) that must be cut before anything is appended.
+#[inline(always)]
+fn head_padded(r: &Run) -> bool {
+    let want = usize::from(r.seg.l2 + r.seg.l3 + r.seg.l4) + usize::from(r.seg.payload);
+    r.head.as_ref().is_none_or(|h| h.pkt_len() != want)
+}
+
+/// Append segment `m` (headers described by `s`) to `run` and account for it:
+/// GRO keeps its payload as a further segment (headers and padding cut), LRO
+/// copies it into the large buffer. False (and the run unchanged) if the packet
 /// could not be cut or copied.
-fn add_payload(run: &mut Run, mut m: Mbuf, s: &Seg) -> bool {
-    let hdr = usize::from(s.l2 + s.l3 + s.l4);
-    let want = hdr + usize::from(s.payload);
-    let extra = m.pkt_len().saturating_sub(want);
+#[inline(always)]
+fn push_seg(run: &mut Run, mut m: Mbuf, s: &Pkt) -> bool {
+    let odd = run.bytes & 1 == 1;
+    let hdr = usize::from(s.l2) + usize::from(s.l3) + usize::from(s.l4);
+    let len = usize::from(s.payload);
     if run.copied {
-        return match run.head.as_mut().map(|h| h.append(usize::from(s.payload))) {
-            Some(Ok(d)) => m.copy_to(hdr, d) == usize::from(s.payload),
+        let copied = match run.head.as_mut().map(|h| h.append(len)) {
+            Some(Ok(d)) => m.copy_to(hdr, d) == len,
             _ => false,
         };
+        if !copied {
+            return false;
+        }
+    } else {
+        if m.keep(hdr, len).is_err() {
+            return false;
+        }
+        run.tails.push(m);
     }
-    if (extra > 0 && m.trim(extra).is_err()) || m.adj(hdr).is_err() {
-        return false;
-    }
-    run.tails.push(m);
+    run.psum = u32::from(add_sum(run.psum as u16, s.psum, odd));
+    run.segs += 1;
+    run.bytes += u32::from(s.payload);
+    run.next = run.next.wrapping_add(u32::from(s.payload));
+    run.last_id = u32::from(s.ip_id);
+    run.last_flags = u32::from(s.flags);
+    run.last_len = u32::from(s.payload);
     true
 }
 
@@ -807,7 +967,7 @@ fn seq_lt(a: u32, b: u32) -> bool {
 
 /// Whether `s` matches the flow's template in everything but sequence and ID.
 #[inline(always)]
-fn same_template(t: &Seg, s: &Seg) -> bool {
+pub(crate) fn same_template(t: &Seg, s: &Seg) -> bool {
     t.ack == s.ack
         && t.window == s.window
         && t.ip_same == s.ip_same

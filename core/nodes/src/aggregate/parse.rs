@@ -183,27 +183,24 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
     parse_into(frame, pkt_len, ol_flags, &mut s).map(|()| s)
 }
 
-/// [`parse`] into `out` (left as it was on error): the aggregator parses a whole
-/// burst into a reused array first, so the views it reads later were stored long
-/// before (no store-forwarding stalls) and the packets' loads overlap. Not
-/// inlined: on its own it keeps its values in registers (inlined into the
-/// aggregator's loop, half of them were spilled to the stack).
+/// [`parse`] into `out` (left as it was on error). The aggregator reads the
+/// usual segment with [`parse_fast_pkt`] first and comes here for the others.
 #[inline(never)]
 pub fn parse_into(frame: &[u8], pkt_len: usize, ol_flags: u64, out: &mut Seg) -> Result<(), Skip> {
     if frame.len() != pkt_len {
         return Err(Skip::NotTcp);
     }
-    if parse_fast(frame, ol_flags, out).is_some() {
-        return Ok(());
-    }
     parse_general(frame, ol_flags, out)
 }
 
 /// The little-endian word at constant byte `o` of a fixed-size header (no bounds
-/// check once inlined).
+/// check once inlined). One 8-byte load: built from single bytes, the word was
+/// taken apart again wherever a mask cleared some of them (one load per kept
+/// field).
 #[inline(always)]
 fn le64_at<const N: usize>(h: &[u8; N], o: usize) -> u64 {
-    u64::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3], h[o + 4], h[o + 5], h[o + 6], h[o + 7]])
+    let w: [u8; 8] = h[o..o + 8].try_into().unwrap_or_default();
+    u64::from_le_bytes(w)
 }
 
 /// A word's two 32-bit halves added (for [`header_sum`]-style sums).
@@ -223,16 +220,125 @@ fn fold_le(mut t: u64) -> u32 {
     u32::from((t as u16).swap_bytes())
 }
 
-/// The usual segment at fixed offsets, without the general path's walk and
-/// bounds checks: untagged Ethernet, IPv4 without options, TCP without options
-/// or with 12 option bytes (NOP NOP timestamp), both checksums verified by the
-/// port. The same view as [`parse_general`] gives (a test compares them); `None`
-/// (nothing written) for any other packet.
+/// How a packet of a burst was read in the aggregator's first pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    /// The usual layout ([`parse_fast_pkt`]): only the [`Pkt`] was written; its
+    /// flow key and template are the frame's [`tpl_words`].
+    #[default]
+    Fast,
+    /// Any other TCP segment: the full [`Seg`] was written too.
+    Slow,
+    /// Not aggregated.
+    Skip(Skip),
+}
+
+/// What the aggregator needs of a segment to place it in a run of its flow
+/// (small: written for every packet of a burst and read back once).
+#[derive(Clone, Copy, Default)]
+pub struct Pkt {
+    /// Hash of the flow key ([`Seg::hash`]).
+    pub hash: u32,
+    /// Sequence number.
+    pub seq: u32,
+    /// IPv4 identification (0 for IPv6).
+    pub ip_id: u16,
+    /// Payload bytes.
+    pub payload: u16,
+    /// Ones-complement sum of the payload.
+    pub psum: u16,
+    /// TCP flags byte.
+    pub flags: u8,
+    /// L2 header length (<= [`MAX_L2`]).
+    pub l2: u8,
+    /// IP header length (<= 60).
+    pub l3: u8,
+    /// TCP header length (<= 60).
+    pub l4: u8,
+    /// IPv6 (else IPv4).
+    pub v6: bool,
+    /// Which path read it.
+    pub kind: Kind,
+}
+
+impl Pkt {
+    /// The part of the view a held run keeps.
+    #[inline(always)]
+    pub fn hdr(&self) -> Hdr {
+        Hdr {
+            l2: u16::from(self.l2),
+            l3: u16::from(self.l3),
+            l4: u16::from(self.l4),
+            v6: self.v6,
+            payload: self.payload,
+            ip_id: self.ip_id,
+        }
+    }
+
+    /// The fields of a full view (its header lengths fit: L2 <= [`MAX_L2`], IP
+    /// and TCP headers <= 60 bytes).
+    pub fn of(s: &Seg, kind: Kind) -> Self {
+        Pkt {
+            hash: s.hash,
+            seq: s.seq,
+            ip_id: s.ip_id,
+            payload: s.payload,
+            psum: s.psum,
+            flags: s.flags,
+            l2: s.l2 as u8,
+            l3: s.l3 as u8,
+            l4: s.l4 as u8,
+            v6: s.v6,
+            kind,
+        }
+    }
+}
+
+/// Words of [`tpl_words`].
+pub const TPL_WORDS: usize = 9;
+
+/// Which bytes of the usual layout's first 66 (as little-endian words at bytes
+/// 0, 8, ..., 56 and 58) name the flow and must match for a merge: all but the
+/// IPv4 total length, ID and checksum, the sequence number, the TCP checksum and
+/// the PSH and FIN flags (bytes 64-65 only with TCP options; without, bytes 54 on
+/// are payload). Stricter than the general comparison in three reserved fields:
+/// the IPv4 flags' reserved bit, the TCP header's reserved bits and the urgent
+/// pointer (URG is never merged, so the pointer means nothing) must match too.
+const TPL_MASK_OPTS: [u64; TPL_WORDS] = [
+    !0,
+    !0,
+    0xffff_ffff_0000_0000,
+    0xffff_ffff_ffff_0000,
+    0x0000_ffff_ffff_ffff,
+    0xf6ff_ffff_ffff_0000,
+    0xffff_ffff_0000_ffff,
+    !0,
+    0xffff_0000_0000_0000,
+];
+/// [`TPL_MASK_OPTS`] without TCP options.
+const TPL_MASK_BARE: [u64; TPL_WORDS] = [
+    !0,
+    !0,
+    0xffff_ffff_0000_0000,
+    0xffff_ffff_ffff_0000,
+    0x0000_ffff_ffff_ffff,
+    0xf6ff_ffff_ffff_0000,
+    0x0000_ffff_0000_ffff,
+    0,
+    0,
+];
+/// The flow key's bytes among the first five template words: MAC addresses,
+/// IPv4 addresses, ports.
+const KEY_MASK: [u64; 5] = [!0, 0xffff_ffff, 0, 0xffff_ffff_ffff_0000, 0x0000_ffff_ffff_ffff];
+
+/// A frame of the usual layout: untagged Ethernet, IPv4 without options, not a
+/// fragment, TCP with no options or 12 option bytes, lengths consistent with the
+/// frame. Its first 54 bytes, TCP header length and IPv4 total length.
 #[inline(always)]
-fn parse_fast(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Option<()> {
-    const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
+fn fast_layout(frame: &[u8]) -> Option<(&[u8; 54], usize, usize)> {
     let h: &[u8; 54] = frame.first_chunk()?;
-    if ol_flags & GOOD != GOOD || h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 || h[23] != IpProtocol::TCP.0 {
+    let w = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+    if w & 0x00ff_ffff != 0x0045_0008 || h[23] != IpProtocol::TCP.0 {
         return None;
     }
     let frag = be16(h, 20);
@@ -241,50 +347,113 @@ fn parse_fast(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Option<()> {
     if frag & 0x3fff != 0 || (l4 != 20 && l4 != 32) || total < 20 + l4 || total > frame.len() - 14 {
         return None;
     }
-    let tcp_len = (total - 20) as u16;
-    let pseudo = u32::from(be16(h, 26))
-        + u32::from(be16(h, 28))
-        + u32::from(be16(h, 30))
-        + u32::from(be16(h, 32))
-        + u32::from(IpProtocol::TCP.0)
-        + u32::from(tcp_len);
-    let (hdr, opts) = if l4 == 32 {
-        let t: &[u8; 66] = frame.first_chunk()?; // total >= 52: the frame has 66 bytes
-        let sum = halves(le64_at(t, 34)) + halves(le64_at(t, 42)) + halves(le64_at(t, 50)) + halves(le64_at(t, 58));
-        (fold_le(sum), [le64_at(t, 54), le64_at(t, 58) >> 32, 0, 0, 0]) // option bytes 54..66
+    Some((h, l4, total))
+}
+
+/// The flow key of a frame of the usual layout, as [`parse_general`] builds it.
+#[inline(always)]
+fn fast_key(h: &[u8; 54]) -> [u64; KEY_LEN / 8] {
+    [le64_at(h, 0), le64_at(h, 8) & 0xffff_ffff_ffff, 14 << 56, le64_at(h, 26), 0, 0, 0, le64_at(h, 34) & 0xffff_ffff]
+}
+
+/// Read a segment of the usual layout ([`fast_layout`]) whose IPv4 and TCP
+/// checksums the port verified into `p`: everything but the key and template,
+/// which stay in the frame ([`tpl_words`]). False (nothing written) for any
+/// other packet.
+#[inline(always)]
+pub fn parse_fast_pkt(frame: &[u8], ol_flags: u64, p: &mut Pkt) -> bool {
+    const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
+    if ol_flags & GOOD != GOOD {
+        return false;
+    }
+    let Some((h, l4, total)) = fast_layout(frame) else { return false };
+    let tcp_len = total - 20;
+    // One sum of little-endian words (see `header_sum`): the pseudo header (the
+    // addresses, bytes 26..34; protocol and TCP length) and the TCP header. The
+    // payload's sum is what makes the verified checksum come out right.
+    let mut t = halves(le64_at(h, 26)) + u64::from(((usize::from(IpProtocol::TCP.0) + tcp_len) as u16).swap_bytes());
+    if l4 == 32 {
+        let Some(x) = frame.first_chunk::<66>() else { return false }; // (total >= 52)
+        t += halves(le64_at(x, 34)) + halves(le64_at(x, 42)) + halves(le64_at(x, 50)) + halves(le64_at(x, 58));
     } else {
-        let sum = halves(le64_at(h, 34)) + halves(le64_at(h, 42)) + (le64_at(h, 46) >> 32);
-        (fold_le(sum), [0; 5])
-    };
-    let key = [
-        le64_at(h, 0),
-        le64_at(h, 8) & 0xffff_ffff_ffff,
-        14 << 56,
-        le64_at(h, 26),
-        0,
-        0,
-        0,
-        le64_at(h, 34) & 0xffff_ffff,
-    ];
-    *out = Seg {
-        hash: hash(&key),
-        key: Key(key),
+        t += halves(le64_at(h, 34)) + halves(le64_at(h, 42)) + (le64_at(h, 46) >> 32);
+    }
+    *p = Pkt {
+        hash: hash(&fast_key(h)),
+        seq: be32(h, 38),
+        ip_id: be16(h, 18),
+        payload: (tcp_len - l4) as u16,
+        psum: !(fold_le(t) as u16),
+        flags: h[47],
         l2: 14,
         l3: 20,
-        l4: l4 as u16,
+        l4: l4 as u8,
         v6: false,
-        seq: be32(h, 38),
-        ack: be32(h, 42),
-        flags: h[47],
-        window: be16(h, 48),
-        ip_id: be16(h, 18),
-        ip_same: u64::from(h[15]) << 24 | u64::from(h[22]) << 16 | u64::from(frag & 0x4000),
-        opts,
-        opt_len: (l4 - 20) as u8,
-        payload: (total - 20 - l4) as u16,
-        psum: !checksum::fold(hdr + pseudo),
+        kind: Kind::Fast,
     };
-    Some(())
+    true
+}
+
+/// The flow key and template of a frame of the usual layout with a TCP header of
+/// `l4` bytes, as masked words ([`TPL_MASK_OPTS`]): two such frames are of the
+/// same flow and may merge (sequence and ID permitting) exactly when their words
+/// are equal. `None` if the frame is shorter than that layout needs.
+#[inline(always)]
+pub fn tpl_words(frame: &[u8], l4: u8) -> Option<[u64; TPL_WORDS]> {
+    let h: &[u8; 54] = frame.first_chunk()?;
+    let mut w = [
+        le64_at(h, 0),
+        le64_at(h, 8),
+        le64_at(h, 16) & TPL_MASK_BARE[2],
+        le64_at(h, 24) & TPL_MASK_BARE[3],
+        le64_at(h, 32) & TPL_MASK_BARE[4],
+        le64_at(h, 40) & TPL_MASK_BARE[5],
+        0,
+        0,
+        0,
+    ];
+    if l4 == 32 {
+        let x: &[u8; 66] = frame.first_chunk()?;
+        w[6] = le64_at(x, 48) & TPL_MASK_OPTS[6];
+        w[7] = le64_at(x, 56);
+        w[8] = le64_at(x, 58) & TPL_MASK_OPTS[8];
+    } else {
+        // Bytes 48..54 (the frame may end there).
+        w[6] = (le64_at(h, 46) >> 16) & TPL_MASK_BARE[6];
+    }
+    Some(w)
+}
+
+/// [`tpl_words`] of any frame: `None` unless it has the usual layout.
+pub fn fast_words(frame: &[u8]) -> Option<[u64; TPL_WORDS]> {
+    let (_, l4, _) = fast_layout(frame)?;
+    tpl_words(frame, l4 as u8)
+}
+
+/// The flow key of a frame of the usual layout from its [`tpl_words`] (as
+/// [`parse_general`] builds it).
+#[inline(always)]
+pub fn key_of_words(w: &[u64; TPL_WORDS]) -> Key {
+    // Bytes 26..34 (the addresses) straddle words 3 and 4; 34..38 are the ports.
+    Key([w[0], w[1] & 0xffff_ffff_ffff, 14 << 56, (w[3] >> 16) | (w[4] << 48), 0, 0, 0, (w[4] >> 16) & 0xffff_ffff])
+}
+
+/// Whether two template words are equal (same flow, mergeable template).
+#[inline(always)]
+pub fn same_tpl(a: &[u64; TPL_WORDS], b: &[u64; TPL_WORDS]) -> bool {
+    ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4]))
+        | ((a[5] ^ b[5]) | (a[6] ^ b[6]) | (a[7] ^ b[7]) | (a[8] ^ b[8]))
+        == 0
+}
+
+/// Whether two template words name the same flow (whatever the rest).
+#[inline(always)]
+pub fn same_key_words(a: &[u64; TPL_WORDS], b: &[u64; TPL_WORDS]) -> bool {
+    ((a[0] ^ b[0]) & KEY_MASK[0])
+        | ((a[1] ^ b[1]) & KEY_MASK[1])
+        | ((a[3] ^ b[3]) & KEY_MASK[3])
+        | ((a[4] ^ b[4]) & KEY_MASK[4])
+        == 0
 }
 
 /// [`parse_into`] for any frame (VLAN tags, IPv6, IP or TCP options, checksums
@@ -518,23 +687,18 @@ mod tests {
         d
     }
 
-    type View = ([u64; 8], u32, (u16, u16, u16, bool), (u32, u32, u8, u16, u16, u64), ([u64; 5], u8), (u16, u16));
-
-    fn view(s: &Seg) -> View {
-        (
-            s.key.0,
-            s.hash,
-            (s.l2, s.l3, s.l4, s.v6),
-            (s.seq, s.ack, s.flags, s.window, s.ip_id, s.ip_same),
-            (s.opts, s.opt_len),
-            (s.payload, s.psum),
-        )
-    }
-
     const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
 
-    /// The fast path gives exactly the general path's view, wherever it applies,
-    /// and applies to the usual segments.
+    type PktView = ((u32, u32), (u16, u16, u16), u8, (u8, u8, u8, bool));
+
+    fn pkt_view(p: &Pkt) -> PktView {
+        ((p.hash, p.seq), (p.ip_id, p.payload, p.psum), p.flags, (p.l2, p.l3, p.l4, p.v6))
+    }
+
+    /// The fast reading gives exactly the general path's view (hash, lengths,
+    /// sequence number, ID, payload and its sum) wherever it applies, and applies
+    /// to the usual segments; the key rebuilt from its template words is the
+    /// general path's key.
     #[test]
     fn fast_path_matches_the_general_one() {
         let mut fast_taken = 0;
@@ -558,23 +722,27 @@ mod tests {
                                         abi::RX_L4_CKSUM_GOOD,
                                         GOOD | abi::RX_L4_CKSUM_NONE,
                                     ] {
-                                        let mut a = Seg::default();
+                                        let mut a = Pkt::default();
                                         let mut b = Seg::default();
                                         let rb = parse_general(d, ol, &mut b);
-                                        if parse_fast(d, ol, &mut a).is_some() {
+                                        if parse_fast_pkt(d, ol, &mut a) {
                                             fast_taken += 1;
                                             assert_eq!(rb, Ok(()), "fast path took a frame the general one rejects");
                                             assert_eq!(
-                                                view(&a),
-                                                view(&b),
+                                                pkt_view(&a),
+                                                pkt_view(&Pkt::of(&b, Kind::Fast)),
                                                 "vlan {vlan} ip+{ip_opts} tcp+{tcp_opts} {payload}B"
                                             );
+                                            let w = tpl_words(d, a.l4).unwrap();
+                                            assert!(key_of_words(&w) == b.key);
+                                            assert_eq!(fast_words(d), Some(w));
                                         }
                                     }
                                 }
                                 let usual = !vlan && ip_opts == 0 && (tcp_opts == 0 || tcp_opts == 12);
-                                let mut a = Seg::default();
-                                assert_eq!(parse_fast(&f, GOOD, &mut a).is_some(), usual);
+                                let mut a = Pkt::default();
+                                assert_eq!(parse_fast_pkt(&f, GOOD, &mut a), usual);
+                                assert_eq!(fast_words(&f).is_some(), usual);
                             }
                         }
                     }
@@ -582,6 +750,39 @@ mod tests {
             }
         }
         assert!(fast_taken > 100);
+    }
+
+    /// Two frames of the usual layout have equal template words exactly when the
+    /// general comparison says same key and mergeable template, except in the
+    /// reserved fields the words compare too; and equal key words exactly when
+    /// the general keys are equal. Every byte of the headers is changed in turn.
+    #[test]
+    fn template_words_compare_as_the_general_path() {
+        let mut differ = 0;
+        for tcp_opts in [0, 12] {
+            for payload in [1, 600] {
+                let base = frame(false, 0, tcp_opts, payload, 0, 0x10);
+                let wa = fast_words(&base).unwrap();
+                let mut sa = Seg::default();
+                parse_general(&base, GOOD, &mut sa).unwrap();
+                for at in 0..14 + 20 + 20 + tcp_opts {
+                    for x in [0x01u8, 0x08, 0x10, 0x80, 0xff] {
+                        let mut d = base.clone();
+                        d[at] ^= x;
+                        let (Some(wb), Ok(sb)) = (fast_words(&d), parse(&d, d.len(), GOOD)) else { continue };
+                        let same_key = sa.key == sb.key;
+                        let general = same_key && crate::aggregate::same_template(&sa, &sb);
+                        // The IPv4 flags' reserved bit, the TCP reserved bits, the urgent pointer.
+                        let reserved =
+                            (at == 20 && x & 0x80 != 0) || (at == 46 && x & 0x0f != 0) || at == 52 || at == 53;
+                        assert_eq!(same_tpl(&wa, &wb), general && !reserved, "byte {at} ^ {x:#x} (tcp+{tcp_opts})");
+                        assert_eq!(same_key_words(&wa, &wb), same_key, "byte {at} ^ {x:#x}");
+                        differ += usize::from(!general);
+                    }
+                }
+            }
+        }
+        assert!(differ > 100);
     }
 
     /// The rewritten headers of a one-segment "aggregate" carry the same lengths
