@@ -27,8 +27,8 @@ pub mod parse;
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool};
 use parse::{
-    add_sum, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words, same_tpl, tpl_words,
-    Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
+    add_sum, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words, same_tpl,
+    tpl_matches, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -209,8 +209,9 @@ impl Flow {
 /// A segment's key and template, as the path that read it has them.
 #[derive(Clone, Copy)]
 enum Tpl<'a> {
-    /// The usual layout: template words.
-    Fast(&'a [u64; TPL_WORDS]),
+    /// The usual layout, with a TCP header of this many bytes: the template is
+    /// in the frame ([`parse::tpl_words`]).
+    Fast(u8),
     /// Any other: the full view.
     Slow(&'a Seg),
 }
@@ -243,6 +244,9 @@ pub struct Aggregator {
     /// those not of the usual layout (`Kind::Slow`, at the same index).
     views: Vec<Pkt>,
     segs: Vec<Seg>,
+    /// The burst's packets while they are placed (kept for its capacity; a
+    /// [`Burst::drain`] would copy the whole pointer array).
+    input: Vec<Mbuf>,
     pending: VecDeque<Mbuf>,
     /// Counters.
     pub stats: AggrStats,
@@ -280,6 +284,7 @@ impl Aggregator {
             lro_room,
             views: Vec::new(),
             segs: Vec::new(),
+            input: Vec::new(),
             pending: VecDeque::new(),
             stats: AggrStats::default(),
         }
@@ -324,7 +329,8 @@ impl Aggregator {
                 }
             }
         }
-        let mut input = pkts.drain();
+        let mut input = std::mem::take(&mut self.input);
+        pkts.take_into(&mut input);
         let mut pending = std::mem::take(&mut self.pending);
         let mut n_out = 0;
         {
@@ -337,8 +343,7 @@ impl Aggregator {
                     *out.n -= 1; // counted when first emitted
                 }
             }
-            // (`&mut input`: iterating by value would copy the drained array again.)
-            for (i, (m, p)) in (&mut input).zip(&views).enumerate() {
+            for (i, (m, p)) in input.drain(..).zip(&views).enumerate() {
                 self.stats.packets_in += 1;
                 match p.kind {
                     Kind::Fast => self.one_fast(m, p, now_tsc, &mut out),
@@ -352,6 +357,7 @@ impl Aggregator {
             }
         }
         self.pending = pending;
+        self.input = input;
         self.views = views;
         self.segs = segs;
         self.stats.packets_out += n_out;
@@ -405,13 +411,8 @@ impl Aggregator {
     /// header words with each held flow of the same hash.
     fn one_fast(&mut self, m: Mbuf, p: &Pkt, now: u64, out: &mut Out<'_>) {
         self.stats.tcp_in += 1;
-        let Some(w) = tpl_words(m.data(), p.l4) else {
-            // (`parse_fast_pkt` saw that layout: not reached.)
-            self.passthrough(m, out);
-            return;
-        };
-        let found = self.find_fast(m.data(), p.hash, &w);
-        self.place(m, p, Tpl::Fast(&w), found, now, out);
+        let found = self.find_fast(m.data(), p);
+        self.place(m, p, Tpl::Fast(p.l4), found, now, out);
     }
 
     /// A segment of another layout: its flow is found by key, its template
@@ -462,23 +463,25 @@ impl Aggregator {
         self.hashes.iter().enumerate().find(|&(i, &h)| h == s.hash && self.flows[i].seg.key == s.key).map(|(i, _)| i)
     }
 
-    /// The held flow of a segment of the usual layout (`frame`, template words
-    /// `w`), and whether its template matches.
+    /// The held flow of segment `p` of the usual layout (`frame`), and whether
+    /// its template matches.
     #[inline(always)]
-    fn find_fast(&self, frame: &[u8], hash: u32, w: &[u64; TPL_WORDS]) -> Option<(usize, bool)> {
+    fn find_fast(&self, frame: &[u8], p: &Pkt) -> Option<(usize, bool)> {
         for (i, &h) in self.hashes.iter().enumerate() {
-            if h != hash {
+            if h != p.hash {
                 continue;
             }
             let f = &self.flows[i];
+            if f.fast && tpl_matches(&f.words, frame, p.l4) {
+                return Some((i, true));
+            }
+            // Not the same template: the same flow?
+            let w = tpl_words(frame, p.l4).unwrap_or_default();
             if f.fast {
-                if same_tpl(&f.words, w) {
-                    return Some((i, true));
-                }
-                if same_key_words(&f.words, w) {
+                if same_key_words(&f.words, &w) {
                     return Some((i, false));
                 }
-            } else if key_of_words(w) == f.seg.key {
+            } else if key_of_words(&w) == f.seg.key {
                 // A flow started by a segment of another layout: compare the
                 // templates as the general path does.
                 const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
@@ -529,10 +532,11 @@ impl Aggregator {
         }
         let f = &mut self.flows[i];
         match t {
-            Tpl::Fast(w) => {
+            Tpl::Fast(l4) => {
+                let w = tpl_words(m.data(), l4).unwrap_or_default();
                 f.fast = true;
-                f.words = *w;
-                f.seg.key = key_of_words(w);
+                f.words = w;
+                f.seg.key = key_of_words(&w);
             }
             Tpl::Slow(seg) => {
                 f.fast = false;

@@ -424,6 +424,28 @@ pub fn tpl_words(frame: &[u8], l4: u8) -> Option<[u64; TPL_WORDS]> {
     Some(w)
 }
 
+/// Whether a frame of the usual layout with a TCP header of `l4` bytes has the
+/// template words `t` ([`tpl_words`] compared in place: nothing stored).
+#[inline(always)]
+pub fn tpl_matches(t: &[u64; TPL_WORDS], frame: &[u8], l4: u8) -> bool {
+    let Some(h) = frame.first_chunk::<54>() else { return false };
+    let d = (le64_at(h, 0) ^ t[0])
+        | (le64_at(h, 8) ^ t[1])
+        | ((le64_at(h, 16) & TPL_MASK_BARE[2]) ^ t[2])
+        | ((le64_at(h, 24) & TPL_MASK_BARE[3]) ^ t[3])
+        | ((le64_at(h, 32) & TPL_MASK_BARE[4]) ^ t[4])
+        | ((le64_at(h, 40) & TPL_MASK_BARE[5]) ^ t[5]);
+    let e = if l4 == 32 {
+        let Some(x) = frame.first_chunk::<66>() else { return false };
+        ((le64_at(x, 48) & TPL_MASK_OPTS[6]) ^ t[6])
+            | (le64_at(x, 56) ^ t[7])
+            | ((le64_at(x, 58) & TPL_MASK_OPTS[8]) ^ t[8])
+    } else {
+        (((le64_at(h, 46) >> 16) & TPL_MASK_BARE[6]) ^ t[6]) | t[7] | t[8]
+    };
+    d | e == 0
+}
+
 /// [`tpl_words`] of any frame: `None` unless it has the usual layout.
 pub fn fast_words(frame: &[u8]) -> Option<[u64; TPL_WORDS]> {
     let (_, l4, _) = fast_layout(frame)?;
