@@ -34,7 +34,7 @@ pub mod txbatch;
 
 pub use burst::{Burst, Drain, MAX_BURST};
 pub use ironpath_abi as abi;
-pub use mbuf::{Mbuf, MbufError};
+pub use mbuf::{Mbuf, MbufError, SegList};
 pub use memory::{MemKind, MemPolicy};
 pub use mempool::{Mempool, MempoolConfig, MempoolError, MempoolStats};
 pub use port::{Port, PortError, PortId, PortState, RxQ, TxQ};

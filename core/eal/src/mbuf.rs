@@ -282,6 +282,129 @@ pub unsafe fn free_segs_raw(seg: *mut RawMbuf) {
     unsafe { r.chain(seg) };
 }
 
+/// One-segment packets linked into a chain as they arrive, in constant time each
+/// (the last one is remembered), to be hung behind a packet in one step with
+/// [`Mbuf::chain_list`]: receive aggregation collects each merged segment's
+/// payload this way. Dropping the list frees what it holds.
+pub struct SegList {
+    /// First and last segment (null when empty); linked through `next`.
+    first: *mut RawMbuf,
+    last: *mut RawMbuf,
+    count: u32,
+    bytes: u32,
+}
+
+// SAFETY: the list owns one reference to each of its segments, as an `Mbuf` does.
+unsafe impl Send for SegList {}
+
+impl Default for SegList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SegList {
+    /// An empty list.
+    pub const fn new() -> Self {
+        SegList { first: std::ptr::null_mut(), last: std::ptr::null_mut(), count: 0, bytes: 0 }
+    }
+
+    /// Segments held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether the list holds nothing.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes held.
+    #[inline]
+    pub fn bytes(&self) -> usize {
+        self.bytes as usize
+    }
+
+    /// Link `m`, a one-segment packet, at the end. Given back if it has more
+    /// segments, or if the list holds `u16::MAX` segments already.
+    #[inline]
+    pub fn push(&mut self, m: Mbuf) -> Result<(), Mbuf> {
+        if m.hdr().nb_segs != 1 || self.count >= u32::from(u16::MAX) {
+            return Err(m);
+        }
+        let len = m.hdr().pkt_len;
+        let p = m.into_raw();
+        // SAFETY: `p` is a one-segment packet we now own (its `next` is null);
+        // `last`, when set, is our last segment, owned by the list.
+        unsafe {
+            if self.first.is_null() {
+                self.first = p;
+            } else {
+                (*self.last).next = p;
+            }
+        }
+        self.last = p;
+        self.count += 1;
+        self.bytes += len;
+        Ok(())
+    }
+
+    /// Move every segment of `other` to the end of this list. Refused (both
+    /// unchanged) if the result would hold more than `u16::MAX` segments.
+    #[inline]
+    pub fn append(&mut self, other: &mut SegList) -> Result<(), MbufError> {
+        if other.first.is_null() {
+            return Ok(());
+        }
+        let total = self.count + other.count;
+        if total > u32::from(u16::MAX) {
+            return Err(MbufError::TooManySegs(total as usize));
+        }
+        // SAFETY: `last`, when set, is our last segment; `other`'s segments become ours
+        // (`other` is emptied below, so each is owned once).
+        unsafe {
+            if self.first.is_null() {
+                self.first = other.first;
+            } else {
+                (*self.last).next = other.first;
+            }
+        }
+        self.last = other.last;
+        self.count = total;
+        self.bytes += other.bytes;
+        other.forget();
+        Ok(())
+    }
+
+    /// Free every segment held.
+    pub fn clear(&mut self) {
+        if !self.first.is_null() {
+            // SAFETY: we own one reference to each segment of the chain from `first`
+            // (the last one's `next` is null); the list forgets them below.
+            unsafe { free_segs_raw(self.first) };
+        }
+        self.forget();
+    }
+
+    /// Empty the list without freeing (its segments were handed on). (Assigning
+    /// a new list would drop this one, freeing them.)
+    #[inline]
+    fn forget(&mut self) {
+        self.first = std::ptr::null_mut();
+        self.last = std::ptr::null_mut();
+        self.count = 0;
+        self.bytes = 0;
+    }
+}
+
+impl Drop for SegList {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
 /// An owned reference to a packet (a chain of segments). Dropping it frees the chain.
 pub struct Mbuf {
     ptr: NonNull<RawMbuf>,
@@ -639,6 +762,28 @@ impl Mbuf {
         Ok(())
     }
 
+    /// Hang every segment of `list` behind this packet's last segment, in one step
+    /// (the list ends empty). Refused (both unchanged) if the packet would have
+    /// more than `u16::MAX` segments.
+    pub fn chain_list(&mut self, list: &mut SegList) -> Result<(), MbufError> {
+        if list.first.is_null() {
+            return Ok(());
+        }
+        let total = self.nb_segs() + list.len();
+        if total > u16::MAX as usize {
+            return Err(MbufError::TooManySegs(total));
+        }
+        let last = if self.hdr().nb_segs == 1 { self.ptr.as_ptr() } else { self.last_seg() };
+        // SAFETY: `last` is our last segment; the list's segments become ours (the
+        // list is emptied below, so each is owned once).
+        unsafe { (*last).next = list.first };
+        let h = self.header_mut();
+        h.nb_segs = total as u16;
+        h.pkt_len += list.bytes;
+        list.forget();
+        Ok(())
+    }
+
     /// A new packet made of indirect segments (headers from `pool`) that show bytes
     /// `off..off + len` of this packet's data, sharing its buffers (each buffer's
     /// owner gains a reference). For segmentation: payload slices without copies.
@@ -851,6 +996,46 @@ mod tests {
 
     fn pool(n: u32, room: u16) -> Mempool {
         Mempool::create(&MempoolConfig::new("m", n).cache_size(0).data_room(room).policy(MemPolicy::NoHuge)).unwrap()
+    }
+
+    /// A segment list links one-segment packets as they come, refuses chained
+    /// ones, moves whole into another list or behind a packet, and frees what it
+    /// still holds when cleared or dropped.
+    #[test]
+    fn seg_list_links_hands_on_and_frees() {
+        let p = pool(32, 256);
+        let mut a = SegList::new();
+        for d in [&b"de"[..], b"f", b"ghi"] {
+            a.push(Mbuf::from_slice(&p, d).unwrap()).unwrap();
+        }
+        let mut two = Mbuf::from_slice(&p, b"xy").unwrap();
+        two.chain(Mbuf::from_slice(&p, b"z").unwrap()).unwrap();
+        let two = a.push(two).unwrap_err();
+        assert_eq!((a.len(), a.bytes()), (3, 6));
+        let mut b = SegList::new();
+        b.push(Mbuf::from_slice(&p, b"jk").unwrap()).unwrap();
+        a.append(&mut b).unwrap();
+        assert!(b.is_empty());
+        a.append(&mut b).unwrap();
+        let mut head = Mbuf::from_slice(&p, b"abc").unwrap();
+        head.chain_list(&mut a).unwrap();
+        assert!(a.is_empty());
+        assert_eq!((head.nb_segs(), head.pkt_len()), (5, 11));
+        assert_eq!(head.to_vec(), b"abcdefghijk");
+        head.chain_list(&mut a).unwrap();
+        assert_eq!(head.nb_segs(), 5);
+        drop(head);
+        drop(two);
+        assert_eq!(p.stats().in_use, 0);
+        let mut c = SegList::new();
+        for _ in 0..4 {
+            c.push(Mbuf::from_slice(&p, b"q").unwrap()).unwrap();
+        }
+        c.clear();
+        assert_eq!(p.stats().in_use, 0);
+        c.push(Mbuf::from_slice(&p, b"r").unwrap()).unwrap();
+        drop(c);
+        assert_eq!(p.stats().in_use, 0);
     }
 
     #[test]

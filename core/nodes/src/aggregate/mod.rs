@@ -25,7 +25,7 @@ pub mod node;
 pub mod parse;
 
 use ironpath_eal::abi;
-use ironpath_eal::{Burst, Mbuf, Mempool};
+use ironpath_eal::{Burst, Mbuf, Mempool, SegList};
 use parse::{
     add_sum, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words, same_tpl,
     tpl_matches, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
@@ -151,9 +151,9 @@ struct Run {
     /// First segment (with headers); for LRO once merged, the large buffer.
     /// `None` only in a free slot.
     head: Option<Mbuf>,
-    /// GRO: the other segments, headers stripped. Stays in the slot (empty, with
-    /// its capacity) when the run leaves: no allocation once warm.
-    tails: Vec<Mbuf>,
+    /// GRO: the other segments, headers stripped, already linked to each other
+    /// (hung behind `head` in one step when the run leaves).
+    tails: SegList,
     /// LRO: `head` is a large buffer holding every payload.
     copied: bool,
 }
@@ -172,7 +172,7 @@ impl Run {
             last_len: 0,
             cap: 0,
             head: None,
-            tails: Vec::new(),
+            tails: SegList::new(),
             copied: false,
         }
     }
@@ -761,9 +761,7 @@ impl Aggregator {
                 let extra =
                     if rb.segs == 1 { head.pkt_len().saturating_sub(hdr + usize::from(rb.seg.payload)) } else { 0 };
                 if (extra == 0 || head.trim(extra).is_ok()) && head.adj(hdr).is_ok() {
-                    ra.tails.push(head);
-                    ra.tails.append(&mut rb.tails);
-                    true
+                    ra.tails.push(head).is_ok() && ra.tails.append(&mut rb.tails).is_ok()
                 } else {
                     false
                 }
@@ -871,7 +869,7 @@ fn finish(stats: &mut AggrStats, run: &mut Run, out: &mut Out<'_>) {
     if let Ok(d) = head.data_mut() {
         finish_headers(d, &run.seg, run.bytes, run.last_flags as u8, run.psum as u16);
     }
-    if !run.tails.is_empty() && head.chain_many(&mut run.tails).is_err() {
+    if head.chain_list(&mut run.tails).is_err() {
         run.tails.clear();
     }
     let h = head.header_mut();
@@ -941,7 +939,9 @@ fn push_seg(run: &mut Run, mut m: Mbuf, s: &Pkt) -> bool {
         if m.keep(hdr, len).is_err() {
             return false;
         }
-        run.tails.push(m);
+        if run.tails.push(m).is_err() {
+            return false;
+        }
     }
     run.psum = u32::from(add_sum(run.psum as u16, s.psum, odd));
     run.segs += 1;

@@ -144,13 +144,13 @@ fn be32(d: &[u8], o: usize) -> u32 {
     u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]])
 }
 
-/// The key's words rotated apart and folded with XOR (independent operations),
-/// then one multiply to mix: cheap, and good enough to tell flows apart before
-/// the full comparison (a collision costs only that comparison).
+/// The key's address and port words (3..8) rotated apart and folded with XOR
+/// (independent operations), then one multiply to mix: cheap, and good enough to
+/// tell flows apart before the full comparison (a collision costs only that
+/// comparison). The L2 words are left out: flows that differ only there are rare.
 #[inline(always)]
 fn hash(k: &[u64; KEY_LEN / 8]) -> u32 {
-    let x = (k[0] ^ k[1].rotate_left(9) ^ k[2].rotate_left(18) ^ k[3].rotate_left(27))
-        ^ (k[4].rotate_left(36) ^ k[5].rotate_left(45) ^ k[6].rotate_left(54) ^ k[7].rotate_left(63));
+    let x = (k[3] ^ k[4].rotate_left(13) ^ k[5].rotate_left(26)) ^ (k[6].rotate_left(39) ^ k[7].rotate_left(52));
     let h = (x ^ (x >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (h >> 32) as u32
 }
