@@ -185,7 +185,9 @@ struct Flow {
     fast: bool,
     words: [u64; TPL_WORDS],
     /// Else the flow's key and template: ACK, window, options and IP fields to match.
-    seg: Seg,
+    /// Boxed (the box stays with the slot): flows move when one leaves, and a
+    /// small `Flow` moves cheaply.
+    seg: Box<Seg>,
     /// Run slots: `runs[..nruns]` are held (contiguous segments each, out of
     /// order among themselves); the slots after them are free, for the next runs.
     runs: Vec<Run>,
@@ -198,7 +200,7 @@ impl Flow {
         Flow {
             fast: false,
             words: [0; TPL_WORDS],
-            seg: Seg::default(),
+            seg: Box::default(),
             runs: Vec::with_capacity(MAX_RUNS),
             nruns: 0,
             first_tsc: 0,
@@ -540,7 +542,7 @@ impl Aggregator {
             }
             Tpl::Slow(seg) => {
                 f.fast = false;
-                f.seg = *seg;
+                *f.seg = *seg;
             }
         }
         f.first_tsc = now;
