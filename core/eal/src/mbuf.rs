@@ -327,6 +327,24 @@ impl SegList {
         self.bytes as usize
     }
 
+    /// Start loading the last segment's link field (the next [`SegList::push`]
+    /// writes it; held a while, that segment has often left the cache).
+    #[inline]
+    pub fn prefetch_tail(&self) {
+        if self.last.is_null() {
+            return;
+        }
+        // (Only an address is computed: `last` is a segment the list owns.)
+        let a = self.last.wrapping_byte_add(std::mem::offset_of!(RawMbuf, next));
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(a as *const i8)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = a;
+    }
+
     /// Link `m`, a one-segment packet, at the end. Given back if it has more
     /// segments, or if the list holds `u16::MAX` segments already.
     #[inline]

@@ -309,6 +309,13 @@ impl Aggregator {
         // First read every packet's headers (the packets' loads overlap; and the
         // views are in memory well before they are used).
         let n = pkts.len();
+        // Held runs (timeout flushing) take segments at their cold end: start
+        // loading those ends now (a few flows only: this is for the common case).
+        for f in &self.flows[..self.live.min(32)] {
+            for r in &f.runs[..f.nruns] {
+                r.tails.prefetch_tail();
+            }
+        }
         let mut views = std::mem::take(&mut self.views);
         let mut segs = std::mem::take(&mut self.segs);
         if views.len() < n {
