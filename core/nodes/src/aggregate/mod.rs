@@ -17,6 +17,13 @@
 //! checksum and TCP checksum are rewritten (the TCP checksum from the segments'
 //! payload sums: header-only work when the port verified them).
 //!
+//! Segments of the usual layout (untagged IPv4 without options, TCP with no or
+//! 12 option bytes, checksums verified by the port) are read into a small view
+//! and matched to their flow by masked header words ([`parse::tpl_words`]): key
+//! and template in one compare, which also requires the IPv4 reserved flag, the
+//! TCP reserved bits and the urgent pointer to match. Others take the general
+//! path (a full key and template per segment); both kinds meet in the same flows.
+//!
 //! The [`Aggregator`] is independent of the graph: the `rx_aggregate` node and
 //! testpmd's `set port N gro on` both drive it.
 
