@@ -356,7 +356,7 @@ fn fast_key(h: &[u8; 54]) -> [u64; KEY_LEN / 8] {
     [le64_at(h, 0), le64_at(h, 8) & 0xffff_ffff_ffff, 14 << 56, le64_at(h, 26), 0, 0, 0, le64_at(h, 34) & 0xffff_ffff]
 }
 
-/// Read a segment of the usual layout ([`fast_layout`]) whose IPv4 and TCP
+/// Read a segment of the usual layout (`fast_layout`) whose IPv4 and TCP
 /// checksums the port verified into `p`: everything but the key and template,
 /// which stay in the frame ([`tpl_words`]). False (nothing written) for any
 /// other packet.
@@ -395,7 +395,7 @@ pub fn parse_fast_pkt(frame: &[u8], ol_flags: u64, p: &mut Pkt) -> bool {
 }
 
 /// The flow key and template of a frame of the usual layout with a TCP header of
-/// `l4` bytes, as masked words ([`TPL_MASK_OPTS`]): two such frames are of the
+/// `l4` bytes, as masked words (`TPL_MASK_OPTS`): two such frames are of the
 /// same flow and may merge (sequence and ID permitting) exactly when their words
 /// are equal. `None` if the frame is shorter than that layout needs.
 #[inline(always)]
@@ -453,7 +453,7 @@ pub fn fast_words(frame: &[u8]) -> Option<[u64; TPL_WORDS]> {
 }
 
 /// The flow key of a frame of the usual layout from its [`tpl_words`] (as
-/// [`parse_general`] builds it).
+/// the general parse builds it).
 #[inline(always)]
 pub fn key_of_words(w: &[u64; TPL_WORDS]) -> Key {
     // Bytes 26..34 (the addresses) straddle words 3 and 4; 34..38 are the ports.

@@ -365,7 +365,7 @@ fn emit_l2_l3(
 /// identification: a connection's frames carry consecutive ones (as Linux sends
 /// them), which receive aggregation (GRO) expects. A TSO segment
 /// (`seg.tso_segsz > 0`) becomes a chained packet for the port to cut
-/// ([`build_tso_frame`]).
+/// (`build_tso_frame`).
 pub fn build_frame(
     pool: &Mempool,
     src_mac: [u8; 6],
