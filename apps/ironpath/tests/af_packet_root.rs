@@ -186,9 +186,23 @@ fn rxonly_counts_exactly_what_the_kernel_sent_root() {
         eprintln!("SKIPPED: needs root");
         return;
     }
-    let v = Veth::new("r", 3);
+    rxonly_counts(Veth::new("r", 3), "");
+}
+
+/// The same through a TPACKET_V2 frame ring, which hands each frame over at once.
+#[test]
+fn rxonly_counts_exactly_what_the_kernel_sent_through_a_frame_ring_root() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    rxonly_counts(Veth::new("f", 7), ",rx_ring=frames,framecnt=64");
+}
+
+/// 1000 pings (every 2 ms) from the kernel, all counted as received, none missed.
+fn rxonly_counts(v: Veth, args: &str) {
     v.static_neighbour();
-    let mut t = Testpmd::start(&v.port, "--forward-mode=rxonly");
+    let mut t = Testpmd::start_args(&format!("net_af_packet0,iface={}{args}", v.port), "--forward-mode=rxonly");
     t.cmd("start");
     std::thread::sleep(Duration::from_millis(500));
     let before = v.peer_stat("tx_packets");

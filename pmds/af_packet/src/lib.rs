@@ -1,9 +1,14 @@
 //! `net_af_packet`: a PMD on a Linux network interface through AF_PACKET sockets with
 //! PACKET_MMAP rings, like DPDK's net_af_packet.
 //!
-//! * RX: one socket per queue with a TPACKET_V3 block ring. The kernel fills whole
-//!   blocks (or retires a partly filled one after `tov` ms); each burst copies the
-//!   frames of the current block into mbufs and hands finished blocks back. With
+//! * RX: one socket per queue with a TPACKET_V3 block ring (`rx_ring=blocks`, the
+//!   default). The kernel fills whole blocks (or retires a partly filled one after
+//!   `tov` ms); each burst copies the frames of the current block into mbufs and hands
+//!   finished blocks back. A frame therefore waits until its block is full or `tov`
+//!   has passed: up to 1 ms at low rates, which a TCP sender waiting for ACKs feels
+//!   as round-trip time. `rx_ring=frames` uses a TPACKET_V2 frame ring instead (as
+//!   DPDK's net_af_packet): each frame is handed over as soon as it is written, at
+//!   the cost of a status word per frame (and no kernel flow hash in `rss_hash`). With
 //!   `qpairs=N` the N RX sockets join one PACKET_FANOUT group (hash fanout), so flows
 //!   spread over queues. Outgoing packets are ignored (PACKET_IGNORE_OUTGOING).
 //! * TX: one socket per queue with a TPACKET_V2 frame ring; a burst copies packets into
@@ -36,7 +41,7 @@
 //!
 //! Device arguments: `iface=<name>` (required), `qpairs=<1..16>`, `blocksz=<bytes>`,
 //! `framesz=<bytes>`, `framecnt=<n>`, `tov=<ms>`, `qdisc_bypass=0|1`, `tx_free_thresh=<n>`,
-//! `tso=0|1`.
+//! `tso=0|1`, `rx_ring=blocks|frames`.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -51,7 +56,7 @@ use std::sync::Arc;
 use sys::{Fd, Mmap};
 
 const KEYS: &[&str] =
-    &["iface", "qpairs", "blocksz", "framesz", "framecnt", "tov", "qdisc_bypass", "tx_free_thresh", "tso"];
+    &["iface", "qpairs", "blocksz", "framesz", "framecnt", "tov", "qdisc_bypass", "tx_free_thresh", "tso", "rx_ring"];
 
 /// Ring geometry and options from the device arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +69,8 @@ pub struct Geometry {
     pub framecnt: u32,
     /// RX block retire timeout in milliseconds.
     pub tov: u32,
+    /// RX through a TPACKET_V2 frame ring (`rx_ring=frames`) rather than V3 blocks.
+    pub rx_frames: bool,
 }
 
 /// One RX socket's kernel drop counter, shared with the device for `imissed`
@@ -100,6 +107,12 @@ pub struct AfRx {
     /// Packets left in the current block and the offset of the next one.
     left: u32,
     next_off: usize,
+    /// `rx_ring=frames`: the ring is `nframes` V2 frames of `framesz` bytes (the
+    /// block fields are unused), `frame` the next one to look at.
+    frames: bool,
+    framesz: usize,
+    nframes: usize,
+    frame: usize,
     pool: Pool,
     port_id: u16,
     stats: Arc<QueueStats>,
@@ -150,13 +163,22 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
         )));
     }
     let tov = a.get_u64("tov", 1, 1, 1000)? as u32;
-    Ok(Geometry { blocksz, framesz, framecnt, tov })
+    let rx_frames = match a.get("rx_ring") {
+        None | Some("blocks") => false,
+        Some("frames") => true,
+        Some(v) => {
+            return Err(PmdError::invalid(format!(
+                "device argument `rx_ring={v}` is not a ring kind: accepted blocks (TPACKET_V3) or frames (TPACKET_V2)"
+            )))
+        }
+    };
+    Ok(Geometry { blocksz, framesz, framecnt, tov, rx_frames })
 }
 
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass)";
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass),rx_ring=blocks|frames (default blocks)";
     type Rx = AfRx;
     type Tx = AfTx;
 
@@ -255,10 +277,15 @@ impl Pmd for AfPacket {
         })?;
         let g = self.geo;
         let nblocks = (u64::from(g.framecnt) * u64::from(g.framesz) / u64::from(g.blocksz)) as u32;
-        let ring = match sys::rx_ring_v3(&fd, g.blocksz, nblocks, g.framesz, g.tov) {
+        let (ring, what) = if g.rx_frames {
+            (sys::rx_ring_v2(&fd, g.blocksz, g.framesz, g.framecnt), "cannot set up the TPACKET_V2 RX ring")
+        } else {
+            (sys::rx_ring_v3(&fd, g.blocksz, nblocks, g.framesz, g.tov), "cannot set up the TPACKET_V3 RX ring")
+        };
+        let ring = match ring {
             Ok(r) => r,
             Err(e) => {
-                let err = self.os_err("cannot set up the TPACKET_V3 RX ring", e);
+                let err = self.os_err(what, e);
                 self.rx_socks[qid as usize] = Some((fd, drops));
                 return Err(err);
             }
@@ -273,6 +300,11 @@ impl Pmd for AfPacket {
             block: 0,
             left: 0,
             next_off: 0,
+            frames: g.rx_frames,
+            framesz: g.framesz as usize,
+            // (`ring_v2` rounds the ring up to whole blocks.)
+            nframes: (g.framecnt.div_ceil(g.blocksz / g.framesz) * (g.blocksz / g.framesz)) as usize,
+            frame: 0,
             pool,
             port_id: self.port_id,
             stats,
@@ -376,6 +408,9 @@ impl AfPacket {
 
 impl RxQueue for AfRx {
     fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        if self.frames {
+            return self.rx_frames(pkts);
+        }
         let mut n = 0;
         while n < pkts.len() {
             if self.left == 0 && !self.open_block() {
@@ -433,6 +468,93 @@ impl AfRx {
         unsafe { sys::store_release_u32(b.add(sys::BLK_STATUS), libc::TP_STATUS_KERNEL) };
         self.block = (self.block + 1) % self.nblocks;
         self.left = 0;
+    }
+
+    fn frame_ptr(&self, i: usize) -> *mut u8 {
+        // SAFETY: i < nframes and the ring maps nframes * framesz bytes (blocks are
+        // whole multiples of framesz: the frames are contiguous).
+        unsafe { self.ring.ptr().add(i * self.framesz) }
+    }
+
+    /// Whether the kernel handed V2 frame `i` to us (acquire: its bytes are visible).
+    fn frame_ready(&self, i: usize) -> bool {
+        // SAFETY: the frame header lies at the frame's start; its status is written by
+        // the kernel.
+        unsafe { sys::load_acquire_u32(self.frame_ptr(i).add(sys::H2_STATUS)) & libc::TP_STATUS_USER != 0 }
+    }
+
+    /// `rx_burst` on a V2 frame ring: the ready frames in ring order, each copied
+    /// into an mbuf and handed back at once.
+    fn rx_frames(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+        let mut ready = 0;
+        while ready < pkts.len() && self.frame_ready((self.frame + ready) % self.nframes) {
+            ready += 1;
+        }
+        if ready == 0 {
+            return 0;
+        }
+        if !self.pool.alloc_bulk(&mut pkts[..ready]) {
+            self.stats.nombuf.add(ready as u64);
+            return 0;
+        }
+        let mut k = 0;
+        let mut bytes = 0u64;
+        let mut spare: Vec<*mut Mbuf> = Vec::new();
+        for i in 0..ready {
+            let f = self.frame_ptr(self.frame);
+            // SAFETY: the kernel handed this frame to us (status USER, checked above
+            // with acquire); its header fields are stable until we hand it back.
+            let (snap, mac, status, tci, wire_len) = unsafe {
+                (
+                    std::ptr::read_volatile(f.add(sys::H2_SNAPLEN).cast::<u32>()) as usize,
+                    std::ptr::read_volatile(f.add(sys::H2_MAC).cast::<u16>()) as usize,
+                    std::ptr::read_volatile(f.add(sys::H2_STATUS).cast::<u32>()),
+                    std::ptr::read_volatile(f.add(sys::H2_VLAN_TCI).cast::<u16>()),
+                    std::ptr::read_volatile(f.add(sys::H2_LEN).cast::<u32>()) as usize,
+                )
+            };
+            let m = pkts[i];
+            // SAFETY: `m` is a fresh mbuf from our pool, owned by us.
+            let r = unsafe { &mut *m };
+            let room = (r.buf_len - r.data_off) as usize;
+            // A frame cut to the ring's frame size is an RX error (as with blocks).
+            if snap > room || mac + snap > self.framesz || wire_len > snap {
+                self.stats.errors.add(1);
+                spare.push(m);
+            } else {
+                // SAFETY: the frame bytes lie inside the frame (checked), the
+                // destination inside the mbuf's buffer (snap <= room).
+                unsafe { std::ptr::copy_nonoverlapping(f.add(mac), r.buf_addr.add(r.data_off as usize), snap) };
+                r.data_len = snap as u16;
+                r.pkt_len = snap as u32;
+                r.port = self.port_id;
+                r.rss_hash = 0;
+                let mut fl = 0;
+                if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+                    fl |= abi::RX_L4_CKSUM_NONE;
+                } else if status & libc::TP_STATUS_CSUM_VALID != 0 {
+                    fl |= abi::RX_L4_CKSUM_GOOD;
+                }
+                if status & libc::TP_STATUS_VLAN_VALID != 0 {
+                    fl |= abi::RX_VLAN_STRIPPED;
+                    r.vlan_tci = tci;
+                }
+                r.ol_flags = fl;
+                bytes += snap as u64;
+                pkts[k] = m;
+                k += 1;
+            }
+            // SAFETY: we own the frame until this release store hands it back.
+            unsafe { sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_KERNEL) };
+            self.frame = (self.frame + 1) % self.nframes;
+        }
+        if !spare.is_empty() {
+            // SAFETY: fresh mbufs we own and did not hand out.
+            unsafe { free_bulk(&spare) };
+        }
+        self.stats.bytes.add(bytes);
+        self.stats.packets.add(k as u64);
+        k
     }
 
     /// Copy frames of the current block into the fresh mbufs `out`; returns how many
@@ -717,7 +839,13 @@ mod tests {
 
     #[test]
     fn geometry_defaults_and_checks() {
-        assert_eq!(geo("").unwrap(), Geometry { blocksz: 4096, framesz: 2048, framecnt: 4096, tov: 1 });
+        assert_eq!(
+            geo("").unwrap(),
+            Geometry { blocksz: 4096, framesz: 2048, framecnt: 4096, tov: 1, rx_frames: false }
+        );
+        assert!(geo("rx_ring=frames").unwrap().rx_frames);
+        assert!(!geo("rx_ring=blocks").unwrap().rx_frames);
+        assert!(geo("rx_ring=v2").unwrap_err().msg.contains("`rx_ring=v2` is not a ring kind: accepted blocks"));
         assert!(geo("blocksz=5000").unwrap_err().msg.contains("power of two"));
         assert!(geo("framesz=100").unwrap_err().msg.contains("`framesz=100` is out of range"));
         assert!(geo("framesz=2050").unwrap_err().msg.contains("multiple of 16"));

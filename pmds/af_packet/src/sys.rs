@@ -30,6 +30,12 @@ pub const H3_VLAN_TCI: usize = 32;
 pub const H2_STATUS: usize = 0;
 /// `tpacket2_hdr.tp_len`.
 pub const H2_LEN: usize = 4;
+/// `tpacket2_hdr.tp_snaplen`.
+pub const H2_SNAPLEN: usize = 8;
+/// `tpacket2_hdr.tp_mac` (offset of the frame from the header).
+pub const H2_MAC: usize = 12;
+/// `tpacket2_hdr.tp_vlan_tci`.
+pub const H2_VLAN_TCI: usize = 24;
 /// Where the kernel takes a V2 TX frame's data: TPACKET2_HDRLEN - sizeof(sockaddr_ll).
 pub const TX_DATA_OFF: usize = 32;
 
@@ -40,6 +46,9 @@ const _: () = {
     assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_status) == H3_STATUS);
     assert!(std::mem::offset_of!(libc::tpacket3_hdr, tp_mac) == H3_MAC);
     assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_len) == H2_LEN);
+    assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_snaplen) == H2_SNAPLEN);
+    assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_mac) == H2_MAC);
+    assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_vlan_tci) == H2_VLAN_TCI);
 };
 
 /// An owned file descriptor, closed on drop.
@@ -178,6 +187,16 @@ pub fn rx_ring_v3(fd: &Fd, blocksz: u32, nblocks: u32, framesz: u32, tov_ms: u32
 
 /// Set up and map a TPACKET_V2 TX ring of `framecnt` frames.
 pub fn tx_ring_v2(fd: &Fd, blocksz: u32, framesz: u32, framecnt: u32) -> Result<Mmap> {
+    ring_v2(fd, libc::PACKET_TX_RING, blocksz, framesz, framecnt)
+}
+
+/// Set up and map a TPACKET_V2 RX ring of `framecnt` frames (each handed over as it
+/// is filled; `blocksz` is a multiple of `framesz`, so the frames are contiguous).
+pub fn rx_ring_v2(fd: &Fd, blocksz: u32, framesz: u32, framecnt: u32) -> Result<Mmap> {
+    ring_v2(fd, libc::PACKET_RX_RING, blocksz, framesz, framecnt)
+}
+
+fn ring_v2(fd: &Fd, which: i32, blocksz: u32, framesz: u32, framecnt: u32) -> Result<Mmap> {
     set_int(fd, libc::PACKET_VERSION, libc::tpacket_versions::TPACKET_V2 as i32)?;
     let per_block = blocksz / framesz;
     let nblocks = framecnt.div_ceil(per_block);
@@ -187,7 +206,7 @@ pub fn tx_ring_v2(fd: &Fd, blocksz: u32, framesz: u32, framecnt: u32) -> Result<
         tp_frame_size: framesz,
         tp_frame_nr: per_block * nblocks,
     };
-    set_struct(fd, libc::PACKET_TX_RING, &req)?;
+    set_struct(fd, which, &req)?;
     map_ring(fd, blocksz as usize * nblocks as usize)
 }
 
