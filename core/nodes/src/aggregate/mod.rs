@@ -328,6 +328,9 @@ impl Aggregator {
         if views.len() < n {
             views.resize(n, Pkt::default());
         }
+        // Counted per burst (a counter in memory bumped per packet is a chain of
+        // loads and stores through the whole burst).
+        let mut tcp = n as u64;
         for (i, p) in views.iter_mut().enumerate().take(n) {
             // The headers of a packet a few places on start loading meanwhile.
             pkts.prefetch_data(i + 4);
@@ -335,16 +338,22 @@ impl Aggregator {
             let frame = pkts.data(i);
             if !writable_single(h) || frame.len() != h.pkt_len as usize {
                 p.kind = Kind::Skip(Skip::NotTcp);
+                tcp -= 1;
             } else if !parse_fast_pkt(frame, h.ol_flags, p) {
                 if segs.len() < n {
                     segs.resize(n, Seg::default());
                 }
                 match parse_into(frame, frame.len(), h.ol_flags, &mut segs[i]) {
                     Ok(()) => *p = Pkt::of(&segs[i], Kind::Slow),
-                    Err(why) => p.kind = Kind::Skip(why),
+                    Err(why) => {
+                        p.kind = Kind::Skip(why);
+                        tcp -= 1;
+                    }
                 }
             }
         }
+        self.stats.packets_in += n as u64;
+        self.stats.tcp_in += tcp;
         let mut input = std::mem::take(&mut self.input);
         pkts.take_into(&mut input);
         let mut pending = std::mem::take(&mut self.pending);
@@ -360,7 +369,6 @@ impl Aggregator {
                 }
             }
             for (i, (m, p)) in input.drain(..).zip(&views).enumerate() {
-                self.stats.packets_in += 1;
                 match p.kind {
                     Kind::Fast => self.one_fast(m, p, now_tsc, &mut out),
                     Kind::Slow => self.one_slow(m, &segs[i], p, now_tsc, &mut out),
@@ -426,7 +434,6 @@ impl Aggregator {
     /// A segment of the usual layout: its flow and template are found by comparing
     /// header words with each held flow of the same hash.
     fn one_fast(&mut self, m: Mbuf, p: &Pkt, now: u64, out: &mut Out<'_>) {
-        self.stats.tcp_in += 1;
         let found = self.find_fast(m.data(), p);
         self.place(m, p, Tpl::Fast(p.l4), found, now, out);
     }
@@ -434,7 +441,6 @@ impl Aggregator {
     /// A segment of another layout: its flow is found by key, its template
     /// compared field by field.
     fn one_slow(&mut self, m: Mbuf, s: &Seg, p: &Pkt, now: u64, out: &mut Out<'_>) {
-        self.stats.tcp_in += 1;
         let found = self.find(s).map(|i| {
             let f = &self.flows[i];
             let same = if f.fast {
