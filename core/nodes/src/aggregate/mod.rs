@@ -199,19 +199,11 @@ struct Flow {
     /// order among themselves); the slots after them are free, for the next runs.
     runs: Vec<Run>,
     nruns: usize,
-    first_tsc: u64,
 }
 
 impl Flow {
     fn empty() -> Self {
-        Flow {
-            fast: false,
-            words: [0; TPL_WORDS],
-            seg: Box::default(),
-            runs: Vec::with_capacity(MAX_RUNS),
-            nruns: 0,
-            first_tsc: 0,
-        }
+        Flow { fast: false, words: [0; TPL_WORDS], seg: Box::default(), runs: Vec::with_capacity(MAX_RUNS), nruns: 0 }
     }
 }
 
@@ -247,6 +239,10 @@ pub struct Aggregator {
     live: usize,
     /// `hashes[i]` is the hash of `flows[i]`'s key (`live` entries), scanned first.
     hashes: Vec<u32>,
+    /// `first_tsc[i]`: when `flows[i]`'s first segment arrived. Beside the hashes,
+    /// not in the flows: the timeout and eviction scans read them all, and a
+    /// thousand held flows' slots are out of the cache.
+    first_tsc: Vec<u64>,
     /// Bytes an LRO buffer holds after its headroom.
     lro_room: u32,
     /// The burst being processed: every packet's view, and the full views of
@@ -290,6 +286,7 @@ impl Aggregator {
             flows: Vec::with_capacity(cfg.max_flows),
             live: 0,
             hashes: Vec::with_capacity(cfg.max_flows),
+            first_tsc: Vec::with_capacity(cfg.max_flows),
             lro_room,
             views: Vec::new(),
             segs: Vec::new(),
@@ -543,7 +540,7 @@ impl Aggregator {
 
     fn new_flow(&mut self, m: Mbuf, s: &Pkt, t: Tpl<'_>, now: u64, out: &mut Out<'_>) {
         if self.live >= self.cfg.max_flows.max(1) {
-            let oldest = (0..self.live).min_by_key(|&i| self.flows[i].first_tsc).unwrap_or(0);
+            let oldest = (0..self.live).min_by_key(|&i| self.first_tsc[i]).unwrap_or(0);
             self.stats.flows_evicted += 1;
             self.flush_flow(oldest, Why::Evict, out);
         }
@@ -565,11 +562,11 @@ impl Aggregator {
                 *f.seg = *seg;
             }
         }
-        f.first_tsc = now;
         let cap = self.run_cap(s);
         Self::start_run(&mut self.flows[i], m, s, cap);
         self.live += 1;
         self.hashes.push(s.hash);
+        self.first_tsc.push(now);
         if ends {
             self.flush_flow(i, Why::End, out);
         }
@@ -826,7 +823,7 @@ impl Aggregator {
     fn flush_due(&mut self, now: u64, out: &mut Out<'_>) {
         let mut i = 0;
         while i < self.live {
-            if now.wrapping_sub(self.flows[i].first_tsc) >= self.cfg.flush_tsc {
+            if now.wrapping_sub(self.first_tsc[i]) >= self.cfg.flush_tsc {
                 self.flush_flow(i, Why::Timeout, out);
             } else {
                 i += 1;
@@ -860,6 +857,7 @@ impl Aggregator {
             self.flows.swap(i, self.live);
         }
         self.hashes.swap_remove(i);
+        self.first_tsc.swap_remove(i);
     }
 
     /// Free everything held (at stop); returns how many packets were freed.
@@ -874,6 +872,7 @@ impl Aggregator {
         }
         self.live = 0;
         self.hashes.clear();
+        self.first_tsc.clear();
         self.pending.clear();
         self.stats.dropped += n as u64;
         n
