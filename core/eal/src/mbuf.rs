@@ -345,11 +345,13 @@ impl SegList {
         let _ = a;
     }
 
-    /// Link `m`, a one-segment packet, at the end. Given back if it has more
-    /// segments, or if the list holds `u16::MAX` segments already.
+    /// Link `m`, a one-segment packet held only by us, at the end. Given back if
+    /// it has more segments, if another holder shares it (linking writes its
+    /// `next`, which that holder would see), or if the list holds `u16::MAX`
+    /// segments already.
     #[inline]
     pub fn push(&mut self, m: Mbuf) -> Result<(), Mbuf> {
-        if m.hdr().nb_segs != 1 || self.count >= u32::from(u16::MAX) {
+        if m.hdr().nb_segs != 1 || m.refcnt() > 1 || self.count >= u32::from(u16::MAX) {
             return Err(m);
         }
         let len = m.hdr().pkt_len;
@@ -1029,6 +1031,10 @@ mod tests {
         let mut two = Mbuf::from_slice(&p, b"xy").unwrap();
         two.chain(Mbuf::from_slice(&p, b"z").unwrap()).unwrap();
         let two = a.push(two).unwrap_err();
+        let shared = Mbuf::from_slice(&p, b"s").unwrap();
+        let other = shared.share();
+        let shared = a.push(shared).unwrap_err();
+        drop((shared, other));
         assert_eq!((a.len(), a.bytes()), (3, 6));
         let mut b = SegList::new();
         b.push(Mbuf::from_slice(&p, b"jk").unwrap()).unwrap();
