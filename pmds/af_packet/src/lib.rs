@@ -529,17 +529,7 @@ impl AfRx {
                 r.pkt_len = snap as u32;
                 r.port = self.port_id;
                 r.rss_hash = 0;
-                let mut fl = 0;
-                if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-                    fl |= abi::RX_L4_CKSUM_NONE;
-                } else if status & libc::TP_STATUS_CSUM_VALID != 0 {
-                    fl |= abi::RX_L4_CKSUM_GOOD;
-                }
-                if status & libc::TP_STATUS_VLAN_VALID != 0 {
-                    fl |= abi::RX_VLAN_STRIPPED;
-                    r.vlan_tci = tci;
-                }
-                r.ol_flags = fl;
+                r.ol_flags = kernel_rx_flags(r, status, tci);
                 bytes += snap as u64;
                 pkts[k] = m;
                 k += 1;
@@ -605,17 +595,7 @@ impl AfRx {
             r.pkt_len = snap as u32;
             r.port = self.port_id;
             r.rss_hash = hash;
-            let mut fl = abi::RX_RSS_HASH;
-            if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-                fl |= abi::RX_L4_CKSUM_NONE;
-            } else if status & libc::TP_STATUS_CSUM_VALID != 0 {
-                fl |= abi::RX_L4_CKSUM_GOOD;
-            }
-            if status & libc::TP_STATUS_VLAN_VALID != 0 {
-                fl |= abi::RX_VLAN_STRIPPED;
-                r.vlan_tci = tci as u16;
-            }
-            r.ol_flags = fl;
+            r.ol_flags = abi::RX_RSS_HASH | kernel_rx_flags(r, status, tci as u16);
             bytes += snap as u64;
             out[k] = m;
             k += 1;
@@ -627,6 +607,23 @@ impl AfRx {
         self.stats.bytes.add(bytes);
         k
     }
+}
+
+/// The offload flags of a received frame from the kernel's `tp_status` (either
+/// ring version): its checksum state, and a stripped VLAN tag (stored in `r`).
+#[inline]
+fn kernel_rx_flags(r: &mut Mbuf, status: u32, tci: u16) -> u64 {
+    let mut fl = 0;
+    if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+        fl |= abi::RX_L4_CKSUM_NONE;
+    } else if status & libc::TP_STATUS_CSUM_VALID != 0 {
+        fl |= abi::RX_L4_CKSUM_GOOD;
+    }
+    if status & libc::TP_STATUS_VLAN_VALID != 0 {
+        fl |= abi::RX_VLAN_STRIPPED;
+        r.vlan_tci = tci;
+    }
+    fl
 }
 
 /// Most segments of a TSO packet (a 64 KiB payload in 2 KiB mbufs, its headers).

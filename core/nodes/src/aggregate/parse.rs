@@ -315,18 +315,14 @@ const TPL_MASK_OPTS: [u64; TPL_WORDS] = [
     !0,
     0xffff_0000_0000_0000,
 ];
-/// [`TPL_MASK_OPTS`] without TCP options.
-const TPL_MASK_BARE: [u64; TPL_WORDS] = [
-    !0,
-    !0,
-    0xffff_ffff_0000_0000,
-    0xffff_ffff_ffff_0000,
-    0x0000_ffff_ffff_ffff,
-    0xf6ff_ffff_ffff_0000,
-    0x0000_ffff_0000_ffff,
-    0,
-    0,
-];
+/// [`TPL_MASK_OPTS`] without TCP options: bytes 54 on are payload.
+const TPL_MASK_BARE: [u64; TPL_WORDS] = {
+    let mut m = TPL_MASK_OPTS;
+    m[6] = 0x0000_ffff_0000_ffff;
+    m[7] = 0;
+    m[8] = 0;
+    m
+};
 /// The flow key's bytes among the first five template words: MAC addresses,
 /// IPv4 addresses, ports.
 const KEY_MASK: [u64; 5] = [!0, 0xffff_ffff, 0, 0xffff_ffff_ffff_0000, 0x0000_ffff_ffff_ffff];
