@@ -5,18 +5,27 @@
 //! `K * 1e9 / R` ns per object per core (what `ci/bench/dpdk-core.sh` computes
 //! from DPDK's `rate_persec`). Median of several repetitions.
 //!
-//! `cargo bench -p ironpath-eal --bench mempool_lcores [-- --secs S --reps N]`
-//! (default 2 s, 5 repetitions). Prints a table; used by `ci/bench-core` for the
-//! two-core mempool rows, so both sides are measured the same way.
+//! `cargo bench -p ironpath-eal --bench mempool_lcores [-- --secs S --reps N --pool SIZE
+//! --cache 0|512 --only ring|mempool --ring-iters N]` (default 2 s, 5 repetitions, DPDK's
+//! pool size, both caches, 2^18 ring bulks a side). Prints a
+//! table; used by `ci/bench-core` for the two-core mempool rows, so both sides are
+//! measured the same way.
 
 use ironpath_eal::abi::Mbuf as RawMbuf;
 use ironpath_eal::lcore;
+use ironpath_eal::mpmc::MpmcRing;
 use ironpath_eal::{CachePadded, MemPolicy, Mempool, MempoolConfig};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BULK: usize = 32;
+/// DPDK 22.11's `MEMPOOL_SIZE` for its EAL's lcore count (`-l 0-1` in `ci/bench/dpdk-core.sh`):
+/// `lcores * (MAX_KEEP 512 + RTE_MEMPOOL_CACHE_MAX_SIZE 512) - 1`. The same pool serves the
+/// 1- and 2-core passes there, so it does here. The pool size matters on the no-cache rows:
+/// its ring (2048 slots, 16 KiB of pointers) stays in L1/L2, where a 128 Ki-object ring's
+/// 1 MiB streams through L2.
+const POOL_SIZE: u32 = 2 * (512 + 512) - 1;
 
 fn run(pool: &Arc<CachePadded<Mempool>>, cores: u32, secs: f64) -> f64 {
     let start = Arc::new(CachePadded(AtomicBool::new(false)));
@@ -57,32 +66,90 @@ fn run(pool: &Arc<CachePadded<Mempool>>, cores: u32, secs: f64) -> f64 {
     f64::from(cores) * 1e9 / rate
 }
 
+/// Bulks per thread in one ring measurement (DPDK's 2^15 is a few milliseconds here;
+/// 2^18 is about a tenth of a second, long enough to ride out one scheduler tick).
+const RING_ITERS: u64 = 1 << 18;
+
+/// The two-core MPMC ring figure measured as DPDK 22.11's `ring_perf_autotest`
+/// (`run_on_core_pair`, MP/MC bulk): lcore 0 enqueues RING_ITERS bulks of 32, lcore 1
+/// dequeues as many, each retrying a refused bulk after a pause and timing its own
+/// loop; the figure is the enqueuer's ns per object plus the dequeuer's (the CPU
+/// time one object costs, summed over both cores). A 4096-slot ring as DPDK's.
+fn ring_pair(iters: u64) -> f64 {
+    let r = Arc::new(CachePadded(MpmcRing::<usize>::new(4096).expect("ring")));
+    let ready = Arc::new(CachePadded(AtomicU32::new(0)));
+    let hs: Vec<_> = (0..2u32)
+        .map(|lc| {
+            let (r, ready) = (r.clone(), ready.clone());
+            lcore::launch(lc, true, move || {
+                let mut objs = [0usize; BULK];
+                ready.fetch_add(1, Ordering::AcqRel);
+                while ready.load(Ordering::Acquire) != 2 {
+                    std::hint::spin_loop();
+                }
+                let t = Instant::now();
+                for _ in 0..iters {
+                    loop {
+                        let ok = if lc == 0 { r.enqueue_bulk(&objs) } else { r.dequeue_bulk(&mut objs) };
+                        if ok {
+                            break;
+                        }
+                        std::hint::spin_loop();
+                    }
+                }
+                t.elapsed().as_secs_f64() * 1e9 / (iters * BULK as u64) as f64
+            })
+            .expect("launch lcore")
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().expect("lcore")).sum()
+}
+
 fn main() {
     let mut secs = 2.0;
     let mut reps = 5;
+    let mut pool_size = POOL_SIZE;
+    let mut only_cache: Option<u32> = None;
+    let mut ring_iters = RING_ITERS;
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--secs" => secs = args.next().and_then(|v| v.parse().ok()).expect("--secs S"),
+            "--pool" => pool_size = args.next().and_then(|v| v.parse().ok()).expect("--pool N"),
+            "--cache" => only_cache = Some(args.next().and_then(|v| v.parse().ok()).expect("--cache N")),
+            "--only" => only = args.next(),
+            "--ring-iters" => ring_iters = args.next().and_then(|v| v.parse().ok()).expect("--ring-iters N"),
             "--reps" => reps = args.next().and_then(|v| v.parse().ok()).expect("--reps N"),
             _ => {} // cargo bench passes --bench
         }
     }
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    println!("| mempool get+put bulk 32 (n_keep=32) | cores | ns/object/core (median of {reps} x {secs} s) |");
-    println!("|---|---|---|");
-    for cache in [512u32, 0] {
+    let mempool = only.as_deref() != Some("ring");
+    if mempool {
+        println!("| mempool get+put bulk 32 (n_keep=32) | cores | ns/object/core (median of {reps} x {secs} s) |");
+        println!("|---|---|---|");
+    }
+    for cache in [512u32, 0].into_iter().filter(|c| mempool && only_cache.is_none_or(|o| o == *c)) {
         for cores in [1u32, 2] {
             if cores > ncpu {
                 continue;
             }
-            // As DPDK's test: a pool much larger than what the lcores hold.
-            let cfg = MempoolConfig::new("perf", 131_071).cache_size(cache).policy(MemPolicy::PreferHuge);
+            let cfg = MempoolConfig::new("perf", pool_size).cache_size(cache).policy(MemPolicy::PreferHuge);
             let pool = Arc::new(CachePadded(Mempool::create(&cfg).expect("pool")));
             let mut v: Vec<f64> = (0..reps).map(|_| run(&pool, cores, secs)).collect();
             v.sort_by(f64::total_cmp);
             let what = if cache == 0 { "no cache".to_string() } else { format!("cache {cache}") };
             println!("| {what} | {cores} | {:.2} (min {:.2}, max {:.2}) |", v[v.len() / 2], v[0], v[v.len() - 1]);
         }
+    }
+    if ncpu >= 2 && only.as_deref() != Some("mempool") && only_cache.is_none() {
+        let n = reps.max(9);
+        let mut v: Vec<f64> = (0..n).map(|_| ring_pair(ring_iters)).collect();
+        v.sort_by(f64::total_cmp);
+        println!();
+        println!("| MPMC ring bulk 32, enqueue on lcore 0, dequeue on lcore 1 | cores | ns/object, enqueuer + dequeuer (median of {n}) |");
+        println!("|---|---|---|");
+        println!("| ring mpmc | 2 | {:.2} (min {:.2}, max {:.2}) |", v[v.len() / 2], v[0], v[v.len() - 1]);
     }
 }

@@ -9,7 +9,10 @@
 //! Memory orderings:
 //! * the opposite tail is read with `Acquire`: it pairs with the `Release` store that
 //!   published those slots (producer→consumer: the data; consumer→producer: the fact
-//!   that the old contents were read, so overwriting is safe);
+//!   that the old contents were read, so overwriting is safe); each side keeps the
+//!   last value it read in its own line (`HeadTail::seen`, stored `Release`, loaded
+//!   `Acquire`) and reads the other side's line only when that copy does not allow
+//!   the request (see `HeadTail::opposite_tail`);
 //! * the head CAS is `Relaxed`: it only arbitrates slot ownership between threads of
 //!   the same side, and the slot contents are ordered by the tails;
 //! * the wait for earlier same-side threads loads the own tail with `Acquire`, so the
@@ -23,6 +26,44 @@ use std::mem::MaybeUninit;
 struct HeadTail {
     head: AtomicU32,
     tail: AtomicU32,
+    /// The opposite side's tail as a thread of this side last read it (see
+    /// `opposite_tail`).
+    seen: AtomicU32,
+}
+
+impl HeadTail {
+    /// The opposite side's tail for a reservation of `want` slots from `old_head`:
+    /// the copy in `seen` (this side's own cache line) when it already allows the
+    /// whole request, else a fresh read of `opp_tail` (the other side's line), which
+    /// is then left in `seen`. Returns `room(tail)`: free slots for producers,
+    /// published ones for consumers.
+    ///
+    /// Why: reading the other side's line on every call moves that line to this core
+    /// and back, twice per burst and side; with the copy, a side that is behind (a
+    /// consumer of a full ring, a producer into an empty one) works through what it
+    /// saw last without touching the other side's line. Measured on this VM's two
+    /// vCPUs: mempool get+put without cache on two cores ~4.6 -> ~4.2 ns per object;
+    /// the one-producer/one-consumer ring unchanged (its slot lines dominate).
+    ///
+    /// Why it is safe: `seen` only ever holds values the opposite tail had, and a tail
+    /// only moves forward, so a stale copy only under-reports room; a copy too old to
+    /// make sense (room above the capacity, e.g. after a slow thread stored an old
+    /// value) and a copy that does not allow the request are replaced by a fresh read,
+    /// so a bulk is refused only on the real tail. Slot contents: the fresh read is
+    /// `Acquire` (pairs with the opposite side's `Release` tail store), and the copy is
+    /// stored with `Release` and loaded with `Acquire`, which extends that
+    /// happens-before to every thread of this side that uses the copy.
+    #[inline(always)]
+    fn opposite_tail(&self, opp_tail: &AtomicU32, want: u32, capacity: u32, room: impl Fn(u32) -> u32) -> u32 {
+        let seen = self.seen.load(Ordering::Acquire);
+        let r = room(seen);
+        if r <= capacity && r >= want {
+            return r;
+        }
+        let fresh = opp_tail.load(Ordering::Acquire);
+        self.seen.store(fresh, Ordering::Release);
+        room(fresh)
+    }
 }
 
 /// The ring. Capacity is a power of two, at most 2^31; every slot is usable.
@@ -30,8 +71,18 @@ pub struct MpmcRing<T: Copy> {
     prod: CachePadded<HeadTail>,
     cons: CachePadded<HeadTail>,
     mask: u32,
+    /// `capacity` slots from index `off` on, plus up to `SLOT_ALIGN` bytes of unused
+    /// slots before them so that slot 0 starts on a 128-byte boundary (see `new`).
     slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    off: usize,
 }
+
+/// Alignment of slot 0: a burst of 32 pointers at a multiple of 32 then fills exactly
+/// four cache lines. From the allocator's 16-byte alignment a burst straddles five,
+/// and the line it shares with the next burst (taken by the other core) bounces
+/// between the cores on every operation: the two-core ring bench went from ~140 to
+/// ~70 ns a burst with the alignment. 128 as for the heads (adjacent-line prefetch).
+const SLOT_ALIGN: usize = 128;
 
 // SAFETY: slots are handed between threads only through the head/tail protocol
 // described at the top of this file; a slot is written by exactly one producer that
@@ -52,8 +103,17 @@ impl<T: Copy> MpmcRing<T> {
         if capacity == 0 || !capacity.is_power_of_two() || capacity > (1 << 31) {
             return Err(CapacityError(capacity));
         }
-        let slots = (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
-        Ok(Self { prod: CachePadded::default(), cons: CachePadded::default(), mask: (capacity - 1) as u32, slots })
+        let size = std::mem::size_of::<T>().max(1);
+        let spare = SLOT_ALIGN.div_ceil(size);
+        let slots: Box<[UnsafeCell<MaybeUninit<T>>]> =
+            (0..capacity + spare).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+        // The first slot at or after the start whose address is a multiple of
+        // SLOT_ALIGN, if the element size allows one within `spare` slots (it does for
+        // sizes dividing 128, pointers among them); else no offset.
+        let addr = slots.as_ptr() as usize;
+        let off = (0..spare).find(|i| (addr + i * size).is_multiple_of(SLOT_ALIGN)).unwrap_or(0);
+        let mask = (capacity - 1) as u32;
+        Ok(Self { prod: CachePadded::default(), cons: CachePadded::default(), mask, slots, off })
     }
 
     /// Number of slots.
@@ -103,8 +163,9 @@ impl<T: Copy> MpmcRing<T> {
         let capacity = self.mask.wrapping_add(1);
         let mut old_head = self.prod.head.load(Ordering::Relaxed);
         let (old_head, n) = loop {
-            let cons_tail = self.cons.tail.load(Ordering::Acquire);
-            let free = capacity.wrapping_sub(old_head.wrapping_sub(cons_tail));
+            let free = self.prod.opposite_tail(&self.cons.tail, want, capacity, |cons_tail| {
+                capacity.wrapping_sub(old_head.wrapping_sub(cons_tail))
+            });
             let n = if want <= free {
                 want
             } else if fixed {
@@ -142,10 +203,11 @@ impl<T: Copy> MpmcRing<T> {
     #[inline]
     fn dequeue(&self, out: &mut [T], fixed: bool) -> usize {
         let want = u32::try_from(out.len()).unwrap_or(u32::MAX);
+        let capacity = self.mask.wrapping_add(1);
         let mut old_head = self.cons.head.load(Ordering::Relaxed);
         let (old_head, n) = loop {
-            let prod_tail = self.prod.tail.load(Ordering::Acquire);
-            let avail = prod_tail.wrapping_sub(old_head);
+            let avail =
+                self.cons.opposite_tail(&self.prod.tail, want, capacity, |prod_tail| prod_tail.wrapping_sub(old_head));
             let n = if want <= avail {
                 want
             } else if fixed {
@@ -186,8 +248,9 @@ impl<T: Copy> MpmcRing<T> {
         #[cfg(not(loom))]
         {
             let start = (head & self.mask) as usize;
-            let first = objs.len().min(self.slots.len() - start);
-            let base = self.slots.as_ptr() as *mut T;
+            let first = objs.len().min(self.mask as usize + 1 - start);
+            // SAFETY: `off + capacity <= slots.len()` (see `new`).
+            let base = unsafe { (self.slots.as_ptr() as *mut T).add(self.off) };
             // SAFETY: `UnsafeCell<MaybeUninit<T>>` has the layout of `T` (both
             // transparent); the two ranges lie inside `slots` and are reserved by us.
             unsafe {
@@ -199,7 +262,7 @@ impl<T: Copy> MpmcRing<T> {
         for (i, obj) in objs.iter().enumerate() {
             let idx = (head.wrapping_add(i as u32) & self.mask) as usize;
             // SAFETY: reserved for us (caller's contract).
-            self.slots[idx].with_mut(|p| unsafe { (*p).write(*obj) });
+            self.slots[self.off + idx].with_mut(|p| unsafe { (*p).write(*obj) });
         }
     }
 
@@ -212,8 +275,9 @@ impl<T: Copy> MpmcRing<T> {
         #[cfg(not(loom))]
         {
             let start = (head & self.mask) as usize;
-            let first = out.len().min(self.slots.len() - start);
-            let base = self.slots.as_ptr() as *const T;
+            let first = out.len().min(self.mask as usize + 1 - start);
+            // SAFETY: `off + capacity <= slots.len()` (see `new`).
+            let base = unsafe { (self.slots.as_ptr() as *const T).add(self.off) };
             // SAFETY: as in `write_slots`; the slots hold initialised values.
             unsafe {
                 copy_elems(base.add(start), out.as_mut_ptr(), first);
@@ -224,7 +288,7 @@ impl<T: Copy> MpmcRing<T> {
         for (i, slot) in out.iter_mut().enumerate() {
             let idx = (head.wrapping_add(i as u32) & self.mask) as usize;
             // SAFETY: reserved and published (caller's contract).
-            *slot = self.slots[idx].with(|p| unsafe { (*p).assume_init() });
+            *slot = self.slots[self.off + idx].with(|p| unsafe { (*p).assume_init() });
         }
     }
 }
@@ -259,6 +323,16 @@ unsafe fn copy_elems<T: Copy>(src: *const T, dst: *mut T, n: usize) {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn slot_zero_is_on_a_128_byte_boundary() {
+        for cap in [1, 2, 64, 2048] {
+            let r = MpmcRing::<*mut u8>::new(cap).unwrap();
+            let slot0 = r.slots.as_ptr() as usize + r.off * std::mem::size_of::<*mut u8>();
+            assert!(slot0.is_multiple_of(SLOT_ALIGN), "capacity {cap}");
+            assert!(r.off + cap <= r.slots.len());
+        }
+    }
 
     #[test]
     fn capacity_must_be_power_of_two() {
@@ -411,6 +485,41 @@ mod loom_tests {
             assert_eq!(pos(21), pos(20) + 1, "{got:?}");
             got.sort_unstable();
             assert_eq!(got, vec![10, 11, 20, 21]);
+        });
+    }
+
+    /// A ring of two slots that wraps: a producer pushes three values one by one
+    /// (retrying while the ring is full) while a consumer takes them, so the producer
+    /// overwrites slots the consumer has just freed, trusting the consumer tail it
+    /// saw earlier (its `seen` copy) where that copy allows it. Loom's cells report a
+    /// write not ordered after the read of the old value; nothing is lost, reordered
+    /// or read twice. (Two producers plus the retry loops exceed loom's budget.)
+    #[test]
+    fn loom_wrapping_ring_reuses_freed_slots() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.max_branches = 20_000;
+        b.check(|| {
+            let r = Arc::new(MpmcRing::<u32>::new(2).unwrap());
+            let rp = r.clone();
+            let prod = loom::thread::spawn(move || {
+                for x in [1u32, 2, 3] {
+                    while !rp.enqueue_bulk(&[x]) {
+                        loom::thread::yield_now();
+                    }
+                }
+            });
+            let mut got = Vec::new();
+            while got.len() < 3 {
+                let mut b = [0u32; 2];
+                let n = r.dequeue_burst(&mut b);
+                got.extend_from_slice(&b[..n]);
+                if n == 0 {
+                    loom::thread::yield_now();
+                }
+            }
+            prod.join().unwrap();
+            assert_eq!(got, vec![1, 2, 3]);
         });
     }
 
