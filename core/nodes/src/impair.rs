@@ -197,6 +197,16 @@ impl Impair {
 
 impl Node for Impair {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+        if !self.active && self.queue.is_empty() {
+            // Idle (no impairment configured, nothing held): every packet passes as
+            // it is, as `one` would pass it, without building a second burst (that
+            // costs a 2 KiB clear each call, on every walk of the graph).
+            cx.count(PASSED, pkts.len() as u64);
+            return Dispatch::All(0);
+        }
+        if pkts.is_empty() && self.queue.peek().is_none_or(|Reverse((at, _))| *at > cx.now_tsc) {
+            return Dispatch::All(0);
+        }
         let mut out = Burst::new();
         if !pkts.is_empty() {
             // The delay counts from now, not from the start of the walk: a thread

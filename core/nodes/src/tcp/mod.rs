@@ -231,6 +231,9 @@ pub struct TcpNode {
     free: Vec<u32>,
     timers: BinaryHeap<Reverse<(Time, u32)>>,
     dirty: Vec<u32>,
+    /// The input burst's packets while a call handles them (kept for its capacity:
+    /// `Burst::drain` would copy a 2 KiB iterator on every walk, busy or not).
+    rx: Vec<Mbuf>,
     listeners_due: bool,
     listeners_armed: Option<Time>,
     env: AppEnv,
@@ -633,6 +636,7 @@ impl TcpNode {
             free: Vec::new(),
             timers: BinaryHeap::new(),
             dirty: Vec::new(),
+            rx: Vec::with_capacity(MAX_BURST),
             listeners_due: false,
             listeners_armed: None,
             env,
@@ -1000,15 +1004,17 @@ impl TcpNode {
 impl Node for TcpNode {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let now = self.now(cx.now_tsc);
-        let input = pkts.drain();
+        let mut input = std::mem::take(&mut self.rx);
+        pkts.take_into(&mut input);
         let mut out = Out { pkts, sent: 0, alloc_failed: 0, tso: 0 };
         if !self.started {
             self.start_clients(cx, now);
         }
         self.completions();
-        for m in input {
+        for m in input.drain(..) {
             self.input(cx, now, m, &mut out);
         }
+        self.rx = input;
         while let Some(&Reverse((t, slot))) = self.timers.peek() {
             if t > now {
                 break;
