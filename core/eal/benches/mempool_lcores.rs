@@ -7,9 +7,10 @@
 //!
 //! `cargo bench -p ironpath-eal --bench mempool_lcores [-- --secs S --reps N --pool SIZE
 //! --cache 0|512 --only ring|mempool --ring-iters N]` (default 2 s, 5 repetitions, DPDK's
-//! pool size, both caches, 2^18 ring bulks a side). Prints a
-//! table; used by `ci/bench-core` for the two-core mempool rows, so both sides are
-//! measured the same way.
+//! pool size, both caches, 2^18 ring bulks a side). Prints two tables; `ci/bench-core`
+//! takes its mempool rows and its two-core MPMC ring row from here, so both sides are
+//! measured the same way (the ring as `ring_perf_autotest`'s core-pair test, see
+//! `ring_pair`).
 
 use ironpath_eal::abi::Mbuf as RawMbuf;
 use ironpath_eal::lcore;
