@@ -487,6 +487,27 @@ mod tests {
     use crate::{MemPolicy, MempoolConfig};
 
     #[test]
+    fn drain_yields_in_order_and_frees_what_it_did_not_yield() {
+        let p = Mempool::create(&MempoolConfig::new("d", 64).cache_size(0).policy(MemPolicy::NoHuge)).unwrap();
+        let mut b = Burst::new();
+        b.alloc(&p, 5).unwrap();
+        for i in 0..5 {
+            b.set_len(i, 60).unwrap()[0] = i as u8;
+        }
+        let mut d = b.drain();
+        assert!(b.is_empty());
+        let first: Vec<Mbuf> = d.by_ref().take(2).collect();
+        assert_eq!((first[0].data()[0], first[1].data()[0]), (0, 1));
+        assert_eq!(p.stats().in_use, 5);
+        drop(d); // the three not yielded go home
+        assert_eq!(p.stats().in_use, 2);
+        drop(first);
+        assert_eq!(p.stats().in_use, 0);
+        // An empty burst drains to nothing.
+        assert_eq!(b.drain().count(), 0);
+    }
+
+    #[test]
     fn alloc_write_retain_and_free() {
         let p = Mempool::create(&MempoolConfig::new("b", 64).cache_size(0).policy(MemPolicy::NoHuge)).unwrap();
         let mut b = Burst::new();
