@@ -486,14 +486,20 @@ mod tests {
     use super::*;
     use crate::{MemPolicy, MempoolConfig};
 
-    #[test]
-    fn drain_yields_in_order_and_frees_what_it_did_not_yield() {
-        let p = Mempool::create(&MempoolConfig::new("d", 64).cache_size(0).policy(MemPolicy::NoHuge)).unwrap();
+    /// A 64-object pool and a burst of `n` 60-byte packets whose first byte is their index.
+    fn numbered(n: usize) -> (Mempool, Burst) {
+        let p = Mempool::create(&MempoolConfig::new("b", 64).cache_size(0).policy(MemPolicy::NoHuge)).unwrap();
         let mut b = Burst::new();
-        b.alloc(&p, 5).unwrap();
-        for i in 0..5 {
+        b.alloc(&p, n).unwrap();
+        for i in 0..n {
             b.set_len(i, 60).unwrap()[0] = i as u8;
         }
+        (p, b)
+    }
+
+    #[test]
+    fn drain_yields_in_order_and_frees_what_it_did_not_yield() {
+        let (p, mut b) = numbered(5);
         let mut d = b.drain();
         assert!(b.is_empty());
         let first: Vec<Mbuf> = d.by_ref().take(2).collect();
@@ -509,12 +515,7 @@ mod tests {
 
     #[test]
     fn alloc_write_retain_and_free() {
-        let p = Mempool::create(&MempoolConfig::new("b", 64).cache_size(0).policy(MemPolicy::NoHuge)).unwrap();
-        let mut b = Burst::new();
-        b.alloc(&p, 10).unwrap();
-        for i in 0..10 {
-            b.set_len(i, 60).unwrap()[0] = i as u8;
-        }
+        let (p, mut b) = numbered(10);
         assert_eq!(b.data(3)[0], 3);
         let freed = b.retain(|_, d| d[0] % 2 == 0);
         assert_eq!((freed, b.len()), (5, 5));
