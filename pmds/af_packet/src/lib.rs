@@ -41,7 +41,8 @@
 //!
 //! Device arguments: `iface=<name>` (required), `qpairs=<1..16>`, `blocksz=<bytes>`,
 //! `framesz=<bytes>`, `framecnt=<n>`, `tov=<ms>`, `qdisc_bypass=0|1`, `tx_free_thresh=<n>`,
-//! `tso=0|1`, `rx_ring=blocks|frames`.
+//! `tso=0|1`, `rx_ring=blocks|frames`, `sndbuf=<bytes>` (the TSO socket's send buffer,
+//! 4 MiB: SO_SNDBUFFORCE when allowed, else SO_SNDBUF up to `net.core.wmem_max`).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -55,8 +56,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use sys::{Fd, Mmap};
 
-const KEYS: &[&str] =
-    &["iface", "qpairs", "blocksz", "framesz", "framecnt", "tov", "qdisc_bypass", "tx_free_thresh", "tso", "rx_ring"];
+const KEYS: &[&str] = &[
+    "iface",
+    "qpairs",
+    "blocksz",
+    "framesz",
+    "framecnt",
+    "tov",
+    "qdisc_bypass",
+    "tx_free_thresh",
+    "tso",
+    "rx_ring",
+    "sndbuf",
+];
+
+/// Default send buffer of the TSO socket: Linux's largest TCP send buffer
+/// (`tcp_wmem`'s maximum), so that a burst of 64 KiB TSO packets released by a batch
+/// of ACKs is queued, not refused.
+const DEFAULT_SNDBUF: u64 = 4 << 20;
 
 /// Ring geometry and options from the device arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +88,8 @@ pub struct Geometry {
     pub tov: u32,
     /// RX through a TPACKET_V2 frame ring (`rx_ring=frames`) rather than V3 blocks.
     pub rx_frames: bool,
+    /// SO_SNDBUF of the TSO socket (bytes).
+    pub sndbuf: u32,
 }
 
 /// One RX socket's kernel drop counter, shared with the device for `imissed`
@@ -172,13 +191,14 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
             )))
         }
     };
-    Ok(Geometry { blocksz, framesz, framecnt, tov, rx_frames })
+    let sndbuf = a.get_u64("sndbuf", DEFAULT_SNDBUF, 4096, 1 << 30)? as u32;
+    Ok(Geometry { blocksz, framesz, framecnt, tov, rx_frames, sndbuf })
 }
 
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass),rx_ring=blocks|frames (default blocks)";
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass),rx_ring=blocks|frames (default blocks),sndbuf=<TSO socket send buffer, bytes, 4194304>";
     type Rx = AfRx;
     type Tx = AfTx;
 
@@ -230,6 +250,10 @@ impl Pmd for AfPacket {
             let gso = if tso {
                 let g = sys::packet_socket(ifindex).map_err(|e| dev.os_err("cannot open the TSO socket", e))?;
                 sys::set_int(&g, libc::PACKET_VNET_HDR, 1).map_err(|e| dev.os_err("PACKET_VNET_HDR", e))?;
+                // The default (`wmem_default`, ~208 KiB) holds three 64 KiB packets: a
+                // burst of them (a batch of ACKs opening the window) was refused with
+                // EAGAIN, dropped by the TX node and resent after a timeout.
+                sys::set_sndbuf(&g, geo.sndbuf as i32).map_err(|e| dev.os_err("SO_SNDBUF", e))?;
                 if qdisc_bypass {
                     sys::set_int(&g, libc::PACKET_QDISC_BYPASS, 1).map_err(|e| dev.os_err("PACKET_QDISC_BYPASS", e))?;
                 }
@@ -838,8 +862,10 @@ mod tests {
     fn geometry_defaults_and_checks() {
         assert_eq!(
             geo("").unwrap(),
-            Geometry { blocksz: 4096, framesz: 2048, framecnt: 4096, tov: 1, rx_frames: false }
+            Geometry { blocksz: 4096, framesz: 2048, framecnt: 4096, tov: 1, rx_frames: false, sndbuf: 4 << 20 }
         );
+        assert_eq!(geo("sndbuf=65536").unwrap().sndbuf, 65536);
+        assert!(geo("sndbuf=100").unwrap_err().msg.contains("`sndbuf=100` is out of range"));
         assert!(geo("rx_ring=frames").unwrap().rx_frames);
         assert!(!geo("rx_ring=blocks").unwrap().rx_frames);
         assert!(geo("rx_ring=v2").unwrap_err().msg.contains("`rx_ring=v2` is not a ring kind: accepted blocks"));
