@@ -13,8 +13,9 @@ use ironpath_tcp::{Connection, Payload, State};
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 /// Bytes of a request or response head an HTTP side accepts (431 beyond it).
@@ -57,33 +58,136 @@ pub struct AppEnv {
 /// Data queued by an application and not yet taken by the connection.
 #[derive(Default)]
 pub struct Sender {
-    queue: VecDeque<Chunk>,
+    queue: VecDeque<Part>,
     bytes: usize,
+}
+
+/// What a [`Sender`] holds: bytes, or a range of a file, read as it is sent.
+enum Part {
+    Data(Chunk),
+    File { body: Arc<FileBody>, off: u64, end: u64 },
 }
 
 impl Sender {
     fn push(&mut self, c: Chunk) {
         if !c.is_empty() {
             self.bytes += c.len();
-            self.queue.push_back(c);
+            self.queue.push_back(Part::Data(c));
         }
     }
 
-    /// Moves queued data into the connection's send buffer, as much as it takes.
-    fn flush(&mut self, conn: &mut Connection<Chunk>) {
-        while let Some(c) = self.queue.pop_front() {
-            let len = c.len();
-            let n = conn.send(c.clone()).unwrap_or(0);
-            self.bytes -= n;
-            if n < len {
-                self.queue.push_front(c.slice(n, len - n));
-                break;
-            }
+    /// Queues the whole of `body`.
+    fn push_file(&mut self, body: Arc<FileBody>) {
+        let end = body.len();
+        if end > 0 {
+            self.bytes += end as usize;
+            self.queue.push_back(Part::File { body, off: 0, end });
         }
+    }
+
+    /// Moves queued data into the connection's send buffer, as much as it takes. A
+    /// file is read a piece at a time, only as far as the buffer has room; a read
+    /// that fails (the file shrank since) is returned: the response cannot be
+    /// completed.
+    fn flush(&mut self, conn: &mut Connection<Chunk>) -> std::io::Result<()> {
+        while let Some(part) = self.queue.front_mut() {
+            match part {
+                Part::Data(c) => {
+                    let len = c.len();
+                    let n = conn.send(c.clone()).unwrap_or(0);
+                    self.bytes -= n;
+                    if n < len {
+                        *c = c.slice(n, len - n);
+                        return Ok(());
+                    }
+                }
+                Part::File { body, off, end } => {
+                    while *off < *end {
+                        if conn.send_free() == 0 {
+                            return Ok(());
+                        }
+                        let (piece, start) = body.piece_at(*off)?;
+                        let from = (*off - start) as usize;
+                        let to = (piece.len() as u64).min(*end - start) as usize;
+                        let n = conn.send(Chunk::from_bytes(piece, from, to - from)).unwrap_or(0);
+                        self.bytes -= n;
+                        *off += n as u64;
+                        if n < to - from {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            self.queue.pop_front();
+        }
+        Ok(())
     }
 
     fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.queue.clear();
+        self.bytes = 0;
+    }
+}
+
+/// Bytes of a file read at a time (and kept, for a cached file).
+pub(super) const FILE_PIECE: usize = 256 << 10;
+
+/// A file being served, read from the open file a piece at a time when its bytes
+/// are first sent: reading a large file whole at its first request stalled the
+/// lcore, and every connection on it, for the whole read (100 MiB: 130-400 ms).
+/// Pieces read stay for later requests of a cached file.
+struct FileBody {
+    file: File,
+    len: u64,
+    pieces: Box<[OnceLock<Arc<[u8]>>]>,
+}
+
+impl FileBody {
+    /// `file`, of which the first `len` bytes are served.
+    fn new(file: File, len: u64) -> FileBody {
+        let n = len.div_ceil(FILE_PIECE as u64) as usize;
+        FileBody { file, len, pieces: (0..n).map(|_| OnceLock::new()).collect() }
+    }
+
+    /// Bytes served.
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The piece holding byte `off` (< `len`) and the file offset where it starts;
+    /// read now if it was not read before.
+    fn piece_at(&self, off: u64) -> std::io::Result<(Arc<[u8]>, u64)> {
+        let i = (off / FILE_PIECE as u64) as usize;
+        let start = i as u64 * FILE_PIECE as u64;
+        let slot = self.pieces.get(i).ok_or_else(|| std::io::Error::other("offset past the end of the file"))?;
+        if let Some(p) = slot.get() {
+            return Ok((Arc::clone(p), start));
+        }
+        let n = (self.len - start).min(FILE_PIECE as u64) as usize;
+        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, n).collect();
+        let dst = Arc::get_mut(&mut buf).ok_or_else(|| std::io::Error::other("piece buffer shared"))?;
+        self.file.read_exact_at(dst, start)?;
+        let _ = slot.set(Arc::clone(&buf));
+        Ok((buf, start))
+    }
+}
+
+/// A response body: bytes in memory, or a file.
+enum Body {
+    Bytes(Arc<[u8]>),
+    File(Arc<FileBody>),
+}
+
+impl Body {
+    fn len(&self) -> u64 {
+        match self {
+            Body::Bytes(b) => b.len() as u64,
+            Body::File(f) => f.len(),
+        }
     }
 }
 
@@ -136,7 +240,7 @@ impl App {
                     env.stats.bytes_out += c.len() as u64;
                     out.push(c);
                 }
-                out.flush(conn);
+                let _ = out.flush(conn); // bytes only: cannot fail
                 close_when_peer_did(conn, out.is_empty());
             }
             App::Source { left, sent } => {
@@ -181,18 +285,19 @@ fn close_when_peer_did(conn: &mut Connection<Chunk>, drained: bool) {
     }
 }
 
-/// An HTTP site: a root directory and in-memory objects; files are cached in memory
-/// after their first request (and re-read when their size or time changes).
+/// An HTTP site: a root directory and in-memory objects; files stay open and their
+/// bytes in memory once sent (read again when their size or time changes).
 pub struct Site {
     root: Option<PathBuf>,
     objects: HashMap<String, Arc<[u8]>>,
     /// Path -> (size, modification time, contents).
     cache: HashMap<PathBuf, Cached>,
+    /// Sum of the sizes of the cached files.
     cached_bytes: usize,
 }
 
-/// A cached file: its size and modification time when read, and its bytes.
-type Cached = (u64, Option<SystemTime>, Arc<[u8]>);
+/// A cached file: its size and modification time when opened, and its body.
+type Cached = (u64, Option<SystemTime>, Arc<FileBody>);
 
 /// Bytes of files a site keeps in memory at most; larger sets are read again.
 const CACHE_LIMIT: usize = 1 << 30;
@@ -219,18 +324,19 @@ impl Site {
     }
 
     /// The body for `target`: an object, or a file under the root.
-    fn lookup(&mut self, target: &str) -> Result<(Arc<[u8]>, &'static str), http::Status> {
+    fn lookup(&mut self, target: &str) -> Result<(Body, &'static str), http::Status> {
         let bare = target.split(['?', '#']).next().unwrap_or(target);
         if let Some(b) = self.objects.get(bare) {
-            return Ok((Arc::clone(b), "application/octet-stream"));
+            return Ok((Body::Bytes(Arc::clone(b)), "application/octet-stream"));
         }
         let root = self.root.as_deref().ok_or(http::Status(404))?;
         let path = http::resolve_path(root, target)?;
         let body = self.file(&path).ok_or(http::Status(404))?;
-        Ok((body, http::content_type(&path)))
+        Ok((Body::File(body), http::content_type(&path)))
     }
 
-    fn file(&mut self, path: &Path) -> Option<Arc<[u8]>> {
+    /// The body of the file at `path`: cached, or opened now (nothing is read yet).
+    fn file(&mut self, path: &Path) -> Option<Arc<FileBody>> {
         let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
         let mtime = meta.modified().ok();
         if let Some((len, t, b)) = self.cache.get(path) {
@@ -238,12 +344,12 @@ impl Site {
                 return Some(Arc::clone(b));
             }
         }
-        let body: Arc<[u8]> = std::fs::read(path).ok()?.into();
-        if self.cached_bytes + body.len() <= CACHE_LIMIT {
-            self.cached_bytes += body.len();
-            if let Some((_, _, old)) = self.cache.insert(path.to_owned(), (meta.len(), mtime, Arc::clone(&body))) {
-                self.cached_bytes -= old.len();
-            }
+        let body = Arc::new(FileBody::new(File::open(path).ok()?, meta.len()));
+        let old = self.cache.remove(path).map_or(0, |(len, _, _)| len as usize);
+        self.cached_bytes -= old;
+        if self.cached_bytes + meta.len() as usize <= CACHE_LIMIT {
+            self.cached_bytes += meta.len() as usize;
+            self.cache.insert(path.to_owned(), (meta.len(), mtime, Arc::clone(&body)));
         }
         Some(body)
     }
@@ -274,7 +380,15 @@ impl HttpConn {
             });
             self.answer(env);
         }
-        self.out.flush(conn);
+        if self.out.flush(conn).is_err() {
+            // A file could not be read to the length announced: end the connection
+            // with a reset, so the peer does not take the short body as complete.
+            env.stats.http_errors += 1;
+            self.out.clear();
+            self.closing = true;
+            conn.abort();
+            return;
+        }
         if self.closing && self.out.is_empty() && conn.may_send() {
             conn.close();
         }
@@ -316,13 +430,18 @@ impl HttpConn {
         };
         match found {
             Ok((body, ctype)) => {
-                http::response_head(&mut v, http::Status(200), body.len() as u64, ctype, req.keep_alive);
+                http::response_head(&mut v, http::Status(200), body.len(), ctype, req.keep_alive);
                 env.stats.bytes_out += v.len() as u64;
                 self.out.push(Chunk::from_vec(v));
                 if !head_only {
-                    env.stats.bytes_out += body.len() as u64;
-                    let len = body.len();
-                    self.out.push(Chunk::from_bytes(body, 0, len));
+                    env.stats.bytes_out += body.len();
+                    match body {
+                        Body::Bytes(b) => {
+                            let len = b.len();
+                            self.out.push(Chunk::from_bytes(b, 0, len));
+                        }
+                        Body::File(f) => self.out.push_file(f),
+                    }
                 }
             }
             Err(status) => {

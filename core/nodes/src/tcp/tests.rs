@@ -178,6 +178,63 @@ fn http_get_over_two_nodes_returns_every_mbuf() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A server with an `http` listener on port 80 serving the files of `root`.
+fn file_server(pool: &Mempool, root: &std::path::Path) -> TcpNode {
+    let mut c = cfg(US_MAC, US4);
+    c.listen = vec![ListenCfg {
+        port: 80,
+        app: "http".into(),
+        backlog: 16,
+        bytes: 0,
+        root: Some(root.to_owned()),
+        objects: String::new(),
+        congestion: None,
+    }];
+    TcpNode::new(c, pool.clone()).unwrap()
+}
+
+#[test]
+fn a_file_is_read_piece_by_piece_and_served_whole_twice() {
+    let pool = pool(4096);
+    let dir = std::env::temp_dir().join(format!("ipt-tcp-file-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    // Not a multiple of the piece size, and not the pattern.
+    let data: Vec<u8> = (0..3 * super::apps::FILE_PIECE + 1234).map(|i| (i * 7 % 256) as u8).collect();
+    std::fs::write(dir.join("www/f.bin"), &data).unwrap();
+    let save = dir.join("body");
+    let mut s = file_server(&pool, &dir.join("www"));
+    let mut c = client(&pool, vec![get("/f.bin", &save, 1, 2)]);
+    let (sc, ss) = run(&mut c, &mut s, 4000, |_, _| true);
+    assert_eq!(counter(&sc, "http_requests"), 2);
+    assert_eq!(counter(&sc, "http_errors") + counter(&ss, "http_errors"), 0);
+    assert_eq!(std::fs::read(&save).unwrap(), [data.clone(), data].concat());
+    assert_eq!(pool.stats().in_use, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_file_cut_short_while_sent_resets_the_connection() {
+    let pool = pool(4096);
+    let dir = std::env::temp_dir().join(format!("ipt-tcp-cut-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    let path = dir.join("www/f.bin");
+    std::fs::write(&path, vec![5u8; 8 * super::apps::FILE_PIECE]).unwrap();
+    let save = dir.join("body");
+    let mut s = file_server(&pool, &dir.join("www"));
+    let mut c = client(&pool, vec![get("/f.bin", &save, 1, 1)]);
+    // A few rounds: the response started (the send buffer holds a piece or so).
+    let (sc1, ss1) = run(&mut c, &mut s, 5, |_, _| true);
+    assert_eq!(counter(&sc1, "http_requests") + counter(&ss1, "http_errors"), 0, "not finished yet");
+    std::fs::write(&path, b"short").unwrap();
+    let (sc, ss) = run(&mut c, &mut s, 3000, |_, _| true);
+    assert_eq!(counter(&ss, "http_errors"), 1, "the server saw the read fail");
+    assert_eq!(counter(&sc, "http_requests"), 0, "the client did not take a short body as complete");
+    assert!(std::fs::read(&save).unwrap().len() < 8 * super::apps::FILE_PIECE);
+    assert_eq!(s.connections(), 0, "the server's connection is gone");
+    assert_eq!(pool.stats().in_use, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn gro_aggregates_are_taken_whole_and_acked_per_segment() {
     let pool = pool(4096);
