@@ -1,6 +1,8 @@
 //! A bounded multi-producer/multi-consumer ring of `Copy` values (DPDK `rte_ring`-like).
 //!
-//! Each side has a head and a tail. A producer reserves slots by moving the producer
+//! Each side has a head and a tail (in separate cache lines: the other side polls the
+//! tail, and that must not pull away the line the head CAS works on; `rte_ring` keeps
+//! both in one line). A producer reserves slots by moving the producer
 //! head with a CAS, writes them, waits until earlier producers have published
 //! (producer tail == its old head) and publishes by moving the producer tail.
 //! Consumers do the same on the other side. Names follow DPDK: `_bulk` moves all
@@ -25,10 +27,13 @@ use std::mem::MaybeUninit;
 #[derive(Debug, Default)]
 struct HeadTail {
     head: AtomicU32,
-    tail: AtomicU32,
     /// The opposite side's tail as a thread of this side last read it (see
     /// `opposite_tail`).
     seen: AtomicU32,
+    /// In a line of its own (unlike `rte_ring`, whose head and tail share one): the
+    /// other side reads it while waiting, and each such read took away the line this
+    /// side's head CAS works on, a transfer between cores per operation.
+    tail: CachePadded<AtomicU32>,
 }
 
 impl HeadTail {
@@ -332,6 +337,16 @@ mod tests {
             assert!(slot0.is_multiple_of(SLOT_ALIGN), "capacity {cap}");
             assert!(r.off + cap <= r.slots.len());
         }
+    }
+
+    #[test]
+    fn each_tail_has_a_line_pair_of_its_own() {
+        // The opposite side polls a tail; a head (CAS by this side) must not share its line.
+        let line = |off: usize| off / SLOT_ALIGN;
+        let tail = std::mem::offset_of!(HeadTail, tail);
+        assert_ne!(line(tail), line(std::mem::offset_of!(HeadTail, head)));
+        assert_ne!(line(tail), line(std::mem::offset_of!(HeadTail, seen)));
+        assert_eq!(std::mem::size_of::<HeadTail>(), 2 * SLOT_ALIGN);
     }
 
     #[test]
