@@ -141,7 +141,7 @@ pub struct MempoolStats {
 #[repr(C)]
 pub(crate) struct PoolInner {
     pub(crate) abi: abi::Mempool,
-    ring: MpmcRing<*mut RawMbuf>,
+    ring: MpmcRing<*mut RawMbuf, false>,
     caches: Box<[CachePadded<LcoreCache>]>,
     cache_size: u32,
     flush_thresh: u32,
