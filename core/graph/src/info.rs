@@ -25,6 +25,13 @@ pub struct LcoreStats {
     pub busy_walks: Counter,
     /// TSC cycles of the walks that found packets.
     pub busy_cycles: Counter,
+    /// TSC cycles of the walks that found no packets yet lasted over
+    /// [`LONG_IDLE_WALK`](crate::sched::LONG_IDLE_WALK) cycles: the kernel interrupted
+    /// the thread (an interrupt, softirq work run on this CPU, such as delivering
+    /// frames into an af_packet ring, or another task), or a node did work without
+    /// packets (timers). With `busy_cycles`, the CPU time the lcore's work cost,
+    /// measured with the TSC (tick-based accounting in /proc/stat samples it).
+    pub long_idle_cycles: Counter,
     /// Packets that entered the lcore's graph (from ports, sources and rings).
     pub received: Counter,
 }
@@ -151,11 +158,12 @@ impl GraphInfo {
         for (lc, st) in &self.lcore_stats {
             let _ = writeln!(
                 s,
-                "lcore {lc}: {} walks, {} busy, {} packets in, {:.1} busy cycles/packet",
+                "lcore {lc}: {} walks, {} busy, {} packets in, {:.1} busy cycles/packet, {} cycles in long idle walks",
                 st.walks.get(),
                 st.busy_walks.get(),
                 st.received.get(),
-                st.cycles_per_packet()
+                st.cycles_per_packet(),
+                st.long_idle_cycles.get()
             );
         }
         for n in &self.nodes {

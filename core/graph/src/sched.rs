@@ -52,6 +52,11 @@ pub struct LcoreGraph {
     stopped: bool,
 }
 
+/// An idle walk longer than this many TSC cycles counts in
+/// [`LcoreStats::long_idle_cycles`]: an idle walk of a graph of ten nodes takes a
+/// few hundred, an interrupt that delivers one frame several thousand.
+pub const LONG_IDLE_WALK: u64 = 4096;
+
 /// One walk in this many measures node cycles (a power of two).
 pub const TIME_EVERY: u64 = 8;
 
@@ -89,9 +94,13 @@ impl LcoreGraph {
     /// then every node's [`Node::idle`] is called).
     pub fn run_once(&mut self) -> usize {
         let now = rdtsc();
-        // The previous walk lasted until now: charge it to the lcore if it was busy.
+        // The previous walk lasted until now: charge it to the lcore if it was busy,
+        // or to the long idle walks if it took far longer than an idle walk does.
+        let took = now.wrapping_sub(self.prev_now);
         if self.prev_busy {
-            self.stats.busy_cycles.add(now.wrapping_sub(self.prev_now));
+            self.stats.busy_cycles.add(took);
+        } else if took > LONG_IDLE_WALK && self.prev_now != 0 {
+            self.stats.long_idle_cycles.add(took);
         }
         self.prev_now = now;
         // Node cycles are sampled: one walk in TIME_EVERY reads the TSC after each

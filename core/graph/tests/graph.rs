@@ -229,3 +229,50 @@ fn build_errors_name_what_is_wrong() {
     two[1].lcore = 1;
     assert!(build(two, &[edge("a", "out", "b"), edge("b", "out", "a")], &[(0, None), (1, None)]).is_ok());
 }
+
+/// A source that finds nothing; every `slow_every`-th call it takes `slow` (as an
+/// interrupt landing in an idle walk would).
+struct SlowIdle {
+    calls: u64,
+    slow_every: u64,
+    slow: std::time::Duration,
+}
+impl Node for SlowIdle {
+    fn process(&mut self, _cx: &mut NodeCx<'_>, _p: &mut Burst, _n: &mut [u16; MAX_BURST]) -> Dispatch {
+        self.calls += 1;
+        if self.calls.is_multiple_of(self.slow_every) {
+            let t = std::time::Instant::now();
+            while t.elapsed() < self.slow {}
+        }
+        Dispatch::All(0)
+    }
+}
+
+#[test]
+fn idle_walks_that_last_long_are_counted_and_short_ones_are_not() {
+    // 10 slow walks of 2 ms among ~200,000 fast ones (several ms together): the long
+    // idle time must hold the slow walks and leave the fast ones out. Another thread
+    // preempting this one is counted too (rightly), so up to 3 attempts.
+    let slow = std::time::Duration::from_millis(2);
+    let hz = ironpath_eal::tsc::tsc_hz() as f64;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let node = SlowIdle { calls: 0, slow_every: 20_000, slow };
+        let mut g = build(vec![decl("idle", 0, &[], true, Box::new(node))], &[], &[(0, None)]).unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..200_000 {
+            assert_eq!(g.lcores[0].run_once(), 0);
+        }
+        g.lcores[0].run_once(); // ends the last walk
+        let total = t.elapsed().as_secs_f64();
+        let st = &g.info.lcore_stats[0].1;
+        assert_eq!(st.busy_cycles.get(), 0);
+        let long = st.long_idle_cycles.get() as f64 / hz;
+        let fast = total - long;
+        seen.push((long, total));
+        if long >= 0.020 && fast > 0.002 {
+            return;
+        }
+    }
+    panic!("long idle walks (s, of total s): {seen:?}; expected >= 0.020 with the fast walks (> 2 ms) left out");
+}
