@@ -82,6 +82,40 @@ fn shipped_configs_validate_and_the_default_runs() {
 }
 
 #[test]
+fn stats_json_lines_can_be_read_while_the_run_goes_on() {
+    // Benchmarks tail the file during a run: a line must reach the file in its second,
+    // not when a buffer fills or the run ends.
+    let cfg = repo().join("configs/default.yaml");
+    let d = tmpdir("json-live");
+    let json = d.join("stats.jsonl");
+    let mut child = Command::new(BIN)
+        .args(["run", cfg.to_str().unwrap(), "--duration", "6", "--no-huge", "--stats-period", "0"])
+        .arg("--stats-json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Lines come a second apart and a buffered writer would show three or more at once
+    // (lines of ~2.5 KB in an 8 KiB buffer): the first look at a non-empty file sees one.
+    let mut first = 0;
+    while child.try_wait().unwrap().is_none() {
+        let text = std::fs::read_to_string(&json).unwrap_or_default();
+        first = text.lines().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()).count();
+        if first > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(d);
+    assert!(running, "no JSON line readable before the run ended");
+    assert!(first <= 2, "{first} lines appeared at once: the file is not written line by line");
+}
+
+#[test]
 fn http_loop_client_and_server_finish_every_request_and_return_every_mbuf() {
     let cfg = repo().join("configs/http-loop.yaml");
     let d = tmpdir("http-loop");

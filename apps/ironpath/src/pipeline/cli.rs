@@ -185,7 +185,8 @@ pub fn run_main(args: &[String]) -> i32 {
                 next_print += a.period;
             }
             if let Some(w) = json.as_mut() {
-                let _ = writeln!(w, "{}", stats::json_line(&run, t, &prev, &cur, secs));
+                // Flushed line by line: readers tail the file while the run goes on.
+                let _ = writeln!(w, "{}", stats::json_line(&run, t, &prev, &cur, secs)).and_then(|()| w.flush());
                 next_json = t.floor() + 1.0;
             }
             prev = cur;
