@@ -79,6 +79,21 @@ impl Veth {
         format!("198.18.{}.1", self.net)
     }
 
+    /// On a machine with 2+ CPUs, steer the kernel peer's receive processing to CPU 1
+    /// (RPS on its veth end) and return the `taskset` prefix that puts a client there
+    /// too; the single lcore of the shipped configs runs on CPU 0. Without it, every
+    /// frame we send runs the peer's whole TCP receive inside our `sendto` on our
+    /// CPU: a client on another machine would not take the server's CPU that way.
+    /// On one CPU: nothing, and an empty prefix.
+    pub fn client_on_other_cpu(&self) -> &'static str {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus < 2 {
+            return "";
+        }
+        sh(&format!("ip netns exec {} sh -c 'echo 2 > /sys/class/net/{}/queues/rx-0/rps_cpus'", self.ns, self.peer));
+        "taskset -c 1 "
+    }
+
     fn teardown(&self) {
         let _ = Command::new("ip").args(["link", "del", &self.port]).output();
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
