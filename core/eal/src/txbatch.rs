@@ -6,7 +6,10 @@
 //! * the oldest buffered packet has waited `flush_tsc` ticks (`Timeout`), checked on
 //!   every [`TxBatcher::poll`];
 //! * the lcore found no work on a walk and `flush_on_idle` is set (`Idle`);
-//! * a packet carries [`TX_PUSH`] (`Push`), as Linux's `xmit_more` ends a batch;
+//! * a packet of the burst given to [`TxBatcher::enqueue`] carries [`TX_PUSH`]
+//!   (`Push`): the batch goes out at the end of that burst, with the packets that
+//!   followed the pushed one in it (they are already here: waiting would gain nothing),
+//!   as a driver rings its doorbell once for what one `xmit_more` run queued;
 //! * the owner stops (`Stop`).
 //!
 //! **Completion.** A driver that holds packets until the device has sent them (a NIC
@@ -26,8 +29,8 @@ use crate::mbuf::Mbuf;
 use crate::port::TxQ;
 use std::collections::VecDeque;
 
-/// Flag on a packet (`ol_flags`) that ends a batch: the batcher flushes right after
-/// taking it. Drivers ignore it.
+/// Flag on a packet (`ol_flags`) that ends a batch: the batcher flushes at the end of
+/// the burst that carried it. Drivers ignore it.
 pub const TX_PUSH: u64 = ironpath_abi::TX_PUSH;
 
 /// When completions of sent packets are reported (their last reference released).
@@ -213,27 +216,27 @@ impl TxBatcher {
         self.version
     }
 
-    /// Take every packet of `pkts` (it is left empty), flushing as they fill batches.
+    /// Take every packet of `pkts` (it is left empty), flushing as they fill batches;
+    /// if one of them carried [`TX_PUSH`], what is buffered goes out at the end (one
+    /// driver call for the burst, not one per pushed packet: a burst of answers to
+    /// several requests is one kick).
     pub fn enqueue(&mut self, pkts: &mut Burst, now: u64) {
         while !pkts.is_empty() {
             if self.buf.is_empty() {
                 self.oldest = now;
             }
             let take = (self.cfg.coalesce - self.buf.len()).min(pkts.len());
-            // A push ends the batch at the pushed packet.
-            let take = match (0..take).find(|&k| pkts.header(k).ol_flags & TX_PUSH != 0) {
-                Some(k) => {
-                    self.push = true;
-                    k + 1
-                }
-                None => take,
-            };
-            pkts.move_front_to(&mut self.buf, take);
-            if self.push {
-                self.flush(FlushReason::Push, now);
-            } else if self.buf.len() >= self.cfg.coalesce {
-                self.flush(FlushReason::Full, now);
+            if !self.push {
+                self.push = (0..take).any(|k| pkts.header(k).ol_flags & TX_PUSH != 0);
             }
+            pkts.move_front_to(&mut self.buf, take);
+            if self.buf.len() >= self.cfg.coalesce {
+                // A full batch carries any push it held (flush clears it).
+                self.flush(if self.push { FlushReason::Push } else { FlushReason::Full }, now);
+            }
+        }
+        if self.push {
+            self.flush(FlushReason::Push, now);
         }
     }
 
@@ -421,6 +424,40 @@ mod tests {
         assert_eq!(dev.logged(), 0);
         t.poll(50);
         assert_eq!(dev.logged(), 1);
+    }
+
+    #[test]
+    fn a_burst_with_pushed_packets_goes_out_in_one_driver_call_at_its_end() {
+        let p = pool();
+        let (q, dev) = sink_txq(1024, false);
+        let mut t = TxBatcher::new(q, cfg(32, 1_000_000, Completion::Immediate));
+        // Three answers of one burst, each ending with a push, then a packet without.
+        let mut b = pkts(&p, 7, false);
+        for k in [1, 3, 5] {
+            b.header_mut(k).ol_flags |= TX_PUSH;
+        }
+        t.enqueue(&mut b, 5);
+        assert_eq!(dev.logged(), 7, "the whole burst, the packet after the last push too");
+        assert_eq!(t.stats().flushes[FlushReason::Push as usize], 1);
+        assert_eq!(t.stats().flushes.iter().sum::<u64>(), 1, "one driver call");
+        // A burst larger than a batch: full batches go out as they fill, the rest
+        // (pushed) at the end.
+        let (q, dev) = sink_txq(1024, false);
+        let mut t = TxBatcher::new(q, cfg(4, 1_000_000, Completion::Immediate));
+        let mut b = pkts(&p, 10, true);
+        t.enqueue(&mut b, 5);
+        assert_eq!(dev.logged(), 10);
+        assert_eq!(t.stats().flushes[FlushReason::Full as usize], 2);
+        assert_eq!(t.stats().flushes[FlushReason::Push as usize], 1);
+        // A push inside a full batch is spent with it: what follows waits.
+        let (q, dev) = sink_txq(1024, false);
+        let mut t = TxBatcher::new(q, cfg(4, 1_000_000, Completion::Immediate));
+        let mut b = pkts(&p, 6, false);
+        b.header_mut(0).ol_flags |= TX_PUSH;
+        t.enqueue(&mut b, 5);
+        assert_eq!(dev.logged(), 4);
+        assert_eq!(t.stats().flushes[FlushReason::Push as usize], 1);
+        assert_eq!(t.stats().buffered, 2);
     }
 
     #[test]
