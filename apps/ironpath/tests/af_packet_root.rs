@@ -222,6 +222,42 @@ fn rxonly_counts(v: Veth, args: &str) {
     assert_eq!((got, missed), (1000, 0), "{out}");
 }
 
+/// `kernel_rx=0`: the kernel owns our address too, yet while the port lives its stack
+/// gets none of the pings (no replies) and we count every one; once testpmd exits,
+/// the drop program is gone and the kernel answers again.
+#[test]
+fn kernel_rx_0_keeps_frames_from_the_kernel_stack_until_the_port_closes_root() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let v = Veth::new("k", 9);
+    sh(&format!("ip addr add {}/24 dev {}", v.our_ip, v.port));
+    v.static_neighbour();
+    let ping = |n: &str| {
+        let o = Command::new("timeout")
+            .args(["30", "ip", "netns", "exec", &v.ns, "ping", "-c", n, "-i", "0.01", "-W", "1", &v.our_ip])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(ping("3").contains("3 received"), "the kernel answers before: {}", ping("1"));
+    let mut t =
+        Testpmd::start_args(&format!("net_af_packet0,iface={},kernel_rx=0", v.port), "--forward-mode=rxonly");
+    t.cmd("start");
+    std::thread::sleep(Duration::from_millis(500));
+    let during = ping("50");
+    std::thread::sleep(Duration::from_millis(300));
+    t.cmd("stop");
+    t.cmd("show port stats 0");
+    let out = t.finish();
+    assert!(during.contains("50 packets transmitted, 0 received"), "the kernel answered: {during}");
+    let got = num_after(&out, "NIC statistics for port 0", "RX-packets:");
+    assert!(got >= 50, "testpmd saw {got} of 50 echo requests:\n{out}");
+    let after = ping("3");
+    assert!(after.contains("3 received"), "the kernel answers again once the port closed: {after}");
+}
+
 #[test]
 fn two_queue_pairs_with_fanout_count_every_packet_root() {
     if !is_root() {

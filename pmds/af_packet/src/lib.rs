@@ -14,6 +14,12 @@
 //! * TX: one socket per queue with a TPACKET_V2 frame ring; a burst copies packets into
 //!   free frames, marks them for sending and kicks the kernel once (`send`). Frames
 //!   come back as the kernel transmits them. `qdisc_bypass=1` skips the qdisc layer.
+//!   The socket has `PACKET_VNET_HDR`: each frame starts with a `virtio_net_hdr`
+//!   whose `hdr_len` is the whole packet, so the kernel copies the frame into a
+//!   linear skb (else the skb points into the ring's pages, and a veth copies those
+//!   into newly allocated pages before passing the packet on), and a packet whose
+//!   checksum is still partial (`TX_TCP_CKSUM`, `TX_UDP_CKSUM`, or received so) goes
+//!   out with NEEDS_CSUM for the kernel to complete.
 //! * TX completion: each packet stays with its frame until the kernel hands the frame
 //!   back (after the qdisc dequeued it and the device took it), so a packet is freed
 //!   when it was really sent, as a NIC frees on its descriptor's done bit. Frames are
@@ -42,7 +48,18 @@
 //! Device arguments: `iface=<name>` (required), `qpairs=<1..16>`, `blocksz=<bytes>`,
 //! `framesz=<bytes>`, `framecnt=<n>`, `tov=<ms>`, `qdisc_bypass=0|1`, `tx_free_thresh=<n>`,
 //! `tso=0|1`, `rx_ring=blocks|frames`, `sndbuf=<bytes>` (the TSO socket's send buffer,
-//! 4 MiB: SO_SNDBUFFORCE when allowed, else SO_SNDBUF up to `net.core.wmem_max`).
+//! 4 MiB: SO_SNDBUFFORCE when allowed, else SO_SNDBUF up to `net.core.wmem_max`),
+//! `kernel_rx=0|1` (below).
+//! * `kernel_rx=0`: the kernel's own stack no longer receives what arrives on the
+//!   interface. AF_PACKET hands us a copy of each frame and the kernel goes on to
+//!   process the original itself: an IPv4 packet to an address the kernel does not
+//!   own costs a route lookup, a route entry freed through RCU and maybe an ICMP
+//!   error, per frame (about a fifth of the CPU an HTTP request costs here), and an
+//!   address it does own would get its own TCP's resets. With `kernel_rx=0` a
+//!   two-instruction tc program at the interface's tcx ingress hook (after the
+//!   AF_PACKET taps, before IP) drops every frame; it is detached when the port closes
+//!   or the process exits. tcpdump on the interface still sees everything. Needs Linux
+//!   6.6 and root; the interface is then ours alone, as a NIC bound to a DPDK driver.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -68,6 +85,7 @@ const KEYS: &[&str] = &[
     "tso",
     "rx_ring",
     "sndbuf",
+    "kernel_rx",
 ];
 
 /// Default send buffer of the TSO socket: Linux's largest TCP send buffer
@@ -112,6 +130,9 @@ pub struct AfPacket {
     drops: Vec<(Arc<Fd>, Arc<Drops>)>,
     promisc: bool,
     tx_free_thresh: u32,
+    /// `kernel_rx=0`: the tcx link of the program that keeps received frames from the
+    /// kernel's own stack (detached when this closes).
+    _kernel_drop: Option<Fd>,
 }
 
 /// Receive queue.
@@ -198,7 +219,7 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass),rx_ring=blocks|frames (default blocks),sndbuf=<TSO socket send buffer, bytes, 4194304>";
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass),rx_ring=blocks|frames (default blocks),sndbuf=<TSO socket send buffer, bytes, 4194304>,kernel_rx=0|1 (default 1; 0: a tcx program keeps received frames from the kernel's own stack)";
     type Rx = AfRx;
     type Tx = AfTx;
 
@@ -220,6 +241,7 @@ impl Pmd for AfPacket {
         let tso = a.get_bool("tso", qdisc_bypass)?;
         let tx_free_thresh =
             a.get_u64("tx_free_thresh", 32.min(u64::from(geo.framecnt)), 1, u64::from(geo.framecnt))? as u32;
+        let kernel_rx = a.get_bool("kernel_rx", true)?;
         let mut dev = AfPacket {
             iface,
             ifindex,
@@ -233,6 +255,7 @@ impl Pmd for AfPacket {
             drops: Vec::new(),
             promisc: false,
             tx_free_thresh,
+            _kernel_drop: None,
         };
         // Open the sockets now so a missing permission or interface shows at probe.
         let fanout_id = (std::process::id() as u16) ^ (ifindex as u16).rotate_left(8);
@@ -244,6 +267,10 @@ impl Pmd for AfPacket {
                 sys::set_int(&rx, libc::PACKET_FANOUT, arg).map_err(|e| dev.os_err("PACKET_FANOUT", e))?;
             }
             let tx = sys::packet_socket(ifindex).map_err(|e| dev.os_err("cannot open the TX socket", e))?;
+            // A virtio_net_hdr in front of every TX ring frame (set before the ring
+            // exists): its `hdr_len` makes the kernel copy the whole frame into the
+            // skb's linear part (see `tx_burst`).
+            sys::set_int(&tx, libc::PACKET_VNET_HDR, 1).map_err(|e| dev.os_err("PACKET_VNET_HDR (TX ring)", e))?;
             if qdisc_bypass {
                 sys::set_int(&tx, libc::PACKET_QDISC_BYPASS, 1).map_err(|e| dev.os_err("PACKET_QDISC_BYPASS", e))?;
             }
@@ -265,6 +292,13 @@ impl Pmd for AfPacket {
             dev.tx_socks.push(Some(tx));
             dev.gso_socks.push(gso);
         }
+        if !kernel_rx {
+            // After the sockets: they are bound, so no frame is lost between the two.
+            let link = sys::drop_kernel_ingress(ifindex).map_err(|e| {
+                dev.os_err("kernel_rx=0: cannot attach the tcx ingress program (Linux 6.6+, CAP_BPF)", e)
+            })?;
+            dev._kernel_drop = Some(link);
+        }
         Ok(dev)
     }
 
@@ -276,7 +310,7 @@ impl Pmd for AfPacket {
             min_desc: 0,
             max_desc: u16::MAX,
             min_mtu: 68,
-            max_mtu: (self.geo.framesz - 32 - 14).min(65535) as u16,
+            max_mtu: (self.geo.framesz as usize - sys::TX_DATA_OFF - VnetHdr::LEN - 14).min(65535) as u16,
             mtu: mtu.min(65535) as u16,
             max_rx_pktlen: self.geo.framesz - 32,
             tx_offload_capa: if self.tso { abi::TX_TCP_SEG | abi::TX_TCP_CKSUM } else { 0 },
@@ -650,6 +684,20 @@ fn kernel_rx_flags(r: &mut Mbuf, status: u32, tci: u16) -> u64 {
     fl
 }
 
+/// The virtio_net_hdr of a TX ring frame holding `m` (`len` bytes): the checksum
+/// offload `m` asks for, no segmentation (TSO packets go through the TSO socket), and
+/// `hdr_len` = the whole packet, so that the kernel copies it into the skb's linear
+/// part. Without it the skb's data are page fragments of the ring, which a veth (or
+/// anything that orphans or clones the skb) must copy into freshly allocated pages
+/// first (`skb_copy_ubufs`): a page allocation per packet.
+fn ring_vnet_hdr(m: &Mbuf, len: usize) -> VnetHdr {
+    let mut h = VnetHdr::from_mbuf(m);
+    h.gso_type = 0;
+    h.gso_size = 0;
+    h.hdr_len = len.min(usize::from(u16::MAX)) as u16;
+    h
+}
+
 /// Most segments of a TSO packet (a 64 KiB payload in 2 KiB mbufs, its headers).
 const MAX_GSO_SEGS: usize = 64;
 
@@ -754,7 +802,9 @@ impl TxQueue for AfTx {
         if self.inflight >= self.free_thresh || self.inflight + pkts.len() > self.nframes {
             self.reclaim(0);
         }
-        let room = self.framesz - sys::TX_DATA_OFF;
+        // Each frame holds a virtio_net_hdr, then the packet.
+        let data = sys::TX_DATA_OFF + VnetHdr::LEN;
+        let room = self.framesz - data;
         let mut sent = 0;
         let mut bytes = 0u64;
         let mut dropped = 0u64;
@@ -799,9 +849,13 @@ impl TxQueue for AfTx {
             }
             // SAFETY: head < nframes; the ring maps nframes * framesz bytes.
             let f = unsafe { self.ring.ptr().add(self.head * self.framesz) };
-            // SAFETY: copy each segment into the frame's data area (len <= room); the
-            // frame is ours (in flight frames are counted, this one is past them).
+            // SAFETY: the caller hands us valid packets.
+            let hdr = ring_vnet_hdr(unsafe { &*m }, len).to_bytes();
+            // SAFETY: copy the header and each segment into the frame's data area
+            // (VnetHdr::LEN + len <= framesz - TX_DATA_OFF); the frame is ours (in
+            // flight frames are counted, this one is past them).
             unsafe {
+                std::ptr::copy_nonoverlapping(hdr.as_ptr(), f.add(sys::TX_DATA_OFF), hdr.len());
                 let mut off = 0;
                 let mut seg = m;
                 while !seg.is_null() && off < len {
@@ -809,13 +863,13 @@ impl TxQueue for AfTx {
                     let k = (s.data_len as usize).min(len - off);
                     std::ptr::copy_nonoverlapping(
                         s.buf_addr.add(s.data_off as usize),
-                        f.add(sys::TX_DATA_OFF + off),
+                        f.add(data + off),
                         k,
                     );
                     off += k;
                     seg = if s.nb_segs == 1 && seg == m { std::ptr::null_mut() } else { s.next };
                 }
-                std::ptr::write_volatile(f.add(sys::H2_LEN).cast::<u32>(), len as u32);
+                std::ptr::write_volatile(f.add(sys::H2_LEN).cast::<u32>(), (VnetHdr::LEN + len) as u32);
                 sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_SEND_REQUEST);
             }
             self.held[self.head] = m;

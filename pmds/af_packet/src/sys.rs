@@ -376,3 +376,103 @@ mod tests {
         assert!(got >= 2 * wmem_max.min(want));
     }
 }
+
+/// `bpf(2)` commands, program type, attach type and return code used below
+/// (`linux/bpf.h`, `linux/pkt_cls.h`).
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+const BPF_TCX_INGRESS: u32 = 46;
+const TC_ACT_SHOT: i32 = 2;
+
+/// One `struct bpf_insn`: opcode, dst/src registers (4 bits each), offset, immediate.
+#[repr(C)]
+struct BpfInsn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+/// The part of `union bpf_attr` that `BPF_PROG_LOAD` reads (zero beyond).
+#[repr(C)]
+#[derive(Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+/// The part of `union bpf_attr` that `BPF_LINK_CREATE` reads for a tcx link.
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+    relative_fd: u32,
+    _pad: u32,
+    expected_revision: u64,
+}
+
+const _: () = {
+    assert!(std::mem::offset_of!(ProgLoadAttr, prog_name) == 48);
+    assert!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type) == 68);
+    assert!(std::mem::offset_of!(LinkCreateAttr, attach_type) == 8);
+    assert!(std::mem::size_of::<BpfInsn>() == 8);
+};
+
+fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<Fd> {
+    // SAFETY: `attr` is a valid, fully initialised attribute block of the size passed;
+    // the kernel reads it (and zero-fills what lies beyond it).
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>() as u32) };
+    if rc < 0 {
+        return Err(Error::last_os_error());
+    }
+    Ok(Fd(rc as i32))
+}
+
+/// Stop the kernel's own stack from receiving what arrives on interface `ifindex`:
+/// a two-instruction tc program (`return TC_ACT_SHOT`) attached at the interface's
+/// tcx ingress hook, which runs after the AF_PACKET taps have taken their copy and
+/// before IP, ARP and the rest. Returns the link: closing it (the port closes, or the
+/// process exits however it does) detaches the program. Needs Linux 6.6 (tcx) and
+/// CAP_BPF + CAP_NET_ADMIN.
+pub fn drop_kernel_ingress(ifindex: i32) -> Result<Fd> {
+    let insns = [
+        // r0 = TC_ACT_SHOT (BPF_ALU64 | BPF_MOV | BPF_K)
+        BpfInsn { code: 0xb7, regs: 0, off: 0, imm: TC_ACT_SHOT },
+        // return r0 (BPF_JMP | BPF_EXIT)
+        BpfInsn { code: 0x95, regs: 0, off: 0, imm: 0 },
+    ];
+    let license = c"Dual MIT/GPL";
+    let mut name = [0u8; 16];
+    name[..15].copy_from_slice(b"ironpath_kdrop\0");
+    let mut load = ProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_SCHED_CLS,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        prog_name: name,
+        ..Default::default()
+    };
+    let prog = bpf(BPF_PROG_LOAD, &mut load)?;
+    let mut link = LinkCreateAttr {
+        prog_fd: prog.raw() as u32,
+        target_ifindex: ifindex as u32,
+        attach_type: BPF_TCX_INGRESS,
+        ..Default::default()
+    };
+    // The link holds the program; its own descriptor (`prog`) closes here.
+    bpf(BPF_LINK_CREATE, &mut link)
+}
