@@ -417,10 +417,26 @@ http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_
         ),
     )
     .unwrap();
-    let mut nginx = std::process::Command::new("ip")
-        .args(["netns", "exec", &v.ns, "nginx", "-c", conf.to_str().unwrap()])
-        .spawn()
-        .unwrap();
+    // Stopped with SIGTERM even if the test fails: a SIGKILLed master leaves its worker
+    // running (orphaned, holding the test harness's output pipe).
+    struct Nginx(std::process::Child);
+    impl Drop for Nginx {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+            let t = std::time::Instant::now();
+            while self.0.try_wait().ok().flatten().is_none() && t.elapsed() < std::time::Duration::from_secs(5) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let nginx = Nginx(
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &v.ns, "nginx", "-c", conf.to_str().unwrap()])
+            .spawn()
+            .unwrap(),
+    );
     std::thread::sleep(std::time::Duration::from_millis(700));
     let save = dir.0.join("fetched");
     let mut e = env("http_get");
@@ -434,8 +450,7 @@ http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_
         done = counter(&run.latest(), "tcp", "clients_done");
     }
     drop(run);
-    let _ = nginx.kill();
-    let _ = nginx.wait();
+    drop(nginx);
     assert_eq!(done, 1, "the http_get client did not finish");
     assert_eq!(sha256(&save), sha256(&www.join("file")), "the file fetched from nginx differs");
 }
