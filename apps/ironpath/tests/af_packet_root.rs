@@ -242,8 +242,7 @@ fn kernel_rx_0_keeps_frames_from_the_kernel_stack_until_the_port_closes_root() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     assert!(ping("3").contains("3 received"), "the kernel answers before: {}", ping("1"));
-    let mut t =
-        Testpmd::start_args(&format!("net_af_packet0,iface={},kernel_rx=0", v.port), "--forward-mode=rxonly");
+    let mut t = Testpmd::start_args(&format!("net_af_packet0,iface={},kernel_rx=0", v.port), "--forward-mode=rxonly");
     t.cmd("start");
     std::thread::sleep(Duration::from_millis(500));
     let during = ping("50");

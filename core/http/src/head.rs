@@ -106,9 +106,26 @@ impl<'a> Iterator for Lines<'a> {
 }
 
 /// `tchar` of RFC 9110 §5.6.2: the bytes of methods and field names.
+#[inline]
 pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+/// [`is_tchar`] as a table (it is asked of every byte of every field name).
+static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
+            );
+        b += 1;
+    }
+    t
+};
 
 /// Visible ASCII (`VCHAR`): the bytes of a request target.
 pub(crate) fn is_vchar(b: u8) -> bool {
@@ -300,6 +317,13 @@ mod tests {
         assert_eq!(Fields::parse(repeated.into_iter()).unwrap().content_length, Some(2));
         // obs-text in values is kept as opaque bytes.
         assert!(Fields::parse([&b"X: caf\xc3\xa9"[..]].into_iter()).is_ok());
+    }
+
+    #[test]
+    fn tchar_table_matches_rfc_9110() {
+        for b in 0..=255u8 {
+            assert_eq!(is_tchar(b), b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b), "byte {b}");
+        }
     }
 
     #[test]

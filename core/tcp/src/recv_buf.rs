@@ -180,6 +180,9 @@ impl<P: Payload> RecvBuffer<P> {
     /// others in ascending order.
     pub(crate) fn sack_blocks(&self) -> [Option<(u32, u32)>; 3] {
         let mut out = [None; 3];
+        if self.ooo.is_empty() {
+            return out; // the usual case: every segment this connection sends asks
+        }
         let mut n = 0;
         let mut add = |block: (SeqNum, SeqNum), out: &mut [Option<(u32, u32)>; 3]| {
             let block = Some((block.0 .0, block.1 .0));

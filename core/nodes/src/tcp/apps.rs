@@ -289,7 +289,8 @@ fn close_when_peer_did(conn: &mut Connection<Chunk>, drained: bool) {
 /// bytes in memory once sent (read again when their size or time changes).
 pub struct Site {
     root: Option<PathBuf>,
-    objects: HashMap<String, Arc<[u8]>>,
+    /// Looked up by every request (a fixed key: the requests do not choose the keys).
+    objects: HashMap<String, Arc<[u8]>, super::hash::KeyedState>,
     /// Path -> (size, modification time, contents).
     cache: HashMap<PathBuf, Cached>,
     /// Sum of the sizes of the cached files.
@@ -306,7 +307,7 @@ impl Site {
     /// A site serving `root` (if any) and `objects` (`/path=size` pairs, comma-separated;
     /// each object is `size` bytes of the pattern, `/empty=0` an empty one).
     pub fn new(root: Option<PathBuf>, objects: &str) -> Result<Site, String> {
-        let mut map = HashMap::new();
+        let mut map = HashMap::with_hasher(super::hash::KeyedState::default());
         for item in objects.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (path, size) = item.split_once('=').ok_or_else(|| format!("object `{item}` is not `/path=size`"))?;
             if !path.starts_with('/') {
@@ -505,7 +506,7 @@ impl HttpGet {
             }
         }
         if !self.failed && !self.sent && self.done < self.requests && conn.state() == State::Established {
-            let mut v = Vec::new();
+            let mut v = Vec::with_capacity(64 + 3 * self.path.len() + self.host.len());
             let keep_alive = self.done + 1 < self.requests;
             http::request_head(&mut v, http::Method::Get, &self.path, &self.host, keep_alive);
             env.stats.bytes_out += v.len() as u64;

@@ -129,9 +129,22 @@ impl TcpRepr {
     /// not fit, trailing SACK blocks are dropped. The result is padded with zeros
     /// (end of list) to a multiple of 4.
     fn options(&self) -> ([u8; MAX_OPTIONS_LEN], usize) {
+        let mut out = [0u8; MAX_OPTIONS_LEN];
+        // Nearly every segment of an established connection: a timestamp or nothing
+        // (what the general path below writes for them, without trying layouts).
+        if self.max_seg_size.is_none()
+            && !self.sack_permitted
+            && self.window_scale.is_none()
+            && self.sack_ranges == [None; 3]
+        {
+            let Some((tsval, tsecr)) = self.timestamp else { return (out, 0) };
+            out[..4].copy_from_slice(&[1, 1, 8, 10]); // NOP NOP, kind 8, length 10
+            out[4..8].copy_from_slice(&tsval.to_be_bytes());
+            out[8..12].copy_from_slice(&tsecr.to_be_bytes());
+            return (out, 12);
+        }
         let blocks = self.sack_ranges.iter().flatten().count();
         let attempts = std::iter::once((true, blocks)).chain((0..=blocks).rev().map(|b| (false, b)));
-        let mut out = [0u8; MAX_OPTIONS_LEN];
         for (aligned, blocks) in attempts {
             let mut scratch = [0u8; 64];
             let len = self.write_options(&mut scratch, aligned, blocks);
@@ -204,6 +217,17 @@ impl TcpRepr {
     /// # Panics
     /// If the buffer is shorter than [`header_len`](Self::header_len).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut TcpPacket<T>, src: &IpAddress, dst: &IpAddress) {
+        self.emit_header(packet);
+        packet.fill_checksum(src, dst);
+    }
+
+    /// Writes the header (options included) and leaves the checksum field as it was:
+    /// for a caller that computes the checksum itself (from a payload sum it got while
+    /// copying the payload, say).
+    ///
+    /// # Panics
+    /// If the buffer is shorter than [`header_len`](Self::header_len).
+    pub fn emit_header<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut TcpPacket<T>) {
         let (options, options_len) = self.options();
         packet.set_src_port(self.src_port);
         packet.set_dst_port(self.dst_port);
@@ -222,7 +246,6 @@ impl TcpRepr {
         packet.set_window_len(self.window_len);
         packet.set_urgent_at(0);
         packet.options_mut().copy_from_slice(&options[..options_len]);
-        packet.fill_checksum(src, dst);
     }
 
     /// Sequence space the segment occupies: payload plus SYN/FIN.
@@ -238,6 +261,20 @@ mod tests {
     use super::*;
     use crate::tcp::tests::{v4, SYN};
     use crate::testutil::{hex, XorShift};
+
+    #[test]
+    fn the_established_fast_path_writes_the_general_layout() {
+        let mut rng = XorShift(0x1234_5678);
+        for ts in [None, Some((0, 0)), Some((u32::MAX, 1)), Some((rng.next_u64() as u32, rng.next_u64() as u32))] {
+            let mut r = syn_repr();
+            (r.max_seg_size, r.window_scale, r.sack_permitted, r.timestamp) = (None, None, false, ts);
+            let (fast, len) = r.options();
+            let mut general = [0u8; 64];
+            let glen = r.write_options(&mut general, true, 0);
+            assert_eq!(len, glen.next_multiple_of(4), "{ts:?}");
+            assert_eq!(fast[..len], general[..len], "{ts:?}");
+        }
+    }
 
     fn syn_repr() -> TcpRepr {
         TcpRepr {

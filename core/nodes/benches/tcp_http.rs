@@ -1,0 +1,132 @@
+//! The `tcp` node serving HTTP, measured alone: a server node (`http`, an empty
+//! in-memory object) and a client node (`http_get` on C keep-alive connections) in
+//! one thread, each one's output burst handed to the other as its input, on a
+//! virtual clock (10 µs a round). No port, no kernel: what our TCP and HTTP cost per
+//! request, which in `ci/bench-tcp` hides among the kernel's per-frame costs.
+//!
+//! ```text
+//! tcp_http [--conns C] [--requests R] [--rounds N]
+//! ```
+//!
+//! Prints the server node's and the client node's TSC cycles per request (each node
+//! call timed; a call over 1 ms, the thread descheduled, is not counted) and the
+//! frames per request each way. Under `valgrind --tool=callgrind
+//! --toggle-collect='<ironpath_nodes::tcp::TcpNode as ironpath_graph::node::Node>::process'`
+//! it gives instruction counts (both nodes; `--rounds` bounds the run).
+#![forbid(unsafe_code)]
+
+use ironpath_eal::tsc::{rdtsc, tsc_hz};
+use ironpath_eal::{Burst, MemPolicy, Mempool, MempoolConfig};
+use ironpath_graph::testing::call;
+use ironpath_graph::{Node, NodeStats};
+use ironpath_nodes::tcp::{ConnectCfg, ListenCfg, TcpConfig, TcpNode};
+use ironpath_tcp::Config;
+use ironpath_wire::IpAddress;
+use std::net::Ipv4Addr;
+
+const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+
+fn cfg(mac: [u8; 6], addr: Ipv4Addr, hz: u64) -> TcpConfig {
+    TcpConfig {
+        mac,
+        addresses: vec![IpAddress::V4(addr)],
+        tcp: Config::default(),
+        listen: Vec::new(),
+        connect: Vec::new(),
+        max_connections: 100_000,
+        tsc_hz: hz,
+        isn_secret: [7; 16],
+        tx_inflight_limit: 0,
+        memory_limit: 0,
+    }
+}
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name} wants a number")))
+        .unwrap_or(default)
+}
+
+fn requests(st: &NodeStats) -> u64 {
+    st.extra_by_name("http_requests").unwrap_or(0)
+}
+
+fn main() {
+    let conns = arg("--conns", 64) as u32;
+    let per_conn = arg("--requests", 100_000);
+    let rounds = arg("--rounds", 200_000);
+    let hz = tsc_hz();
+    let pool = Mempool::create(&MempoolConfig::new("tcp-bench", 16383).cache_size(256).policy(MemPolicy::NoHuge))
+        .expect("mempool");
+    let mut s = cfg([2, 0, 0, 0, 0, 2], SERVER, hz);
+    s.listen = vec![ListenCfg {
+        port: 80,
+        app: "http".into(),
+        backlog: 1024,
+        bytes: 0,
+        root: None,
+        objects: "/empty=0".into(),
+        congestion: None,
+    }];
+    let mut c = cfg([2, 0, 0, 0, 0, 1], CLIENT, hz);
+    c.connect = vec![ConnectCfg {
+        to: IpAddress::V4(SERVER),
+        port: 80,
+        app: "http_get".into(),
+        bytes: 0,
+        path: "/empty".into(),
+        save: None,
+        count: conns,
+        requests: per_conn,
+        congestion: None,
+    }];
+    let mut server = TcpNode::new(s, pool.clone()).expect("server");
+    let mut client = TcpNode::new(c, pool.clone()).expect("client");
+    let (ss, cs) = (NodeStats::new(server.counters()), NodeStats::new(client.counters()));
+    let mut to_client = Burst::new();
+    let (mut frames_in, mut frames_out) = (0u64, 0u64);
+    let (mut s_cyc, mut c_cyc) = (0u64, 0u64);
+    let (mut s_req, mut c_req) = (0u64, 0u64);
+    let step = (hz / 100_000).max(1); // 10 µs
+    let mut now = 1u64;
+    let warmup = rounds / 10;
+    for r in 0..rounds {
+        now += step;
+        let counting = r >= warmup;
+        let mut b = std::mem::take(&mut to_client);
+        let before = requests(&cs);
+        let t = rdtsc();
+        call(&mut client, &cs, &mut b, now);
+        let dt = rdtsc().wrapping_sub(t);
+        if counting && dt < hz / 1000 {
+            c_cyc += dt;
+            c_req += requests(&cs) - before;
+        }
+        frames_in += b.len() as u64;
+        let before = requests(&ss);
+        let t = rdtsc();
+        call(&mut server, &ss, &mut b, now + step / 2);
+        let dt = rdtsc().wrapping_sub(t);
+        if counting && dt < hz / 1000 {
+            s_cyc += dt;
+            s_req += requests(&ss) - before;
+        }
+        frames_out += b.len() as u64;
+        to_client = b;
+    }
+    let total = requests(&ss).max(1);
+    println!("| node | requests | cycles/request |");
+    println!("|---|---|---|");
+    println!("| server (http) | {} | {:.0} |", requests(&ss), s_cyc as f64 / s_req.max(1) as f64);
+    println!("| client (http_get) | {} | {:.0} |", requests(&cs), c_cyc as f64 / c_req.max(1) as f64);
+    println!(
+        "\n{conns} connections, {rounds} rounds; frames per request: {:.2} to the server, {:.2} back; TSC {:.2} GHz",
+        frames_in as f64 / total as f64,
+        frames_out as f64 / total as f64,
+        hz as f64 / 1e9
+    );
+}
