@@ -290,12 +290,22 @@ fn close_when_peer_did(conn: &mut Connection<Chunk>, drained: bool) {
 pub struct Site {
     root: Option<PathBuf>,
     /// Looked up by every request (a fixed key: the requests do not choose the keys).
-    objects: HashMap<String, Arc<[u8]>, super::hash::KeyedState>,
+    objects: HashMap<String, Object, super::hash::KeyedState>,
     /// Path -> (size, modification time, contents).
     cache: HashMap<PathBuf, Cached>,
     /// Sum of the sizes of the cached files.
     cached_bytes: usize,
 }
+
+/// An in-memory object: its body and its two possible 200 response heads (written
+/// once: a request for an object copies no head bytes and allocates nothing).
+struct Object {
+    body: Arc<[u8]>,
+    /// The head with `Connection: close`, then with `Connection: keep-alive`.
+    heads: [Arc<[u8]>; 2],
+}
+
+const OBJECT_TYPE: &str = "application/octet-stream";
 
 /// A cached file: its size and modification time when opened, and its body.
 type Cached = (u64, Option<SystemTime>, Arc<FileBody>);
@@ -319,21 +329,32 @@ impl Site {
                 return Err(format!("object `{item}` is larger than 1 GiB"));
             }
             let body: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-            map.insert(path.trim().to_owned(), body.into());
+            let head = |keep_alive| {
+                let mut v = Vec::new();
+                http::response_head(&mut v, http::Status(200), size as u64, OBJECT_TYPE, keep_alive);
+                Arc::<[u8]>::from(v)
+            };
+            map.insert(path.trim().to_owned(), Object { body: body.into(), heads: [head(false), head(true)] });
         }
         Ok(Site { root, objects: map, cache: HashMap::new(), cached_bytes: 0 })
     }
 
-    /// The body for `target`: an object, or a file under the root.
-    fn lookup(&mut self, target: &str) -> Result<(Body, &'static str), http::Status> {
+    /// The body for `target` and its content type: an object (with its ready 200 head
+    /// for `keep_alive`), or a file under the root.
+    fn lookup(
+        &mut self,
+        target: &str,
+        keep_alive: bool,
+    ) -> Result<(Body, &'static str, Option<Arc<[u8]>>), http::Status> {
         let bare = target.split(['?', '#']).next().unwrap_or(target);
-        if let Some(b) = self.objects.get(bare) {
-            return Ok((Body::Bytes(Arc::clone(b)), "application/octet-stream"));
+        if let Some(o) = self.objects.get(bare) {
+            let head = Arc::clone(&o.heads[usize::from(keep_alive)]);
+            return Ok((Body::Bytes(Arc::clone(&o.body)), OBJECT_TYPE, Some(head)));
         }
         let root = self.root.as_deref().ok_or(http::Status(404))?;
         let path = http::resolve_path(root, target)?;
         let body = self.file(&path).ok_or(http::Status(404))?;
-        Ok((Body::File(body), http::content_type(&path)))
+        Ok((Body::File(body), http::content_type(&path), None))
     }
 
     /// The body of the file at `path`: cached, or opened now (nothing is read yet).
@@ -423,17 +444,26 @@ impl HttpConn {
 
     fn respond(&mut self, req: &http::Request, env: &mut AppEnv) {
         let head_only = req.method == http::Method::Head;
-        let mut v = Vec::with_capacity(160);
         env.stats.http_requests += 1;
         let found = match req.method {
             http::Method::Other => Err(http::Status(405)),
-            _ => env.sites[self.site].lookup(&req.path),
+            _ => env.sites[self.site].lookup(&req.path, req.keep_alive),
         };
         match found {
-            Ok((body, ctype)) => {
-                http::response_head(&mut v, http::Status(200), body.len(), ctype, req.keep_alive);
-                env.stats.bytes_out += v.len() as u64;
-                self.out.push(Chunk::from_vec(v));
+            Ok((body, ctype, heads)) => {
+                let head = match heads {
+                    Some(h) => {
+                        let len = h.len();
+                        Chunk::from_bytes(h, 0, len)
+                    }
+                    None => {
+                        let mut v = Vec::with_capacity(160);
+                        http::response_head(&mut v, http::Status(200), body.len(), ctype, req.keep_alive);
+                        Chunk::from_vec(v)
+                    }
+                };
+                env.stats.bytes_out += head.len() as u64;
+                self.out.push(head);
                 if !head_only {
                     env.stats.bytes_out += body.len();
                     match body {
@@ -447,6 +477,7 @@ impl HttpConn {
             }
             Err(status) => {
                 env.stats.http_errors += 1;
+                let mut v = Vec::with_capacity(160);
                 http::error_response(&mut v, status, req.keep_alive, head_only);
                 env.stats.bytes_out += v.len() as u64;
                 self.out.push(Chunk::from_vec(v));
