@@ -307,6 +307,14 @@ struct Object {
 
 const OBJECT_TYPE: &str = "application/octet-stream";
 
+/// What [`Site::lookup`] found: the body, its content type, and a ready response head
+/// (objects only).
+struct Found {
+    body: Body,
+    ctype: &'static str,
+    head: Option<Arc<[u8]>>,
+}
+
 /// A cached file: its size and modification time when opened, and its body.
 type Cached = (u64, Option<SystemTime>, Arc<FileBody>);
 
@@ -341,20 +349,16 @@ impl Site {
 
     /// The body for `target` and its content type: an object (with its ready 200 head
     /// for `keep_alive`), or a file under the root.
-    fn lookup(
-        &mut self,
-        target: &str,
-        keep_alive: bool,
-    ) -> Result<(Body, &'static str, Option<Arc<[u8]>>), http::Status> {
+    fn lookup(&mut self, target: &str, keep_alive: bool) -> Result<Found, http::Status> {
         let bare = target.split(['?', '#']).next().unwrap_or(target);
         if let Some(o) = self.objects.get(bare) {
             let head = Arc::clone(&o.heads[usize::from(keep_alive)]);
-            return Ok((Body::Bytes(Arc::clone(&o.body)), OBJECT_TYPE, Some(head)));
+            return Ok(Found { body: Body::Bytes(Arc::clone(&o.body)), ctype: OBJECT_TYPE, head: Some(head) });
         }
         let root = self.root.as_deref().ok_or(http::Status(404))?;
         let path = http::resolve_path(root, target)?;
         let body = self.file(&path).ok_or(http::Status(404))?;
-        Ok((Body::File(body), http::content_type(&path), None))
+        Ok(Found { body: Body::File(body), ctype: http::content_type(&path), head: None })
     }
 
     /// The body of the file at `path`: cached, or opened now (nothing is read yet).
@@ -450,8 +454,8 @@ impl HttpConn {
             _ => env.sites[self.site].lookup(&req.path, req.keep_alive),
         };
         match found {
-            Ok((body, ctype, heads)) => {
-                let head = match heads {
+            Ok(Found { body, ctype, head }) => {
+                let head = match head {
                     Some(h) => {
                         let len = h.len();
                         Chunk::from_bytes(h, 0, len)
