@@ -901,7 +901,9 @@ impl TcpNode {
         let limit = self.cfg.tx_inflight_limit;
         let (inflight, blocked, id) = (&mut e.inflight, &mut e.tsq_blocked, e.id);
         let pending = &mut self.pending;
+        let mut sent_data = false;
         let mut emit = |s: Segment<Chunk>| {
+            let data = s.payload.is_some();
             if limit == 0 {
                 wire.emit(out, s, *ip_id)?;
             } else {
@@ -918,6 +920,7 @@ impl TcpNode {
                 }
             }
             *ip_id = ip_id.wrapping_add(1).max(1);
+            sent_data |= data;
             Ok::<(), ()>(())
         };
         let mut complete = e.conn.dispatch(now, &mut emit).is_ok();
@@ -930,6 +933,15 @@ impl TcpNode {
             // Not a full burst: completions, not the next poll, bring it back.
             cx.count(TSQ_THROTTLED, 1);
             complete = true;
+        }
+        if sent_data && complete && !out.pkts.is_empty() {
+            // The connection sent what it could and now waits (for ACKs, a window, or
+            // completions): nothing it sends later can join these segments, so they go
+            // out with this burst rather than wait for `tx_batch`'s timer (a download
+            // limited by tx_inflight_limit sat out flush_us every few segments). The
+            // last packet of the burst is this connection's last segment.
+            let last = out.pkts.len() - 1;
+            out.pkts.header_mut(last).ol_flags |= ironpath_eal::TX_PUSH;
         }
         let c = *e.conn.counters();
         cx.count(RETRANSMITS, c.retransmits - e.retransmits);
