@@ -34,7 +34,9 @@ pub const ABI_MAJOR: u16 = 1;
 /// * 1.2: [`DevOps::tx_done_cleanup`] and [`DevOps::tx_inflight`] (TX completions
 ///   made explicit: a driver that holds sent packets until the device is done with
 ///   them reclaims on request and says how many it holds).
-pub const ABI_MINOR: u16 = 2;
+/// * 1.3: [`Mbuf::ext_shared`] (was reserved, zero) and [`EXT_ATTACHED`]: external
+///   buffers, host memory a packet points to without a copy (TSO payloads).
+pub const ABI_MINOR: u16 = 3;
 /// Name of the one symbol every plugin exports: `extern "C" fn() -> *const PmdEntry`.
 pub const ENTRY_SYMBOL: &str = "ironpath_pmd_entry";
 /// The entry symbol as a NUL-terminated byte string (for `dlsym`).
@@ -90,6 +92,10 @@ pub const TX_PUSH: u64 = 1 << 38;
 pub const RX_TIMESTAMP: u64 = 1 << 8;
 /// Internal: this mbuf is indirect: its buffer belongs to another (direct) mbuf.
 pub const IND_ATTACHED: u64 = 1 << 62;
+/// Internal: this mbuf's buffer is external memory of the host (`ext_shared` says
+/// who releases it), with no IO address (`buf_iova` 0): a PMD reads it as any buffer
+/// but must not hand it to a DMA engine. Read-only, as an indirect mbuf's.
+pub const EXT_ATTACHED: u64 = 1 << 61;
 
 /// The mbuf header: one per packet segment, followed in memory by its data buffer.
 ///
@@ -149,8 +155,9 @@ pub struct Mbuf {
     pub timestamp: u64,
     /// Free for use by graph nodes; not touched by PMDs.
     pub private: [u64; MBUF_PRIV_WORDS],
-    /// Reserved for future fields (append-only), zero.
-    pub reserved2: [u64; 1],
+    /// Internal to the host: with `EXT_ATTACHED`, the shared record of the external
+    /// buffer (its reference count and release function); NULL otherwise. 1.3.
+    pub ext_shared: *mut c_void,
 }
 
 /// Packet type bits for `Mbuf::packet_type` (a subset of DPDK's RTE_PTYPE_*).
@@ -540,6 +547,7 @@ const _: () = {
     assert!(offset_of!(Mbuf, aggr_segs) == 72);
     assert!(offset_of!(Mbuf, timestamp) == 80);
     assert!(offset_of!(Mbuf, private) == 88);
+    assert!(offset_of!(Mbuf, ext_shared) == 120);
     assert!(size_of::<Mempool>() == 48);
     assert!(size_of::<MempoolOps>() == 24);
     assert!(size_of::<RxQueue>() == 16);

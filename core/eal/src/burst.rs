@@ -216,7 +216,7 @@ impl Burst {
             }
             // SAFETY: a packet we own.
             let h = unsafe { &*p };
-            if h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & abi::IND_ATTACHED == 0 {
+            if h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & (abi::IND_ATTACHED | abi::EXT_ATTACHED) == 0 {
                 // SAFETY: exclusively owned data inside the segment's buffer; the slice
                 // lives only for the call.
                 f(unsafe { std::slice::from_raw_parts_mut(h.buf_addr.add(h.data_off as usize), h.data_len as usize) });
@@ -234,11 +234,11 @@ impl Burst {
     }
 
     /// First-segment data of packet `i` for writing, or `None` when the packet's data
-    /// is shared (refcount > 1 or indirect). Panics if `i >= len()`.
+    /// is shared (refcount > 1, indirect or external). Panics if `i >= len()`.
     #[inline(always)]
     pub fn data_mut(&mut self, i: usize) -> Option<&mut [u8]> {
         let h = self.header(i);
-        if h.refcnt.load(Ordering::Acquire) != 1 || h.ol_flags & abi::IND_ATTACHED != 0 {
+        if h.refcnt.load(Ordering::Acquire) != 1 || h.ol_flags & (abi::IND_ATTACHED | abi::EXT_ATTACHED) != 0 {
             return None;
         }
         // SAFETY: exclusively owned data inside the segment's buffer.

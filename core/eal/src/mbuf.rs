@@ -97,8 +97,63 @@ fn direct_of(buf_addr: *mut u8) -> *mut RawMbuf {
     buf_addr.wrapping_sub(MBUF_HDR).cast()
 }
 
-/// If `m` is indirect, point it back at its own buffer and drop its reference to
-/// the direct mbuf (which is freed when that was the last).
+/// Takes a reference for `mi` (a fresh header about to point into `s`'s buffer) on
+/// that buffer's owner, and returns the flag `mi` must carry: an external buffer's
+/// shared record gains a count (and `mi` records it), otherwise the direct mbuf
+/// owning the buffer gains a reference.
+///
+/// # Safety
+/// `s` is a valid segment the caller holds a reference to; `mi` is a header the
+/// caller owns.
+#[inline(always)]
+unsafe fn attach_to_owner_of(s: *const RawMbuf, mi: &mut RawMbuf) -> u64 {
+    // SAFETY: caller's contract.
+    let sr = unsafe { &*s };
+    if sr.ol_flags & abi::EXT_ATTACHED != 0 {
+        let sh = sr.ext_shared.cast::<ExtShared>();
+        // SAFETY: `s` holds a count on the live record; Relaxed for an increment made
+        // while holding a reference (as `Arc::clone`).
+        unsafe { (*sh).refcnt.fetch_add(1, Ordering::Relaxed) };
+        mi.ext_shared = sr.ext_shared;
+        return abi::EXT_ATTACHED;
+    }
+    let direct = if sr.ol_flags & abi::IND_ATTACHED != 0 { direct_of(sr.buf_addr) } else { s.cast_mut() };
+    // SAFETY: the direct mbuf is live while `s` is (it holds a reference to it).
+    unsafe { (*direct).refcnt.fetch_add(1, Ordering::Relaxed) };
+    abi::IND_ATTACHED
+}
+
+/// Either way of pointing at a buffer the mbuf does not own.
+pub(crate) const ATTACHED: u64 = abi::IND_ATTACHED | abi::EXT_ATTACHED;
+
+/// The shared record of an external buffer (as DPDK's `rte_mbuf_ext_shared_info`):
+/// how many segments point into it, and how to release it when the last one goes.
+/// It heads a heap block that also holds the buffer's owner (see [`Mbuf::external`]).
+#[repr(C)]
+struct ExtShared {
+    refcnt: std::sync::atomic::AtomicU32,
+    release: unsafe fn(*mut ExtShared),
+}
+
+/// An [`ExtShared`] followed by the owner of the memory.
+#[repr(C)]
+struct ExtBox<T> {
+    shared: ExtShared,
+    owner: T,
+}
+
+/// Releases an `ExtBox<T>` made by [`Mbuf::external`].
+///
+/// # Safety
+/// `p` came from `Box::into_raw` of an `ExtBox<T>` and no segment points into it.
+unsafe fn release_ext<T>(p: *mut ExtShared) {
+    // SAFETY: caller's contract (ExtShared is the first field of the repr(C) box).
+    drop(unsafe { Box::from_raw(p.cast::<ExtBox<T>>()) });
+}
+
+/// If `m` is indirect or external, point it back at its own buffer and drop its
+/// reference to the buffer's owner (the direct mbuf, freed when that was its last
+/// reference; or the external buffer, released when no segment points to it).
 ///
 /// # Safety
 /// `m` is a valid segment with no other reference.
@@ -106,17 +161,29 @@ fn direct_of(buf_addr: *mut u8) -> *mut RawMbuf {
 unsafe fn detach_if_indirect(m: *mut RawMbuf) {
     // SAFETY: caller's contract.
     let mr = unsafe { &mut *m };
-    if mr.ol_flags & abi::IND_ATTACHED == 0 {
+    if mr.ol_flags & ATTACHED == 0 {
         return;
     }
-    let direct = direct_of(mr.buf_addr);
     // SAFETY: `pool` of a host mbuf is the `abi` field of a live PoolInner.
     let pool = unsafe { &*mr.pool.cast::<PoolInner>() };
     let own = m.cast::<u8>().wrapping_add(MBUF_HDR);
+    let (buf, flags) = (mr.buf_addr, mr.ol_flags);
     mr.buf_addr = own;
     mr.buf_iova = pool.abi.region_iova + (own as u64 - pool.abi.region_va as u64);
     mr.buf_len = pool.abi.buf_len;
-    mr.ol_flags &= !abi::IND_ATTACHED;
+    mr.ol_flags &= !ATTACHED;
+    if flags & abi::EXT_ATTACHED != 0 {
+        let sh = std::mem::replace(&mut mr.ext_shared, std::ptr::null_mut()).cast::<ExtShared>();
+        // SAFETY: an external segment holds one count on its live shared record.
+        // AcqRel: every segment's reads of the buffer happen-before its release.
+        unsafe {
+            if (*sh).refcnt.fetch_sub(1, Ordering::AcqRel) == 1 {
+                ((*sh).release)(sh);
+            }
+        }
+        return;
+    }
+    let direct = direct_of(buf);
     // SAFETY: an indirect segment holds one reference to its direct segment.
     let d = unsafe { prefree_seg(direct) };
     if !d.is_null() {
@@ -238,11 +305,7 @@ pub unsafe fn free_bulk_raw(pkts: &[*mut RawMbuf]) {
             // SAFETY: as above.
             let m = unsafe { &*pkts[j] };
             // Acquire on the count: another holder's last reads happen-before reuse.
-            if m.nb_segs == 1
-                && m.ol_flags & abi::IND_ATTACHED == 0
-                && m.pool == pool
-                && m.refcnt.load(Ordering::Acquire) == 1
-            {
+            if m.nb_segs == 1 && m.ol_flags & ATTACHED == 0 && m.pool == pool && m.refcnt.load(Ordering::Acquire) == 1 {
                 j += 1;
             } else {
                 break;
@@ -557,12 +620,13 @@ impl Mbuf {
         self.hdr()
     }
 
-    /// True when every segment is held only by this handle and none is indirect.
+    /// True when every segment is held only by this handle and none is indirect or
+    /// external.
     pub fn is_writable(&self) -> bool {
         self.segs().all(|s| {
             // SAFETY: valid segment of our chain.
             let s = unsafe { &*s };
-            s.refcnt.load(Ordering::Acquire) == 1 && s.ol_flags & abi::IND_ATTACHED == 0
+            s.refcnt.load(Ordering::Acquire) == 1 && s.ol_flags & ATTACHED == 0
         })
     }
 
@@ -804,6 +868,48 @@ impl Mbuf {
         Ok(())
     }
 
+    /// A one-segment packet whose data are bytes `off..off + len` of `owner`, without
+    /// a copy: the header comes from `pool`, the bytes stay where `owner` keeps them,
+    /// and `owner` is dropped when the last segment pointing into them is freed
+    /// (clones and slices of the packet share it). As DPDK's external buffers
+    /// (`rte_pktmbuf_attach_extbuf`). The data are read-only, as an indirect
+    /// segment's, and have no IO address (`buf_iova` 0): for ports whose drivers copy
+    /// (the kernel ones), never for DMA. At most 65,535 bytes (a segment's length).
+    pub fn external<T: AsRef<[u8]> + Send + Sync + 'static>(
+        pool: &Mempool,
+        owner: T,
+        off: usize,
+        len: usize,
+    ) -> Result<Mbuf, MbufError> {
+        let have = owner.as_ref().len();
+        if off.checked_add(len).is_none_or(|end| end > have) || len > usize::from(u16::MAX) {
+            return Err(MbufError::NoRoom { op: "external", want: off.saturating_add(len), have });
+        }
+        let mut raw = [std::ptr::null_mut(); 1];
+        pool.get_bulk(&mut raw).map_err(|_| MbufError::NoMbuf)?;
+        let shared = ExtShared { refcnt: std::sync::atomic::AtomicU32::new(1), release: release_ext::<T> };
+        let b = Box::into_raw(Box::new(ExtBox { shared, owner }));
+        // SAFETY: `b` is a live box we own. The bytes are read through `owner` once it
+        // is in the box, and the box never moves, so the pointer stays valid as long
+        // as the box lives: until the last segment pointing into it is detached.
+        let data = unsafe { (*b).owner.as_ref().as_ptr().add(off) };
+        let mi = raw[0];
+        // SAFETY: `mi` is a fresh header we own; from here the box is released by the
+        // detach of the last segment holding it.
+        unsafe {
+            reset_raw(mi, 0);
+            let m = &mut *mi;
+            m.buf_addr = data.cast_mut();
+            m.buf_iova = 0;
+            m.buf_len = len as u16;
+            m.data_len = len as u16;
+            m.pkt_len = len as u32;
+            m.ol_flags = abi::EXT_ATTACHED;
+            m.ext_shared = b.cast();
+            Ok(Mbuf::from_raw(mi))
+        }
+    }
+
     /// A new packet made of indirect segments (headers from `pool`) that show bytes
     /// `off..off + len` of this packet's data, sharing its buffers (each buffer's
     /// owner gains a reference). For segmentation: payload slices without copies.
@@ -830,13 +936,12 @@ impl Mbuf {
             let mut raw = [std::ptr::null_mut(); 1];
             pool.get_bulk(&mut raw).map_err(|_| MbufError::NoMbuf)?;
             let mi = raw[0];
-            let direct = if sr.ol_flags & abi::IND_ATTACHED != 0 { direct_of(sr.buf_addr) } else { s };
-            // SAFETY: `direct` owns the buffer and we hold a reference through `self`,
-            // so it is live; `mi` is a fresh header we own.
+            // SAFETY: the buffer's owner is live (we hold a reference to `s` through
+            // `self`); `mi` is a fresh header we own.
             unsafe {
-                (*direct).refcnt.fetch_add(1, Ordering::Relaxed);
                 reset_raw(mi, 0);
                 let m = &mut *mi;
+                m.ol_flags = attach_to_owner_of(s, m);
                 m.buf_addr = sr.buf_addr;
                 m.buf_iova = sr.buf_iova;
                 m.buf_len = sr.buf_len;
@@ -844,7 +949,6 @@ impl Mbuf {
                 m.data_len = take as u16;
                 m.pkt_len = take as u32;
                 m.port = sr.port;
-                m.ol_flags = abi::IND_ATTACHED;
             }
             match head.as_mut() {
                 None => {
@@ -948,22 +1052,17 @@ impl Mbuf {
         for (i, s) in self.segs().enumerate() {
             // SAFETY: `s` is our valid segment; `raw[i]` a fresh header owned by us.
             unsafe {
-                let s = &*s;
-                let direct = if s.ol_flags & abi::IND_ATTACHED != 0 {
-                    direct_of(s.buf_addr)
-                } else {
-                    s as *const _ as *mut RawMbuf
-                };
-                (*direct).refcnt.fetch_add(1, Ordering::Relaxed);
                 let mi = &mut *raw[i];
                 reset_raw(mi, 0);
+                let attached = attach_to_owner_of(s, mi);
+                let s = &*s;
                 mi.buf_addr = s.buf_addr;
                 mi.buf_iova = s.buf_iova;
                 mi.buf_len = s.buf_len;
                 mi.data_off = s.data_off;
                 mi.data_len = s.data_len;
                 mi.port = s.port;
-                mi.ol_flags = (s.ol_flags & !abi::IND_ATTACHED) | abi::IND_ATTACHED;
+                mi.ol_flags = (s.ol_flags & !ATTACHED) | attached;
                 mi.packet_type = s.packet_type;
                 mi.next = raw.get(i + 1).copied().unwrap_or(std::ptr::null_mut());
             }
@@ -1013,6 +1112,58 @@ mod tests {
     use super::*;
     use crate::memory::MemPolicy;
     use crate::mempool::MempoolConfig;
+
+    /// An owner that counts its drops.
+    struct Counted(Vec<u8>, std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl AsRef<[u8]> for Counted {
+        fn as_ref(&self) -> &[u8] {
+            &self.0
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn external_buffers_are_shared_read_only_and_released_with_the_last_segment() {
+        let p = Mempool::create(&MempoolConfig::new("ext-test", 64).cache_size(0).policy(MemPolicy::NoHuge)).unwrap();
+        let drops = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let data: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+        assert!(matches!(
+            Mbuf::external(&p, Counted(data.clone(), drops.clone()), 0, 70_000),
+            Err(MbufError::NoRoom { .. })
+        ));
+        assert!(Mbuf::external(&p, Counted(data.clone(), drops.clone()), 69_000, 1001).is_err());
+        assert_eq!(drops.load(Ordering::SeqCst), 2, "refused owners are dropped at once");
+        let mut m = Mbuf::external(&p, Counted(data.clone(), drops.clone()), 1000, 60_000).unwrap();
+        assert_eq!((m.pkt_len(), m.data(), m.header().buf_iova), (60_000, &data[1000..61_000], 0));
+        assert!(!m.is_writable() && m.data_mut().is_err() && m.append(1).is_err() && m.prepend(1).is_err());
+        // A slice, a clone and a share all keep the owner alive.
+        let s = m.slice_indirect(&p, 100, 50).unwrap();
+        let c = m.clone_indirect(&p).unwrap();
+        let sh = m.share();
+        assert_eq!(s.data(), &data[1100..1150]);
+        assert_eq!(c.data(), m.data());
+        // Chained behind a direct header, as a TSO frame is built.
+        let mut h = Mbuf::alloc(&p).unwrap();
+        h.append(54).unwrap().fill(7);
+        h.chain(c).unwrap();
+        assert_eq!(h.pkt_len(), 60_054);
+        assert_eq!(p.stats().in_use, 4, "headers: the packet, the slice, the clone, the frame's");
+        drop(m);
+        drop(sh);
+        drop(s);
+        assert_eq!(drops.load(Ordering::SeqCst), 2, "still held by the chained clone");
+        // Freed the way a PMD frees: free_bulk_raw on the raw pointer.
+        // SAFETY: we own the packet and do not use it afterwards.
+        unsafe { free_bulk_raw(&[h.into_raw()]) };
+        assert_eq!(drops.load(Ordering::SeqCst), 3, "released with its last segment");
+        assert_eq!(p.stats().in_use, 0, "every header back in the pool");
+    }
 
     fn pool(n: u32, room: u16) -> Mempool {
         Mempool::create(&MempoolConfig::new("m", n).cache_size(0).data_room(room).policy(MemPolicy::NoHuge)).unwrap()

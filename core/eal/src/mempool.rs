@@ -423,7 +423,7 @@ impl Mempool {
                     reserved: [0; 3],
                     timestamp: 0,
                     private: [0; abi::MBUF_PRIV_WORDS],
-                    reserved2: [0; 1],
+                    ext_shared: std::ptr::null_mut(),
                 });
             }
             batch.push(m);

@@ -981,7 +981,7 @@ fn push_seg(run: &mut Run, mut m: Mbuf, s: &Pkt) -> bool {
 /// packet has finished with its data.
 #[inline(always)]
 fn writable_single(h: &abi::Mbuf) -> bool {
-    h.nb_segs == 1 && h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & abi::IND_ATTACHED == 0
+    h.nb_segs == 1 && h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & (abi::IND_ATTACHED | abi::EXT_ATTACHED) == 0
 }
 
 /// Sequence-number order (RFC 1982 style, modulo 2^32).

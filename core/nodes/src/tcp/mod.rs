@@ -406,7 +406,8 @@ pub fn build_frame(
 }
 
 /// A TSO segment as one packet for the port to cut into `seg.tso_segsz`-byte
-/// segments: headers in the first buffer, the payload copied into chained buffers,
+/// segments: headers in the first buffer, the payload in chained segments that point
+/// into the data's own buffers (external and indirect segments, no copy),
 /// `TX_TCP_SEG | TX_TCP_CKSUM` with the header lengths and `tso_segsz`, and in the
 /// checksum field the pseudo-header sum over the whole TCP length (what a NIC or the
 /// kernel's GSO completes per segment). `None` if the pool ran out or the IP length
@@ -433,32 +434,10 @@ fn build_tso_frame(
     seg.repr.emit_header(&mut tcp);
     let pseudo = checksum::pseudo_header(&seg.src_addr, &seg.dst_addr, IpProtocol::TCP, tcp_len as u32);
     tcp.set_checksum(checksum::fold(pseudo));
-    // The payload, buffer after buffer.
-    let mut tails: Vec<Mbuf> = Vec::with_capacity(40);
-    let mut cur: Option<Mbuf> = None;
-    let mut failed = false;
-    p.for_each_slice(|mut bytes| {
-        while !bytes.is_empty() && !failed {
-            if cur.as_ref().is_none_or(|c| c.tailroom() == 0) {
-                match Mbuf::alloc(pool) {
-                    Ok(n) => tails.extend(cur.replace(n)),
-                    Err(_) => {
-                        failed = true;
-                        return;
-                    }
-                }
-            }
-            let c = cur.as_mut().expect("a buffer with room");
-            let k = c.tailroom().min(bytes.len());
-            match c.append(k) {
-                Ok(dst) => dst.copy_from_slice(&bytes[..k]),
-                Err(_) => failed = true,
-            }
-            bytes = &bytes[k..];
-        }
-    });
-    tails.extend(cur);
-    if failed || m.chain_many(&mut tails).is_err() {
+    // The payload: segments pointing into the application's buffers (or the received
+    // packets it echoes), no copy; the port's driver copies once, into the kernel.
+    let mut tails: Vec<Mbuf> = Vec::with_capacity(4);
+    if p.to_segments(pool, &mut tails).is_err() || m.chain_many(&mut tails).is_err() {
         return None;
     }
     let h = m.header_mut();

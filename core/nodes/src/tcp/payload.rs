@@ -3,9 +3,10 @@
 //! buffer is never copied); data an application sends stays in its own buffer
 //! (`Arc<[u8]>`: a cached file, a response head, a pattern). Slicing and appending
 //! move references only. The bytes are copied exactly once per transmission, into
-//! the frame that carries them.
+//! the frame that carries them, or not at all: a TSO frame's payload is a chain of
+//! segments pointing into those buffers ([`Chunk::to_segments`]).
 
-use ironpath_eal::Mbuf;
+use ironpath_eal::{Mbuf, MbufError, Mempool};
 use ironpath_tcp::Payload;
 use std::sync::Arc;
 
@@ -102,6 +103,31 @@ impl Chunk {
     pub fn from_vec(b: Vec<u8>) -> Chunk {
         let len = b.len();
         Chunk::from_bytes(b.into(), 0, len)
+    }
+
+    /// The bytes as packets whose segments point into the chunk's buffers, headers
+    /// from `pool`, appended to `out` in order, without a copy: an application buffer
+    /// becomes external segments of at most 65,535 bytes ([`Mbuf::external`], each
+    /// holding the buffer), received data indirect segments of the packets it came
+    /// in ([`Mbuf::slice_indirect`]). For ports whose drivers copy (the segments have
+    /// no IO address). On an error what was appended stays in `out` for the caller
+    /// to drop.
+    pub fn to_segments(&self, pool: &Mempool, out: &mut Vec<Mbuf>) -> Result<(), MbufError> {
+        for p in self.first.iter().chain(&self.rest) {
+            match p {
+                Piece::Bytes { b, off, len } => {
+                    let (mut off, mut left) = (*off as usize, *len as usize);
+                    while left > 0 {
+                        let n = left.min(usize::from(u16::MAX));
+                        out.push(Mbuf::external(pool, Arc::clone(b), off, n)?);
+                        off += n;
+                        left -= n;
+                    }
+                }
+                Piece::Mbuf { m, off, len } => out.push(m.slice_indirect(pool, *off as usize, *len as usize)?),
+            }
+        }
+        Ok(())
     }
 
     /// Calls `f` on the bytes in order, as one or more slices.
