@@ -260,13 +260,13 @@ impl Pmd for AfPacket {
         // Open the sockets now so a missing permission or interface shows at probe.
         let fanout_id = (std::process::id() as u16) ^ (ifindex as u16).rotate_left(8);
         for _ in 0..qpairs {
-            let rx = sys::packet_socket(ifindex).map_err(|e| dev.os_err("cannot open the RX socket", e))?;
+            let rx = sys::packet_socket(ifindex, true).map_err(|e| dev.os_err("cannot open the RX socket", e))?;
             sys::set_int(&rx, libc::PACKET_IGNORE_OUTGOING, 1).map_err(|e| dev.os_err("PACKET_IGNORE_OUTGOING", e))?;
             if qpairs > 1 {
                 let arg = i32::from(fanout_id) | (libc::PACKET_FANOUT_HASH as i32) << 16;
                 sys::set_int(&rx, libc::PACKET_FANOUT, arg).map_err(|e| dev.os_err("PACKET_FANOUT", e))?;
             }
-            let tx = sys::packet_socket(ifindex).map_err(|e| dev.os_err("cannot open the TX socket", e))?;
+            let tx = sys::packet_socket(ifindex, false).map_err(|e| dev.os_err("cannot open the TX socket", e))?;
             // A virtio_net_hdr in front of every TX ring frame (set before the ring
             // exists): its `hdr_len` makes the kernel copy the whole frame into the
             // skb's linear part (see `tx_burst`).
@@ -275,7 +275,7 @@ impl Pmd for AfPacket {
                 sys::set_int(&tx, libc::PACKET_QDISC_BYPASS, 1).map_err(|e| dev.os_err("PACKET_QDISC_BYPASS", e))?;
             }
             let gso = if tso {
-                let g = sys::packet_socket(ifindex).map_err(|e| dev.os_err("cannot open the TSO socket", e))?;
+                let g = sys::packet_socket(ifindex, false).map_err(|e| dev.os_err("cannot open the TSO socket", e))?;
                 sys::set_int(&g, libc::PACKET_VNET_HDR, 1).map_err(|e| dev.os_err("PACKET_VNET_HDR", e))?;
                 // The default (`wmem_default`, ~208 KiB) holds three 64 KiB packets: a
                 // burst of them (a batch of ACKs opening the window) was refused with

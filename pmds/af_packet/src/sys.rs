@@ -111,9 +111,14 @@ pub fn ifindex(name: &str) -> Result<i32> {
     }
 }
 
-/// An AF_PACKET raw socket for every protocol, bound to `ifindex`.
-pub fn packet_socket(ifindex: i32) -> Result<Fd> {
-    let proto = (libc::ETH_P_ALL as u16).to_be();
+/// An AF_PACKET raw socket bound to `ifindex`: receiving every protocol, or (for a
+/// socket that only sends) none. A send-only socket bound to ETH_P_ALL would also get
+/// a clone of every frame the interface receives and of every frame we send (the
+/// kernel's taps run for each), queued until its receive buffer fills and then dropped,
+/// per frame, for nothing. The kernel reads a sent frame's protocol from its Ethernet
+/// header.
+pub fn packet_socket(ifindex: i32, receive: bool) -> Result<Fd> {
+    let proto = if receive { (libc::ETH_P_ALL as u16).to_be() } else { 0 };
     // SAFETY: plain socket(2) call.
     let fd = Fd(cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(proto)) })?);
     // SAFETY: zeroed sockaddr_ll is valid; we fill the fields bind needs.
