@@ -8,13 +8,14 @@
 //! `cargo bench -p ironpath-eal --bench mempool_lcores [-- --secs S --reps N --pool SIZE
 //! --cache 0|512 --only ring|mempool --ring-iters N]` (default 2 s, 5 repetitions, DPDK's
 //! pool size, both caches, 2^18 ring bulks a side). Prints two tables; `ci/bench-core`
-//! takes its mempool rows and its two-core MPMC ring row from here, so both sides are
-//! measured the same way (the ring as `ring_perf_autotest`'s core-pair test, see
-//! `ring_pair`).
+//! takes its mempool rows and its two-core ring rows (MPMC and SPSC) from here, so both sides are
+//! measured the same way (the rings as `ring_perf_autotest`'s core-pair test, see
+//! `ring_pair` and `spsc_pair`).
 
 use ironpath_eal::abi::Mbuf as RawMbuf;
 use ironpath_eal::lcore;
 use ironpath_eal::mpmc::MpmcRing;
+use ironpath_eal::spsc::spsc_ring;
 use ironpath_eal::{CachePadded, MemPolicy, Mempool, MempoolConfig};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -106,6 +107,48 @@ fn ring_pair(iters: u64) -> f64 {
     hs.into_iter().map(|h| h.join().expect("lcore")).sum()
 }
 
+/// The two-core SPSC ring figure, as `ring_pair` with DPDK's SP/SC core-pair test:
+/// lcore 0 moves `iters` x 32 packet pointers into the inter-lcore SPSC ring, lcore 1
+/// takes as many out, 32 at a time (a burst that moved fewer goes on with the rest),
+/// each timing its own loop; the sum of their ns per object. 4096 slots as `ring_pair`.
+fn spsc_pair(iters: u64) -> f64 {
+    let (p, c) = spsc_ring(4096);
+    let (mut p, mut c) = (Some(p), Some(c));
+    let ready = Arc::new(CachePadded(AtomicU32::new(0)));
+    let total = iters * BULK as u64;
+    let hs: Vec<_> = (0..2u32)
+        .map(|lc| {
+            let ready = ready.clone();
+            let (mut p, mut c) = if lc == 0 { (p.take(), None) } else { (None, c.take()) };
+            lcore::launch(lc, true, move || {
+                let objs = [std::ptr::dangling_mut::<RawMbuf>(); BULK];
+                let mut out = [std::ptr::null_mut::<RawMbuf>(); BULK];
+                ready.fetch_add(1, Ordering::AcqRel);
+                while ready.load(Ordering::Acquire) != 2 {
+                    std::hint::spin_loop();
+                }
+                let t = Instant::now();
+                let mut moved = 0u64;
+                while moved < total {
+                    let want = (total - moved).min(BULK as u64) as usize;
+                    let n = match (&mut p, &mut c) {
+                        (Some(p), _) => p.enqueue_burst(&objs[..want]),
+                        (_, Some(c)) => c.dequeue_burst(&mut out[..want]),
+                        _ => unreachable!("each lcore holds one end"),
+                    };
+                    if n == 0 {
+                        std::hint::spin_loop();
+                    }
+                    moved += n as u64;
+                }
+                t.elapsed().as_secs_f64() * 1e9 / total as f64
+            })
+            .expect("launch lcore")
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().expect("lcore")).sum()
+}
+
 fn main() {
     let mut secs = 2.0;
     let mut reps = 5;
@@ -149,8 +192,11 @@ fn main() {
         let mut v: Vec<f64> = (0..n).map(|_| ring_pair(ring_iters)).collect();
         v.sort_by(f64::total_cmp);
         println!();
-        println!("| MPMC ring bulk 32, enqueue on lcore 0, dequeue on lcore 1 | cores | ns/object, enqueuer + dequeuer (median of {n}) |");
+        println!("| ring bulk 32 (SPSC: bursts of 32), enqueue on lcore 0, dequeue on lcore 1 | cores | ns/object, enqueuer + dequeuer (median of {n}) |");
         println!("|---|---|---|");
         println!("| ring mpmc | 2 | {:.2} (min {:.2}, max {:.2}) |", v[v.len() / 2], v[0], v[v.len() - 1]);
+        let mut v: Vec<f64> = (0..n).map(|_| spsc_pair(ring_iters)).collect();
+        v.sort_by(f64::total_cmp);
+        println!("| ring spsc | 2 | {:.2} (min {:.2}, max {:.2}) |", v[v.len() / 2], v[0], v[v.len() - 1]);
     }
 }
