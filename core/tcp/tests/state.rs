@@ -271,6 +271,26 @@ fn data_beyond_the_window_is_cut() {
 }
 
 #[test]
+fn the_handshake_is_not_followed_by_a_window_update() {
+    // The SYN-ACK's window is unscaled (at most 65,535); the 4 MiB buffer's window
+    // rides on the server's next ACK. Answering the handshake's last ACK with a pure
+    // window update cost a frame per connection.
+    let big = Config { recv_buffer: 4 << 20, ..Config::default() };
+    let mut sim = established(&big);
+    assert_eq!(sim.ba.log.len(), 1, "the server sent only its SYN-ACK: {:?}", sim.ba.log);
+    assert_eq!(sim.b.conn().counters().window_updates, 0);
+    assert!(drain(sim.b.conn(), sim.now).is_empty());
+    // Data from the client is acknowledged (after the ACK delay) with the large window.
+    let seg = from_client(&mut sim);
+    assert!(sim.inject_b(&seg, data(100), 1).is_none(), "one segment: a delayed ACK");
+    let deadline = sim.now + Duration::from_secs(1);
+    sim.run_until(deadline, |s| s.ba.log.len() > 1);
+    let ack = &sim.ba.log[1].repr;
+    let scale = sim.ba.log[0].repr.window_scale.expect("the SYN-ACK offered a window scale");
+    assert!(usize::from(ack.window_len) << scale > 65535, "{ack:?} (scale {scale})");
+}
+
+#[test]
 fn listener_backlog_rst_and_accept() {
     let isn = IsnGenerator::new([3; 16]);
     let no_cookies = Config { syn_cookies: false, ..Config::default() };

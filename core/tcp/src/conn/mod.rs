@@ -180,6 +180,12 @@ pub struct Connection<P> {
 
     // Output owed.
     ack_now: bool,
+    /// The application read data since we last sent an ACK: only then may a window
+    /// update go out on its own. (The window our SYN-ACK could advertise is at most
+    /// 65,535 bytes, unscaled; without this the handshake's last ACK was answered
+    /// with a pure window update, one frame more per connection. The larger window
+    /// rides on our next ACK, long before the peer's first flight could fill 64 KiB.)
+    read_since_ack: bool,
     /// Original data segments received since the last ACK we sent.
     unacked_segs: u32,
     /// Resend the first unacknowledged segment (fast retransmit or partial ACK).
@@ -243,6 +249,7 @@ impl<P: Payload> Connection<P> {
             timers: Timers::default(),
             persist_probes: 0,
             ack_now: false,
+            read_since_ack: false,
             unacked_segs: 0,
             rexmit_head: false,
             probe_due: false,
@@ -407,7 +414,9 @@ impl<P: Payload> Connection<P> {
     /// Takes the next in-order data the peer sent (one received payload, or the part
     /// of it that was new). Reading may reopen the window: call `dispatch` after.
     pub fn recv(&mut self) -> Option<P> {
-        self.recv_buf.pop()
+        let p = self.recv_buf.pop();
+        self.read_since_ack |= p.is_some();
+        p
     }
 
     /// In-order bytes waiting for [`recv`](Self::recv).

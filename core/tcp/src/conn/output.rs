@@ -178,7 +178,7 @@ impl<P: Payload> Connection<P> {
     /// Whether reading opened the window enough to tell the peer without waiting for
     /// data: by the SWS threshold and to at least twice what it holds now.
     fn window_update_due(&self) -> bool {
-        if !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) {
+        if !self.read_since_ack || !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) {
             return false;
         }
         let cur = self.rcv_wnd() as usize;
@@ -350,6 +350,7 @@ impl<P: Payload> Connection<P> {
         self.last_ack_sent = self.rcv_nxt;
         self.rcv_adv = self.rcv_adv.max(rcv_adv);
         self.ack_now = false;
+        self.read_since_ack = false;
         self.unacked_segs = 0;
         self.timers.ack = None;
     }
