@@ -68,6 +68,16 @@ impl<P: Payload> RecvBuffer<P> {
     }
 
     /// Drops the out-of-order queue (it lies beyond a FIN just taken); returns its bytes.
+    /// Gives the queues' memory back once they are empty.
+    pub(crate) fn release(&mut self) {
+        if self.ready.is_empty() {
+            self.ready = VecDeque::new();
+        }
+        if self.ooo.is_empty() {
+            self.ooo = VecDeque::new();
+        }
+    }
+
     pub(crate) fn clear_ooo(&mut self) -> usize {
         let dropped = self.ooo_len;
         self.ooo.clear();

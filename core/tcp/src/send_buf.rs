@@ -21,6 +21,13 @@ impl<P: Payload> SendBuffer<P> {
     }
 
     /// Bytes held (unsent and unacknowledged).
+    /// Gives the queue's memory back once nothing is queued.
+    pub(crate) fn release(&mut self) {
+        if self.chunks.is_empty() {
+            self.chunks = VecDeque::new();
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }

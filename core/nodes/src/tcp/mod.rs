@@ -930,6 +930,13 @@ impl TcpNode {
         account_rx(&mut self.rx_held, e);
         (e.retransmits, e.rto_timeouts) = (c.retransmits, c.rto_timeouts);
         (e.keepalive_probes, e.challenge_acks) = (c.keepalive_probes, c.challenge_acks);
+        if e.conn.state() == State::TimeWait && e.conn.recv_queue() == 0 && !matches!(e.app, App::Discard) {
+            // Nothing more to send or read for 2 MSL: the application's buffers and the
+            // connection's queues go back to the allocator now, for the next
+            // connections (short connections keep tens of thousands in TIME-WAIT).
+            e.app = App::Discard;
+            e.conn.release_buffers();
+        }
         let at = e.conn.poll_at();
         if e.conn.state() == State::Closed && at.is_none() {
             self.remove(cx, slot);

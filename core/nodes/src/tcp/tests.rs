@@ -172,8 +172,16 @@ fn http_get_over_two_nodes_returns_every_mbuf() {
     let one = pattern_bytes(300_000);
     assert_eq!(body.len(), 900_000);
     assert!(body.chunks(300_000).all(|c| c == one.as_slice()), "every body is the object");
-    // What is left sits in TIME-WAIT (and holds no mbuf).
+    // What is left sits in TIME-WAIT (and holds no mbuf), its application dropped.
     assert!(s.connections() + c.connections() <= 2);
+    let in_tw: Vec<bool> = [&s, &c]
+        .iter()
+        .flat_map(|n| n.slots.iter().flatten())
+        .filter(|e| e.conn.state() == State::TimeWait)
+        .map(|e| matches!(e.app, App::Discard))
+        .collect();
+    assert!(!in_tw.is_empty(), "the closing side waits in TIME-WAIT");
+    assert!(in_tw.iter().all(|&released| released), "TIME-WAIT keeps no application state");
     assert_eq!(pool.stats().in_use, 0, "no mbuf held once the transfer is over");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -321,6 +321,13 @@ impl<P: Payload> Connection<P> {
         conn
     }
 
+    /// Frees the memory of empty send and receive queues (a connection in TIME-WAIT
+    /// keeps its state for 2 MSL but will queue nothing again).
+    pub fn release_buffers(&mut self) {
+        self.send_buf.release();
+        self.recv_buf.release();
+    }
+
     /// The connection's state.
     pub fn state(&self) -> State {
         self.state
