@@ -72,81 +72,86 @@ fn run(pool: &Arc<CachePadded<Mempool>>, cores: u32, secs: f64) -> f64 {
 /// 2^18 is about a tenth of a second, long enough to ride out one scheduler tick).
 const RING_ITERS: u64 = 1 << 18;
 
-/// The two-core MPMC ring figure measured as DPDK 22.11's `ring_perf_autotest`
-/// (`run_on_core_pair`, MP/MC bulk): lcore 0 enqueues RING_ITERS bulks of 32, lcore 1
-/// dequeues as many, each retrying a refused bulk after a pause and timing its own
-/// loop; the figure is the enqueuer's ns per object plus the dequeuer's (the CPU
-/// time one object costs, summed over both cores). A 4096-slot ring as DPDK's.
-fn ring_pair(iters: u64) -> f64 {
-    let r = Arc::new(CachePadded(MpmcRing::<usize>::new(4096).expect("ring")));
-    let ready = Arc::new(CachePadded(AtomicU32::new(0)));
-    let hs: Vec<_> = (0..2u32)
-        .map(|lc| {
-            let (r, ready) = (r.clone(), ready.clone());
-            lcore::launch(lc, true, move || {
-                let mut objs = [0usize; BULK];
-                ready.fetch_add(1, Ordering::AcqRel);
-                while ready.load(Ordering::Acquire) != 2 {
-                    std::hint::spin_loop();
-                }
-                let t = Instant::now();
-                for _ in 0..iters {
-                    loop {
-                        let ok = if lc == 0 { r.enqueue_bulk(&objs) } else { r.dequeue_bulk(&mut objs) };
-                        if ok {
-                            break;
-                        }
-                        std::hint::spin_loop();
-                    }
-                }
-                t.elapsed().as_secs_f64() * 1e9 / (iters * BULK as u64) as f64
-            })
-            .expect("launch lcore")
-        })
-        .collect();
-    hs.into_iter().map(|h| h.join().expect("lcore")).sum()
-}
-
-/// The two-core SPSC ring figure, as `ring_pair` with DPDK's SP/SC core-pair test:
-/// lcore 0 moves `iters` x 32 packet pointers into the inter-lcore SPSC ring, lcore 1
-/// takes as many out, 32 at a time (a burst that moved fewer goes on with the rest),
-/// each timing its own loop; the sum of their ns per object. 4096 slots as `ring_pair`.
-fn spsc_pair(iters: u64) -> f64 {
-    let (p, c) = spsc_ring(4096);
-    let (mut p, mut c) = (Some(p), Some(c));
+/// DPDK 22.11's `ring_perf_autotest` core-pair test (`run_on_core_pair`): lcore 0
+/// runs `enq` and lcore 1 runs `deq` until each has moved `iters` x 32 objects,
+/// starting together and each timing its own loop; each call moves up to 32 and
+/// returns how many (0: the ring refused, retried after a pause). The figure is the
+/// enqueuer's ns per object plus the dequeuer's (the CPU time one object costs,
+/// summed over both cores).
+fn core_pair<E, D>(iters: u64, enq: E, deq: D) -> f64
+where
+    E: FnMut(usize) -> usize + Send + 'static,
+    D: FnMut(usize) -> usize + Send + 'static,
+{
     let ready = Arc::new(CachePadded(AtomicU32::new(0)));
     let total = iters * BULK as u64;
-    let hs: Vec<_> = (0..2u32)
-        .map(|lc| {
-            let ready = ready.clone();
-            let (mut p, mut c) = if lc == 0 { (p.take(), None) } else { (None, c.take()) };
-            lcore::launch(lc, true, move || {
-                let objs = [std::ptr::dangling_mut::<RawMbuf>(); BULK];
-                let mut out = [std::ptr::null_mut::<RawMbuf>(); BULK];
-                ready.fetch_add(1, Ordering::AcqRel);
-                while ready.load(Ordering::Acquire) != 2 {
-                    std::hint::spin_loop();
-                }
-                let t = Instant::now();
-                let mut moved = 0u64;
-                while moved < total {
-                    let want = (total - moved).min(BULK as u64) as usize;
-                    let n = match (&mut p, &mut c) {
-                        (Some(p), _) => p.enqueue_burst(&objs[..want]),
-                        (_, Some(c)) => c.dequeue_burst(&mut out[..want]),
-                        _ => unreachable!("each lcore holds one end"),
-                    };
-                    if n == 0 {
-                        std::hint::spin_loop();
-                    }
-                    moved += n as u64;
-                }
-                t.elapsed().as_secs_f64() * 1e9 / total as f64
-            })
-            .expect("launch lcore")
-        })
-        .collect();
-    hs.into_iter().map(|h| h.join().expect("lcore")).sum()
+    let e = pair_side(0, ready.clone(), total, enq);
+    let d = pair_side(1, ready, total, deq);
+    [e, d].into_iter().map(|h| h.join().expect("lcore")).sum()
+}
+
+/// One side of [`core_pair`] on lcore `lc`: its ns per object.
+fn pair_side<F>(lc: u32, ready: Arc<CachePadded<AtomicU32>>, total: u64, mut step: F) -> lcore::LcoreHandle<f64>
+where
+    F: FnMut(usize) -> usize + Send + 'static,
+{
+    lcore::launch(lc, true, move || {
+        ready.fetch_add(1, Ordering::AcqRel);
+        while ready.load(Ordering::Acquire) != 2 {
+            std::hint::spin_loop();
+        }
+        let t = Instant::now();
+        let mut moved = 0u64;
+        while moved < total {
+            let n = step((total - moved).min(BULK as u64) as usize);
+            if n == 0 {
+                std::hint::spin_loop();
+            }
+            moved += n as u64;
+        }
+        t.elapsed().as_secs_f64() * 1e9 / total as f64
+    })
+    .expect("launch lcore")
+}
+
+/// The two-core MPMC ring figure as `ring_perf_autotest` (MP/MC bulk): bulks of 32
+/// through a 4096-slot ring, as DPDK's.
+fn ring_pair(iters: u64) -> f64 {
+    let r = Arc::new(CachePadded(MpmcRing::<usize>::new(4096).expect("ring")));
+    let r2 = r.clone();
+    let objs = [0usize; BULK];
+    let mut out = [0usize; BULK];
+    core_pair(
+        iters,
+        move |_| if r.enqueue_bulk(&objs) { BULK } else { 0 },
+        move |_| if r2.dequeue_bulk(&mut out) { BULK } else { 0 },
+    )
+}
+
+/// The two-core SPSC ring figure: the inter-lcore SPSC ring (4096 slots) in bursts
+/// of 32 (a burst that moved fewer goes on with the rest), against DPDK's SP/SC
+/// core-pair line.
+fn spsc_pair(iters: u64) -> f64 {
+    /// The pointers moved: placeholders, never dereferenced.
+    struct Ptrs([*mut RawMbuf; BULK]);
+    // SAFETY: the pointers are dangling or null and only copied, never dereferenced.
+    unsafe impl Send for Ptrs {}
+    let (mut p, mut c) = spsc_ring(4096);
+    let objs = Ptrs([std::ptr::dangling_mut(); BULK]);
+    let mut out = Ptrs([std::ptr::null_mut(); BULK]);
+    // (`&objs` / `&mut out` whole: a closure capturing only the field would hold the
+    // array, which is not `Send`.)
+    core_pair(
+        iters,
+        move |want| {
+            let o = &objs;
+            p.enqueue_burst(&o.0[..want])
+        },
+        move |want| {
+            let o = &mut out;
+            c.dequeue_burst(&mut o.0[..want])
+        },
+    )
 }
 
 fn main() {
