@@ -13,14 +13,18 @@
 //! Checked after every operation: no panic; `check_invariants` (snd_una <= snd_nxt <=
 //! snd_max in sequence space, buffers within their limits, the out-of-order queue
 //! sorted and disjoint, a timer covering outstanding data); `dispatch` never emits an
-//! unbounded burst and leaves `poll_at` in the future; emitted segments re-parse.
+//! unbounded burst and leaves `poll_at` in the future; emitted segments re-parse; in
+//! TIME-WAIT the server connection answers every segment as its compact [`TimeWait`]
+//! form does (both fed the same segments).
 #![no_main]
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ironpath_tcp::testing::Bytes;
-use ironpath_tcp::{Config, Connection, Endpoint, IsnGenerator, Keepalive, Listener, Payload, Segment, State, Time};
+use ironpath_tcp::{
+    Config, Connection, Endpoint, IsnGenerator, Keepalive, Listener, Payload, Segment, State, Time, TimeWait, TimeWaitReply,
+};
 use ironpath_wire::{IpAddress, TcpControl, TcpPacket, TcpRepr};
 use libfuzzer_sys::fuzz_target;
 
@@ -101,6 +105,8 @@ struct World {
     to_server: VecDeque<Segment<Bytes>>,
     to_client: VecDeque<Segment<Bytes>>,
     last_client_ts: Option<(u32, u32)>,
+    /// The server connection's compact TIME-WAIT form, fed the same segments.
+    shadow: Option<TimeWait>,
 }
 
 impl World {
@@ -119,6 +125,7 @@ impl World {
             to_server: VecDeque::new(),
             to_client: VecDeque::new(),
             last_client_ts: None,
+            shadow: None,
         };
         // Handshake over a perfect network.
         for _ in 0..4 {
@@ -186,6 +193,10 @@ impl World {
     /// for these ports, else the listener.
     fn server_input(&mut self, repr: &TcpRepr, payload: Option<Bytes>, segs: u16) {
         let now = self.now;
+        if self.server.as_ref().is_some_and(|s| s.state() == State::TimeWait && repr.src_port == CLIENT) {
+            return self.time_wait_input(repr, payload, segs);
+        }
+        self.shadow = None;
         let reply = match self.server.as_mut() {
             Some(s) if s.state() != State::Closed && repr.src_port == CLIENT => s.process(now, repr, payload, segs),
             _ => {
@@ -198,6 +209,58 @@ impl World {
             check_wire(&reply);
             if self.to_client.len() < MAX_QUEUE {
                 self.to_client.push_back(reply);
+            }
+        }
+    }
+
+    /// A segment for the server connection in TIME-WAIT: its answer (the reply and
+    /// what a dispatch right after sends) must be what the compact [`TimeWait`] made
+    /// from it answers, and both must end at the same time.
+    fn time_wait_input(&mut self, repr: &TcpRepr, payload: Option<Bytes>, segs: u16) {
+        let now = self.now;
+        let s = self.server.as_mut().expect("in TIME-WAIT");
+        if self.shadow.is_none() {
+            self.shadow = s.time_wait();
+        }
+        if let Some(tw) = self.shadow.as_ref().filter(|tw| now >= tw.expires()) {
+            let mut sent = 0;
+            s.dispatch(now, |_| {
+                sent += 1;
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            assert_eq!((sent, s.state()), (0, State::Closed), "TIME-WAIT ends at {}", tw.expires());
+            self.shadow = None;
+            return self.server_input(repr, payload, segs);
+        }
+        let plen = payload.as_ref().map_or(0, Payload::len);
+        let mut full: Vec<Segment<Bytes>> = s.process(now, repr, payload, segs).into_iter().collect();
+        s.dispatch(now, |seg| {
+            full.push(seg);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        if let Some(tw) = self.shadow.as_mut() {
+            let compact: Vec<Segment<Bytes>> = match tw.process(now, repr, plen) {
+                TimeWaitReply::None => Vec::new(),
+                TimeWaitReply::Ack(seg) => vec![seg],
+                TimeWaitReply::Closed => {
+                    assert_eq!(s.state(), State::Closed, "a RST closes both");
+                    Vec::new()
+                }
+            };
+            let reprs = |v: &[Segment<Bytes>]| v.iter().map(|x| (x.repr, x.src_addr, x.dst_addr)).collect::<Vec<_>>();
+            assert_eq!(reprs(&full), reprs(&compact), "answers to {repr:?}");
+            if s.state() == State::Closed {
+                self.shadow = None;
+            } else {
+                assert_eq!(s.poll_at(), Some(tw.expires()));
+            }
+        }
+        for seg in full {
+            check_wire(&seg);
+            if self.to_client.len() < MAX_QUEUE {
+                self.to_client.push_back(seg);
             }
         }
     }
@@ -356,6 +419,21 @@ impl World {
                     }
                 }
             },
+            10 => {
+                // The server closes first and the client answers: over a perfect
+                // network the server ends in TIME-WAIT, where the segments forged next
+                // also go to its compact form.
+                if let Some(s) = self.server.as_mut() {
+                    s.close();
+                }
+                for _ in 0..6 {
+                    self.dispatch_all();
+                    while self.deliver_one(true) || self.deliver_one(false) {}
+                    if self.client.state() == State::CloseWait {
+                        self.client.close();
+                    }
+                }
+            }
             _ => {}
         }
         self.check();

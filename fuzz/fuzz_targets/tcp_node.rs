@@ -103,6 +103,7 @@ fn config(flags: u8) -> TcpConfig {
         isn_secret: [0x5a; 16],
         tx_inflight_limit: if tight { 4096 } else { 0 },
         memory_limit: if small { 8192 } else { 0 },
+        max_time_wait: if small { 2 } else { 262_144 },
     }
 }
 

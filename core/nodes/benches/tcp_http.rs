@@ -39,6 +39,7 @@ fn cfg(mac: [u8; 6], addr: Ipv4Addr, hz: u64) -> TcpConfig {
         isn_secret: [7; 16],
         tx_inflight_limit: 0,
         memory_limit: 0,
+        max_time_wait: 262_144,
     }
 }
 

@@ -275,6 +275,7 @@ pub static CATALOG: &[NodeSpec] = &[
             p("seed", ParamKind::Uint { min: 0, max: u64::MAX }, false, Some("0"), "key of the initial sequence numbers (0: random per run)"),
             p("tx_inflight_limit", ParamKind::Uint { min: 0, max: 1 << 30 }, false, Some("262144"), "bytes per connection handed to TX and not yet completed (freed by the driver or the completion policy), like Linux's TCP Small Queues; the connection sends again the moment completions arrive; 0: no limit"),
             p("tso", ParamKind::Bool, false, Some("true"), "send up to 64 KiB per packet for the port to cut into MSS-sized segments (TSO), when the port offers TX_TCP_SEG (af_packet and tap do, through the kernel's GSO)"),
+            p("max_time_wait", ParamKind::Uint { min: 0, max: 10_000_000 }, false, Some("262144"), "connections kept in TIME-WAIT at most (each ~250 bytes with its table entry, outside the connection table and max_connections); beyond it a connection closes without TIME-WAIT (counted: time_wait_overflow), as Linux's tcp_max_tw_buckets"),
             p("memory_limit", ParamKind::Uint { min: 0, max: 1 << 40 }, false, Some("67108864"), "received payload bytes all connections may hold (unread or out of order); beyond it out-of-order data is dropped and SYNs refused, 1/8 beyond it all data (counted: mem_dropped, mem_refused); 0: no limit (each connection is bounded by recv_buffer)"),
         ],
         nexts: Nexts::Fixed(&["out"]),

@@ -150,6 +150,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         isn_secret: secret,
         tx_inflight_limit: uint("tx_inflight_limit"),
         memory_limit: uint("memory_limit"),
+        max_time_wait: uint("max_time_wait") as usize,
     };
     tcp::TcpNode::new(tc, env.mempool(p.mempool("mempool"), Some(port))?)
 }

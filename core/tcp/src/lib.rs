@@ -30,7 +30,9 @@
 //!   FIN-WAIT-2 timeout (60 s by default), each ending in a RST ([`ConnError`] says which);
 //! * out-of-order reassembly; zero-window probes (persist timer), window updates, receiver and sender SWS
 //!   avoidance, Nagle;
-//! * per-connection [`Counters`].
+//! * per-connection [`Counters`];
+//! * a compact TIME-WAIT form ([`TimeWait`], from [`Connection::time_wait`]) that
+//!   answers the peer as the connection would, for a caller that keeps thousands.
 //!
 //! Not implemented yet (or simplified):
 //! * the sender has no RFC 6675 scoreboard (recovery resends one segment per RTT), no
@@ -69,7 +71,8 @@
 //! ([`Time::ZERO`] means "now"). Remove a connection once its state is
 //! [`State::Closed`] and `poll_at` is `None`.
 //!
-//! Layout: `conn` (the TCB; `input`, `output` and `timers` split it by concern),
+//! Layout: `conn` (the TCB; `input`, `output` and `timers` split it by concern,
+//! `time_wait` is its compact TIME-WAIT form),
 //! `listener`, `send_buf` and `recv_buf` (reassembly, SACK blocks), `rtt` (RFC 6298),
 //! `congestion` (NewReno), `options` (negotiation, PAWS helpers), `isn` (RFC 6528).
 #![forbid(unsafe_code)]
@@ -96,7 +99,7 @@ pub mod testing;
 
 pub use config::{Config, Keepalive};
 pub use congestion::Congestion;
-pub use conn::{Connection, Info, State};
+pub use conn::{Connection, Info, State, TimeWait, TimeWaitReply};
 pub use counters::Counters;
 pub use error::{ConnError, ConnectError, ListenError, SendError};
 pub use isn::IsnGenerator;

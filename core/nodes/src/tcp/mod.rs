@@ -16,9 +16,12 @@
 //! (a connection we open) gets a zero destination MAC, so route `out` through an
 //! `arp` node to resolve IPv4 neighbours. ARP and ICMP stay with their nodes.
 //!
-//! The node is polled: timers (retransmission, delayed ACK, persist, TIME-WAIT)
+//! The node is polled: timers (retransmission, delayed ACK, persist, keep-alive)
 //! run from a heap keyed by each connection's `poll_at`, and applications are
-//! polled whenever their connection changed.
+//! polled whenever their connection changed. A connection in TIME-WAIT leaves the
+//! table for a compact one ([`ironpath_tcp::TimeWait`], 152 bytes instead of a
+//! ~1 KiB slot) that answers its peer until 2 MSL are over (`max_time_wait` bounds
+//! it; ends are queued in order, no heap).
 
 mod apps;
 mod hash;
@@ -29,7 +32,10 @@ use hash::KeyedState;
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
-use ironpath_tcp::{rst_reply, Config, ConnError, Connection, Endpoint, IsnGenerator, Listener, Segment, State, Time};
+use ironpath_tcp::{
+    rst_reply, Config, ConnError, Connection, Endpoint, IsnGenerator, Listener, Segment, State, Time, TimeWait,
+    TimeWaitReply,
+};
 use ironpath_wire::checksum;
 use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN as ETH_LEN};
 use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -38,10 +44,10 @@ use ironpath_wire::tcp::{TcpControl, TcpPacket, TcpRepr};
 use ironpath_wire::{IpAddress, IpProtocol};
 pub use payload::Chunk;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::PathBuf;
 
-static COUNTERS: [CounterSpec; 30] = [
+static COUNTERS: [CounterSpec; 31] = [
     CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
     CounterSpec { name: "segs_out", unit: "TCP segments sent" },
     CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
@@ -78,6 +84,10 @@ static COUNTERS: [CounterSpec; 30] = [
     },
     CounterSpec { name: "mem_refused", unit: "SYNs refused: received data held over memory_limit" },
     CounterSpec { name: "tso_sent", unit: "TSO packets sent (up to 64 KiB, cut into MSS-sized segments by the port)" },
+    CounterSpec {
+        name: "time_wait_overflow",
+        unit: "connections closed without TIME-WAIT (max_time_wait connections already in it)",
+    },
 ];
 const SEGS_IN: usize = 0;
 const SEGS_OUT: usize = 1;
@@ -109,6 +119,7 @@ const CHALLENGE_ACKS: usize = 26;
 const MEM_DROPPED: usize = 27;
 const MEM_REFUSED: usize = 28;
 const TSO_SENT: usize = 29;
+const TW_OVERFLOW: usize = 30;
 
 /// A listening port.
 #[derive(Clone, Debug)]
@@ -177,6 +188,9 @@ pub struct TcpConfig {
     /// before the node drops out-of-order data and refuses SYNs; 1/8 above it, all
     /// data (0: no limit; each connection is bounded by its `recv_buffer` anyway).
     pub memory_limit: u64,
+    /// Connections held in TIME-WAIT at most (in a compact form, outside the
+    /// connection table); beyond it a connection closes without TIME-WAIT, counted.
+    pub max_time_wait: usize,
 }
 
 /// One connection and its application.
@@ -231,6 +245,11 @@ pub struct TcpNode {
     flows: HashMap<FlowKey, u32, KeyedState>,
     slots: Vec<Option<Entry>>,
     free: Vec<u32>,
+    /// Connections in TIME-WAIT, reduced to what answering the peer needs (a few
+    /// cache lines instead of a kilobyte-sized slot), and when each ends, in the
+    /// order they entered (a retransmitted FIN moves an end later: checked on pop).
+    time_wait: HashMap<FlowKey, TimeWait, KeyedState>,
+    tw_ends: VecDeque<(Time, FlowKey)>,
     timers: BinaryHeap<Reverse<(Time, u32)>>,
     dirty: Vec<u32>,
     /// The input burst's packets while a call handles them (kept for its capacity:
@@ -619,6 +638,8 @@ impl TcpNode {
             flows: HashMap::with_hasher(key),
             slots: Vec::new(),
             free: Vec::new(),
+            time_wait: HashMap::with_hasher(key),
+            tw_ends: VecDeque::new(),
             timers: BinaryHeap::new(),
             dirty: Vec::new(),
             rx: Vec::with_capacity(MAX_BURST),
@@ -648,9 +669,15 @@ impl TcpNode {
         Time::from_micros(1000 + ((ticks * self.us_per_tick) >> 40) as u64)
     }
 
-    /// Connections currently held (not counting listeners' handshakes).
+    /// Connections currently held (not counting listeners' handshakes nor
+    /// connections in TIME-WAIT).
     pub fn connections(&self) -> usize {
         self.flows.len()
+    }
+
+    /// Connections in TIME-WAIT.
+    pub fn in_time_wait(&self) -> usize {
+        self.time_wait.len()
     }
 
     fn insert(&mut self, conn: Connection<Chunk>, app: App) -> u32 {
@@ -750,7 +777,9 @@ impl TcpNode {
             let port = self.next_port;
             self.next_port = if port >= 60999 { 32768 } else { port + 1 };
             let local = Endpoint::new(addr, port);
-            if !self.by_port.contains_key(&port) && !self.flows.contains_key(&(local, remote)) {
+            let key = (local, remote);
+            if !self.by_port.contains_key(&port) && !self.flows.contains_key(&key) && !self.time_wait.contains_key(&key)
+            {
                 return Some(local);
             }
         }
@@ -801,6 +830,37 @@ impl TcpNode {
             }
             cx.count(TW_REUSED, 1);
             self.remove(cx, slot);
+        } else if let Some(tw) = self.time_wait.get_mut(&key) {
+            // As in the connection table: a new SYN beyond what it received replaces it.
+            let reuse = rx.repr.control == TcpControl::Syn
+                && rx.repr.ack_number.is_none()
+                && ironpath_tcp::SeqNum(rx.repr.seq_number) > tw.rcv_nxt();
+            let over = tw.expires() <= now;
+            if !reuse && !over {
+                let challenges = tw.challenge_acks();
+                let reply = tw.process::<Chunk>(now, &rx.repr, plen);
+                cx.count(CHALLENGE_ACKS, u64::from(tw.challenge_acks() - challenges));
+                match reply {
+                    TimeWaitReply::None => {}
+                    TimeWaitReply::Ack(r) => {
+                        if self.wire.emit(out, r, 0).is_err() {
+                            cx.count(TX_FULL, 1);
+                        }
+                    }
+                    TimeWaitReply::Closed => {
+                        self.time_wait.remove(&key);
+                        cx.count(CLOSED, 1);
+                    }
+                }
+                return;
+            }
+            // Its 2 MSL are over (the expiry queue gets to it later) or a new SYN
+            // replaces it: the segment goes on as if it were gone.
+            cx.count(if over { CLOSED } else { TW_REUSED }, 1);
+            if !over {
+                cx.count(CLOSED, 1);
+            }
+            self.time_wait.remove(&key);
         }
         let Some(&li) = self.by_port.get(&rx.repr.dst_port) else {
             if let Some(r) = rst_reply::<Chunk>(rx.src, rx.dst, &rx.repr, plen) {
@@ -850,6 +910,45 @@ impl TcpNode {
             let app = App::server(&l.app, l.bytes, *site);
             cx.count(OPENED, 1);
             self.insert(conn, app);
+        }
+    }
+
+    /// Moves the connection of `slot` to the TIME-WAIT table (or closes it, if that
+    /// is full).
+    fn enter_time_wait(&mut self, cx: &NodeCx<'_>, slot: u32, tw: TimeWait) {
+        if let Some(e) = self.slots[slot as usize].take() {
+            self.rx_held -= e.rx_held;
+            let key = (e.conn.local(), e.conn.remote());
+            self.flows.remove(&key);
+            self.free.push(slot);
+            if self.time_wait.len() >= self.cfg.max_time_wait {
+                cx.count(TW_OVERFLOW, 1);
+                cx.count(CLOSED, 1);
+                return;
+            }
+            self.tw_ends.push_back((tw.expires(), key));
+            self.time_wait.insert(key, tw);
+        }
+    }
+
+    /// Forgets the TIME-WAIT connections whose 2 MSL are over.
+    fn expire_time_wait(&mut self, cx: &NodeCx<'_>, now: Time) {
+        while let Some(&(at, key)) = self.tw_ends.front() {
+            if at > now {
+                break;
+            }
+            self.tw_ends.pop_front();
+            match self.time_wait.get(&key).map(TimeWait::expires) {
+                // Replaced, reset, or this entry is stale.
+                None => {}
+                Some(end) if end <= now => {
+                    self.time_wait.remove(&key);
+                    cx.count(CLOSED, 1);
+                }
+                // A retransmitted FIN restarted its wait: it ends after everything
+                // queued (the same 2 MSL from a later time).
+                Some(end) => self.tw_ends.push_back((end, key)),
+            }
         }
     }
 
@@ -930,12 +1029,20 @@ impl TcpNode {
         account_rx(&mut self.rx_held, e);
         (e.retransmits, e.rto_timeouts) = (c.retransmits, c.rto_timeouts);
         (e.keepalive_probes, e.challenge_acks) = (c.keepalive_probes, c.challenge_acks);
-        if e.conn.state() == State::TimeWait && e.conn.recv_queue() == 0 && !matches!(e.app, App::Discard) {
-            // Nothing more to send or read for 2 MSL: the application's buffers and the
-            // connection's queues go back to the allocator now, for the next
+        if e.conn.state() == State::TimeWait {
+            // Nothing more to send or read for 2 MSL: the connection leaves the table
+            // for the compact TIME-WAIT one, its slot and buffers to the next
             // connections (short connections keep tens of thousands in TIME-WAIT).
-            e.app = App::Discard;
-            e.conn.release_buffers();
+            if let Some(tw) = e.conn.time_wait() {
+                self.enter_time_wait(cx, slot, tw);
+                return complete;
+            }
+            if e.conn.recv_queue() == 0 && !matches!(e.app, App::Discard) {
+                // Not settled yet (an ACK owed, say): it stays, without its
+                // application and its queues' memory, and moves at its next service.
+                e.app = App::Discard;
+                e.conn.release_buffers();
+            }
         }
         let at = e.conn.poll_at();
         if e.conn.state() == State::Closed && at.is_none() {
@@ -1037,6 +1144,9 @@ impl Node for TcpNode {
         }
         if self.listeners_due || self.listeners_armed.is_some_and(|t| t <= now) {
             self.service_listeners(cx, now, &mut out);
+        }
+        if self.tw_ends.front().is_some_and(|&(t, _)| t <= now) {
+            self.expire_time_wait(cx, now);
         }
         let mut dirty = std::mem::take(&mut self.dirty);
         let mut done = 0;

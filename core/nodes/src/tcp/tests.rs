@@ -19,6 +19,7 @@ fn cfg(mac: [u8; 6], addr: Ipv4Addr) -> TcpConfig {
         isn_secret: [7; 16],
         tx_inflight_limit: 0,
         memory_limit: 0,
+        max_time_wait: 262_144,
     }
 }
 
@@ -172,16 +173,11 @@ fn http_get_over_two_nodes_returns_every_mbuf() {
     let one = pattern_bytes(300_000);
     assert_eq!(body.len(), 900_000);
     assert!(body.chunks(300_000).all(|c| c == one.as_slice()), "every body is the object");
-    // What is left sits in TIME-WAIT (and holds no mbuf), its application dropped.
-    assert!(s.connections() + c.connections() <= 2);
-    let in_tw: Vec<bool> = [&s, &c]
-        .iter()
-        .flat_map(|n| n.slots.iter().flatten())
-        .filter(|e| e.conn.state() == State::TimeWait)
-        .map(|e| matches!(e.app, App::Discard))
-        .collect();
-    assert!(!in_tw.is_empty(), "the closing side waits in TIME-WAIT");
-    assert!(in_tw.iter().all(|&released| released), "TIME-WAIT keeps no application state");
+    // What is left sits in TIME-WAIT, in the compact table: no connection, no
+    // application and no mbuf held.
+    assert_eq!(s.connections() + c.connections(), 0, "no connection left in the table");
+    assert_eq!(s.in_time_wait() + c.in_time_wait(), 1, "the closing side waits in TIME-WAIT");
+    assert!(s.slots.iter().chain(&c.slots).all(Option::is_none), "every slot is free");
     assert_eq!(pool.stats().in_use, 0, "no mbuf held once the transfer is over");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -292,7 +288,8 @@ fn source_into_echo_and_discard() {
     assert_eq!(counter(&ss, "app_bytes_in"), 200_000, "the echo server read everything");
     assert_eq!(counter(&sc, "app_bytes_in"), 200_000, "and sent it all back");
     assert_eq!(counter(&sc, "clients_done"), 1);
-    assert_eq!(s.connections() + c.connections(), 1, "one side in TIME-WAIT");
+    assert_eq!(s.connections() + c.connections(), 0, "no connection left in the table");
+    assert_eq!(s.in_time_wait() + c.in_time_wait(), 1, "one side in TIME-WAIT");
 }
 
 /// A TCP frame from the peer to us (valid checksums unless `corrupt`).
@@ -648,4 +645,56 @@ fn tso_frames_carry_offload_state_and_cut_into_valid_segments() {
     assert_eq!(got, data);
     drop(segs);
     assert_eq!(pool.stats().in_use, 0);
+}
+
+/// The client closes first and waits in the compact TIME-WAIT table; its ACK of the
+/// server's FIN is lost, so the server resends the FIN: TIME-WAIT answers it (the
+/// server's side closes), restarts its 2 MSL, and then ends.
+#[test]
+fn time_wait_answers_a_resent_fin_and_then_ends() {
+    let pool = pool(4096);
+    let mut s = server(&pool, "");
+    let mut cc = cfg(PEER_MAC, PEER4);
+    cc.tcp.msl = std::time::Duration::from_secs(1);
+    cc.connect = vec![source_to(7, 10_000)];
+    let mut c = TcpNode::new(cc, pool.clone()).unwrap();
+    let (sc, ss) = (stats(&c), stats(&s));
+    let (mut to_s, mut to_c) = (Burst::new(), Burst::new());
+    let (mut dropped, mut tw_start, mut tw_end) = (false, None, None);
+    for r in 0..50_000u64 {
+        let now = 1 + r * 100_000;
+        let mut pc = std::mem::take(&mut to_c);
+        call(&mut c, &sc, &mut pc, now);
+        let last_ack = s.slots.iter().flatten().any(|e| e.conn.state() == State::LastAck);
+        let mut frames: Vec<Mbuf> = pc.drain().collect();
+        if last_ack && !dropped && c.in_time_wait() == 1 {
+            dropped = true;
+            frames.pop(); // the last one sent: the ACK of the server's FIN
+        }
+        for m in frames {
+            let _ = to_s.push(m);
+        }
+        let mut ps = std::mem::take(&mut to_s);
+        call(&mut s, &ss, &mut ps, now + 50_000);
+        for m in ps.drain() {
+            let _ = to_c.push(m);
+        }
+        match (c.in_time_wait(), tw_start, tw_end) {
+            (1, None, _) => tw_start = Some(r),
+            (0, Some(_), None) => tw_end = Some(r),
+            _ => {}
+        }
+    }
+    assert!(dropped, "the client's last ACK was dropped");
+    assert!(counter(&ss, "retransmits") >= 1, "the server resent its FIN");
+    assert_eq!(s.connections(), 0, "the ACK from TIME-WAIT closed the server's side");
+    assert_eq!(counter(&ss, "conns_failed"), 0);
+    let (start, end) = (tw_start.expect("TIME-WAIT began"), tw_end.expect("TIME-WAIT ended"));
+    // 2 MSL is 2 s (20,000 rounds); the resent FIN came at least rto_min later and
+    // restarted it.
+    assert!(end - start > 22_000, "TIME-WAIT lasted {} rounds", end - start);
+    assert!(end - start < 40_000, "TIME-WAIT lasted {} rounds", end - start);
+    assert_eq!(counter(&sc, "conns_closed"), 1);
+    assert_eq!(c.connections() + c.in_time_wait(), 0);
+    assert_eq!(pool.stats().in_use, 0, "no mbuf held");
 }

@@ -12,11 +12,11 @@ use crate::{ConnError, Payload, Segment, SeqNum, Time};
 
 /// Least time between ACKs answering unacceptable pure ACKs (Linux's default
 /// `tcp_invalid_ratelimit`).
-const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
+pub(super) const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// RFC 9293 §3.10.7.4, "first, check sequence number": is a segment of `len` sequence
 /// numbers at `seq` acceptable for a window of `wnd` from `rcv_nxt`?
-fn acceptable(seq: SeqNum, len: u32, rcv_nxt: SeqNum, wnd: u32) -> bool {
+pub(super) fn acceptable(seq: SeqNum, len: u32, rcv_nxt: SeqNum, wnd: u32) -> bool {
     let in_window = |s: SeqNum| s.distance(rcv_nxt) < wnd;
     match (len, wnd) {
         (0, 0) => seq == rcv_nxt,

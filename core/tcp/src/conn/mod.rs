@@ -16,7 +16,10 @@ use crate::{Config, ConnError, ConnectError, Counters, Endpoint, IsnGenerator, P
 
 mod input;
 mod output;
+mod time_wait;
 mod timers;
+
+pub use time_wait::{TimeWait, TimeWaitReply};
 
 /// Connection states of RFC 9293 §3.3.2 (LISTEN is a [`Listener`](crate::Listener)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

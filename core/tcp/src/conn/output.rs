@@ -191,7 +191,7 @@ impl<P: Payload> Connection<P> {
     /// the scale (RFC 7323 §2.4); `rcv_adv` keeps the furthest edge ever advertised, and
     /// data up to it is still taken. Rounding up instead would let the edge creep past
     /// the buffer by a unit per ACK.
-    fn window_field(&self) -> (u16, SeqNum) {
+    pub(super) fn window_field(&self) -> (u16, SeqNum) {
         let shift = self.opts.rcv_wscale;
         let cur = self.rcv_wnd() as usize;
         let adv = self.advertisable();
