@@ -5,8 +5,14 @@
 //! request, which in `ci/bench-tcp` hides among the kernel's per-frame costs.
 //!
 //! ```text
-//! tcp_http [--conns C] [--requests R] [--rounds N]
+//! tcp_http [--conns C] [--requests R] [--rounds N] [--thrash KIB]
 //! ```
+//!
+//! `--thrash KIB` writes that many KiB of other memory before each server call, as
+//! the kernel's receive and send work does between our polls in `ci/bench-tcp`: with
+//! `--conns 2 --thrash 1024` (two requests a poll, caches cold) the server's cycles
+//! come near what it costs in place, and `--cache-sim=yes --LL=524288,8,64` under
+//! callgrind says which code misses the (512 KiB) L2.
 //!
 //! Prints the server node's and the client node's TSC cycles per request (each node
 //! call timed; a call over 1 ms, the thread descheduled, is not counted) and the
@@ -67,6 +73,7 @@ fn main() {
     let conns = arg("--conns", 64) as u32;
     let per_conn = arg("--requests", 100_000);
     let rounds = arg("--rounds", 200_000);
+    let mut thrash = vec![0u8; arg("--thrash", 0) as usize * 1024];
     let hz = tsc_hz();
     let pool = Mempool::create(&MempoolConfig::new("tcp-bench", 16383).cache_size(256).policy(MemPolicy::NoHuge))
         .expect("mempool");
@@ -115,6 +122,10 @@ fn main() {
             c_req += requests(&cs) - before;
         }
         frames_in += b.len() as u64;
+        for line in thrash.chunks_mut(64) {
+            line[0] = line[0].wrapping_add(1);
+        }
+        std::hint::black_box(&mut thrash);
         let before = requests(&ss);
         let t = rdtsc();
         step_server(&mut server, &ss, &mut b, now + step / 2);
