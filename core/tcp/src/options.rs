@@ -2,9 +2,9 @@
 //! timestamps, RFC 2018 SACK-permitted) and timestamp helpers.
 use std::time::Duration;
 
-use ironpath_wire::TcpRepr;
+use ironpath_wire::{TcpControl, TcpRepr};
 
-use crate::Config;
+use crate::{Config, SeqNum, Time};
 
 /// RFC 9293 §3.7.1: the MSS to assume when the peer's SYN has none.
 const DEFAULT_MSS_V4: u16 = 536;
@@ -81,6 +81,30 @@ pub(crate) fn sack_options_len(blocks: usize) -> usize {
 /// Whether timestamp `a` is older than `b` (modulo 2^32, RFC 7323 §5.2).
 pub(crate) fn ts_before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
+}
+
+/// PAWS (RFC 7323 §5.3 R1): is `seg` (`plen` payload bytes, timestamp `tsval`) an old
+/// duplicate for a connection at `rcv_nxt` / `snd_una` whose TS.Recent is `recent`
+/// (value, and when it was taken)?
+///
+/// A pure duplicate ACK that arrives after a later one (reordered ACKs) is not: it may
+/// be a loss signal, so PAWS lets it through (as Linux's `tcp_disordered_ack`); its
+/// timestamp never becomes TS.Recent. After `PAWS_IDLE` TS.Recent is stale.
+pub(crate) fn paws_rejects(
+    seg: &TcpRepr,
+    plen: usize,
+    tsval: u32,
+    rcv_nxt: SeqNum,
+    snd_una: SeqNum,
+    recent: (u32, Time),
+    now: Time,
+) -> bool {
+    let disordered_ack = plen == 0
+        && !matches!(seg.control, TcpControl::Fin | TcpControl::Syn)
+        && SeqNum(seg.seq_number) == rcv_nxt
+        && seg.ack_number == Some(snd_una.0)
+        && recent.0.wrapping_sub(tsval) <= 1_000;
+    ts_before(tsval, recent.0) && now - recent.1 < PAWS_IDLE && !disordered_ack
 }
 
 #[cfg(test)]

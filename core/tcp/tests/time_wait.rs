@@ -30,6 +30,26 @@ fn in_time_wait(seed: u64, config: &Config) -> (Connection<Bytes>, Time) {
     (sim.a.conn().clone(), now)
 }
 
+/// The peer's FIN again (sequence number RCV.NXT - 1), acknowledging all we sent,
+/// with timestamp `ts`.
+fn old_fin(conn: &Connection<Bytes>, ts: Option<(u32, u32)>) -> TcpRepr {
+    let info = conn.info();
+    TcpRepr {
+        src_port: conn.remote().port,
+        dst_port: conn.local().port,
+        seq_number: info.rcv_nxt.0.wrapping_sub(1),
+        ack_number: Some(info.snd_max.0),
+        control: TcpControl::Fin,
+        window_len: 1000,
+        max_seg_size: None,
+        window_scale: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: ts,
+        payload_len: 0,
+    }
+}
+
 /// What the connection sends for `repr`: its reply and what a dispatch right after
 /// emits (a node does both in the same poll).
 fn full_answer(conn: &mut Connection<Bytes>, now: Time, repr: &TcpRepr, payload: Option<Bytes>) -> Vec<Segment<Bytes>> {
@@ -112,22 +132,8 @@ fn differential(seed: u64, config: &Config) -> (u64, u64) {
     let mut ts_peer = info.snd_max.0; // any start: only its distance to TS.Recent matters
     if info.timestamps {
         // TS.Recent is not exposed: take it from the ACK the connection sends now.
-        let old_fin = TcpRepr {
-            src_port: remote.port,
-            dst_port: local.port,
-            seq_number: info.rcv_nxt.0.wrapping_sub(1),
-            ack_number: Some(info.snd_max.0),
-            control: TcpControl::Fin,
-            window_len: 1000,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_ranges: [None; 3],
-            timestamp: None,
-            payload_len: 0,
-        };
         let mut probe = conn.clone();
-        let mut out = full_answer(&mut probe, now, &TcpRepr { timestamp: Some((u32::MAX / 2, 0)), ..old_fin }, None);
+        let mut out = full_answer(&mut probe, now, &old_fin(&conn, Some((u32::MAX / 2, 0))), None);
         if let Some((_, ecr)) = out.pop().and_then(|s| s.repr.timestamp) {
             ts_peer = ecr;
         }
@@ -214,21 +220,8 @@ fn a_retransmitted_fin_is_acknowledged_and_restarts_the_wait() {
     let first = tw.expires();
     let info = conn.info();
     let later = now + Duration::from_secs(20);
-    let fin = TcpRepr {
-        src_port: conn.remote().port,
-        dst_port: conn.local().port,
-        seq_number: info.rcv_nxt.0.wrapping_sub(1),
-        ack_number: Some(info.snd_max.0),
-        control: TcpControl::Fin,
-        window_len: 1000,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_ranges: [None; 3],
-        // Newer than anything the connection saw.
-        timestamp: Some((u32::MAX / 2, 0)),
-        payload_len: 0,
-    };
+    // Its timestamp newer than anything the connection saw.
+    let fin = old_fin(&conn, Some((u32::MAX / 2, 0)));
     let TimeWaitReply::Ack::<Bytes>(ack) = tw.process(later, &fin, 0) else { panic!("the FIN is acknowledged") };
     assert_eq!(ack.repr.ack_number, Some(info.rcv_nxt.0));
     assert_eq!(ack.repr.seq_number, info.snd_max.0);

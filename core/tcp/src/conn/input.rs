@@ -6,7 +6,7 @@ use ironpath_wire::{TcpControl, TcpRepr};
 
 use super::{Connection, State};
 use crate::congestion::AckEvent;
-use crate::options::{ts_before, PAWS_IDLE};
+use crate::options::{paws_rejects, ts_before};
 use crate::segment::rst_reply;
 use crate::{ConnError, Payload, Segment, SeqNum, Time};
 
@@ -120,16 +120,8 @@ impl<P: Payload> Connection<P> {
                 self.counters.paws_drops += 1;
                 return None;
             };
-            // A pure duplicate ACK that arrives after a later one (reordered ACKs) is not
-            // an old duplicate: it may be a loss signal, so PAWS lets it through (as
-            // Linux's `tcp_disordered_ack`); its timestamp never becomes TS.Recent.
-            let disordered_ack = plen == 0
-                && !fin
-                && !syn
-                && seq == self.rcv_nxt
-                && seg.ack_number == Some(self.snd_una.0)
-                && self.ts_recent.wrapping_sub(tsval) <= 1_000;
-            if ts_before(tsval, self.ts_recent) && now - self.ts_recent_at < PAWS_IDLE && !disordered_ack {
+            let recent = (self.ts_recent, self.ts_recent_at);
+            if paws_rejects(seg, plen, tsval, self.rcv_nxt, self.snd_una, recent, now) {
                 self.counters.paws_drops += 1;
                 let answer = plen > 0 || fin || self.oow_ack_allowed(now);
                 return answer.then(|| self.ack_reply(now));

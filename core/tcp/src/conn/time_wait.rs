@@ -14,7 +14,7 @@ use ironpath_wire::{TcpControl, TcpRepr};
 
 use super::input::{acceptable, OOW_ACK_INTERVAL};
 use super::{Connection, State};
-use crate::options::{ts_before, PAWS_IDLE};
+use crate::options::{paws_rejects, ts_before};
 use crate::segment::bare_repr;
 use crate::{Endpoint, Payload, Segment, SeqNum, Time};
 
@@ -149,13 +149,8 @@ impl TimeWait {
         // PAWS (RFC 7323 §5.3 R1) and the missing-timestamp rule (§3.2).
         if self.timestamps && !rst {
             let Some((tsval, _)) = seg.timestamp else { return TimeWaitReply::None };
-            let disordered_ack = plen == 0
-                && !fin
-                && !syn
-                && seq == self.rcv_nxt
-                && seg.ack_number == Some(self.snd_max.0)
-                && self.ts_recent.wrapping_sub(tsval) <= 1_000;
-            if ts_before(tsval, self.ts_recent) && now - self.ts_recent_at < PAWS_IDLE && !disordered_ack {
+            let recent = (self.ts_recent, self.ts_recent_at);
+            if paws_rejects(seg, plen, tsval, self.rcv_nxt, self.snd_max, recent, now) {
                 let answer = plen > 0 || fin || self.oow_ack_allowed(now);
                 return if answer { ack(self) } else { TimeWaitReply::None };
             }
