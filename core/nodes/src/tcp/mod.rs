@@ -344,6 +344,13 @@ fn slot_hint(conn: &Connection<Chunk>) -> u32 {
     u32::from(conn.local().port).wrapping_mul(40503) ^ u32::from(conn.remote().port).wrapping_mul(2_654_435_761)
 }
 
+/// Whether `seg`, arriving for a connection in TIME-WAIT that expects `rcv_nxt`, is
+/// a new SYN beyond what it received: it then starts a new connection in its place (as
+/// Linux does; RFC 9293 §3.10.7.4 allows it).
+fn syn_replaces(seg: &TcpRepr, rcv_nxt: ironpath_tcp::SeqNum) -> bool {
+    seg.control == TcpControl::Syn && seg.ack_number.is_none() && ironpath_tcp::SeqNum(seg.seq_number) > rcv_nxt
+}
+
 fn is_v4(a: &IpAddress) -> bool {
     matches!(a, IpAddress::V4(_))
 }
@@ -800,12 +807,7 @@ impl TcpNode {
         let key = (Endpoint::new(rx.dst, rx.repr.dst_port), Endpoint::new(rx.src, rx.repr.src_port));
         if let Some(&slot) = self.flows.get(&key) {
             let e = self.slots[slot as usize].as_mut().expect("flow table points at a live slot");
-            // A new SYN for a connection in TIME-WAIT beyond what it received starts a
-            // new connection (as Linux does; RFC 9293 §3.10.7.4 allows it).
-            let reuse = rx.repr.control == TcpControl::Syn
-                && rx.repr.ack_number.is_none()
-                && e.conn.state() == State::TimeWait
-                && ironpath_tcp::SeqNum(rx.repr.seq_number) > e.conn.info().rcv_nxt;
+            let reuse = e.conn.state() == State::TimeWait && syn_replaces(&rx.repr, e.conn.info().rcv_nxt);
             if !reuse {
                 let limit = self.cfg.memory_limit;
                 if payload.is_some() && limit > 0 && self.rx_held >= limit {
@@ -831,10 +833,7 @@ impl TcpNode {
             cx.count(TW_REUSED, 1);
             self.remove(cx, slot);
         } else if let Some(tw) = self.time_wait.get_mut(&key) {
-            // As in the connection table: a new SYN beyond what it received replaces it.
-            let reuse = rx.repr.control == TcpControl::Syn
-                && rx.repr.ack_number.is_none()
-                && ironpath_tcp::SeqNum(rx.repr.seq_number) > tw.rcv_nxt();
+            let reuse = syn_replaces(&rx.repr, tw.rcv_nxt());
             let over = tw.expires() <= now;
             if !reuse && !over {
                 let challenges = tw.challenge_acks();
@@ -856,10 +855,10 @@ impl TcpNode {
             }
             // Its 2 MSL are over (the expiry queue gets to it later) or a new SYN
             // replaces it: the segment goes on as if it were gone.
-            cx.count(if over { CLOSED } else { TW_REUSED }, 1);
             if !over {
-                cx.count(CLOSED, 1);
+                cx.count(TW_REUSED, 1);
             }
+            cx.count(CLOSED, 1);
             self.time_wait.remove(&key);
         }
         let Some(&li) = self.by_port.get(&rx.repr.dst_port) else {

@@ -12,7 +12,42 @@ use crate::{ConnError, Payload, Segment, SeqNum, Time};
 
 /// Least time between ACKs answering unacceptable pure ACKs (Linux's default
 /// `tcp_invalid_ratelimit`).
-pub(super) const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
+const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The rate limits of ACKs that answer segments (a connection's and its TIME-WAIT
+/// form's): unacceptable pure ACKs at most one per [`OOW_ACK_INTERVAL`], as Linux does,
+/// so that two ends that disagree about sequence numbers cannot ping-pong ACKs
+/// forever; RFC 5961 challenge ACKs at most `limit` a second.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct AckLimits {
+    oow_ack_at: Option<Time>,
+    challenge_epoch: Time,
+    challenge_count: u32,
+}
+
+impl AckLimits {
+    /// Whether an ACK may answer an unacceptable pure ACK now (and counts it if so).
+    pub(super) fn oow_ack_allowed(&mut self, now: Time) -> bool {
+        if self.oow_ack_at.is_some_and(|at| now < at + OOW_ACK_INTERVAL) {
+            return false;
+        }
+        self.oow_ack_at = Some(now);
+        true
+    }
+
+    /// Whether a challenge ACK may go out now (and counts it if so).
+    pub(super) fn challenge_allowed(&mut self, now: Time, limit: u32) -> bool {
+        if now >= self.challenge_epoch + Duration::from_secs(1) {
+            self.challenge_epoch = now;
+            self.challenge_count = 0;
+        }
+        if self.challenge_count >= limit {
+            return false;
+        }
+        self.challenge_count += 1;
+        true
+    }
+}
 
 /// RFC 9293 §3.10.7.4, "first, check sequence number": is a segment of `len` sequence
 /// numbers at `seq` acceptable for a window of `wnd` from `rcv_nxt`?
@@ -423,30 +458,20 @@ impl<P: Payload> Connection<P> {
         }
     }
 
-    /// Whether to answer an unacceptable segment without data (a pure ACK) with an ACK:
-    /// at most one per [`OOW_ACK_INTERVAL`], as Linux does, so that two ends that
-    /// disagree about sequence numbers cannot ping-pong ACKs forever. Segments with
-    /// data are always answered.
+    /// Whether to answer an unacceptable segment without data (a pure ACK) with an ACK
+    /// ([`AckLimits`]). Segments with data are always answered.
     fn oow_ack_allowed(&mut self, now: Time) -> bool {
-        if self.oow_ack_at.is_some_and(|at| now < at + OOW_ACK_INTERVAL) {
-            self.counters.oow_acks_suppressed += 1;
-            return false;
-        }
-        self.oow_ack_at = Some(now);
-        true
+        let allowed = self.ack_limits.oow_ack_allowed(now);
+        self.counters.oow_acks_suppressed += u64::from(!allowed);
+        allowed
     }
 
     /// A challenge ACK (RFC 5961), at most `challenge_ack_limit` per second.
     fn challenge_ack(&mut self, now: Time) -> Option<Segment<P>> {
-        if now >= self.challenge_epoch + Duration::from_secs(1) {
-            self.challenge_epoch = now;
-            self.challenge_count = 0;
-        }
-        if self.challenge_count >= self.config.challenge_ack_limit {
+        if !self.ack_limits.challenge_allowed(now, self.config.challenge_ack_limit) {
             self.counters.challenge_acks_suppressed += 1;
             return None;
         }
-        self.challenge_count += 1;
         self.counters.challenge_acks += 1;
         Some(self.ack_reply(now))
     }

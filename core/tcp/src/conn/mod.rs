@@ -207,9 +207,7 @@ pub struct Connection<P> {
     fin_wait2_at: Time,
 
     // Challenge ACK rate limit (RFC 5961 §7) and the out-of-window ACK limit.
-    challenge_epoch: Time,
-    challenge_count: u32,
-    oow_ack_at: Option<Time>,
+    ack_limits: input::AckLimits,
 
     counters: Counters,
 }
@@ -261,9 +259,7 @@ impl<P: Payload> Connection<P> {
             last_rx: Time::ZERO,
             keepalive_sent: 0,
             fin_wait2_at: Time::ZERO,
-            challenge_epoch: Time::ZERO,
-            challenge_count: 0,
-            oow_ack_at: None,
+            ack_limits: input::AckLimits::default(),
             counters: Counters::default(),
         }
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ironpath_wire::{TcpControl, TcpRepr};
 
-use super::input::{acceptable, OOW_ACK_INTERVAL};
+use super::input::{acceptable, AckLimits};
 use super::{Connection, State};
 use crate::options::{paws_rejects, ts_before};
 use crate::segment::bare_repr;
@@ -43,9 +43,7 @@ pub struct TimeWait {
     ts_recent: u32,
     ts_recent_at: Time,
     last_ack_sent: SeqNum,
-    oow_ack_at: Option<Time>,
-    challenge_epoch: Time,
-    challenge_count: u32,
+    ack_limits: AckLimits,
     challenge_limit: u32,
     challenge_acks: u32,
     /// 2 MSL, and when it ends.
@@ -95,9 +93,7 @@ impl<P: Payload> Connection<P> {
             ts_recent: self.ts_recent,
             ts_recent_at: self.ts_recent_at,
             last_ack_sent: self.last_ack_sent,
-            oow_ack_at: self.oow_ack_at,
-            challenge_epoch: self.challenge_epoch,
-            challenge_count: self.challenge_count,
+            ack_limits: self.ack_limits,
             challenge_limit: self.config.challenge_ack_limit,
             challenge_acks: 0,
             linger: self.config.msl * 2,
@@ -151,7 +147,7 @@ impl TimeWait {
             let Some((tsval, _)) = seg.timestamp else { return TimeWaitReply::None };
             let recent = (self.ts_recent, self.ts_recent_at);
             if paws_rejects(seg, plen, tsval, self.rcv_nxt, self.snd_max, recent, now) {
-                let answer = plen > 0 || fin || self.oow_ack_allowed(now);
+                let answer = plen > 0 || fin || self.ack_limits.oow_ack_allowed(now);
                 return if answer { ack(self) } else { TimeWaitReply::None };
             }
         }
@@ -175,7 +171,7 @@ impl TimeWait {
                     // A retransmitted FIN: acknowledge it and restart the 2 MSL wait.
                     self.expires = now + self.linger;
                 }
-                if seg_len == 0 && !self.oow_ack_allowed(now) {
+                if seg_len == 0 && !self.ack_limits.oow_ack_allowed(now) {
                     return TimeWaitReply::None;
                 }
                 return ack(self);
@@ -233,23 +229,10 @@ impl TimeWait {
         Segment { src_addr: self.local.addr, dst_addr: self.remote.addr, repr, payload: None, tso_segsz: 0 }
     }
 
-    fn oow_ack_allowed(&mut self, now: Time) -> bool {
-        if self.oow_ack_at.is_some_and(|at| now < at + OOW_ACK_INTERVAL) {
-            return false;
-        }
-        self.oow_ack_at = Some(now);
-        true
-    }
-
     fn challenge_ack<P>(&mut self, now: Time) -> TimeWaitReply<P> {
-        if now >= self.challenge_epoch + Duration::from_secs(1) {
-            self.challenge_epoch = now;
-            self.challenge_count = 0;
-        }
-        if self.challenge_count >= self.challenge_limit {
+        if !self.ack_limits.challenge_allowed(now, self.challenge_limit) {
             return TimeWaitReply::None;
         }
-        self.challenge_count += 1;
         self.challenge_acks += 1;
         TimeWaitReply::Ack(self.ack_reply(now))
     }
