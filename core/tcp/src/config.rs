@@ -9,8 +9,12 @@ pub struct Config {
     pub mss: u16,
     /// Bytes of the send buffer: queued plus unacknowledged data.
     pub send_buffer: usize,
-    /// Bytes of the receive buffer: the largest window offered. Clamped to
-    /// 1..=(65535 << 14); with window scaling off, 65535 at most is offered.
+    /// Bytes of the receive buffer: the largest window offered, and the memory the
+    /// received data may pin ([`Payload::truesize`](crate::Payload::truesize): a
+    /// payload in a packet buffer is charged the buffer). Beyond it small pieces are
+    /// collapsed, then out-of-order data is pruned, then arriving data dropped; the
+    /// window offered is scaled by the payload-to-memory ratio of full-sized segments.
+    /// Clamped to 1..=(65535 << 14); with window scaling off, 65535 at most is offered.
     pub recv_buffer: usize,
     /// Initial congestion window in segments (RFC 6928: 10).
     pub initial_window: u32,
@@ -58,6 +62,12 @@ pub struct Config {
     /// Reset a connection left in FIN-WAIT-2 (our FIN acknowledged, the peer's not
     /// coming) this long (Linux's `tcp_fin_timeout`, 60 s). `None`: wait forever.
     pub fin_wait2_timeout: Option<Duration>,
+    /// Reset a connection whose peer accepts nothing for this long while we have data
+    /// or a FIN waiting for it (unacknowledged, or held back by a zero window): no
+    /// ACK that moves `snd_una` (nginx's `send_timeout`, Linux's `TCP_USER_TIMEOUT`).
+    /// `None` (the default): only the retransmission limit ends such a connection,
+    /// and a peer that keeps answering zero-window probes is kept forever.
+    pub send_timeout: Option<Duration>,
     /// TSO: new data goes out in segments of up to this many payload bytes (whole
     /// sender MSSs), marked with [`Segment::tso_segsz`](crate::Segment::tso_segsz) for
     /// the NIC or the kernel to cut. Retransmissions stay one MSS. 0 (the default): off.
@@ -107,6 +117,7 @@ impl Default for Config {
             keepalive: None,
             idle_timeout: None,
             fin_wait2_timeout: Some(Duration::from_secs(60)),
+            send_timeout: None,
             tso_max: 0,
         }
     }

@@ -41,4 +41,13 @@ pub struct Counters {
     pub bytes_dropped: u64,
     /// Keep-alive probes sent.
     pub keepalive_probes: u64,
+    /// Received pieces copied into compact buffers because they pinned much more
+    /// memory than they carry (collapse, as Linux's `TCPRcvCollapsed`).
+    pub rcv_collapsed: u64,
+    /// Out-of-order payload bytes dropped to make room under memory pressure (as
+    /// Linux's `OfoPruned`; the peer sends them again).
+    pub ooo_pruned: u64,
+    /// Data segments dropped because the receive buffer's memory stayed full after
+    /// collapsing and pruning (as Linux's `TCPRcvQDrop`).
+    pub rcv_mem_drops: u64,
 }

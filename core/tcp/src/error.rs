@@ -55,4 +55,8 @@ pub enum ConnError {
     /// Keep-alive probes went unanswered ([`Config::keepalive`](crate::Config::keepalive)).
     #[error("keep-alive probes unanswered")]
     KeepaliveTimeout,
+    /// The peer accepted nothing of what waited for it for
+    /// [`Config::send_timeout`](crate::Config::send_timeout) (a zero window, or no ACK).
+    #[error("peer accepted no data for the send timeout")]
+    SendTimeout,
 }

@@ -28,8 +28,13 @@
 //! * SYN cookies (RFC 4987) when a listener's backlog is full;
 //! * keep-alive probes ([`Keepalive`], off by default), an idle timeout and a
 //!   FIN-WAIT-2 timeout (60 s by default), each ending in a RST ([`ConnError`] says which);
+//! * receive memory charged by what payloads pin ([`Payload::truesize`], Linux's
+//!   truesize) against `recv_buffer`: small pieces collapsed into compact copies, the
+//!   out-of-order queue pruned from the top, the window offered at the observed
+//!   payload-to-memory ratio; a send timeout for peers that accept nothing;
 //! * out-of-order reassembly; zero-window probes (persist timer), window updates, receiver and sender SWS
 //!   avoidance, Nagle;
+//! * TSO-sized segments (`Config::tso_max`) for the port to cut;
 //! * per-connection [`Counters`];
 //! * a compact TIME-WAIT form ([`TimeWait`], from [`Connection::time_wait`]) that
 //!   answers the peer as the connection would, for a caller that keeps thousands.
@@ -39,13 +44,11 @@
 //!   D-SACK, no RACK-TLP, no limited transmit (RFC 3042), no F-RTO, no pacing; cwnd is
 //!   not reduced after idle (RFC 5681 §4.1), only kept from growing while under-used;
 //! * no ECN, no urgent data (URG is ignored), no TCP Fast Open, no TIME-WAIT reuse by a
-//!   new SYN inside the engine (the `tcp` node replaces such a connection), no
-//!   TSO-sized segments, no PMTU discovery;
+//!   new SYN inside the engine (the `tcp` node replaces such a connection), no PMTU
+//!   discovery;
 //! * data carried on a SYN is not taken (the peer resends it); the RTO after a
 //!   retransmitted SYN is not raised to 3 s (RFC 6298 §5.7); RTT samples are not
 //!   weighted per window (RFC 7323 Appendix G);
-//! * buffers are accounted in payload bytes: a node whose payloads pin whole mbufs
-//!   must size `recv_buffer` with that in mind.
 //!
 //! Choices worth knowing: pure ACKs carry `snd_max` (BSD's SND.NXT) so that they stay
 //! acceptable while data is resent; unacceptable pure ACKs are answered at most every
@@ -74,7 +77,7 @@
 //! Layout: `conn` (the TCB; `input`, `output` and `timers` split it by concern,
 //! `time_wait` is its compact TIME-WAIT form),
 //! `listener`, `send_buf` and `recv_buf` (reassembly, SACK blocks), `rtt` (RFC 6298),
-//! `congestion` (NewReno), `options` (negotiation, PAWS helpers), `isn` (RFC 6528).
+//! `congestion` (CUBIC and NewReno), `options` (negotiation, PAWS helpers), `isn` (RFC 6528).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

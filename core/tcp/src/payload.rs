@@ -23,4 +23,19 @@ pub trait Payload: Clone {
     /// Appends `tail` (a segment built from two queued buffers). The engine never
     /// appends an empty payload.
     fn append(&mut self, tail: Self);
+
+    /// Bytes of memory the payload keeps from being reused, charged against the
+    /// receive buffer (Linux's `truesize`): a payload in a packet buffer pins the
+    /// whole buffer however few bytes it carries. The default is the length.
+    fn truesize(&self) -> usize {
+        self.len()
+    }
+
+    /// One payload with the bytes of `parts` in order, copied into memory sized to
+    /// them (Linux's collapse of small socket buffers), or `None` if this payload type
+    /// cannot copy (then nothing is collapsed). The default cannot.
+    fn compact(parts: &[Self]) -> Option<Self> {
+        let _ = parts;
+        None
+    }
 }

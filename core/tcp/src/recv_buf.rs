@@ -19,14 +19,35 @@ pub(crate) struct Inserted {
     pub(crate) filled_hole: bool,
 }
 
+/// What [`RecvBuffer::collapse`] and [`RecvBuffer::prune_ooo`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Reclaimed {
+    /// Pieces copied into compact ones (collapse) or dropped (prune).
+    pub(crate) pieces: usize,
+    /// Payload bytes copied (collapse) or dropped (prune).
+    pub(crate) bytes: usize,
+}
+
+/// Pieces collapsed into one hold at most this many bytes.
+const COLLAPSE_MAX: usize = 64 << 10;
+
+/// Whether a piece wastes enough memory to be worth copying: it pins more than
+/// twice its length (a small segment in a packet buffer).
+fn wasteful<P: Payload>(p: &P) -> bool {
+    p.truesize() > 2 * p.len()
+}
+
 /// Received data: `ready` is in order (from the application's read position up to
 /// `rcv_nxt`); `ooo` holds pieces beyond `rcv_nxt`, sorted, disjoint, each non-empty.
+/// Lengths are kept in payload bytes and in memory ([`Payload::truesize`]).
 #[derive(Debug, Clone)]
 pub(crate) struct RecvBuffer<P> {
     ready: VecDeque<P>,
     ready_len: usize,
+    ready_mem: usize,
     ooo: VecDeque<(SeqNum, P)>,
     ooo_len: usize,
+    ooo_mem: usize,
     max_ooo: usize,
     /// Starts of the latest out-of-order arrivals, newest first: the first SACK block
     /// reports the newest (RFC 2018 §4).
@@ -38,8 +59,10 @@ impl<P: Payload> RecvBuffer<P> {
         RecvBuffer {
             ready: VecDeque::new(),
             ready_len: 0,
+            ready_mem: 0,
             ooo: VecDeque::new(),
             ooo_len: 0,
+            ooo_mem: 0,
             max_ooo,
             recent: [None; 3],
         }
@@ -55,6 +78,16 @@ impl<P: Payload> RecvBuffer<P> {
         self.ooo_len
     }
 
+    /// Memory the in-order data pins.
+    pub(crate) fn ready_mem(&self) -> usize {
+        self.ready_mem
+    }
+
+    /// Memory all held data pins (in order and out of order).
+    pub(crate) fn mem(&self) -> usize {
+        self.ready_mem + self.ooo_mem
+    }
+
     /// Whether the out-of-order queue is empty.
     pub(crate) fn ooo_is_empty(&self) -> bool {
         self.ooo.is_empty()
@@ -64,7 +97,123 @@ impl<P: Payload> RecvBuffer<P> {
     pub(crate) fn pop(&mut self) -> Option<P> {
         let p = self.ready.pop_front()?;
         self.ready_len -= p.len();
+        self.ready_mem -= p.truesize();
         Some(p)
+    }
+
+    /// Copies runs of wasteful pieces (each pinning more than twice its length) into
+    /// compact payloads of up to 64 KiB: the in-order queue as one stream, the
+    /// out-of-order queue run by run of adjacent pieces. Nothing changes for a payload
+    /// type that cannot copy.
+    pub(crate) fn collapse(&mut self) -> Reclaimed {
+        let mut done = Reclaimed::default();
+        if self.ready.iter().any(wasteful) {
+            let old = std::mem::take(&mut self.ready);
+            let mut run: Vec<P> = Vec::new();
+            let mut run_len = 0;
+            for p in old {
+                if wasteful(&p) && run_len + p.len() <= COLLAPSE_MAX {
+                    run_len += p.len();
+                    run.push(p);
+                    continue;
+                }
+                self.flush_ready_run(&mut run, &mut done);
+                run_len = 0;
+                if wasteful(&p) {
+                    run_len = p.len();
+                    run.push(p);
+                } else {
+                    self.ready.push_back(p);
+                }
+            }
+            self.flush_ready_run(&mut run, &mut done);
+            self.ready_mem = self.ready.iter().map(P::truesize).sum();
+        }
+        if self.ooo.iter().any(|(_, p)| wasteful(p)) {
+            let old = std::mem::take(&mut self.ooo);
+            let mut run: Vec<P> = Vec::new();
+            let (mut run_start, mut run_len) = (SeqNum(0), 0);
+            for (s, p) in old {
+                let joins = !run.is_empty() && run_start + run_len == s && run_len + p.len() <= COLLAPSE_MAX;
+                if wasteful(&p) && (joins || run.is_empty()) {
+                    if run.is_empty() {
+                        run_start = s;
+                    }
+                    run_len += p.len();
+                    run.push(p);
+                    continue;
+                }
+                self.flush_ooo_run(run_start, &mut run, &mut done);
+                run_len = 0;
+                if wasteful(&p) {
+                    (run_start, run_len) = (s, p.len());
+                    run.push(p);
+                } else {
+                    self.ooo.push_back((s, p));
+                }
+            }
+            self.flush_ooo_run(run_start, &mut run, &mut done);
+            self.ooo_mem = self.ooo.iter().map(|(_, p)| p.truesize()).sum();
+        }
+        done
+    }
+
+    fn flush_ready_run(&mut self, run: &mut Vec<P>, done: &mut Reclaimed) {
+        match P::compact(run) {
+            Some(c) if !run.is_empty() => {
+                done.pieces += run.len();
+                done.bytes += c.len();
+                self.ready.push_back(c);
+                run.clear();
+            }
+            _ => self.ready.extend(run.drain(..)),
+        }
+    }
+
+    fn flush_ooo_run(&mut self, start: SeqNum, run: &mut Vec<P>, done: &mut Reclaimed) {
+        match P::compact(run) {
+            Some(c) if !run.is_empty() => {
+                done.pieces += run.len();
+                done.bytes += c.len();
+                self.ooo.push_back((start, c));
+                run.clear();
+            }
+            _ => {
+                let mut s = start;
+                for p in run.drain(..) {
+                    let len = p.len();
+                    self.ooo.push_back((s, p));
+                    s = s + len;
+                }
+            }
+        }
+    }
+
+    /// Drops out-of-order pieces from the highest sequence number down (what the
+    /// peer sent last, as Linux prunes) while more than `target` bytes of memory are
+    /// held, keeping pieces that start at or before `keep_below`.
+    pub(crate) fn prune_ooo(&mut self, keep_below: SeqNum, target: usize) -> Reclaimed {
+        let mut done = Reclaimed::default();
+        while self.mem() > target {
+            match self.ooo.back() {
+                Some((s, _)) if *s > keep_below => {}
+                _ => break,
+            }
+            let Some((_, p)) = self.ooo.pop_back() else { break };
+            self.ooo_len -= p.len();
+            self.ooo_mem -= p.truesize();
+            done.pieces += 1;
+            done.bytes += p.len();
+        }
+        if done.pieces > 0 {
+            let blocks: Vec<_> = self.blocks().collect();
+            for r in &mut self.recent {
+                if r.is_some_and(|seq| !blocks.iter().any(|(l, rt)| *l <= seq && seq < *rt)) {
+                    *r = None;
+                }
+            }
+        }
+        done
     }
 
     /// Drops the out-of-order queue (it lies beyond a FIN just taken); returns its bytes.
@@ -82,6 +231,7 @@ impl<P: Payload> RecvBuffer<P> {
         let dropped = self.ooo_len;
         self.ooo.clear();
         self.ooo_len = 0;
+        self.ooo_mem = 0;
         self.recent = [None; 3];
         dropped
     }
@@ -90,8 +240,10 @@ impl<P: Payload> RecvBuffer<P> {
     pub(crate) fn clear(&mut self) {
         self.ready.clear();
         self.ready_len = 0;
+        self.ready_mem = 0;
         self.ooo.clear();
         self.ooo_len = 0;
+        self.ooo_mem = 0;
         self.recent = [None; 3];
     }
 
@@ -121,6 +273,7 @@ impl<P: Payload> RecvBuffer<P> {
             }
             let Some((start, piece)) = self.ooo.pop_front() else { break };
             self.ooo_len -= piece.len();
+            self.ooo_mem -= piece.truesize();
             let piece_end = start + piece.len();
             if piece_end <= out.rcv_nxt {
                 continue;
@@ -136,6 +289,7 @@ impl<P: Payload> RecvBuffer<P> {
 
     fn push_ready(&mut self, data: P) {
         self.ready_len += data.len();
+        self.ready_mem += data.truesize();
         self.ready.push_back(data);
     }
 
@@ -158,7 +312,9 @@ impl<P: Payload> RecvBuffer<P> {
             if self.ooo.len() >= self.max_ooo {
                 out.dropped += gap;
             } else {
-                self.ooo.insert(i, (cur, data.slice(cur.distance(seq) as usize, gap)));
+                let piece = data.slice(cur.distance(seq) as usize, gap);
+                self.ooo_mem += piece.truesize();
+                self.ooo.insert(i, (cur, piece));
                 self.ooo_len += gap;
                 out.stored += gap;
                 i += 1;
@@ -227,6 +383,10 @@ impl<P: Payload> RecvBuffer<P> {
         }
         if total != self.ooo_len || self.ready.iter().map(P::len).sum::<usize>() != self.ready_len {
             return Err("receive buffer lengths out of sync".into());
+        }
+        let ooo_mem: usize = self.ooo.iter().map(|(_, p)| p.truesize()).sum();
+        if ooo_mem != self.ooo_mem || self.ready.iter().map(P::truesize).sum::<usize>() != self.ready_mem {
+            return Err("receive buffer memory out of sync".into());
         }
         Ok(())
     }

@@ -12,6 +12,9 @@ use crate::Payload;
 pub struct Bytes {
     parts: Vec<(Arc<[u8]>, Range<usize>)>,
     len: usize,
+    /// Bytes each part is charged as memory (`None`: its length), like a packet
+    /// buffer that pins its whole data room whatever it carries.
+    buffer: Option<usize>,
 }
 
 impl Bytes {
@@ -33,6 +36,12 @@ impl Bytes {
     pub fn parts(&self) -> usize {
         self.parts.len()
     }
+
+    /// `data` as if it sat in a packet buffer of `buffer` bytes: each part (slices
+    /// too) is charged `buffer` bytes of memory ([`Payload::truesize`]).
+    pub fn in_buffer(data: &[u8], buffer: usize) -> Self {
+        Bytes { buffer: Some(buffer), ..Bytes::from(data) }
+    }
 }
 
 impl From<Vec<u8>> for Bytes {
@@ -41,7 +50,7 @@ impl From<Vec<u8>> for Bytes {
         if len == 0 {
             return Bytes::default();
         }
-        Bytes { parts: vec![(Arc::from(v), 0..len)], len }
+        Bytes { parts: vec![(Arc::from(v), 0..len)], len, buffer: None }
     }
 }
 
@@ -58,7 +67,7 @@ impl Payload for Bytes {
 
     fn slice(&self, off: usize, len: usize) -> Self {
         assert!(off + len <= self.len, "slice {off}+{len} of {} bytes", self.len);
-        let mut out = Bytes::default();
+        let mut out = Bytes { buffer: self.buffer, ..Bytes::default() };
         let mut skip = off;
         let mut want = len;
         for (buf, range) in &self.parts {
@@ -80,7 +89,25 @@ impl Payload for Bytes {
         out
     }
 
+    fn truesize(&self) -> usize {
+        match self.buffer {
+            Some(b) => b * self.parts.len(),
+            None => self.len,
+        }
+    }
+
+    fn compact(parts: &[Self]) -> Option<Self> {
+        let mut v = Vec::new();
+        for p in parts {
+            p.copy_into(&mut v);
+        }
+        Some(Bytes::from(v))
+    }
+
     fn append(&mut self, tail: Self) {
+        if self.parts.is_empty() {
+            self.buffer = tail.buffer;
+        }
         for (buf, range) in tail.parts {
             self.len += range.len();
             if let Some((last, last_range)) = self.parts.last_mut() {

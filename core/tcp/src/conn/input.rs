@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use ironpath_wire::{TcpControl, TcpRepr};
 
-use super::{Connection, State};
+use super::{Connection, State, RATIO_ONE};
 use crate::congestion::AckEvent;
 use crate::options::{paws_rejects, ts_before};
 use crate::segment::rst_reply;
@@ -74,6 +74,7 @@ impl<P: Payload> Connection<P> {
     /// delayed-ACK accounting counts those.
     pub fn process(&mut self, now: Time, seg: &TcpRepr, payload: Option<P>, segs: u16) -> Option<Segment<P>> {
         let segs = segs.max(1);
+        self.accepted = false;
         self.counters.segs_in += u64::from(segs);
         // Any segment shows the peer is there (a keep-alive answer is an ACK).
         self.last_rx = now;
@@ -118,6 +119,7 @@ impl<P: Payload> Connection<P> {
             _ => return None,
         }
         self.take_peer_syn(now, seg);
+        self.accepted = ack.is_some();
         match ack {
             Some(ack) => {
                 self.on_syn_acked(now, ack, seg.timestamp);
@@ -224,6 +226,7 @@ impl<P: Payload> Connection<P> {
         if let Some(reply) = self.process_ack(now, seg, ack, plen, fin) {
             return reply;
         }
+        self.accepted = true;
 
         let receiving = matches!(self.state, State::Established | State::FinWait1 | State::FinWait2);
         if receiving && take_data {
@@ -344,6 +347,9 @@ impl<P: Payload> Connection<P> {
         }
         self.send_buf.consume(acked as usize);
         self.snd_una = ack;
+        // The peer took something: the send timeout starts again (or stops, if
+        // nothing waits any more: `update_timers` sees to it).
+        self.stalled_since = Some(now);
         self.snd_nxt = self.snd_nxt.max(ack);
         self.take_rtt_sample(now, ack, timestamp);
         self.retries = 0;
@@ -415,11 +421,23 @@ impl<P: Payload> Connection<P> {
         } else {
             data
         };
+        if self.discard && seq > self.rcv_nxt {
+            // Timed out by the application: nothing is kept for later.
+            self.counters.bytes_dropped += data.len() as u64;
+            self.ack_now = true;
+            return;
+        }
+        let Some(data) = self.make_room(seq, data) else { return };
         let had_ooo = !self.recv_buf.ooo_is_empty();
         let r = self.recv_buf.insert(self.rcv_nxt, seq, data);
         self.counters.bytes_in += r.stored as u64;
         self.counters.bytes_dropped += r.dropped as u64;
         self.rcv_nxt = r.rcv_nxt;
+        if self.discard {
+            while let Some(p) = self.recv_buf.pop() {
+                self.counters.bytes_dropped += p.len() as u64;
+            }
+        }
         if r.out_of_order {
             // RFC 5681 §4.2: out-of-order data is acknowledged at once (with SACK blocks).
             self.counters.ooo_segments += u64::from(segs);
@@ -439,6 +457,49 @@ impl<P: Payload> Connection<P> {
         if self.fin_at == Some(self.rcv_nxt) {
             self.receive_fin(now);
         }
+    }
+
+    /// Charges `data` (at `seq`) against `recv_buffer`: when it would not fit, small
+    /// pieces are collapsed (the arriving one too), then out-of-order pieces beyond it
+    /// are pruned, highest first; if it still does not fit it is dropped (`None`) and
+    /// the peer, told by an ACK at once, sends it again. An empty buffer takes any one
+    /// segment (a large aggregate in a small buffer must not stall the connection).
+    /// Full-sized segments also set the payload-to-memory ratio the window is offered
+    /// with.
+    fn make_room(&mut self, seq: SeqNum, data: P) -> Option<P> {
+        let (len, mem) = (data.len(), data.truesize().max(1));
+        if len >= self.smss() {
+            self.rcv_ratio = ((len as u64 * u64::from(RATIO_ONE)) / mem as u64).clamp(1, u64::from(RATIO_ONE)) as u32;
+        }
+        let limit = self.config.recv_buffer;
+        let held = self.recv_buf.mem();
+        if held == 0 || held + mem <= limit {
+            return Some(data);
+        }
+        let done = self.recv_buf.collapse();
+        self.counters.rcv_collapsed += done.pieces as u64;
+        let data = if mem > 2 * len {
+            match P::compact(std::slice::from_ref(&data)) {
+                Some(c) => {
+                    self.counters.rcv_collapsed += 1;
+                    c
+                }
+                None => data,
+            }
+        } else {
+            data
+        };
+        let mem = data.truesize();
+        let pruned = self.recv_buf.prune_ooo(seq, limit.saturating_sub(mem));
+        self.counters.ooo_pruned += pruned.bytes as u64;
+        let held = self.recv_buf.mem();
+        if held == 0 || held + mem <= limit {
+            return Some(data);
+        }
+        self.counters.rcv_mem_drops += 1;
+        self.counters.bytes_dropped += len as u64;
+        self.ack_now = true;
+        None
     }
 
     /// The peer's FIN is next in sequence.

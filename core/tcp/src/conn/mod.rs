@@ -21,6 +21,9 @@ mod timers;
 
 pub use time_wait::{TimeWait, TimeWaitReply};
 
+/// 1.0 in the fixed point of `Connection::rcv_ratio`.
+const RATIO_ONE: u32 = 1024;
+
 /// Connection states of RFC 9293 §3.3.2 (LISTEN is a [`Listener`](crate::Listener)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum State {
@@ -209,6 +212,17 @@ pub struct Connection<P> {
     // Challenge ACK rate limit (RFC 5961 §7) and the out-of-window ACK limit.
     ack_limits: input::AckLimits,
 
+    /// Since when data or a FIN has waited for the peer without an ACK moving
+    /// `snd_una` (for `send_timeout`); `None` while nothing waits.
+    stalled_since: Option<Time>,
+    /// Payload bytes per byte of memory of the full-sized segments received, in
+    /// 1/1024 (1024 until one arrives): the window offered is the free memory times it.
+    rcv_ratio: u32,
+    /// The last segment given to `process` passed the sequence and ACK checks.
+    accepted: bool,
+    /// `discard_recv` was called: data is acknowledged and dropped as it arrives.
+    discard: bool,
+
     counters: Counters,
 }
 
@@ -260,6 +274,10 @@ impl<P: Payload> Connection<P> {
             keepalive_sent: 0,
             fin_wait2_at: Time::ZERO,
             ack_limits: input::AckLimits::default(),
+            stalled_since: None,
+            rcv_ratio: RATIO_ONE,
+            accepted: false,
+            discard: false,
             counters: Counters::default(),
         }
     }
@@ -433,6 +451,40 @@ impl<P: Payload> Connection<P> {
     /// Received bytes the connection holds: in order (unread) and out of order.
     pub fn recv_held(&self) -> usize {
         self.recv_buf.ready_len() + self.recv_buf.ooo_len()
+    }
+
+    /// Memory the received data holds ([`Payload::truesize`] of every piece, in order
+    /// and out of order): what `recv_buffer` bounds.
+    pub fn recv_mem(&self) -> usize {
+        self.recv_buf.mem()
+    }
+
+    /// Copies small received pieces that pin large buffers into compact ones (what
+    /// the connection does itself when its own `recv_buffer` fills; a caller with a
+    /// memory limit across connections calls it under pressure). Returns the pieces
+    /// collapsed.
+    pub fn collapse_recv(&mut self) -> usize {
+        let done = self.recv_buf.collapse();
+        self.counters.rcv_collapsed += done.pieces as u64;
+        done.pieces
+    }
+
+    /// Drops everything received and not read, in order and out of order (the
+    /// application will read no more: it timed the peer out). Later data is taken
+    /// and dropped as it arrives ([`Counters::bytes_dropped`]).
+    pub fn discard_recv(&mut self) {
+        let held = self.recv_held() as u64;
+        self.recv_buf.clear();
+        self.counters.bytes_dropped += held;
+        self.discard = true;
+    }
+
+    /// Whether the last segment given to [`process`](Self::process) passed the
+    /// sequence-number and ACK checks: it came from the peer, or from someone who
+    /// knows the connection's sequence numbers (an off-path forger does not). A caller
+    /// learns link-layer addresses only from such segments.
+    pub fn accepted(&self) -> bool {
+        self.accepted
     }
 
     /// Whether a segment starting at `seq` would be in order (the next byte expected).

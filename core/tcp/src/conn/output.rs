@@ -162,11 +162,16 @@ impl<P: Payload> Connection<P> {
         self.smss().saturating_sub(sack_options_len(blocks)).max(1)
     }
 
-    /// The receive window we could offer now: free buffer, in units of the scale.
+    /// The receive window we could offer now, in units of the scale: the free buffer,
+    /// and no more payload than the free memory holds at the ratio full-sized
+    /// segments arrive with (a 1,448-byte segment in a 2 KiB packet buffer fills the
+    /// memory before the window).
     fn advertisable(&self) -> usize {
         let shift = self.opts.rcv_wscale;
         let free = self.rcv_cap().saturating_sub(self.recv_buf.ready_len());
-        (free >> shift).min(65535) << shift
+        let free_mem = self.config.recv_buffer.saturating_sub(self.recv_buf.ready_mem());
+        let by_mem = ((free_mem as u64 * u64::from(self.rcv_ratio)) / u64::from(super::RATIO_ONE)) as usize;
+        (free.min(by_mem) >> shift).min(65535) << shift
     }
 
     /// Receiver SWS avoidance (RFC 9293 §3.8.6.2.2): the window only opens by at least

@@ -47,8 +47,8 @@ impl<P: Payload> Connection<P> {
     }
 
     /// The idle deadlines that apply now: `(FIN-WAIT-2 end, idle timeout, next
-    /// keep-alive probe)`.
-    fn idle_deadlines(&self) -> [Option<Time>; 3] {
+    /// keep-alive probe, send timeout)`.
+    fn idle_deadlines(&self) -> [Option<Time>; 4] {
         let c = &self.config;
         let fin_wait2 = match (self.state, c.fin_wait2_timeout) {
             (State::FinWait2, Some(t)) => Some(self.fin_wait2_at + t),
@@ -65,14 +65,17 @@ impl<P: Payload> Connection<P> {
             .keepalive
             .filter(|_| quiet)
             .map(|k| self.last_rx + k.idle.saturating_add(k.interval.saturating_mul(self.keepalive_sent)));
-        [fin_wait2, idle, keepalive]
+        let stalled = c.send_timeout.zip(self.stalled_since).map(|(t, since)| since + t);
+        [fin_wait2, idle, keepalive, stalled]
     }
 
     /// The idle timer expired: reset the connection, send a keep-alive probe, or
     /// nothing (traffic arrived since it was armed; `update_timers` arms it again).
     fn on_idle_timer(&mut self, now: Time) {
-        let [fin_wait2, idle, keepalive] = self.idle_deadlines();
-        let reset = if fin_wait2.is_some_and(|t| now >= t) || idle.is_some_and(|t| now >= t) {
+        let [fin_wait2, idle, keepalive, stalled] = self.idle_deadlines();
+        let reset = if stalled.is_some_and(|t| now >= t) {
+            Some(ConnError::SendTimeout)
+        } else if fin_wait2.is_some_and(|t| now >= t) || idle.is_some_and(|t| now >= t) {
             Some(ConnError::IdleTimeout)
         } else if keepalive.is_some_and(|t| now >= t) {
             let probes = self.config.keepalive.map_or(0, |k| k.probes);
@@ -129,6 +132,14 @@ impl<P: Payload> Connection<P> {
                 self.rexmit_head = false;
                 return;
             }
+            _ => {}
+        }
+        // Data or a FIN waiting for the peer (in flight, or held back by its window):
+        // the send timeout runs from when it began to wait or the peer last took some.
+        let waiting = self.snd_max > self.snd_una || self.unsent() > 0;
+        match (waiting, self.stalled_since) {
+            (true, None) => self.stalled_since = Some(now),
+            (false, Some(_)) => self.stalled_since = None,
             _ => {}
         }
         // The idle timer runs at the earliest deadline; it is moved earlier when one
