@@ -93,9 +93,8 @@ fn config(flags: u8) -> TcpConfig {
                 backlog,
                 bytes: 0,
                 root: None,
-                objects: "/empty=0,/obj=5000".into(), congestion: None
-            },
-            ListenCfg { port: 7, app: "echo".into(), backlog, bytes: 0, root: None, objects: String::new(), congestion: None },
+                objects: "/empty=0,/obj=5000".into(), congestion: None, dotfiles: false },
+            ListenCfg { port: 7, app: "echo".into(), backlog, bytes: 0, root: None, objects: String::new(), congestion: None, dotfiles: false },
         ],
         connect: Vec::new(),
         max_connections: if tight { 2 } else { 8 },
@@ -104,6 +103,7 @@ fn config(flags: u8) -> TcpConfig {
         tx_inflight_limit: if tight { 4096 } else { 0 },
         memory_limit: if small { 8192 } else { 0 },
         max_time_wait: if small { 2 } else { 262_144 },
+        limits: Default::default(),
     }
 }
 

@@ -610,6 +610,15 @@ impl Mbuf {
         self.hdr().nb_segs as usize
     }
 
+    /// Memory the packet keeps from its pool, whatever it carries (Linux's
+    /// `truesize`): a header and a buffer of the first segment's size per segment
+    /// (the segments of a received chain come from one pool). O(1): the chain is not
+    /// walked.
+    pub fn truesize(&self) -> usize {
+        let h = self.hdr();
+        usize::from(h.nb_segs.max(1)) * (crate::mempool::MBUF_HDR + usize::from(h.buf_len))
+    }
+
     /// Reference count of the first segment.
     pub fn refcnt(&self) -> u16 {
         self.hdr().refcnt.load(Ordering::Relaxed)

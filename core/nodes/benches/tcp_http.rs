@@ -46,6 +46,7 @@ fn cfg(mac: [u8; 6], addr: Ipv4Addr, hz: u64) -> TcpConfig {
         tx_inflight_limit: 0,
         memory_limit: 0,
         max_time_wait: 262_144,
+        limits: Default::default(),
     }
 }
 
@@ -86,6 +87,7 @@ fn main() {
         root: None,
         objects: "/empty=0".into(),
         congestion: None,
+        dotfiles: false,
     }];
     let mut c = cfg([2, 0, 0, 0, 0, 1], CLIENT, hz);
     c.connect = vec![ConnectCfg {

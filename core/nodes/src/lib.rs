@@ -32,7 +32,6 @@ pub use catalog::CATALOG;
 use ironpath_config::NodeCfg;
 use ironpath_eal::{Mempool, RxQ, TxQ};
 use ironpath_graph::{Node, NodeDecl};
-use std::hash::BuildHasher;
 use std::net::IpAddr;
 
 /// What building a node needs from the application: port queues, MACs, pools.
@@ -54,7 +53,8 @@ pub trait Env {
 }
 
 /// The `tcp` node of validated parameters `p`.
-fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNode, String> {
+fn make_tcp(node: &NodeCfg, env: &mut dyn Env) -> Result<tcp::TcpNode, String> {
+    let p = &node.params;
     use std::time::Duration;
     let port = p.port("port").unwrap_or_default();
     let uint = |k: &str| p.uint(k).unwrap_or(0);
@@ -89,6 +89,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         }),
         idle_timeout: Some(dur("idle_timeout")).filter(|d| !d.is_zero()),
         fin_wait2_timeout: Some(dur("fin_wait2_timeout")).filter(|d| !d.is_zero()),
+        send_timeout: Some(dur("send_timeout")).filter(|d| !d.is_zero()),
         // TSO when the port can cut segments: up to 64 KiB of payload per packet
         // (IPv4's total length leaves 65535 - 20 - 60 for the data).
         tso_max: if flag("tso") && env.port_tx_offloads(port) & ironpath_eal::abi::TX_TCP_SEG != 0 {
@@ -110,6 +111,7 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
             root: r.path("root").map(|x| x.to_owned()),
             objects: r.str("objects").unwrap_or("").to_owned(),
             congestion: algo(r.str("congestion")),
+            dotfiles: r.bool("dotfiles").unwrap_or(false),
         })
         .collect();
     let connect = p
@@ -130,14 +132,15 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         .collect();
     let mut secret = [0u8; 16];
     match uint("seed") {
-        0 => {
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            let a = t.as_nanos() as u64 ^ u64::from(std::process::id()).rotate_left(32);
-            let b = std::collections::hash_map::RandomState::new().hash_one(a);
-            secret[..8].copy_from_slice(&a.to_le_bytes());
-            secret[8..].copy_from_slice(&b.to_le_bytes());
+        0 => random_secret(&mut secret)?,
+        s => {
+            eprintln!(
+                "warning: tcp node `{}`: a fixed `seed` ({s}) makes initial sequence numbers, SYN cookies and \
+                 hash keys predictable to anyone who knows it; use it for tests only",
+                node.name
+            );
+            secret[..8].copy_from_slice(&s.to_le_bytes());
         }
-        s => secret[..8].copy_from_slice(&s.to_le_bytes()),
     }
     let tc = tcp::TcpConfig {
         mac: env.port_mac(port)?,
@@ -151,8 +154,29 @@ fn make_tcp(p: &ironpath_config::Params, env: &mut dyn Env) -> Result<tcp::TcpNo
         tx_inflight_limit: uint("tx_inflight_limit"),
         memory_limit: uint("memory_limit"),
         max_time_wait: uint("max_time_wait") as usize,
+        limits: tcp::TcpLimits {
+            pool_share: uint("pool_share") as u32,
+            max_per_peer: uint("max_per_peer") as u32,
+            max_neighbours: uint("max_neighbours") as usize,
+            header_timeout: Some(dur("header_timeout")).filter(|d| !d.is_zero()),
+            keepalive_timeout: Some(dur("keepalive_timeout")).filter(|d| !d.is_zero()),
+        },
     };
     tcp::TcpNode::new(tc, env.mempool(p.mempool("mempool"), Some(port))?)
+}
+
+/// Fills `secret` from the kernel's random source (`getrandom(2)`, blocking only
+/// until the kernel's pool is first seeded, at boot).
+fn random_secret(secret: &mut [u8]) -> Result<(), String> {
+    let mut got = 0;
+    while got < secret.len() {
+        match rustix::rand::getrandom(&mut secret[got..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(format!("cannot read random bytes for the TCP secrets (getrandom): {e}")),
+        }
+    }
+    Ok(())
 }
 
 /// Build the node `cfg` describes; `connected` names its next edges that lead somewhere.
@@ -272,7 +296,7 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
             };
             Box::new(impair::Impair::new(ic, env.mempool(p.mempool("mempool"), None)?))
         }
-        "tcp" => Box::new(make_tcp(p, env)?),
+        "tcp" => Box::new(make_tcp(cfg, env)?),
         "macswap" => Box::new(simple::MacSwap),
         "counter" => Box::new(simple::CounterNode),
         "drop" => Box::new(simple::DropNode),

@@ -9,14 +9,14 @@
 
 use super::payload::Chunk;
 use ironpath_http as http;
-use ironpath_tcp::{Connection, Payload, State};
+use ironpath_tcp::{Connection, Payload, State, Time};
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Bytes of a request or response head an HTTP side accepts (431 beyond it).
 pub const MAX_HEAD: usize = 8192;
@@ -43,6 +43,21 @@ pub struct AppStats {
     pub http_errors: u64,
     /// Client connections that finished their work.
     pub clients_done: u64,
+    /// HTTP connections closed by `header_timeout`.
+    pub header_timeouts: u64,
+    /// HTTP connections closed by `keepalive_timeout`.
+    pub keepalive_timeouts: u64,
+}
+
+/// How long an HTTP connection may wait for a request, or take to send its head.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HttpTimeouts {
+    /// From the connection's opening (first request) or the head's first byte (later
+    /// ones) to its end; also between two reads of a request body.
+    pub header: Option<Duration>,
+    /// An idle keep-alive connection, between a response (all of it acknowledged)
+    /// and the next request's first byte.
+    pub keepalive: Option<Duration>,
 }
 
 /// Shared state of the applications of one node.
@@ -53,6 +68,10 @@ pub struct AppEnv {
     pub sites: Vec<Site>,
     /// Counters since the caller last took them.
     pub stats: AppStats,
+    /// The time of this poll.
+    pub now: Time,
+    /// HTTP timeouts.
+    pub timeouts: HttpTimeouts,
 }
 
 /// Data queued by an application and not yet taken by the connection.
@@ -216,6 +235,11 @@ impl App {
                 skip: 0,
                 out: Sender::default(),
                 closing: false,
+                served: 0,
+                idle_since: None,
+                head_since: None,
+                body_since: None,
+                deadline: None,
             })),
             "echo" => App::Echo(Sender::default()),
             "source" => App::Source { left: (bytes != 0).then_some(bytes), sent: 0 },
@@ -234,11 +258,13 @@ impl App {
             }
             App::Echo(out) => {
                 // Read only while little is waiting, so a slow reader closes our window.
+                // The bytes are copied: a peer that sends one-byte segments and never
+                // reads the answers must not keep a packet buffer per byte.
                 while out.bytes < 1 << 20 {
                     let Some(c) = conn.recv() else { break };
                     env.stats.bytes_in += c.len() as u64;
                     env.stats.bytes_out += c.len() as u64;
-                    out.push(c);
+                    out.push(Chunk::from_vec(c.to_vec()));
                 }
                 let _ = out.flush(conn); // bytes only: cannot fail
                 close_when_peer_did(conn, out.is_empty());
@@ -276,6 +302,15 @@ impl App {
             App::HttpGet(g) => g.poll(conn, env),
         }
     }
+
+    /// When the application must be polled again even if nothing happens on its
+    /// connection (an HTTP timeout), if ever.
+    pub fn deadline(&self) -> Option<Time> {
+        match self {
+            App::Http(h) => h.deadline,
+            _ => None,
+        }
+    }
 }
 
 /// Closes our side once the peer closed its side and nothing is left to send.
@@ -287,8 +322,16 @@ fn close_when_peer_did(conn: &mut Connection<Chunk>, drained: bool) {
 
 /// An HTTP site: a root directory and in-memory objects; files stay open and their
 /// bytes in memory once sent (read again when their size or time changes).
+///
+/// Files are opened beneath the root only (`openat2` with `RESOLVE_BENEATH` from a
+/// descriptor of the root): a symlink may lead elsewhere inside the root, never out
+/// of it (an absolute one not at all); names starting with `.` are refused unless
+/// `dotfiles` is set.
 pub struct Site {
     root: Option<PathBuf>,
+    /// The root directory, opened at the first request that needs it.
+    root_dir: Option<std::os::fd::OwnedFd>,
+    dotfiles: bool,
     /// Looked up by every request (a fixed key: the requests do not choose the keys).
     objects: HashMap<String, Object, super::hash::KeyedState>,
     /// Path -> (size, modification time, contents).
@@ -315,8 +358,9 @@ struct Found {
     head: Option<Arc<[u8]>>,
 }
 
-/// A cached file: its size and modification time when opened, and its body.
-type Cached = (u64, Option<SystemTime>, Arc<FileBody>);
+/// A cached file: its device and inode, size and modification time when opened, and
+/// its body.
+type Cached = ((u64, u64), u64, Option<SystemTime>, Arc<FileBody>);
 
 /// Bytes of files a site keeps in memory at most; larger sets are read again.
 const CACHE_LIMIT: usize = 1 << 30;
@@ -324,7 +368,7 @@ const CACHE_LIMIT: usize = 1 << 30;
 impl Site {
     /// A site serving `root` (if any) and `objects` (`/path=size` pairs, comma-separated;
     /// each object is `size` bytes of the pattern, `/empty=0` an empty one).
-    pub fn new(root: Option<PathBuf>, objects: &str) -> Result<Site, String> {
+    pub fn new(root: Option<PathBuf>, objects: &str, dotfiles: bool) -> Result<Site, String> {
         let mut map = HashMap::with_hasher(super::hash::KeyedState::default());
         for item in objects.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (path, size) = item.split_once('=').ok_or_else(|| format!("object `{item}` is not `/path=size`"))?;
@@ -344,7 +388,7 @@ impl Site {
             };
             map.insert(path.trim().to_owned(), Object { body: body.into(), heads: [head(false), head(true)] });
         }
-        Ok(Site { root, objects: map, cache: HashMap::new(), cached_bytes: 0 })
+        Ok(Site { root, root_dir: None, dotfiles, objects: map, cache: HashMap::new(), cached_bytes: 0 })
     }
 
     /// The body for `target` and its content type: an object (with its ready 200 head
@@ -355,29 +399,84 @@ impl Site {
             let head = Arc::clone(&o.heads[usize::from(keep_alive)]);
             return Ok(Found { body: Body::Bytes(Arc::clone(&o.body)), ctype: OBJECT_TYPE, head: Some(head) });
         }
-        let root = self.root.as_deref().ok_or(http::Status(404))?;
-        let path = http::resolve_path(root, target)?;
-        let body = self.file(&path).ok_or(http::Status(404))?;
-        Ok(Found { body: Body::File(body), ctype: http::content_type(&path), head: None })
+        // Lexically first (no `..`, no encoded slash, the index of a directory), then
+        // opened beneath the root's descriptor.
+        let path = http::resolve_path(Path::new("/"), target)?;
+        let rel = path.strip_prefix("/").map_err(|_| http::Status(404))?;
+        if !self.dotfiles && rel.components().any(|c| c.as_os_str().as_encoded_bytes().starts_with(b".")) {
+            return Err(http::Status(404));
+        }
+        let body = self.file(rel).ok_or(http::Status(404))?;
+        Ok(Found { body: Body::File(body), ctype: http::content_type(rel), head: None })
     }
 
-    /// The body of the file at `path`: cached, or opened now (nothing is read yet).
-    fn file(&mut self, path: &Path) -> Option<Arc<FileBody>> {
-        let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
-        let mtime = meta.modified().ok();
-        if let Some((len, t, b)) = self.cache.get(path) {
-            if *len == meta.len() && *t == mtime {
+    /// The body of the file at `rel` beneath the root: cached, or opened now (nothing
+    /// is read yet). `None` if there is no root, no such regular file, or resolving it
+    /// would leave the root.
+    fn file(&mut self, rel: &Path) -> Option<Arc<FileBody>> {
+        use std::os::unix::fs::MetadataExt;
+        if self.root_dir.is_none() {
+            self.root_dir = Some(beneath::open_dir(self.root.as_deref()?).ok()?);
+        }
+        let file = beneath::open(self.root_dir.as_ref()?, rel).ok()?;
+        let meta = file.metadata().ok().filter(|m| m.is_file())?;
+        let (id, mtime) = ((meta.dev(), meta.ino()), meta.modified().ok());
+        if let Some((cid, len, t, b)) = self.cache.get(rel) {
+            if *cid == id && *len == meta.len() && *t == mtime {
                 return Some(Arc::clone(b));
             }
         }
-        let body = Arc::new(FileBody::new(File::open(path).ok()?, meta.len()));
-        let old = self.cache.remove(path).map_or(0, |(len, _, _)| len as usize);
+        let body = Arc::new(FileBody::new(file, meta.len()));
+        let old = self.cache.remove(rel).map_or(0, |(_, len, _, _)| len as usize);
         self.cached_bytes -= old;
         if self.cached_bytes + meta.len() as usize <= CACHE_LIMIT {
             self.cached_bytes += meta.len() as usize;
-            self.cache.insert(path.to_owned(), (meta.len(), mtime, Arc::clone(&body)));
+            self.cache.insert(rel.to_owned(), (id, meta.len(), mtime, Arc::clone(&body)));
         }
         Some(body)
+    }
+}
+
+/// Opening files beneath a directory, never outside it.
+pub(crate) mod beneath {
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+    use std::fs::File;
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::path::{Component, Path};
+
+    /// The directory `dir`, for [`open`].
+    pub fn open_dir(dir: &Path) -> std::io::Result<OwnedFd> {
+        Ok(rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
+    }
+
+    /// The file `rel` beneath `dir`, read-only. Symlinks are followed while they stay
+    /// beneath `dir` (`openat2`'s `RESOLVE_BENEATH`: no `..` above it, no absolute
+    /// link, no magic `/proc` link); a kernel without `openat2` gets a walk that
+    /// follows no symlink at all. Non-blocking, so that a FIFO cannot stall the lcore.
+    pub fn open(dir: &OwnedFd, rel: &Path) -> std::io::Result<File> {
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+        let how = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        match openat2(dir.as_fd(), rel, flags, Mode::empty(), how) {
+            Ok(fd) => Ok(File::from(fd)),
+            Err(rustix::io::Errno::NOSYS) => walk(dir, rel, flags),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Component by component with `O_NOFOLLOW`.
+    fn walk(dir: &OwnedFd, rel: &Path, flags: OFlags) -> std::io::Result<File> {
+        let parts: Vec<_> = rel.components().collect();
+        let mut cur: Option<OwnedFd> = None;
+        for (i, c) in parts.iter().enumerate() {
+            let Component::Normal(name) = c else {
+                return Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+            };
+            let at = cur.as_ref().map_or(dir.as_fd(), |f| f.as_fd());
+            let last = i + 1 == parts.len();
+            let f = if last { flags } else { OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC };
+            cur = Some(rustix::fs::openat(at, *name, f | OFlags::NOFOLLOW, Mode::empty())?);
+        }
+        cur.map(File::from).ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
     }
 }
 
@@ -391,20 +490,44 @@ pub struct HttpConn {
     out: Sender,
     /// Close after what is queued (no keep-alive, or an error).
     closing: bool,
+    /// Requests answered.
+    served: u64,
+    /// Since when the connection has waited for a request with nothing left to send.
+    idle_since: Option<Time>,
+    /// When the request head in `head` began (the connection's opening, for the first).
+    head_since: Option<Time>,
+    /// When request body bytes last arrived, while some are still to come.
+    body_since: Option<Time>,
+    /// When a timeout closes the connection unless something happens first.
+    deadline: Option<Time>,
 }
 
 impl HttpConn {
     fn poll(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv) {
+        let now = env.now;
+        if !self.closing && self.deadline.is_some_and(|d| now >= d) {
+            self.time_out(conn, env);
+        }
         // Take new bytes only while answers are not piling up (pipelining backpressure).
         while !self.closing && self.out.bytes < 4 << 20 {
             let Some(c) = conn.recv() else { break };
             env.stats.bytes_in += c.len() as u64;
+            let (was_empty, skipping) = (self.head.is_empty(), self.skip > 0);
             c.for_each_slice(|s| {
                 let skip = self.skip.min(s.len());
                 self.skip -= skip;
                 self.head.extend_from_slice(&s[skip..]);
             });
-            self.answer(env);
+            if skipping {
+                self.body_since = Some(now);
+            }
+            if was_empty && !self.head.is_empty() {
+                // The first request's head has had its time since the connection
+                // opened (nginx's client_header_timeout from the accept); a later
+                // one's starts with its first byte.
+                self.head_since = Some(if self.served == 0 { self.idle_since.unwrap_or(now) } else { now });
+            }
+            self.answer(env, now);
         }
         if self.out.flush(conn).is_err() {
             // A file could not be read to the length announced: end the connection
@@ -419,10 +542,56 @@ impl HttpConn {
             conn.close();
         }
         close_when_peer_did(conn, self.out.is_empty());
+        self.deadline = self.next_deadline(conn, env);
+    }
+
+    /// The time the connection is closed at unless a request (or more of it) comes.
+    fn next_deadline(&mut self, conn: &Connection<Chunk>, env: &AppEnv) -> Option<Time> {
+        if self.closing || !matches!(conn.state(), State::Established | State::SynReceived) {
+            return None;
+        }
+        let t = env.timeouts;
+        if self.skip > 0 {
+            self.idle_since = None;
+            return t.header.zip(self.body_since).map(|(d, since)| since + d);
+        }
+        if !self.head.is_empty() {
+            self.idle_since = None;
+            return t.header.zip(self.head_since).map(|(d, since)| since + d);
+        }
+        if !self.out.is_empty() || conn.send_queue() > 0 {
+            // A response is on its way: the engine's send timeout watches it.
+            self.idle_since = None;
+            return None;
+        }
+        let since = *self.idle_since.get_or_insert(env.now);
+        let limit = if self.served == 0 { t.header } else { t.keepalive };
+        limit.map(|d| since + d)
+    }
+
+    /// A timeout: a request begun gets a 408; the connection closes, and what it
+    /// received and did not read is dropped (its buffers go back at once).
+    fn time_out(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv) {
+        if self.served == 0 || !self.head.is_empty() || self.skip > 0 {
+            env.stats.header_timeouts += 1;
+        } else {
+            env.stats.keepalive_timeouts += 1;
+        }
+        if !self.head.is_empty() {
+            let mut v = Vec::new();
+            http::error_response(&mut v, http::Status(408), false, false);
+            env.stats.http_errors += 1;
+            env.stats.bytes_out += v.len() as u64;
+            self.out.push(Chunk::from_vec(v));
+        }
+        self.head = Vec::new();
+        self.skip = 0;
+        self.closing = true;
+        conn.discard_recv();
     }
 
     /// Answers every complete request in `head`.
-    fn answer(&mut self, env: &mut AppEnv) {
+    fn answer(&mut self, env: &mut AppEnv, now: Time) {
         while !self.closing && self.skip == 0 && !self.head.is_empty() {
             match http::parse_request(&self.head, MAX_HEAD) {
                 http::Parse::Incomplete => break,
@@ -440,6 +609,10 @@ impl HttpConn {
                     let body_in_head = req.content_length.min(self.head.len() - consumed);
                     self.skip = req.content_length - body_in_head;
                     self.head.drain(..consumed + body_in_head);
+                    self.served += 1;
+                    self.body_since = (self.skip > 0).then_some(now);
+                    // A pipelined request already begun starts its own clock.
+                    self.head_since = (!self.head.is_empty()).then_some(now);
                     self.respond(&req, env);
                 }
             }

@@ -47,7 +47,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::PathBuf;
 
-static COUNTERS: [CounterSpec; 31] = [
+static COUNTERS: [CounterSpec; 40] = [
     CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
     CounterSpec { name: "segs_out", unit: "TCP segments sent" },
     CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
@@ -80,13 +80,40 @@ static COUNTERS: [CounterSpec; 31] = [
     },
     CounterSpec {
         name: "mem_dropped",
-        unit: "data segments dropped: received data held by all connections over memory_limit (out-of-order first)",
+        unit: "data segments dropped: memory held by all connections' received data over the node's limit (memory_limit, pool_share; out-of-order first)",
     },
-    CounterSpec { name: "mem_refused", unit: "SYNs refused: received data held over memory_limit" },
+    CounterSpec { name: "mem_refused", unit: "SYNs refused: received data's memory over the node's limit" },
     CounterSpec { name: "tso_sent", unit: "TSO packets sent (up to 64 KiB, cut into MSS-sized segments by the port)" },
     CounterSpec {
         name: "time_wait_overflow",
         unit: "connections closed without TIME-WAIT (max_time_wait connections already in it)",
+    },
+    CounterSpec {
+        name: "rcv_collapsed",
+        unit: "received pieces copied into compact buffers (each pinned a packet buffer for a few bytes)",
+    },
+    CounterSpec { name: "ooo_pruned", unit: "out-of-order bytes dropped to make room, highest first (resent by the peer)" },
+    CounterSpec {
+        name: "rcv_mem_drops",
+        unit: "data segments dropped: the connection's recv_buffer still full after collapsing and pruning",
+    },
+    CounterSpec { name: "send_timeouts", unit: "connections reset: the peer accepted nothing for send_timeout" },
+    CounterSpec {
+        name: "header_timeouts",
+        unit: "HTTP connections closed: no complete request head within header_timeout (408 if one had begun)",
+    },
+    CounterSpec {
+        name: "keepalive_timeouts",
+        unit: "HTTP connections closed: no new request within keepalive_timeout",
+    },
+    CounterSpec { name: "peer_capped", unit: "connections refused: the peer address held max_per_peer already" },
+    CounterSpec {
+        name: "neigh_evicted",
+        unit: "neighbour entries dropped to stay within max_neighbours (none had a connection)",
+    },
+    CounterSpec {
+        name: "neigh_refused",
+        unit: "MAC changes refused: from a segment no connection or handshake accepted, for an address with connections",
     },
 ];
 const SEGS_IN: usize = 0;
@@ -120,6 +147,15 @@ const MEM_DROPPED: usize = 27;
 const MEM_REFUSED: usize = 28;
 const TSO_SENT: usize = 29;
 const TW_OVERFLOW: usize = 30;
+const RCV_COLLAPSED: usize = 31;
+const OOO_PRUNED: usize = 32;
+const RCV_MEM_DROPS: usize = 33;
+const SEND_TIMEOUTS: usize = 34;
+const HEADER_TIMEOUTS: usize = 35;
+const KEEPALIVE_TIMEOUTS: usize = 36;
+const PEER_CAPPED: usize = 37;
+const NEIGH_EVICTED: usize = 38;
+const NEIGH_REFUSED: usize = 39;
 
 /// A listening port.
 #[derive(Clone, Debug)]
@@ -138,6 +174,8 @@ pub struct ListenCfg {
     pub objects: String,
     /// Congestion control of accepted connections (`None`: the node's).
     pub congestion: Option<ironpath_tcp::Congestion>,
+    /// `http`: serve files and directories whose names start with `.` (off: 404).
+    pub dotfiles: bool,
 }
 
 /// Connections the node opens when it starts.
@@ -191,6 +229,39 @@ pub struct TcpConfig {
     /// Connections held in TIME-WAIT at most (in a compact form, outside the
     /// connection table); beyond it a connection closes without TIME-WAIT, counted.
     pub max_time_wait: usize,
+    /// What a peer may make the node hold, beyond the per-connection buffers.
+    pub limits: TcpLimits,
+}
+
+/// Bounds on what peers may make a `tcp` node hold, and for how long.
+#[derive(Clone, Debug)]
+pub struct TcpLimits {
+    /// Percent of the node's mempool the received data of all connections may pin
+    /// at most (the rest stays for RX, ARP, ICMP and new connections).
+    pub pool_share: u32,
+    /// Connections (established or closing, not TIME-WAIT) one peer address may
+    /// hold; 0: no cap.
+    pub max_per_peer: u32,
+    /// Neighbour (IP to MAC) entries held at most; entries of addresses without a
+    /// connection are evicted to make room.
+    pub max_neighbours: usize,
+    /// `http`: a request head must be complete this long after it began (after the
+    /// connection opened, for the first); `None`: no limit.
+    pub header_timeout: Option<std::time::Duration>,
+    /// `http`: an idle keep-alive connection is closed after this long; `None`: never.
+    pub keepalive_timeout: Option<std::time::Duration>,
+}
+
+impl Default for TcpLimits {
+    fn default() -> Self {
+        TcpLimits {
+            pool_share: 50,
+            max_per_peer: 0,
+            max_neighbours: 65536,
+            header_timeout: None,
+            keepalive_timeout: None,
+        }
+    }
 }
 
 /// One connection and its application.
@@ -203,11 +274,10 @@ struct Entry {
     dirty: bool,
     /// IPv4 identification of the next frame.
     ip_id: u16,
-    retransmits: u64,
-    rto_timeouts: u64,
-    keepalive_probes: u64,
-    challenge_acks: u64,
-    /// Received bytes the connection held when last looked at (summed in `rx_held`).
+    /// The connection's counters when last added to the node's.
+    seen: ironpath_tcp::Counters,
+    /// Memory the connection's received data held when last looked at (summed in
+    /// `rx_held`).
     rx_held: u64,
     /// Unique id (slots are reused; completions name the connection by it).
     id: u64,
@@ -217,12 +287,31 @@ struct Entry {
     tsq_blocked: bool,
 }
 
-/// Brings `total` (received bytes all connections hold) up to date with what `e`'s
-/// connection holds now.
+/// Brings `total` (memory all connections' received data holds) up to date with
+/// what `e`'s connection holds now.
 fn account_rx(total: &mut u64, e: &mut Entry) {
-    let held = e.conn.recv_held() as u64;
+    let held = e.conn.recv_mem() as u64;
     *total = *total + held - e.rx_held;
     e.rx_held = held;
+}
+
+/// Adds what `e`'s connection counted since the last call to the node's counters.
+fn sync_counters(cx: &NodeCx<'_>, e: &mut Entry) {
+    let (c, s) = (*e.conn.counters(), e.seen);
+    for (k, now, before) in [
+        (RETRANSMITS, c.retransmits, s.retransmits),
+        (RTO_TIMEOUTS, c.rto_timeouts, s.rto_timeouts),
+        (KEEPALIVE_PROBES, c.keepalive_probes, s.keepalive_probes),
+        (CHALLENGE_ACKS, c.challenge_acks, s.challenge_acks),
+        (RCV_COLLAPSED, c.rcv_collapsed, s.rcv_collapsed),
+        (OOO_PRUNED, c.ooo_pruned, s.ooo_pruned),
+        (RCV_MEM_DROPS, c.rcv_mem_drops, s.rcv_mem_drops),
+    ] {
+        if now != before {
+            cx.count(k, now - before);
+        }
+    }
+    e.seen = c;
 }
 
 /// A sent frame whose completion (its last other reference released) the node awaits.
@@ -266,8 +355,10 @@ pub struct TcpNode {
     /// Sent data frames awaiting completion, in sending order.
     pending: std::collections::VecDeque<Pending>,
     next_id: u64,
-    /// Received bytes all connections hold (see `TcpConfig::memory_limit`).
+    /// Memory all connections' received data holds (see `TcpConfig::memory_limit`).
     rx_held: u64,
+    /// What `rx_held` may reach: `memory_limit` and the pool share.
+    mem_limit: u64,
 }
 
 /// Frames built during one poll.
@@ -282,7 +373,21 @@ struct Out<'a> {
 struct Wire {
     pool: Mempool,
     mac: [u8; 6],
+    /// Neighbours: the MAC each peer address is reached at. Set by segments that a
+    /// connection or a handshake accepted; other segments may only fill in an address
+    /// that has no connection (see [`Wire::learn`]).
     neigh: HashMap<IpAddress, [u8; 6], KeyedState>,
+    /// Connections (established or closing) per peer address: their neighbour entries
+    /// stay, and `max_per_peer` caps them.
+    peers: HashMap<IpAddress, u32, KeyedState>,
+    max_neigh: usize,
+}
+
+/// What [`Wire::learn`] did that the node counts.
+#[derive(Default)]
+struct Learned {
+    evicted: u64,
+    refused: bool,
 }
 
 impl Wire {
@@ -290,6 +395,14 @@ impl Wire {
     /// is empty (the engine keeps the segment for the next dispatch).
     fn emit(&self, out: &mut Out<'_>, seg: Segment<Chunk>, ip_id: u16) -> Result<(), ()> {
         self.emit_tracked(out, seg, ip_id, None)
+    }
+
+    /// As [`Wire::emit`] for a reply to a received frame from `src_mac`: to the
+    /// neighbour entry of the address if there is one (a forged source never
+    /// redirects a reply to a known peer), else back to where the frame came from.
+    fn reply(&self, out: &mut Out<'_>, seg: Segment<Chunk>, src_mac: [u8; 6]) -> Result<(), ()> {
+        let dst_mac = self.neigh.get(&seg.dst_addr).copied().unwrap_or(src_mac);
+        self.emit_frame(out, seg, 0, dst_mac, None)
     }
 
     /// As [`Wire::emit`]; a data frame to a known neighbour also leaves a reference in
@@ -301,11 +414,22 @@ impl Wire {
         ip_id: u16,
         track: Option<&mut Option<(Mbuf, u64)>>,
     ) -> Result<(), ()> {
+        let dst_mac = self.neigh.get(&seg.dst_addr).copied().unwrap_or([0; 6]);
+        self.emit_frame(out, seg, ip_id, dst_mac, track)
+    }
+
+    fn emit_frame(
+        &self,
+        out: &mut Out<'_>,
+        seg: Segment<Chunk>,
+        ip_id: u16,
+        dst_mac: [u8; 6],
+        track: Option<&mut Option<(Mbuf, u64)>>,
+    ) -> Result<(), ()> {
         if out.pkts.room() == 0 {
             return Err(());
         }
-        let known = self.neigh.get(&seg.dst_addr).copied();
-        let dst_mac = known.unwrap_or([0; 6]);
+        let known = (dst_mac != [0; 6]).then_some(dst_mac);
         let data = seg.payload.is_some();
         let push = seg.repr.control != TcpControl::None;
         match build_frame(&self.pool, self.mac, dst_mac, &seg, ip_id) {
@@ -328,12 +452,44 @@ impl Wire {
         }
     }
 
-    fn learn(&mut self, ip: IpAddress, mac: [u8; 6]) {
-        if self.neigh.get(&ip) != Some(&mac) {
-            if self.neigh.len() >= 65536 {
-                self.neigh.clear();
+    /// Records that `ip` sent from `mac`. A segment a connection or a handshake
+    /// `accepted` sets the entry; any other (a SYN, a segment no connection wants, a
+    /// forgery) only for an address without connections, so that a forged source
+    /// cannot redirect a connection's frames. Makes room by evicting every entry of an
+    /// address without connections when `max_neigh` is reached.
+    fn learn(&mut self, ip: IpAddress, mac: [u8; 6], accepted: bool) -> Learned {
+        let mut done = Learned::default();
+        match self.neigh.get_mut(&ip) {
+            Some(m) if *m == mac => {}
+            Some(m) => {
+                if accepted || !self.peers.contains_key(&ip) {
+                    *m = mac;
+                } else {
+                    done.refused = true;
+                }
             }
-            self.neigh.insert(ip, mac);
+            None => {
+                if self.neigh.len() >= self.max_neigh {
+                    let before = self.neigh.len();
+                    let peers = &self.peers;
+                    self.neigh.retain(|a, _| peers.contains_key(a));
+                    done.evicted = (before - self.neigh.len()) as u64;
+                }
+                self.neigh.insert(ip, mac);
+            }
+        }
+        done
+    }
+
+    /// Counts a connection of peer `ip` (opened: `+1`, gone: `-1`).
+    fn peer_conns(&mut self, ip: IpAddress, opened: bool) {
+        if opened {
+            *self.peers.entry(ip).or_insert(0) += 1;
+        } else if let Some(n) = self.peers.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.peers.remove(&ip);
+            }
         }
     }
 }
@@ -620,7 +776,7 @@ impl TcpNode {
             }
             let site = sites.len();
             if l.app == "http" {
-                sites.push(Site::new(l.root.clone(), &l.objects)?);
+                sites.push(Site::new(l.root.clone(), &l.objects, l.dotfiles)?);
             }
             let mut lcfg = cfg.tcp.clone();
             lcfg.congestion = l.congestion.unwrap_or(lcfg.congestion);
@@ -635,10 +791,27 @@ impl TcpNode {
                 return Err(format!("`connect` to {}: no address of that family in `addresses`", c.to));
             }
         }
-        let env = AppEnv { pattern: apps::pattern(), sites, stats: Default::default() };
+        let timeouts =
+            apps::HttpTimeouts { header: cfg.limits.header_timeout, keepalive: cfg.limits.keepalive_timeout };
+        let env = AppEnv { pattern: apps::pattern(), sites, stats: Default::default(), now: Time::ZERO, timeouts };
         let seed = u64::from_le_bytes(cfg.isn_secret[..8].try_into().unwrap_or_default());
+        // What received data may pin: `memory_limit`, and the pool share (less 1/5,
+        // since segments that fill a hole are taken up to 1/4 beyond the limit).
+        let pool_bytes = pool.elt_size() as u64 * u64::from(pool.stats().size);
+        let share = pool_bytes * u64::from(cfg.limits.pool_share.clamp(1, 100)) / 100 * 4 / 5;
+        let mem_limit = match cfg.memory_limit {
+            0 => share,
+            m => m.min(share),
+        };
         Ok(TcpNode {
-            wire: Wire { pool, mac: cfg.mac, neigh: HashMap::with_hasher(key) },
+            wire: Wire {
+                pool,
+                mac: cfg.mac,
+                neigh: HashMap::with_hasher(key),
+                peers: HashMap::with_hasher(key),
+                max_neigh: cfg.limits.max_neighbours.max(1),
+            },
+            mem_limit,
             isn,
             listeners,
             by_port,
@@ -689,6 +862,7 @@ impl TcpNode {
 
     fn insert(&mut self, conn: Connection<Chunk>, app: App) -> u32 {
         let key = (conn.local(), conn.remote());
+        self.wire.peer_conns(key.1.addr, true);
         let ip_id = (slot_hint(&conn) | 1) as u16;
         self.next_id += 1;
         let e = Entry {
@@ -697,10 +871,7 @@ impl TcpNode {
             armed: None,
             dirty: false,
             ip_id,
-            retransmits: 0,
-            rto_timeouts: 0,
-            keepalive_probes: 0,
-            challenge_acks: 0,
+            seen: ironpath_tcp::Counters::default(),
             rx_held: 0,
             id: self.next_id,
             inflight: 0,
@@ -801,7 +972,6 @@ impl TcpNode {
             Err(Refused::NotOurs) => return cx.count(NOT_OURS, 1),
         };
         cx.count(SEGS_IN, 1);
-        self.wire.learn(rx.src, rx.src_mac);
         let plen = rx.repr.payload_len;
         let payload = (plen > 0).then(|| Chunk::from_mbuf(m, rx.off, plen));
         let key = (Endpoint::new(rx.dst, rx.repr.dst_port), Endpoint::new(rx.src, rx.repr.src_port));
@@ -809,21 +979,35 @@ impl TcpNode {
             let e = self.slots[slot as usize].as_mut().expect("flow table points at a live slot");
             let reuse = e.conn.state() == State::TimeWait && syn_replaces(&rx.repr, e.conn.info().rcv_nxt);
             if !reuse {
-                let limit = self.cfg.memory_limit;
-                if payload.is_some() && limit > 0 && self.rx_held >= limit {
-                    // Under memory pressure out-of-order data goes first (it cannot be
-                    // read until the hole fills); well over the limit, all data. The
-                    // peer sends it again.
+                let limit = self.mem_limit;
+                if payload.is_some() && self.rx_held >= limit {
+                    // Under memory pressure this connection's small pieces are copied
+                    // into compact buffers first (Linux's collapse); then out-of-order
+                    // data goes (it cannot be read until the hole fills); well over the
+                    // limit, all data. The peer sends it again.
+                    e.conn.collapse_recv();
+                    account_rx(&mut self.rx_held, e);
                     let in_order = e.conn.in_order(ironpath_tcp::SeqNum(rx.repr.seq_number));
-                    if !in_order || self.rx_held >= limit + limit / 8 {
+                    // A segment that fills a hole is taken up to 1/4 beyond the limit:
+                    // it turns held out-of-order data into data the application reads.
+                    let fills_hole = in_order && e.conn.recv_held() > e.conn.recv_queue();
+                    let room = match () {
+                        _ if self.rx_held < limit => true,
+                        _ if self.rx_held < limit + limit / 8 => in_order,
+                        _ => fills_hole && self.rx_held < limit + limit / 4,
+                    };
+                    if !room {
                         cx.count(MEM_DROPPED, 1);
+                        self.touch(slot);
                         return;
                     }
                 }
                 let reply = e.conn.process(now, &rx.repr, payload, rx.segs);
                 account_rx(&mut self.rx_held, e);
+                let accepted = e.conn.accepted();
+                self.learn(cx, rx.src, rx.src_mac, accepted);
                 if let Some(r) = reply {
-                    if self.wire.emit(out, r, 0).is_err() {
+                    if self.wire.reply(out, r, rx.src_mac).is_err() {
                         cx.count(TX_FULL, 1);
                     }
                 }
@@ -842,7 +1026,7 @@ impl TcpNode {
                 match reply {
                     TimeWaitReply::None => {}
                     TimeWaitReply::Ack(r) => {
-                        if self.wire.emit(out, r, 0).is_err() {
+                        if self.wire.reply(out, r, rx.src_mac).is_err() {
                             cx.count(TX_FULL, 1);
                         }
                     }
@@ -864,19 +1048,28 @@ impl TcpNode {
         let Some(&li) = self.by_port.get(&rx.repr.dst_port) else {
             if let Some(r) = rst_reply::<Chunk>(rx.src, rx.dst, &rx.repr, plen) {
                 cx.count(RST_SENT, 1);
-                if self.wire.emit(out, r, 0).is_err() {
+                if self.wire.reply(out, r, rx.src_mac).is_err() {
                     cx.count(TX_FULL, 1);
                 }
             }
             return;
         };
-        if rx.repr.control == TcpControl::Syn && self.flows.len() >= self.cfg.max_connections {
-            cx.count(SYN_DROPPED, 1);
-            return;
-        }
-        if rx.repr.control == TcpControl::Syn && self.cfg.memory_limit > 0 && self.rx_held >= self.cfg.memory_limit {
-            cx.count(MEM_REFUSED, 1);
-            return;
+        if rx.repr.control == TcpControl::Syn {
+            if self.flows.len() >= self.cfg.max_connections {
+                cx.count(SYN_DROPPED, 1);
+                return;
+            }
+            if self.rx_held >= self.mem_limit {
+                cx.count(MEM_REFUSED, 1);
+                return;
+            }
+            if self.peer_full(rx.src) {
+                cx.count(PEER_CAPPED, 1);
+                return;
+            }
+            // A SYN may name the MAC of an address without connections (the SYN-ACK
+            // and its retransmissions go there); never that of one with connections.
+            self.learn(cx, rx.src, rx.src_mac, false);
         }
         let lis = &mut self.listeners[li].0;
         let before = *lis.counters();
@@ -895,16 +1088,42 @@ impl TcpNode {
             if r.repr.control == TcpControl::Rst {
                 cx.count(RST_SENT, 1);
             }
-            if self.wire.emit(out, r, 0).is_err() {
+            if self.wire.reply(out, r, rx.src_mac).is_err() {
                 cx.count(TX_FULL, 1);
             }
         }
         self.listeners_due = true;
         self.accept(cx, li);
+        if self.flows.contains_key(&key) {
+            // This segment completed a valid handshake (or carried a valid cookie).
+            self.learn(cx, rx.src, rx.src_mac, true);
+        }
+    }
+
+    /// Whether `peer` holds `max_per_peer` connections already.
+    fn peer_full(&self, peer: IpAddress) -> bool {
+        let cap = self.cfg.limits.max_per_peer;
+        cap > 0 && self.wire.peers.get(&peer).is_some_and(|&n| n >= cap)
+    }
+
+    fn learn(&mut self, cx: &NodeCx<'_>, ip: IpAddress, mac: [u8; 6], accepted: bool) {
+        let done = self.wire.learn(ip, mac, accepted);
+        if done.evicted > 0 {
+            cx.count(NEIGH_EVICTED, done.evicted);
+        }
+        if done.refused {
+            cx.count(NEIGH_REFUSED, 1);
+        }
     }
 
     fn accept(&mut self, cx: &NodeCx<'_>, li: usize) {
         while let Some(conn) = self.listeners[li].0.accept() {
+            if self.peer_full(conn.remote().addr) {
+                // A handshake (a SYN cookie's, say) completed for a peer at its cap:
+                // no state is kept; the peer's data finds no connection.
+                cx.count(PEER_CAPPED, 1);
+                continue;
+            }
             let (_, l, site) = &self.listeners[li];
             let app = App::server(&l.app, l.bytes, *site);
             cx.count(OPENED, 1);
@@ -915,10 +1134,12 @@ impl TcpNode {
     /// Moves the connection of `slot` to the TIME-WAIT table (or closes it, if that
     /// is full).
     fn enter_time_wait(&mut self, cx: &NodeCx<'_>, slot: u32, tw: TimeWait) {
-        if let Some(e) = self.slots[slot as usize].take() {
+        if let Some(mut e) = self.slots[slot as usize].take() {
+            sync_counters(cx, &mut e);
             self.rx_held -= e.rx_held;
             let key = (e.conn.local(), e.conn.remote());
             self.flows.remove(&key);
+            self.wire.peer_conns(key.1.addr, false);
             self.free.push(slot);
             if self.time_wait.len() >= self.cfg.max_time_wait {
                 cx.count(TW_OVERFLOW, 1);
@@ -952,14 +1173,17 @@ impl TcpNode {
     }
 
     fn remove(&mut self, cx: &NodeCx<'_>, slot: u32) {
-        if let Some(e) = self.slots[slot as usize].take() {
+        if let Some(mut e) = self.slots[slot as usize].take() {
+            sync_counters(cx, &mut e);
             self.rx_held -= e.rx_held;
             self.flows.remove(&(e.conn.local(), e.conn.remote()));
+            self.wire.peer_conns(e.conn.remote().addr, false);
             self.free.push(slot);
             cx.count(CLOSED, 1);
             match e.conn.error() {
                 Some(ConnError::IdleTimeout) => cx.count(IDLE_RESETS, 1),
                 Some(ConnError::KeepaliveTimeout) => cx.count(KEEPALIVE_RESETS, 1),
+                Some(ConnError::SendTimeout) => cx.count(SEND_TIMEOUTS, 1),
                 _ => {}
             }
             if e.conn.error().is_some() {
@@ -972,6 +1196,7 @@ impl TcpNode {
     /// false if the output burst filled before everything was sent.
     fn service(&mut self, cx: &NodeCx<'_>, now: Time, slot: u32, out: &mut Out<'_>) -> bool {
         let Some(e) = self.slots[slot as usize].as_mut() else { return true };
+        self.env.now = now;
         e.app.poll(&mut e.conn, &mut self.env);
         let wire = &self.wire;
         let ip_id = &mut e.ip_id;
@@ -1020,14 +1245,8 @@ impl TcpNode {
             let last = out.pkts.len() - 1;
             out.pkts.header_mut(last).ol_flags |= ironpath_eal::TX_PUSH;
         }
-        let c = *e.conn.counters();
-        cx.count(RETRANSMITS, c.retransmits - e.retransmits);
-        cx.count(RTO_TIMEOUTS, c.rto_timeouts - e.rto_timeouts);
-        cx.count(KEEPALIVE_PROBES, c.keepalive_probes - e.keepalive_probes);
-        cx.count(CHALLENGE_ACKS, c.challenge_acks - e.challenge_acks);
+        sync_counters(cx, e);
         account_rx(&mut self.rx_held, e);
-        (e.retransmits, e.rto_timeouts) = (c.retransmits, c.rto_timeouts);
-        (e.keepalive_probes, e.challenge_acks) = (c.keepalive_probes, c.challenge_acks);
         if e.conn.state() == State::TimeWait {
             // Nothing more to send or read for 2 MSL: the connection leaves the table
             // for the compact TIME-WAIT one, its slot and buffers to the next
@@ -1048,6 +1267,11 @@ impl TcpNode {
             self.remove(cx, slot);
             return complete;
         }
+        // The application's own deadline (an HTTP timeout) counts as a timer too.
+        let at = match (at, e.app.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if let Some(t) = at {
             if t <= now && e.tsq_blocked {
                 // Due only for data the limit holds back: a completion wakes it.
@@ -1107,6 +1331,8 @@ impl TcpNode {
             (HTTP_REQ, s.http_requests),
             (HTTP_ERR, s.http_errors),
             (CLIENTS_DONE, s.clients_done),
+            (HEADER_TIMEOUTS, s.header_timeouts),
+            (KEEPALIVE_TIMEOUTS, s.keepalive_timeouts),
         ] {
             if v != 0 {
                 cx.count(k, v);
@@ -1185,3 +1411,6 @@ impl Node for TcpNode {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod limits_tests;

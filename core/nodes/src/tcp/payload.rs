@@ -27,10 +27,22 @@ impl Clone for Piece {
     }
 }
 
+/// Heap bytes an application buffer costs beyond its contents (the `Arc` counts and
+/// the allocator's header), charged with it.
+const HEAP_OVERHEAD: usize = 32;
+
 impl Piece {
     fn len(&self) -> usize {
         match self {
             Piece::Mbuf { len, .. } | Piece::Bytes { len, .. } => *len as usize,
+        }
+    }
+
+    /// Memory the piece pins: the packet's buffers, or the whole heap buffer.
+    fn truesize(&self) -> usize {
+        match self {
+            Piece::Mbuf { m, .. } => m.truesize(),
+            Piece::Bytes { b, .. } => b.len() + HEAP_OVERHEAD,
         }
     }
 
@@ -191,6 +203,21 @@ impl Payload for Chunk {
             left -= n;
         }
         out
+    }
+
+    fn truesize(&self) -> usize {
+        self.first.iter().chain(&self.rest).map(Piece::truesize).sum()
+    }
+
+    /// The bytes copied into one heap buffer of their size: received data that
+    /// pinned a packet buffer per few bytes gives the buffers back to the pool.
+    fn compact(parts: &[Self]) -> Option<Self> {
+        let len = parts.iter().map(|p| p.len).sum();
+        let mut v = Vec::with_capacity(len);
+        for p in parts {
+            p.for_each_slice(|s| v.extend_from_slice(s));
+        }
+        Some(Chunk::from_vec(v))
     }
 
     fn append(&mut self, tail: Self) {

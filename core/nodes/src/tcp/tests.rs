@@ -20,6 +20,7 @@ fn cfg(mac: [u8; 6], addr: Ipv4Addr) -> TcpConfig {
         tx_inflight_limit: 0,
         memory_limit: 0,
         max_time_wait: 262_144,
+        limits: Default::default(),
     }
 }
 
@@ -36,6 +37,7 @@ fn server(pool: &Mempool, objects: &str) -> TcpNode {
             root: None,
             objects: objects.into(),
             congestion: None,
+            dotfiles: false,
         },
         ListenCfg {
             port: 7,
@@ -45,6 +47,7 @@ fn server(pool: &Mempool, objects: &str) -> TcpNode {
             root: None,
             objects: String::new(),
             congestion: None,
+            dotfiles: false,
         },
     ];
     TcpNode::new(c, pool.clone()).unwrap()
@@ -87,7 +90,16 @@ fn source_to(port: u16, bytes: u64) -> ConnectCfg {
 
 /// A `discard` listener on `port`.
 fn discard_on(port: u16, congestion: Option<ironpath_tcp::Congestion>) -> ListenCfg {
-    ListenCfg { port, app: "discard".into(), backlog: 16, bytes: 0, root: None, objects: String::new(), congestion }
+    ListenCfg {
+        port,
+        app: "discard".into(),
+        backlog: 16,
+        bytes: 0,
+        root: None,
+        objects: String::new(),
+        congestion,
+        dotfiles: false,
+    }
 }
 
 /// Runs both nodes for `rounds` polls 100 µs apart; `keep(direction, n)` decides
@@ -193,6 +205,7 @@ fn file_server(pool: &Mempool, root: &std::path::Path) -> TcpNode {
         root: Some(root.to_owned()),
         objects: String::new(),
         congestion: None,
+        dotfiles: false,
     }];
     TcpNode::new(c, pool.clone()).unwrap()
 }
