@@ -69,8 +69,8 @@ impl Eal {
             return paths.iter().flat_map(|p| self.registry.load_path(p)).collect();
         }
         // Defaults: every `$IRONPATH_PMD_PATH` entry, then the first of the
-        // executable-relative directories that holds plugins (so a build tree with
-        // copies in `deps/` and its parent does not load each driver twice).
+        // executable-relative directories that holds plugins (a build tree, or an
+        // install's lib/ironpath).
         let mut errs: Vec<LoadError> = loader::env_paths().iter().flat_map(|p| self.registry.load_path(p)).collect();
         if let Some(dir) = loader::exe_dirs().into_iter().find(|d| loader::plugin_files(d).is_ok_and(|f| !f.is_empty()))
         {

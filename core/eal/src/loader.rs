@@ -3,8 +3,14 @@
 //! life of the process (ports hold an `Arc<Driver>`; libraries are never closed).
 //!
 //! Checks, in order, each refusal naming the file and what was expected and found:
-//! 1. the file is not writable by anyone but its owner (mode & 022 == 0);
-//! 2. it loads (`dlopen`) and exports [`ironpath_abi::ENTRY_SYMBOL`];
+//! 1. the file, opened without following a symlink (`O_NOFOLLOW`) from a descriptor
+//!    of its directory, is a regular file owned by root or the effective user and
+//!    writable by nobody else (mode & 022 == 0); every directory from `/` down to it,
+//!    each opened from the one above without following links, is owned by root or
+//!    the effective user and not writable by group or others unless sticky (`/tmp`):
+//!    nobody but those two can put other code in its place;
+//! 2. it loads (`dlopen` of `/proc/self/fd/N`, the very file checked) and exports
+//!    [`ironpath_abi::ENTRY_SYMBOL`];
 //! 3. the entry's ABI major equals ours (read from the frozen first 8 bytes);
 //! 4. the shared struct sizes (mbuf, mempool, stats) equal ours, and the entry is at
 //!    least the ABI 1.0 size (later minors append fields; an older entry's missing
@@ -13,7 +19,6 @@
 
 use ironpath_abi as abi;
 use std::ffi::CStr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -47,6 +52,38 @@ pub enum LoadError {
         path: PathBuf,
         /// Its permission bits.
         mode: u32,
+    },
+    /// The path names a symbolic link.
+    #[error("plugin {path}: refused: it is a symbolic link (load the file it points to by its own path)")]
+    Symlink {
+        /// File.
+        path: PathBuf,
+    },
+    /// Not a regular file.
+    #[error("plugin {path}: refused: not a regular file")]
+    NotRegular {
+        /// File.
+        path: PathBuf,
+    },
+    /// Owned by someone else than root or the effective user.
+    #[error("plugin {path}: refused: owned by uid {uid}; expected root or the effective user (uid {euid})")]
+    Owner {
+        /// File.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+        /// Ours.
+        euid: u32,
+    },
+    /// A directory above the file lets others replace it.
+    #[error("plugin {path}: refused: directory {dir} {why}")]
+    UnsafeDir {
+        /// File.
+        path: PathBuf,
+        /// The directory.
+        dir: PathBuf,
+        /// What is wrong with it and what is expected.
+        why: String,
     },
     /// `dlopen` failed.
     #[error("plugin {path}: cannot load: {err}")]
@@ -160,17 +197,82 @@ fn check_sizes(path: &Path, e: &abi::PmdEntry) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// Load one plugin file.
-pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
-    let meta = std::fs::metadata(path).map_err(|err| LoadError::Io { path: path.to_path_buf(), err })?;
-    let mode = meta.permissions().mode() & 0o7777;
+/// Whether `uid` may own a plugin or a directory above one: root or the effective user.
+fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == rustix::process::geteuid().as_raw()
+}
+
+/// Opens the plugin at `path` for loading, after the checks of step 1 (module
+/// documentation), on descriptors: what is checked is what is loaded.
+fn open_checked(path: &Path) -> Result<std::os::fd::OwnedFd, LoadError> {
+    use rustix::fs::{fstat, openat, FileType, Mode, OFlags, CWD};
+    let io = |err: std::io::Error| LoadError::Io { path: path.to_path_buf(), err };
+    let name = path.file_name().ok_or_else(|| io(std::io::ErrorKind::InvalidInput.into()))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // The directories, as they really are (links among them resolved), walked from
+    // the root: each opened from the one above without following a link.
+    let dir = parent.canonicalize().map_err(io)?;
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = openat(CWD, "/", dir_flags, Mode::empty()).map_err(|e| io(e.into()))?;
+    let mut at = PathBuf::from("/");
+    loop {
+        let st = fstat(&fd).map_err(|e| io(e.into()))?;
+        let unsafe_dir = |why: String| LoadError::UnsafeDir { path: path.to_path_buf(), dir: at.clone(), why };
+        if !trusted_owner(st.st_uid) {
+            return Err(unsafe_dir(format!(
+                "is owned by uid {}; expected root or the effective user (uid {})",
+                st.st_uid,
+                rustix::process::geteuid().as_raw()
+            )));
+        }
+        let mode = st.st_mode & 0o7777;
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(unsafe_dir(format!(
+                "is writable by group or others without the sticky bit (mode {mode:04o}); expected chmod go-w"
+            )));
+        }
+        let Some(next) = dir.strip_prefix(&at).ok().and_then(|rest| rest.components().next()) else { break };
+        let next = next.as_os_str().to_owned();
+        fd = openat(&fd, next.as_os_str(), dir_flags, Mode::empty()).map_err(|e| io(e.into()))?;
+        at.push(next);
+    }
+    // Non-blocking: opening a FIFO put in its place must not hang the host.
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let file = match openat(&fd, name, flags, Mode::empty()) {
+        Ok(f) => f,
+        Err(rustix::io::Errno::LOOP) => return Err(LoadError::Symlink { path: path.to_path_buf() }),
+        Err(e) => return Err(io(e.into())),
+    };
+    let st = fstat(&file).map_err(|e| io(e.into()))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(LoadError::NotRegular { path: path.to_path_buf() });
+    }
+    if !trusted_owner(st.st_uid) {
+        let euid = rustix::process::geteuid().as_raw();
+        return Err(LoadError::Owner { path: path.to_path_buf(), uid: st.st_uid, euid });
+    }
+    let mode = st.st_mode & 0o7777;
     if mode & 0o022 != 0 {
         return Err(LoadError::Writable { path: path.to_path_buf(), mode });
     }
-    // SAFETY: loading a library runs its initialisers. We accept that for files from
-    // the configured plugin directories that passed the permission check; Rust
-    // cdylibs built with the SDK have no initialisers of their own.
-    let lib = unsafe { libloading::Library::new(path) }
+    Ok(file)
+}
+
+/// Load one plugin file.
+pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
+    // The descriptor stays open for the life of the process (as the library stays
+    // mapped): the loader knows a library by its name, and a number closed and
+    // reused would make a later plugin's `/proc/self/fd/N` the name of this one.
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(open_checked(path)?);
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{fd}"));
+    // SAFETY: loading a library runs its initialisers. We accept that for a file
+    // that passed the checks above (its own and its directories' owners and modes),
+    // loaded through the descriptor that was checked; Rust cdylibs built with the SDK
+    // have no initialisers of their own.
+    let lib = unsafe { libloading::Library::new(&by_fd) }
         .map_err(|e| LoadError::Open { path: path.to_path_buf(), err: e.to_string() })?;
     // SAFETY: the symbol's type is fixed by the ABI: `extern "C" fn() -> *const PmdEntry`.
     let entry_fn: abi::PmdEntryFn = match unsafe { lib.get::<abi::PmdEntryFn>(abi::ENTRY_SYMBOL_C) } {
@@ -267,15 +369,14 @@ pub fn env_paths() -> Vec<PathBuf> {
 }
 
 /// Directories next to the running executable where plugins built or installed with
-/// it live, in search order: its own directory, its parent (a test binary in
-/// `target/debug/deps` finds `target/debug`), and `../lib/ironpath` (an install).
+/// it live, in search order: its own directory (a build tree) and `../lib/ironpath`
+/// (an install: `bin/ironpath` beside `lib/ironpath/`). Nothing above is searched.
 pub fn exe_dirs() -> Vec<PathBuf> {
     let mut v = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
             v.push(dir.to_path_buf());
             if let Some(up) = dir.parent() {
-                v.push(up.to_path_buf());
                 v.push(up.join("lib/ironpath"));
             }
         }
@@ -305,7 +406,15 @@ impl Registry {
 
     /// Load one file; a driver name already present is refused.
     pub fn load_one(&mut self, path: &Path) -> Result<Arc<Driver>, LoadError> {
-        let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        // The directory resolved, the file's own name kept: a link to a plugin is
+        // refused, not followed.
+        let canon = match (
+            path.parent().map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }),
+            path.file_name(),
+        ) {
+            (Some(dir), Some(name)) => dir.canonicalize().map_or_else(|_| path.to_path_buf(), |d| d.join(name)),
+            _ => path.to_path_buf(),
+        };
         if let Some(d) = self.drivers.iter().find(|d| d.path == canon) {
             return Ok(d.clone());
         }

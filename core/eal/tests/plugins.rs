@@ -44,13 +44,109 @@ fn setup(e: &mut Eal, devargs: &str, pool: &Mempool) -> u16 {
 }
 
 #[test]
-fn default_search_finds_the_plugins_built_with_the_binary() {
-    let _ = plugin_dir();
+fn default_search_is_the_executables_directory_and_lib_ironpath_beside_it() {
+    // This test's binary lives in target/<profile>/deps: the plugins one level up are
+    // not searched (nothing above the executable's own directory is).
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap();
+    let dirs = ironpath_eal::loader::exe_dirs();
+    assert_eq!(dirs, vec![dir.to_path_buf(), dir.parent().unwrap().join("lib/ironpath")]);
     let mut e = Eal::new(MemPolicy::NoHuge);
-    let errs = e.load_plugins(&[]);
+    let errs = e.load_plugins(&[plugin_dir()]);
     assert!(errs.is_empty(), "{errs:?}");
     let names: Vec<&str> = e.drivers().iter().map(|d| d.name.as_str()).collect();
     assert!(names.contains(&"net_null") && names.contains(&"net_ring"), "{names:?}");
+}
+
+/// A private directory (mode 0755) holding a copy of the null plugin (mode 0644).
+struct Staged {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl Staged {
+    fn new(tag: &str) -> Staged {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("ironpath-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = dir.join("libironpath_pmd_null.so");
+        std::fs::copy(plugin("ironpath_pmd_null"), &file).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        Staged { dir, file }
+    }
+
+    fn load(&self, path: &std::path::Path) -> Result<String, String> {
+        let mut e = Eal::new(MemPolicy::NoHuge);
+        e.load_plugin(path).map(|d| d.name.clone()).map_err(|err| err.to_string())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn a_checked_copy_loads_and_a_symlink_to_it_is_refused() {
+    let s = Staged::new("link");
+    assert_eq!(s.load(&s.file).as_deref(), Ok("net_null"));
+    let link = s.dir.join("libironpath_pmd_linked.so");
+    std::os::unix::fs::symlink(&s.file, &link).unwrap();
+    let err = s.load(&link).unwrap_err();
+    assert!(err.contains("libironpath_pmd_linked.so: refused: it is a symbolic link"), "{err}");
+    let fifo = s.dir.join("libironpath_pmd_fifo.so");
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o644), 0)
+        .unwrap();
+    let err = s.load(&fifo).unwrap_err();
+    assert!(err.contains("refused: not a regular file"), "{err}");
+}
+
+#[test]
+fn a_plugin_owned_by_another_user_is_refused_root() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root (chown)");
+        return;
+    }
+    let s = Staged::new("owner");
+    rustix::fs::chown(&s.file, Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
+    let err = s.load(&s.file).unwrap_err();
+    assert!(err.contains("refused: owned by uid 65534; expected root or the effective user (uid 0)"), "{err}");
+}
+
+#[test]
+fn a_plugin_under_a_directory_others_can_write_is_refused_root() {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() {
+        eprintln!("SKIPPED: needs root (a directory of its own under /tmp)");
+        return;
+    }
+    let s = Staged::new("wdir");
+    let inner = s.dir.join("sub");
+    std::fs::create_dir(&inner).unwrap();
+    let file = inner.join("libironpath_pmd_null.so");
+    std::fs::copy(&s.file, &file).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(s.load(&file).as_deref(), Ok("net_null"));
+    // World-writable, not sticky: anyone could swap the file.
+    std::fs::set_permissions(&s.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = s.load(&file).unwrap_err();
+    let want = format!(
+        "refused: directory {} is writable by group or others without the sticky bit (mode 0777)",
+        s.dir.display()
+    );
+    assert!(err.contains(&want), "{err}");
+    // A directory owned by another user (not writable by us: it could change it).
+    std::fs::set_permissions(&s.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    rustix::fs::chown(&inner, Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
+    let err = s.load(&file).unwrap_err();
+    assert!(err.contains(&format!("refused: directory {} is owned by uid 65534", inner.display())), "{err}");
 }
 
 #[test]
