@@ -203,6 +203,10 @@ impl GraphInfo {
             if ff != 0 {
                 let _ = writeln!(s, "    {:<32} {:>16} packets dropped", "frame_full", ff);
             }
+            if let Some(why) = n.stats.failure.get() {
+                let fd = n.stats.failed_drops.get();
+                let _ = writeln!(s, "    {:<32} {:>16} packets dropped: FAILED ({why})", "failed", fd);
+            }
         }
         s
     }

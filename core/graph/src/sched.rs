@@ -8,6 +8,7 @@ use crate::stats::NodeStats;
 use crate::trace::{summarize, TraceBuf};
 use ironpath_eal::tsc::rdtsc;
 use ironpath_eal::{Burst, MAX_BURST};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -28,6 +29,8 @@ pub(crate) struct RtNode {
     pub next_names: Vec<Arc<str>>,
     pub stats: Arc<NodeStats>,
     pub trace_left: Arc<AtomicU32>,
+    /// The node panicked: it is not called again, packets sent to it are dropped.
+    pub failed: bool,
 }
 
 /// The part of a graph one lcore runs.
@@ -123,8 +126,23 @@ impl LcoreGraph {
             let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
             let pre: Vec<String> =
                 if tracing { (0..n_in).map(|k| summarize(input.data(k))).collect() } else { Vec::new() };
+            if rt.failed {
+                rt.stats.failed_drops.add(n_in as u64);
+                input.free_all();
+                continue;
+            }
             let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
-            let d = rt.node.process(&mut cx, input, &mut self.next);
+            let next = &mut self.next;
+            let call = std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.process(&mut cx, input, next)));
+            let d = match call {
+                Ok(d) => d,
+                Err(payload) => {
+                    fail(self.lcore, rt, &*payload);
+                    rt.stats.failed_drops.add(input.len() as u64);
+                    input.free_all();
+                    continue;
+                }
+            };
             let n_out = input.len();
             let n = n_in.max(n_out);
             rt.stats.calls.add(1);
@@ -179,9 +197,11 @@ impl LcoreGraph {
             self.stats.received.add(received as u64);
         }
         if work == 0 {
-            for rt in &mut self.nodes {
+            for rt in self.nodes.iter_mut().filter(|rt| !rt.failed) {
                 let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
-                rt.node.idle(&mut cx);
+                if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.idle(&mut cx))) {
+                    fail(self.lcore, rt, &*payload);
+                }
             }
         }
         work
@@ -194,8 +214,10 @@ impl LcoreGraph {
             return;
         }
         self.stopped = true;
-        for rt in &mut self.nodes {
-            rt.node.stop();
+        for rt in self.nodes.iter_mut().filter(|rt| !rt.failed) {
+            if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.stop())) {
+                fail(self.lcore, rt, &*payload);
+            }
         }
         for b in self.inputs.iter_mut().chain(self.scratch.iter_mut()) {
             b.free_all();
@@ -207,6 +229,27 @@ impl Drop for LcoreGraph {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// A node panicked: it is marked failed (never called again; what is sent to it
+/// is dropped and counted in `failed_drops`), and the message is printed once. The
+/// rest of the graph keeps running: one faulty node must not stop the data plane
+/// (ARP, ICMP, other connections) silently or at all. Its state is left as the
+/// panic left it (dropped with the graph).
+#[cold]
+fn fail(lcore: u32, rt: &mut RtNode, payload: &(dyn std::any::Any + Send)) {
+    rt.failed = true;
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic with a non-text payload".into());
+    eprintln!(
+        "lcore {lcore}: node `{}` panicked and is failed: {msg}; packets sent to it are dropped from now on \
+         (counted: failed), the rest of the graph runs on",
+        rt.name
+    );
+    let _ = rt.stats.failure.set(msg);
 }
 
 /// Move the packets in `from` along next edge `k` of node `i` (to a node after it);

@@ -44,6 +44,10 @@ pub struct NodeStats {
     pub unconnected: Counter,
     /// Packets dropped because the next node's input frame was full.
     pub frame_full: Counter,
+    /// Packets dropped because the node failed (it panicked; it is not called again).
+    pub failed_drops: Counter,
+    /// Why the node failed (its panic message), once it has.
+    pub failure: std::sync::OnceLock<String>,
     /// Names and units of the node's own counters.
     pub extra_specs: &'static [CounterSpec],
     extra: Box<[Counter]>,
@@ -62,6 +66,8 @@ impl NodeStats {
             drops: Counter::default(),
             unconnected: Counter::default(),
             frame_full: Counter::default(),
+            failed_drops: Counter::default(),
+            failure: std::sync::OnceLock::new(),
             extra_specs,
             extra: extra_specs.iter().map(|_| Counter::default()).collect(),
         }
@@ -93,7 +99,7 @@ impl NodeStats {
             cycles: self.cycles.get(),
             idle_cycles: self.idle_cycles.get(),
             timed_packets: self.timed_packets.get(),
-            drops: self.drops.get() + self.unconnected.get() + self.frame_full.get(),
+            drops: self.drops.get() + self.unconnected.get() + self.frame_full.get() + self.failed_drops.get(),
         }
     }
 }
@@ -113,7 +119,7 @@ pub struct StatsSnapshot {
     pub idle_cycles: u64,
     /// Packets in the sampled calls.
     pub timed_packets: u64,
-    /// All drops (node, unconnected, frame full).
+    /// All drops (node, unconnected, frame full, failed node).
     pub drops: u64,
 }
 

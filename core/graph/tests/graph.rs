@@ -276,3 +276,49 @@ fn idle_walks_that_last_long_are_counted_and_short_ones_are_not() {
     }
     panic!("long idle walks (s, of total s): {seen:?}; expected >= 0.020 with the fast walks (> 2 ms) left out");
 }
+
+/// A test-only node that panics on the packet numbered `at` (a bug in a node).
+struct Panicker {
+    at: u64,
+    seen: Arc<Mutex<Vec<u64>>>,
+}
+impl Node for Panicker {
+    fn process(&mut self, _cx: &mut NodeCx<'_>, pkts: &mut Burst, _n: &mut [u16; MAX_BURST]) -> Dispatch {
+        let vals: Vec<u64> =
+            (0..pkts.len()).map(|i| u64::from_le_bytes(pkts.data(i)[..8].try_into().unwrap())).collect();
+        assert!(!vals.contains(&self.at), "deliberate panic at packet {}", self.at);
+        self.seen.lock().unwrap().extend(vals);
+        pkts.free_all();
+        Dispatch::Consumed
+    }
+}
+
+#[test]
+fn a_panicking_node_is_failed_its_packets_counted_and_the_rest_of_the_graph_runs_on() {
+    let p = pool(1024);
+    let (even, odd) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 1000, per_call: 32 })),
+        decl("par", 0, &["even", "odd"], false, Box::new(Parity)),
+        decl("bad", 0, &[], false, Box::new(Panicker { at: 502, seen: even.clone() })),
+        decl("odd", 0, &[], false, Box::new(Sink(odd.clone()))),
+    ];
+    let edges = [edge("src", "out", "par"), edge("par", "even", "bad"), edge("par", "odd", "odd")];
+    let mut g = build(nodes, &edges, &[(0, None)]).unwrap();
+    while g.lcores[0].run_once() > 0 {}
+    // The other branch got everything.
+    assert_eq!(*odd.lock().unwrap(), (0..1000).filter(|v| v % 2 == 1).collect::<Vec<_>>());
+    // The failed node saw the even numbers up to its panic, then nothing more; each
+    // even number it never took is counted as a drop of the failed node.
+    let seen = even.lock().unwrap().clone();
+    assert!(seen.iter().all(|&v| v < 502) && !seen.is_empty(), "{seen:?}");
+    let bad = g.info.node("bad").unwrap().stats.clone();
+    let evens = (0..1000).filter(|v| v % 2 == 0 && v % 10 != 0).count() as u64;
+    assert_eq!(bad.failed_drops.get(), evens - seen.len() as u64);
+    assert_eq!(bad.snapshot().drops, bad.failed_drops.get());
+    assert_eq!(bad.failure.get().map(String::as_str), Some("deliberate panic at packet 502"));
+    let rt = g.info.format_runtime();
+    assert!(rt.contains("FAILED (deliberate panic at packet 502)"), "{rt}");
+    drop(g);
+    assert_eq!(p.stats().in_use, 0, "the failed node's packets went back to the pool");
+}

@@ -215,7 +215,18 @@ pub fn run_main(args: &[String]) -> i32 {
     for e in &errs {
         eprintln!("ironpath: {e}");
     }
-    if failed || !errs.is_empty() {
+    // A node that panicked was failed and the rest ran on (docs/graph.md): the run
+    // still ends in an error status, naming it.
+    let failed_nodes: Vec<String> = run
+        .info
+        .nodes
+        .iter()
+        .filter_map(|n| n.stats.failure.get().map(|why| format!("node `{}` failed: {why}", n.name)))
+        .collect();
+    for f in &failed_nodes {
+        eprintln!("ironpath: {f}");
+    }
+    if failed || !errs.is_empty() || !failed_nodes.is_empty() {
         1
     } else {
         0
