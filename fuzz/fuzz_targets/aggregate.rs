@@ -68,6 +68,7 @@ fuzz_target!(|data: &[u8]| {
         flush_tsc: 3,
         max_segments: [64, 2, 5, 16][usize::from(sel >> 2 & 3)],
         max_flows: [64, 1, 3, 8][usize::from(sel >> 4 & 3)],
+        max_held: if data[1] & 8 != 0 { 64 } else { 4096 },
         max_bytes: if sel & 0x40 == 0 { 65535 } else { 3000 },
         drop_bad: sel & 0x80 != 0,
     };

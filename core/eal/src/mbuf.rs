@@ -75,6 +75,9 @@ pub unsafe fn reset_raw(m: *mut RawMbuf, headroom: u16) {
 unsafe fn prefree_seg(m: *mut RawMbuf) -> *mut RawMbuf {
     // SAFETY: caller's contract.
     let r = unsafe { &*m };
+    // A free object's count is 0 in debug builds (the pool marks it): freeing it
+    // again is a double free.
+    debug_assert!(r.refcnt.load(Ordering::Relaxed) != 0, "mbuf {m:p} freed twice (it was free already)");
     // Acquire on the last reference: every other holder's reads of the buffer
     // happen-before we recycle it (their decrement is a Release RMW).
     if r.refcnt.load(Ordering::Acquire) == 1 {
@@ -686,6 +689,22 @@ impl Mbuf {
         self.segs().last().unwrap_or(self.ptr.as_ptr())
     }
 
+    /// The last segment, if every segment's header is held by this handle alone:
+    /// only then may the chain's links and lengths change (a segment another handle
+    /// holds would change under it, and linking a packet behind a segment it already
+    /// reaches would make a loop).
+    fn last_exclusive_seg(&self) -> Result<*mut RawMbuf, MbufError> {
+        let mut last = self.ptr.as_ptr();
+        for s in self.segs() {
+            // SAFETY: valid segment of our chain.
+            if unsafe { (*s).refcnt.load(Ordering::Acquire) } != 1 {
+                return Err(MbufError::Shared);
+            }
+            last = s;
+        }
+        Ok(last)
+    }
+
     /// Free bytes after the data of the last segment.
     pub fn tailroom(&self) -> usize {
         // SAFETY: valid segment.
@@ -768,11 +787,9 @@ impl Mbuf {
     }
 
     /// Remove `len` bytes from the end, across segments; emptied trailing segments are
-    /// freed.
+    /// freed. Refused if any segment is shared with another handle.
     pub fn trim(&mut self, len: usize) -> Result<(), MbufError> {
-        if self.refcnt() > 1 {
-            return Err(MbufError::Shared);
-        }
+        self.last_exclusive_seg()?;
         let have = self.pkt_len();
         if len > have {
             return Err(MbufError::NoRoom { op: "trim", want: len, have });
@@ -807,13 +824,14 @@ impl Mbuf {
         Ok(())
     }
 
-    /// Append the packet `tail` as further segments of this one.
+    /// Append the packet `tail` as further segments of this one. Refused (`tail`
+    /// freed) if a segment of this packet is shared with another handle.
     pub fn chain(&mut self, tail: Mbuf) -> Result<(), MbufError> {
         let total = self.nb_segs() + tail.nb_segs();
         if total > u16::MAX as usize {
             return Err(MbufError::TooManySegs(total));
         }
-        let last = self.last_seg();
+        let last = self.last_exclusive_seg()?;
         let t = tail.into_raw();
         // SAFETY: `last` is our last segment; `t` is a packet we now own and link in.
         unsafe {
@@ -827,12 +845,13 @@ impl Mbuf {
 
     /// Append several packets, in order, as further segments of this one (one walk
     /// to the end of the chain, however many are added). `tails` ends empty.
+    /// Refused (`tails` kept) if a segment of this packet is shared.
     pub fn chain_many(&mut self, tails: &mut Vec<Mbuf>) -> Result<(), MbufError> {
         let total = self.nb_segs() + tails.iter().map(Mbuf::nb_segs).sum::<usize>();
         if total > u16::MAX as usize {
             return Err(MbufError::TooManySegs(total));
         }
-        let mut last = self.last_seg();
+        let mut last = self.last_exclusive_seg()?;
         let mut add = 0u32;
         for t in tails.drain(..) {
             // (A one-segment tail is its own last segment: no walk into `next`.)
@@ -857,7 +876,7 @@ impl Mbuf {
 
     /// Hang every segment of `list` behind this packet's last segment, in one step
     /// (the list ends empty). Refused (both unchanged) if the packet would have
-    /// more than `u16::MAX` segments.
+    /// more than `u16::MAX` segments or a segment of it is shared.
     pub fn chain_list(&mut self, list: &mut SegList) -> Result<(), MbufError> {
         if list.first.is_null() {
             return Ok(());
@@ -866,7 +885,14 @@ impl Mbuf {
         if total > u16::MAX as usize {
             return Err(MbufError::TooManySegs(total));
         }
-        let last = if self.hdr().nb_segs == 1 { self.ptr.as_ptr() } else { self.last_seg() };
+        let last = if self.hdr().nb_segs == 1 {
+            if self.refcnt() != 1 {
+                return Err(MbufError::Shared);
+            }
+            self.ptr.as_ptr()
+        } else {
+            self.last_exclusive_seg()?
+        };
         // SAFETY: `last` is our last segment; the list's segments become ours (the
         // list is emptied below, so each is owned once).
         unsafe { (*last).next = list.first };
@@ -1176,6 +1202,30 @@ mod tests {
 
     fn pool(n: u32, room: u16) -> Mempool {
         Mempool::create(&MempoolConfig::new("m", n).cache_size(0).data_room(room).policy(MemPolicy::NoHuge)).unwrap()
+    }
+
+    /// Links and lengths change only where no other handle looks: chaining a packet
+    /// behind itself (a loop) or behind a shared segment, and trimming a shared
+    /// segment, are refused; everything still comes back to the pool.
+    #[test]
+    fn chains_change_only_where_no_other_handle_looks() {
+        let p = pool(32, 256);
+        let mut a = Mbuf::from_slice(&p, b"abc").unwrap();
+        let alias = a.share();
+        assert!(matches!(a.chain(alias), Err(MbufError::Shared)), "a loop");
+        let mut y = Mbuf::from_slice(&p, b"y").unwrap();
+        let x = a.share();
+        y.chain(x).unwrap(); // y -> a (a's head now held twice)
+        let mut z = Mbuf::from_slice(&p, b"z").unwrap();
+        z.chain(a).unwrap(); // z -> a, a consumed
+        assert_eq!(z.to_vec(), b"zabc");
+        let zz = Mbuf::from_slice(&p, b"!").unwrap();
+        assert!(matches!(y.chain(zz), Err(MbufError::Shared)), "behind a shared segment");
+        assert!(matches!(y.trim(2), Err(MbufError::Shared)), "cutting a shared segment");
+        assert!(matches!(y.chain_many(&mut vec![Mbuf::from_slice(&p, b"w").unwrap()]), Err(MbufError::Shared)));
+        assert_eq!((y.to_vec(), z.to_vec()), (b"yabc".to_vec(), b"zabc".to_vec()));
+        drop((y, z));
+        assert_eq!(p.stats().in_use, 0);
     }
 
     /// A segment list links one-segment packets as they come, refuses chained

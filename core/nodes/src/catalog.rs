@@ -213,6 +213,7 @@ pub static CATALOG: &[NodeSpec] = &[
             p("max_bytes", ParamKind::Uint { min: 1024, max: 65535 }, false, Some("65535"), "most bytes of IP payload in an aggregate"),
             p("max_segments", ParamKind::Uint { min: 2, max: 1024 }, false, Some("64"), "most segments in an aggregate"),
             p("max_flows", ParamKind::Uint { min: 1, max: 65536 }, false, Some("64"), "flows held at once (the oldest is flushed for a new one)"),
+            p("max_held", ParamKind::Uint { min: 64, max: 1 << 20 }, false, Some("4096"), "packets the flows may hold between bursts (flush: timeout); beyond it the oldest flows leave early (counted: flush_held), so a peer's out-of-order segments cannot pin more of the pool"),
             p("flush", ParamKind::Enum(&["burst", "timeout"]), false, Some("burst"), "flush at the end of every burst, or after `flush_us`"),
             p("flush_us", ParamKind::Duration, false, Some("100us"), "how long a flow may be held (flush: timeout)"),
             p("bad", ParamKind::Enum(&["pass", "drop"]), false, Some("pass"), "what to do with malformed or bad-checksum packets (never merged, always counted)"),

@@ -273,6 +273,7 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
                 max_bytes: uint("max_bytes") as u32,
                 max_segments: uint("max_segments") as u16,
                 max_flows: uint("max_flows") as usize,
+                max_held: uint("max_held") as usize,
                 flush: if p.str("flush") == Some("timeout") { Flush::Timeout } else { Flush::Burst },
                 flush_tsc: (u128::from(p.duration_us("flush_us").unwrap_or(100)) * u128::from(env.tsc_hz()) / 1_000_000)
                     as u64,

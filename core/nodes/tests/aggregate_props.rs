@@ -244,6 +244,10 @@ fn run(
         now += 10;
         agg.process(&mut b, now);
         collect(&mut b, &mut out);
+        // What flows hold between bursts stays within max_held (plus the packets
+        // waiting for room in the next burst).
+        let held_in_flows = agg.held() - agg.pending();
+        assert!(held_in_flows <= agg.config().max_held.max(burst), "{held_in_flows} held");
     }
     // Drain what is held (timeout mode), then any overflow.
     for _ in 0..4 {
@@ -262,6 +266,7 @@ fn cfg(mode: Mode, flush: Flush, rng: &mut Rng) -> AggrConfig {
         max_bytes: [65535, 16384, 3000][rng.below(3) as usize],
         max_segments: [64, 8, 2][rng.below(3) as usize],
         max_flows: [64, 3][rng.below(2) as usize],
+        max_held: [4096, 40][rng.below(2) as usize],
         flush,
         flush_tsc: 25,
         drop_bad: false,

@@ -66,6 +66,7 @@
 mod sys;
 
 use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::tpacket;
 use ironpath_pmd_sdk::vnet::VnetHdr;
 use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
 use std::ffi::CStr;
@@ -507,16 +508,24 @@ impl AfRx {
         if status & libc::TP_STATUS_USER == 0 {
             return false;
         }
-        // SAFETY: the kernel handed the block to us (status USER): its header is stable.
-        unsafe {
-            self.left = std::ptr::read_volatile(b.add(sys::BLK_NUM_PKTS).cast::<u32>());
-            self.next_off = std::ptr::read_volatile(b.add(sys::BLK_FIRST_PKT).cast::<u32>()) as usize;
-        }
+        // The header through checked offsets: a count no block can hold is cut to
+        // what fits (the frames' own checks end the walk early).
+        let Some(h) = tpacket::block_header(self.block_bytes()) else { return false };
+        self.left = h.num_pkts;
+        self.next_off = h.first;
         if self.left == 0 {
             self.close_block();
             return false;
         }
         true
+    }
+
+    /// The current block's bytes. Only while the kernel has handed it to us (status
+    /// USER): it writes none of them until `close_block` hands it back.
+    fn block_bytes(&self) -> &[u8] {
+        // SAFETY: block < nblocks, the ring maps nblocks * blocksz bytes, and the
+        // block is ours (see above): nothing else writes it while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.block_ptr(), self.blocksz) }
     }
 
     /// Give the current block back to the kernel and move to the next.
@@ -608,7 +617,6 @@ impl AfRx {
     /// Copy frames of the current block into the fresh mbufs `out`; returns how many
     /// were filled (the rest are freed: oversized frames are counted as errors).
     fn fill(&mut self, out: &mut [*mut Mbuf]) -> usize {
-        let b = self.block_ptr();
         let mut k = 0;
         let mut bytes = 0u64;
         let mut spare: Vec<*mut Mbuf> = Vec::new();
@@ -617,44 +625,40 @@ impl AfRx {
                 spare.extend_from_slice(&out[i..]);
                 break;
             }
-            // SAFETY: next_off points at a tpacket3_hdr inside this block (kernel
-            // layout; offsets bounded by blocksz, checked below).
-            let (h, next, snap, mac, status, hash, tci, wire_len) = unsafe {
-                let h = b.add(self.next_off);
-                (
-                    h,
-                    std::ptr::read_volatile(h.add(sys::H3_NEXT).cast::<u32>()) as usize,
-                    std::ptr::read_volatile(h.add(sys::H3_SNAPLEN).cast::<u32>()) as usize,
-                    std::ptr::read_volatile(h.add(sys::H3_MAC).cast::<u16>()) as usize,
-                    std::ptr::read_volatile(h.add(sys::H3_STATUS).cast::<u32>()),
-                    std::ptr::read_volatile(h.add(sys::H3_RXHASH).cast::<u32>()),
-                    std::ptr::read_volatile(h.add(sys::H3_VLAN_TCI).cast::<u32>()),
-                    std::ptr::read_volatile(h.add(sys::H3_LEN).cast::<u32>()) as usize,
-                )
+            // Each header through checked offsets: one that points outside the block
+            // (or back into it) ends the block, counted, instead of being followed.
+            let f = match tpacket::frame_at(self.block_bytes(), self.next_off, self.left == 1) {
+                Ok(f) => f,
+                Err(_) => {
+                    self.stats.errors.add(1);
+                    self.left = 0;
+                    spare.extend_from_slice(&out[i..]);
+                    break;
+                }
             };
             self.left -= 1;
-            self.next_off += next;
+            self.next_off = f.next;
             let m = out[i];
             // SAFETY: `m` is a fresh mbuf from our pool, owned by us.
             let r = unsafe { &mut *m };
             let room = (r.buf_len - r.data_off) as usize;
-            let in_block = self.next_off - next + mac + snap <= self.blocksz;
             // A frame cut to the ring's frame size (wire_len > snap) is not delivered
             // truncated: it is an RX error (a veth peer's GSO super-frame, for one).
-            if snap > room || !in_block || wire_len > snap {
+            if f.snap > room || f.wire_len > f.snap {
                 self.stats.errors.add(1);
                 spare.push(m);
                 continue;
             }
-            // SAFETY: the frame bytes lie inside the block (checked), the destination
-            // inside the mbuf's buffer (snap <= room).
-            unsafe { std::ptr::copy_nonoverlapping(h.add(mac), r.buf_addr.add(r.data_off as usize), snap) };
-            r.data_len = snap as u16;
-            r.pkt_len = snap as u32;
+            let src = &self.block_bytes()[f.data..f.data + f.snap];
+            // SAFETY: the destination lies inside the mbuf's buffer (snap <= room);
+            // the source is a checked range of the block.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), r.buf_addr.add(r.data_off as usize), f.snap) };
+            r.data_len = f.snap as u16;
+            r.pkt_len = f.snap as u32;
             r.port = self.port_id;
-            r.rss_hash = hash;
-            r.ol_flags = abi::RX_RSS_HASH | kernel_rx_flags(r, status, tci as u16);
-            bytes += snap as u64;
+            r.rss_hash = f.rxhash;
+            r.ol_flags = abi::RX_RSS_HASH | kernel_rx_flags(r, f.status, f.vlan_tci);
+            bytes += f.snap as u64;
             out[k] = m;
             k += 1;
         }

@@ -5,27 +5,7 @@ use std::ffi::CString;
 use std::io::{Error, Result};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// `tpacket_block_desc` (V3 block header): `hdr.bh1.block_status`.
-pub const BLK_STATUS: usize = 8;
-/// `hdr.bh1.num_pkts`.
-pub const BLK_NUM_PKTS: usize = 12;
-/// `hdr.bh1.offset_to_first_pkt`.
-pub const BLK_FIRST_PKT: usize = 16;
-/// `tpacket3_hdr.tp_next_offset`.
-pub const H3_NEXT: usize = 0;
-/// `tpacket3_hdr.tp_snaplen`.
-pub const H3_SNAPLEN: usize = 12;
-/// `tpacket3_hdr.tp_len`: the frame's length on the wire (more than `tp_snaplen` when
-/// the frame did not fit the ring's frame, e.g. a GSO super-frame from a veth peer).
-pub const H3_LEN: usize = 16;
-/// `tpacket3_hdr.tp_status`.
-pub const H3_STATUS: usize = 20;
-/// `tpacket3_hdr.tp_mac` (offset of the frame from the header).
-pub const H3_MAC: usize = 24;
-/// `tpacket3_hdr.hv1.tp_rxhash`.
-pub const H3_RXHASH: usize = 28;
-/// `tpacket3_hdr.hv1.tp_vlan_tci`.
-pub const H3_VLAN_TCI: usize = 32;
+pub use ironpath_pmd_sdk::tpacket::{BLK_STATUS, H3_LEN, H3_MAC, H3_SNAPLEN, H3_STATUS};
 /// `tpacket2_hdr.tp_status`.
 pub const H2_STATUS: usize = 0;
 /// `tpacket2_hdr.tp_len`.

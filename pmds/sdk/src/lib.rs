@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod devargs;
+pub mod tpacket;
 pub mod vnet;
 pub use devargs::DevArgs;
 

@@ -69,6 +69,10 @@ pub struct AggrConfig {
     pub max_segments: u16,
     /// Most flows held at once (the oldest is flushed to make room).
     pub max_flows: usize,
+    /// Most packets the flows hold between bursts ([`Flush::Timeout`]); beyond it the
+    /// oldest flows leave early (`flush_held`). A bound on the share of the pool a
+    /// peer's segments can pin.
+    pub max_held: usize,
     /// Flush policy.
     pub flush: Flush,
     /// Timeout in TSC ticks for [`Flush::Timeout`].
@@ -84,6 +88,7 @@ impl Default for AggrConfig {
             max_bytes: 65535,
             max_segments: 64,
             max_flows: 64,
+            max_held: 4096,
             flush: Flush::Burst,
             flush_tsc: 0,
             drop_bad: false,
@@ -117,6 +122,8 @@ pub struct AggrStats {
     pub flush_mismatch: u64,
     /// Flows flushed to make room for a new one.
     pub flows_evicted: u64,
+    /// Flows flushed early because the flows held more than `max_held` packets.
+    pub flush_held: u64,
     /// Segments held out of order.
     pub reordered: u64,
     /// Packets with a bad IPv4 or TCP checksum (never merged).
@@ -226,6 +233,7 @@ enum Why {
     Limit,
     Mismatch,
     Evict,
+    Held,
 }
 
 /// The receive aggregator.
@@ -374,7 +382,10 @@ impl Aggregator {
             }
             match self.cfg.flush {
                 Flush::Burst => self.flush_all(Why::Burst, &mut out),
-                Flush::Timeout => self.flush_due(now_tsc, &mut out),
+                Flush::Timeout => {
+                    self.flush_due(now_tsc, &mut out);
+                    self.bound_held(&mut out);
+                }
             }
         }
         self.pending = pending;
@@ -394,6 +405,11 @@ impl Aggregator {
         }
         self.pending = pending;
         self.stats.packets_out += n_out;
+    }
+
+    /// Outputs waiting for room in the next burst.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
     }
 
     /// Packets held (in flows or waiting for room).
@@ -820,6 +836,25 @@ impl Aggregator {
         }
     }
 
+    /// Keeps what flows hold between bursts within `max_held` packets: the oldest
+    /// flows leave early when a peer's segments (out-of-order runs in many flows)
+    /// would hold more, so RX always finds buffers. Only counted when the flows
+    /// held could hold that many at all (a few flows cannot: no cost then).
+    fn bound_held(&mut self, out: &mut Out<'_>) {
+        let could = self.live * MAX_RUNS * usize::from(self.cfg.max_segments);
+        if could <= self.cfg.max_held {
+            return;
+        }
+        let mut held = self.held();
+        while held > self.cfg.max_held && self.live > 0 {
+            let oldest = (0..self.live).min_by_key(|&i| self.first_tsc[i]).unwrap_or(0);
+            let f = &self.flows[oldest];
+            held -= f.runs[..f.nruns].iter().map(|r| r.segs as usize).sum::<usize>();
+            self.stats.flush_held += 1;
+            self.flush_flow(oldest, Why::Held, out);
+        }
+    }
+
     fn flush_due(&mut self, now: u64, out: &mut Out<'_>) {
         let mut i = 0;
         while i < self.live {
@@ -839,7 +874,7 @@ impl Aggregator {
             Why::End => st.flush_end += 1,
             Why::Limit => st.flush_limit += 1,
             Why::Mismatch => st.flush_mismatch += 1,
-            Why::Evict => {}
+            Why::Evict | Why::Held => {}
         }
         let f = &mut self.flows[i];
         let held = &mut f.runs[..f.nruns];

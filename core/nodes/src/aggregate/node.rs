@@ -6,7 +6,7 @@ use super::{AggrStats, Aggregator};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
-static AGGR_COUNTERS: [CounterSpec; 19] = [
+static AGGR_COUNTERS: [CounterSpec; 20] = [
     CounterSpec { name: "packets_in", unit: "packets" },
     CounterSpec { name: "packets_out", unit: "packets" },
     CounterSpec { name: "tcp_in", unit: "TCP segments considered" },
@@ -26,7 +26,9 @@ static AGGR_COUNTERS: [CounterSpec; 19] = [
     CounterSpec { name: "lro_alloc_failed", unit: "LRO buffers not available" },
     CounterSpec { name: "dropped", unit: "bad packets dropped (bad: drop) or freed at stop" },
     CounterSpec { name: "flows_held", unit: "flows held now" },
+    CounterSpec { name: "flush_held", unit: "flow flushes (the flows held max_held packets)" },
 ];
+const FLUSH_HELD: usize = 19;
 
 fn fields(s: &AggrStats) -> [u64; 17] {
     [
@@ -55,6 +57,7 @@ pub struct RxAggregate {
     agg: Option<Aggregator>,
     reported: [u64; 17],
     dropped: u64,
+    flush_held: u64,
     flows_held: u64,
     avg: u64,
     off_packets: u64,
@@ -63,7 +66,7 @@ pub struct RxAggregate {
 impl RxAggregate {
     /// A node around `agg` (`None`: mode `off`).
     pub fn new(agg: Option<Aggregator>) -> Self {
-        Self { agg, reported: [0; 17], dropped: 0, flows_held: 0, avg: 0, off_packets: 0 }
+        Self { agg, reported: [0; 17], dropped: 0, flush_held: 0, flows_held: 0, avg: 0, off_packets: 0 }
     }
 }
 
@@ -100,6 +103,10 @@ impl Node for RxAggregate {
         if held != self.flows_held {
             cx.count(18, held.wrapping_sub(self.flows_held));
             self.flows_held = held;
+        }
+        if agg.stats.flush_held != self.flush_held {
+            cx.count(FLUSH_HELD, agg.stats.flush_held - self.flush_held);
+            self.flush_held = agg.stats.flush_held;
         }
         if agg.stats.dropped != self.dropped {
             cx.count(17, agg.stats.dropped - self.dropped);

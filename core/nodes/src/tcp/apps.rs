@@ -391,6 +391,22 @@ impl Site {
         Ok(Site { root, root_dir: None, dotfiles, objects: map, cache: HashMap::new(), cached_bytes: 0 })
     }
 
+    /// The body a GET of `target` answers with, read whole, or the error status (for
+    /// tests and fuzzing: the node sends bodies a piece at a time).
+    pub fn get(&mut self, target: &str) -> Result<Vec<u8>, http::Status> {
+        match self.lookup(target, false)?.body {
+            Body::Bytes(b) => Ok(b.to_vec()),
+            Body::File(f) => {
+                let mut v = Vec::with_capacity(f.len() as usize);
+                while (v.len() as u64) < f.len() {
+                    let (piece, start) = f.piece_at(v.len() as u64).map_err(|_| http::Status(500))?;
+                    v.extend_from_slice(&piece[(v.len() as u64 - start) as usize..]);
+                }
+                Ok(v)
+            }
+        }
+    }
+
     /// The body for `target` and its content type: an object (with its ready 200 head
     /// for `keep_alive`), or a file under the root.
     fn lookup(&mut self, target: &str, keep_alive: bool) -> Result<Found, http::Status> {

@@ -27,7 +27,8 @@ mod apps;
 mod hash;
 pub mod payload;
 
-use apps::{App, AppEnv, HttpGet, Site};
+pub use apps::Site;
+use apps::{App, AppEnv, HttpGet};
 use hash::KeyedState;
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};

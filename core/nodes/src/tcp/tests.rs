@@ -144,6 +144,7 @@ fn run_gro(a: &mut TcpNode, b: &mut TcpNode, rounds: u64) -> (NodeStats, NodeSta
         max_bytes: 65535,
         max_segments: 64,
         max_flows: 64,
+        max_held: 4096,
         flush: Flush::Burst,
         flush_tsc: 0,
         drop_bad: false,
