@@ -18,7 +18,7 @@ const SERVED: [&[u8]; 4] = [b"index page", b"file a", b"file b in sub", b"deep f
 const SECRET: [&[u8]; 4] = [b"SECRET outside the root", b"DOTENV", b"DOTGIT", b"HIDDEN"];
 
 fn root() -> PathBuf {
-    let top = std::env::temp_dir().join(format!("ironpath-fuzz-root-{}", std::process::id()));
+    let top = std::env::temp_dir().join("ironpath-fuzz-root");
     let www = top.join("www");
     if www.exists() {
         return www;

@@ -167,8 +167,12 @@ pub fn run_main(args: &[String]) -> i32 {
     let mut next_print = a.period;
     let mut next_json = 1.0;
     let mut failed = false;
+    let mut peaks = Vec::new();
     loop {
         std::thread::sleep(Duration::from_millis(20));
+        if json.is_some() {
+            stats::track_peaks(&run, &mut peaks);
+        }
         let t = t0.elapsed().as_secs_f64();
         let done = stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| t >= d);
         if !run.healthy() {
@@ -186,7 +190,8 @@ pub fn run_main(args: &[String]) -> i32 {
             }
             if let Some(w) = json.as_mut() {
                 // Flushed line by line: readers tail the file while the run goes on.
-                let _ = writeln!(w, "{}", stats::json_line(&run, t, &prev, &cur, secs)).and_then(|()| w.flush());
+                let _ =
+                    writeln!(w, "{}", stats::json_line(&run, t, &prev, &cur, secs, &peaks)).and_then(|()| w.flush());
                 next_json = t.floor() + 1.0;
             }
             prev = cur;

@@ -26,8 +26,18 @@ pub fn table(run: &PipelineRun, prev: &Snapshot, cur: &Snapshot, secs: f64) -> S
     s
 }
 
-/// One JSON line: time, per-port deltas and totals, per-node packets and drops.
-pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
+/// The most objects each pool of `run` had in use at any check so far: `peaks`
+/// (one per pool) is raised to what is in use now. The run loop checks every 20 ms.
+pub fn track_peaks(run: &PipelineRun, peaks: &mut Vec<u32>) {
+    peaks.resize(run.pools().len(), 0);
+    for ((_, pool), peak) in run.pools().iter().zip(peaks.iter_mut()) {
+        *peak = (*peak).max(pool.stats().in_use);
+    }
+}
+
+/// One JSON line: time, per-port deltas and totals, per-node packets and drops,
+/// pools (with `in_use_max`, the high-water mark of `peaks`).
+pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, secs: f64, peaks: &[u32]) -> String {
     let mut ports = serde_json::Map::new();
     for (i, p) in run.ports.iter().enumerate() {
         let (a, b) = (&prev[i], &cur[i]);
@@ -57,11 +67,13 @@ pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, sec
         );
     }
     let mut pools = serde_json::Map::new();
-    for (name, pool) in run.pools() {
+    for (i, (name, pool)) in run.pools().iter().enumerate() {
         let s = pool.stats();
+        let peak = peaks.get(i).copied().unwrap_or(0).max(s.in_use);
         pools.insert(
             name.clone(),
-            serde_json::json!({"size": s.size, "in_use": s.in_use, "available": s.available, "get_fails": s.get_fails}),
+            serde_json::json!({"size": s.size, "in_use": s.in_use, "in_use_max": peak, "available": s.available,
+                "get_fails": s.get_fails}),
         );
     }
     let mut lcores = serde_json::Map::new();

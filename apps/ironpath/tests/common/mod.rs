@@ -247,3 +247,63 @@ pub fn in_use(line: &serde_json::Value, pool: &str) -> u64 {
 pub fn sha256(path: &Path) -> String {
     sh(&format!("sha256sum {}", path.display())).split_whitespace().next().unwrap_or_default().to_owned()
 }
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("ironpath-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A www directory with `name` files of `size` random bytes each.
+pub fn www(dir: &Path, files: &[(&str, usize)]) {
+    for (name, size) in files {
+        sh(&format!("head -c {size} /dev/urandom > {}/{name}", dir.display()));
+    }
+}
+
+pub fn ready(tools: &[&str]) -> bool {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root");
+        return false;
+    }
+    for t in tools {
+        assert!(have(t), "{t} is needed (.ci/run installs it)");
+    }
+    true
+}
+
+/// `configs/http-server.yaml` on `v`'s port serving `root`, with `extra` variables.
+pub fn http_server(v: &Veth, root: &Path, extra: &[(&str, &str)], tag: &str) -> Run {
+    let mut env = vec![
+        ("IRONPATH_IFACE", v.port.clone()),
+        ("IRONPATH_IPV4", v.ours4()),
+        ("IRONPATH_IPV6", v.ours6()),
+        ("IRONPATH_WWW", root.display().to_string()),
+    ];
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    Run::start(&config("http-server.yaml"), &env, tag)
+}
+
+/// Replies to 5 pings 200 ms apart from the namespace to our address.
+pub fn pings_answered(v: &Veth) -> u32 {
+    let o = v.exec_for(10, &["ping", "-c", "5", "-i", "0.2", "-W", "1", &v.ours4()]);
+    let t = text(&o);
+    t.split(", ").find_map(|p| p.strip_suffix(" received")).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// The most objects of pool `pool` in use at any time of the run so far.
+pub fn peak_in_use(run: &Run, pool: &str) -> u64 {
+    run.lines().iter().filter_map(|l| l["mempools"][pool]["in_use_max"].as_u64()).max().unwrap_or(0)
+}
