@@ -177,7 +177,7 @@ fn measure(frames: &Frames, o: &Opts) -> (Tally, Option<AggrStats>) {
                 max_bytes: 65535,
                 max_segments: 64,
                 max_flows: o.max_flows,
-                max_held: usize::MAX,
+                max_held: AggrConfig::default().max_held,
                 flush: o.flush,
                 flush_tsc: (o.timeout_us * hz as f64 / 1e6) as u64,
                 drop_bad: false,

@@ -240,6 +240,8 @@ enum Why {
 pub struct Aggregator {
     cfg: AggrConfig,
     lro_pool: Option<Mempool>,
+    /// Segments the held flows' runs hold (what `max_held` bounds).
+    held_segs: usize,
     /// Flow slots: `flows[..live]` are the held flows; the slots after them keep
     /// their (empty) run vectors for the next flows, so starting or ending a flow
     /// allocates nothing and moves no flow (the last held flow fills a gap).
@@ -300,6 +302,7 @@ impl Aggregator {
             segs: Vec::new(),
             input: Vec::new(),
             pending: VecDeque::new(),
+            held_segs: 0,
             stats: AggrStats::default(),
         }
     }
@@ -414,11 +417,15 @@ impl Aggregator {
 
     /// Packets held (in flows or waiting for room).
     pub fn held(&self) -> usize {
-        self.pending.len()
-            + self.flows[..self.live]
+        debug_assert_eq!(
+            self.held_segs,
+            self.flows[..self.live]
                 .iter()
                 .map(|f| f.runs[..f.nruns].iter().map(|r| r.segs as usize).sum::<usize>())
-                .sum::<usize>()
+                .sum::<usize>(),
+            "held segment count out of step"
+        );
+        self.pending.len() + self.held_segs
     }
 
     /// A packet that is not aggregated: counted, passed on or dropped.
@@ -580,6 +587,7 @@ impl Aggregator {
         }
         let cap = self.run_cap(s);
         Self::start_run(&mut self.flows[i], m, s, cap);
+        self.held_segs += 1;
         self.live += 1;
         self.hashes.push(s.hash);
         self.first_tsc.push(now);
@@ -600,7 +608,9 @@ impl Aggregator {
                     let why = match can_append(run, s, max_segs) {
                         Ok(()) => {
                             let mss = run.seg.payload;
-                            if !push_seg(run, m, s) {
+                            if push_seg(run, m, s) {
+                                self.held_segs += 1;
+                            } else {
                                 self.stats.malformed += 1;
                             }
                             if s.flags & END_MERGE != 0 || s.payload < mss {
@@ -656,6 +666,7 @@ impl Aggregator {
             self.stats.reordered += 1;
             let cap = self.run_cap(s);
             let a = Self::start_run(&mut self.flows[i], m, s, cap);
+            self.held_segs += 1;
             let f = &self.flows[i];
             if self.can_concat(&f.runs[a], &f.runs[r]).is_ok() {
                 self.concat(i, a, r, out);
@@ -670,6 +681,7 @@ impl Aggregator {
         self.stats.reordered += 1;
         let cap = self.run_cap(s);
         Self::start_run(&mut self.flows[i], m, s, cap);
+        self.held_segs += 1;
     }
 
     /// Whether run `b` may follow run `a` (contiguity already checked).
@@ -712,7 +724,9 @@ impl Aggregator {
         }
         let mss = self.flows[i].runs[r].seg.payload;
         let run = &mut self.flows[i].runs[r];
-        if !push_seg(run, m, s) {
+        if push_seg(run, m, s) {
+            self.held_segs += 1;
+        } else {
             self.stats.malformed += 1;
         }
         let run = &self.flows[i].runs[r];
@@ -812,6 +826,7 @@ impl Aggregator {
             ra.last_len = rb.last_len;
         } else {
             self.stats.malformed += u64::from(rb.segs);
+            self.held_segs -= rb.segs as usize;
         }
         rb.tails.clear(); // (frees b's segments if they could not join)
         let mss = u32::from(ra.seg.payload);
@@ -838,18 +853,10 @@ impl Aggregator {
 
     /// Keeps what flows hold between bursts within `max_held` packets: the oldest
     /// flows leave early when a peer's segments (out-of-order runs in many flows)
-    /// would hold more, so RX always finds buffers. Only counted when the flows
-    /// held could hold that many at all (a few flows cannot: no cost then).
+    /// would hold more, so RX always finds buffers.
     fn bound_held(&mut self, out: &mut Out<'_>) {
-        let could = self.live * MAX_RUNS * usize::from(self.cfg.max_segments);
-        if could <= self.cfg.max_held {
-            return;
-        }
-        let mut held = self.held();
-        while held > self.cfg.max_held && self.live > 0 {
+        while self.held_segs > self.cfg.max_held && self.live > 0 {
             let oldest = (0..self.live).min_by_key(|&i| self.first_tsc[i]).unwrap_or(0);
-            let f = &self.flows[oldest];
-            held -= f.runs[..f.nruns].iter().map(|r| r.segs as usize).sum::<usize>();
             self.stats.flush_held += 1;
             self.flush_flow(oldest, Why::Held, out);
         }
@@ -883,6 +890,7 @@ impl Aggregator {
             held.sort_by_key(|r| r.start.wrapping_sub(base));
         }
         for run in held {
+            self.held_segs -= run.segs as usize;
             finish(&mut self.stats, run, out);
         }
         f.nruns = 0;
@@ -906,6 +914,7 @@ impl Aggregator {
             f.nruns = 0;
         }
         self.live = 0;
+        self.held_segs = 0;
         self.hashes.clear();
         self.first_tsc.clear();
         self.pending.clear();
