@@ -27,6 +27,11 @@ fn curl_and_wget_download_1k_1m_100m_with_matching_sha256_root() {
     let got = TempDir::new("got");
     www(&w.0, &[("1k", 1024), ("1m", 1 << 20), ("100m", 100 << 20)]);
     std::fs::write(w.0.join("index.html"), "<h1>ironpath</h1>\n").unwrap();
+    // What must never be served: a link out of the root, a dot-directory, a dot-file.
+    std::os::unix::fs::symlink("/etc/passwd", w.0.join("passwd")).unwrap();
+    std::fs::create_dir(w.0.join(".git")).unwrap();
+    std::fs::write(w.0.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(w.0.join(".env"), "SECRET=1\n").unwrap();
     let mut run = http_server(&v, &w.0, &[], "dl");
     let ip = v.ours4();
     for f in ["1k", "1m", "100m"] {
@@ -58,9 +63,12 @@ fn curl_and_wget_download_1k_1m_100m_with_matching_sha256_root() {
     assert_eq!(code(&["-I", &format!("http://{ip}/1m")]), "200 0");
     assert_eq!(code(&[&format!("http://{ip}/nothing-here")]).split(' ').next(), Some("404"));
     assert_eq!(code(&["--path-as-is", &format!("http://{ip}/../../etc/passwd")]).split(' ').next(), Some("403"));
-    let last = run.wait_for(10, |l| counter(l, "tcp", "http_requests") >= 12);
+    for hidden in ["passwd", ".git/config", ".env"] {
+        assert_eq!(code(&[&format!("http://{ip}/{hidden}")]).split(' ').next(), Some("404"), "/{hidden} is served");
+    }
+    let last = run.wait_for(10, |l| counter(l, "tcp", "http_requests") >= 15);
     assert_eq!(counter(&last, "tcp", "bad_checksum"), 0, "{last}");
-    assert!(counter(&last, "tcp", "http_requests") >= 12, "{last}");
+    assert!(counter(&last, "tcp", "http_requests") >= 15, "{last}");
     // af_packet offers TSO: the large files left in 64 KiB packets the kernel cut (or
     // the veth passed whole), and still arrived byte for byte (IPv4 and IPv6).
     assert!(counter(&last, "tcp", "tso_sent") > 0, "{last}");

@@ -4,11 +4,12 @@
 //!
 //! Checks, in order, each refusal naming the file and what was expected and found:
 //! 1. the file, opened without following a symlink (`O_NOFOLLOW`) from a descriptor
-//!    of its directory, is a regular file owned by root or the effective user and
-//!    writable by nobody else (mode & 022 == 0); every directory from `/` down to it,
-//!    each opened from the one above without following links, is owned by root or
-//!    the effective user and not writable by group or others unless sticky (`/tmp`):
-//!    nobody but those two can put other code in its place;
+//!    of its directory, is a regular file owned by root, the effective user or the
+//!    executable's owner and writable by nobody else (mode & 022 == 0); every
+//!    directory from `/` down to it, each opened from the one above without following
+//!    links, has such an owner and is not writable by group or others unless sticky
+//!    (`/tmp`): nobody but those who could replace the executable itself can put
+//!    other code in its place;
 //! 2. it loads (`dlopen` of `/proc/self/fd/N`, the very file checked) and exports
 //!    [`ironpath_abi::ENTRY_SYMBOL`];
 //! 3. the entry's ABI major equals ours (read from the frozen first 8 bytes);
@@ -65,8 +66,8 @@ pub enum LoadError {
         /// File.
         path: PathBuf,
     },
-    /// Owned by someone else than root or the effective user.
-    #[error("plugin {path}: refused: owned by uid {uid}; expected root or the effective user (uid {euid})")]
+    /// Owned by someone else than root, the effective user or the executable's owner.
+    #[error("plugin {path}: refused: owned by uid {uid}; expected root, the effective user (uid {euid}) or the executable's owner")]
     Owner {
         /// File.
         path: PathBuf,
@@ -197,9 +198,14 @@ fn check_sizes(path: &Path, e: &abi::PmdEntry) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// Whether `uid` may own a plugin or a directory above one: root or the effective user.
+/// Whether `uid` may own a plugin or a directory above one: root, the effective user,
+/// or the owner of the running executable (who could replace the executable itself:
+/// `sudo ./target/release/ironpath` from a user's build tree trusts that user anyway).
 fn trusted_owner(uid: u32) -> bool {
-    uid == 0 || uid == rustix::process::geteuid().as_raw()
+    use std::os::unix::fs::MetadataExt;
+    uid == 0
+        || uid == rustix::process::geteuid().as_raw()
+        || std::fs::metadata("/proc/self/exe").is_ok_and(|m| m.uid() == uid)
 }
 
 /// Opens the plugin at `path` for loading, after the checks of step 1 (module
@@ -223,7 +229,7 @@ fn open_checked(path: &Path) -> Result<std::os::fd::OwnedFd, LoadError> {
         let unsafe_dir = |why: String| LoadError::UnsafeDir { path: path.to_path_buf(), dir: at.clone(), why };
         if !trusted_owner(st.st_uid) {
             return Err(unsafe_dir(format!(
-                "is owned by uid {}; expected root or the effective user (uid {})",
+                "is owned by uid {}; expected root, the effective user (uid {}) or the executable's owner",
                 st.st_uid,
                 rustix::process::geteuid().as_raw()
             )));

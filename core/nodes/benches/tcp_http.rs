@@ -37,7 +37,9 @@ fn cfg(mac: [u8; 6], addr: Ipv4Addr, hz: u64) -> TcpConfig {
     TcpConfig {
         mac,
         addresses: vec![IpAddress::V4(addr)],
-        tcp: Config::default(),
+        // The engine settings `configs/http-server.yaml` gets from the catalog's
+        // defaults that differ from the engine's own.
+        tcp: Config { send_timeout: Some(std::time::Duration::from_secs(60)), nagle: false, ..Config::default() },
         listen: Vec::new(),
         connect: Vec::new(),
         max_connections: 100_000,

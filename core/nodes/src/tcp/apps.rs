@@ -595,7 +595,7 @@ impl HttpConn {
         }
         if !self.head.is_empty() {
             let mut v = Vec::new();
-            http::error_response(&mut v, http::Status(408), false, false);
+            http::error_response(&mut v, http::Status::REQUEST_TIMEOUT, false, false);
             env.stats.http_errors += 1;
             env.stats.bytes_out += v.len() as u64;
             self.out.push(Chunk::from_vec(v));

@@ -339,3 +339,23 @@ fn files_are_served_from_beneath_the_root_only() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn keepalive_requests_do_not_pile_up_timer_entries() {
+    let mut b = Bench::new(pool(512), server_cfg(None, TcpLimits::default()));
+    let mut p = Peer::new(PEER4, 40009);
+    assert!(b.connect(&mut p));
+    let req = b"GET /empty HTTP/1.1\r\nHost: x\r\n\r\n";
+    for _ in 0..1000 {
+        let out = b.feed(&[p.frame(0x18, 0, req)]);
+        let resp = out.iter().find(|s| s.4 == 40009 && !s.5.is_empty()).expect("a response");
+        p.seq = p.seq.wrapping_add(req.len() as u32);
+        p.ack = resp.2.wrapping_add(resp.5.len() as u32);
+        // The response acknowledged: the connection is idle, its keep-alive clock runs.
+        b.feed(&[p.frame(0x10, 0, &[])]);
+        b.now += 10_000_000;
+    }
+    // Each request moved the keep-alive deadline 75 s on and the send timeout 4 s:
+    // one entry waits for them (the engine's shorter timers leave a few more).
+    assert!(b.node.timers.len() < 100, "{} timer entries after 1000 requests", b.node.timers.len());
+}

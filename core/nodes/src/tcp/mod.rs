@@ -253,14 +253,16 @@ pub struct TcpLimits {
     pub keepalive_timeout: Option<std::time::Duration>,
 }
 
+/// The catalog's defaults (`pool_share`, `max_per_peer`, `max_neighbours`,
+/// `header_timeout`, `keepalive_timeout`).
 impl Default for TcpLimits {
     fn default() -> Self {
         TcpLimits {
             pool_share: 50,
-            max_per_peer: 0,
+            max_per_peer: 16384,
             max_neighbours: 65536,
-            header_timeout: None,
-            keepalive_timeout: None,
+            header_timeout: Some(std::time::Duration::from_secs(60)),
+            keepalive_timeout: Some(std::time::Duration::from_secs(75)),
         }
     }
 }
@@ -275,8 +277,8 @@ struct Entry {
     dirty: bool,
     /// IPv4 identification of the next frame.
     ip_id: u16,
-    /// The connection's counters when last added to the node's.
-    seen: ironpath_tcp::Counters,
+    /// The connection's counters when last added to the node's ([`synced`]).
+    seen: [u64; 7],
     /// Memory the connection's received data held when last looked at (summed in
     /// `rx_held`).
     rx_held: u64,
@@ -296,23 +298,35 @@ fn account_rx(total: &mut u64, e: &mut Entry) {
     e.rx_held = held;
 }
 
+/// The node's counters that add up a connection's own, in [`SYNCED`] order.
+fn synced(c: &ironpath_tcp::Counters) -> [u64; 7] {
+    [
+        c.retransmits,
+        c.rto_timeouts,
+        c.keepalive_probes,
+        c.challenge_acks,
+        c.rcv_collapsed,
+        c.ooo_pruned,
+        c.rcv_mem_drops,
+    ]
+}
+
+/// Where [`synced`]'s values go.
+const SYNCED: [usize; 7] =
+    [RETRANSMITS, RTO_TIMEOUTS, KEEPALIVE_PROBES, CHALLENGE_ACKS, RCV_COLLAPSED, OOO_PRUNED, RCV_MEM_DROPS];
+
 /// Adds what `e`'s connection counted since the last call to the node's counters.
+#[inline]
 fn sync_counters(cx: &NodeCx<'_>, e: &mut Entry) {
-    let (c, s) = (*e.conn.counters(), e.seen);
-    for (k, now, before) in [
-        (RETRANSMITS, c.retransmits, s.retransmits),
-        (RTO_TIMEOUTS, c.rto_timeouts, s.rto_timeouts),
-        (KEEPALIVE_PROBES, c.keepalive_probes, s.keepalive_probes),
-        (CHALLENGE_ACKS, c.challenge_acks, s.challenge_acks),
-        (RCV_COLLAPSED, c.rcv_collapsed, s.rcv_collapsed),
-        (OOO_PRUNED, c.ooo_pruned, s.ooo_pruned),
-        (RCV_MEM_DROPS, c.rcv_mem_drops, s.rcv_mem_drops),
-    ] {
-        if now != before {
-            cx.count(k, now - before);
+    let now = synced(e.conn.counters());
+    if now != e.seen {
+        for ((k, v), before) in SYNCED.iter().zip(now).zip(e.seen) {
+            if v != before {
+                cx.count(*k, v - before);
+            }
         }
+        e.seen = now;
     }
-    e.seen = c;
 }
 
 /// A sent frame whose completion (its last other reference released) the node awaits.
@@ -872,7 +886,7 @@ impl TcpNode {
             armed: None,
             dirty: false,
             ip_id,
-            seen: ironpath_tcp::Counters::default(),
+            seen: [0; 7],
             rx_held: 0,
             id: self.next_id,
             inflight: 0,
@@ -1282,8 +1296,16 @@ impl TcpNode {
                 e.armed = None;
                 return false;
             } else if e.armed != Some(t) {
-                e.armed = Some(t);
-                self.timers.push(Reverse((t, slot)));
+                // A deadline that moved later waits for the entry already armed: when
+                // that fires the connection is serviced and the later time armed. (A
+                // send timeout or a keep-alive deadline 60-75 s away alternating with
+                // each request's retransmission timer left an entry in the heap per
+                // request for that long.)
+                let later = e.armed.is_some_and(|a| a > now && a < t);
+                if !later {
+                    e.armed = Some(t);
+                    self.timers.push(Reverse((t, slot)));
+                }
             }
         } else {
             e.armed = None;

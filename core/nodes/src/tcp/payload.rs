@@ -39,6 +39,7 @@ impl Piece {
     }
 
     /// Memory the piece pins: the packet's buffers, or the whole heap buffer.
+    #[inline]
     fn truesize(&self) -> usize {
         match self {
             Piece::Mbuf { m, .. } => m.truesize(),
@@ -205,8 +206,14 @@ impl Payload for Chunk {
         out
     }
 
+    #[inline]
     fn truesize(&self) -> usize {
-        self.first.iter().chain(&self.rest).map(Piece::truesize).sum()
+        let first = self.first.as_ref().map_or(0, Piece::truesize);
+        if self.rest.is_empty() {
+            first // the usual case: one received payload
+        } else {
+            first + self.rest.iter().map(Piece::truesize).sum::<usize>()
+        }
     }
 
     /// The bytes copied into one heap buffer of their size: received data that
