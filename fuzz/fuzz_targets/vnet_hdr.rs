@@ -1,7 +1,7 @@
 //! virtio-net headers and frames as a TAP hands them over: parsed into mbuf offload
 //! state and back without panicking.
 #![no_main]
-use ironpath_pmd_tap::sys::VnetHdr;
+use ironpath_pmd_sdk::vnet::VnetHdr;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

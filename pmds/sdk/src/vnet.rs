@@ -98,21 +98,28 @@ impl VnetHdr {
         m.ol_flags |= fl;
     }
 
-    /// The header that asks the kernel for the offloads an outgoing mbuf needs.
+    /// The header that asks the kernel for the offloads an outgoing mbuf needs. Header
+    /// lengths that do not fit the packet (whatever set them) ask for no offload: the
+    /// kernel is never told to checksum or cut beyond the data.
     pub fn from_mbuf(m: &Mbuf) -> VnetHdr {
         let f = m.ol_flags;
-        let start = u16::from(m.l2_len) + m.l3_len;
+        let start32 = u32::from(m.l2_len) + u32::from(m.l3_len);
+        let hdr32 = start32 + u32::from(m.l4_len.max(20));
+        if start32 == 0 || hdr32 > m.pkt_len.min(u32::from(u16::MAX)) {
+            return VnetHdr::default();
+        }
+        let start = start32 as u16;
         let udp = f & abi::TX_UDP_CKSUM != 0 || (m.packet_type & ptype::L4_UDP != 0 && f & abi::TX_TCP_CKSUM == 0);
         let mut h = VnetHdr::default();
-        let segment = (f & abi::TX_TCP_SEG != 0 || f & abi::RX_AGGREGATED != 0) && m.tso_segsz > 0 && start > 0;
+        let segment = (f & abi::TX_TCP_SEG != 0 || f & abi::RX_AGGREGATED != 0) && m.tso_segsz > 0;
         if segment {
             let v4 = f & abi::TX_IPV4 != 0 || m.packet_type & ptype::L3_IPV4 != 0;
             h.gso_type = if v4 { GSO_TCPV4 } else { GSO_TCPV6 };
             h.gso_size = m.tso_segsz;
-            h.hdr_len = start + u16::from(m.l4_len.max(20));
+            h.hdr_len = hdr32 as u16;
         }
         let partial = f & (abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM | abi::RX_L4_CKSUM_NONE) != 0;
-        if (segment || partial) && start > 0 {
+        if segment || partial {
             h.flags = F_NEEDS_CSUM;
             h.csum_start = start;
             h.csum_offset = if udp && !segment { 6 } else { 16 };
@@ -124,6 +131,19 @@ impl VnetHdr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_lengths_beyond_the_packet_ask_for_no_offload() {
+        // SAFETY: `Mbuf` is integers and raw pointers; all-zero is a valid value.
+        let mut m: Mbuf = unsafe { std::mem::zeroed() };
+        m.pkt_len = 100;
+        m.ol_flags = abi::RX_L4_CKSUM_NONE;
+        (m.l2_len, m.l3_len, m.l4_len) = (255, 65535, 255);
+        assert_eq!(VnetHdr::from_mbuf(&m), VnetHdr::default());
+        (m.l2_len, m.l3_len, m.l4_len) = (14, 20, 20);
+        let h = VnetHdr::from_mbuf(&m);
+        assert_eq!((h.flags, h.csum_start, h.csum_offset), (F_NEEDS_CSUM, 34, 16));
+    }
 
     #[test]
     fn header_round_trips_and_short_reads_are_refused() {
