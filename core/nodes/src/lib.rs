@@ -21,6 +21,7 @@ pub mod classify;
 pub mod doc;
 pub mod icmp;
 pub mod impair;
+pub mod offload;
 pub mod port;
 pub mod simple;
 pub mod source;
@@ -194,7 +195,8 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
         }
         "port_tx" => {
             let port = p.port("port").unwrap_or_default();
-            Box::new(port::PortTx::new(env.tx_queue(port, uint("queue") as u16)?, uint("retries") as u32))
+            let fixup = offload::TxFixup::new(env.port_tx_offloads(port), env.mempool(None, Some(port))?);
+            Box::new(port::PortTx::new(env.tx_queue(port, uint("queue") as u16)?, uint("retries") as u32, fixup))
         }
         "tx_batch" => {
             let port = p.port("port").unwrap_or_default();
@@ -214,7 +216,8 @@ pub fn make(cfg: &NodeCfg, connected: &[&str], env: &mut dyn Env) -> Result<Node
                 hz,
             };
             let q = env.tx_queue(port, uint("queue") as u16)?;
-            Box::new(txbatch::TxBatch::new(ironpath_eal::TxBatcher::new(q, cfg), hz))
+            let fixup = offload::TxFixup::new(env.port_tx_offloads(port), env.mempool(None, Some(port))?);
+            Box::new(txbatch::TxBatch::new(ironpath_eal::TxBatcher::new(q, cfg), hz, fixup))
         }
         "classify" => Box::new(classify::Classify::new(connected)),
         "arp" => {

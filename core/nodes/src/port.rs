@@ -2,7 +2,8 @@
 //! send to one queue; what the queue refuses is dropped and counted, never held;
 //! completions are reclaimed when the lcore is idle).
 
-use ironpath_eal::{Burst, RxQ, TxQ, MAX_BURST};
+use crate::offload::{FixupStats, TxFixup};
+use ironpath_eal::{Burst, Mbuf, RxQ, TxQ, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
 /// Receive from one port queue.
@@ -27,27 +28,34 @@ impl Node for PortRx {
     }
 }
 
-static TX_COUNTERS: [CounterSpec; 2] = [
+static TX_COUNTERS: [CounterSpec; 6] = [
     CounterSpec { name: "sent", unit: "packets" },
     CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
+    CounterSpec { name: "csum_sw", unit: "checksums completed in software (the port cannot)" },
+    CounterSpec { name: "gso_split", unit: "GSO frames or aggregates cut into segments in software" },
+    CounterSpec { name: "offloaded", unit: "packets handed to the port with a checksum or segmentation to do" },
+    CounterSpec { name: "offload_dropped", unit: "packets dropped: an offload neither the port nor software could do" },
 ];
 
 /// Send to one port queue.
 pub struct PortTx {
     q: TxQ,
     retries: u32,
+    fixup: TxFixup,
+    /// Packets cut into more than a burst holds, sent after it.
+    more: Vec<Mbuf>,
+    seen: FixupStats,
 }
 
 impl PortTx {
-    /// A sender that retries a full queue `retries` times before dropping.
-    pub fn new(q: TxQ, retries: u32) -> Self {
-        Self { q, retries }
+    /// A sender that retries a full queue `retries` times before dropping; `fixup`
+    /// does in software what the port cannot.
+    pub fn new(q: TxQ, retries: u32, fixup: TxFixup) -> Self {
+        Self { q, retries, fixup, more: Vec::new(), seen: FixupStats::default() }
     }
-}
 
-impl Node for PortTx {
-    #[inline]
-    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+    /// Sends `pkts`; returns (sent, dropped as the queue stayed full).
+    fn send(&mut self, pkts: &mut Burst) -> (u64, u64) {
         let n = pkts.len();
         let mut left = self.retries;
         while !pkts.is_empty() {
@@ -61,10 +69,41 @@ impl Node for PortTx {
             }
         }
         let unsent = pkts.len();
-        cx.count(0, (n - unsent) as u64);
         if unsent > 0 {
-            cx.count(1, unsent as u64);
             pkts.free_all();
+        }
+        ((n - unsent) as u64, unsent as u64)
+    }
+}
+
+impl Node for PortTx {
+    #[inline]
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let more = &mut self.more;
+        self.fixup.prepare(pkts, |m| more.push(m));
+        let (mut sent, mut full) = self.send(pkts);
+        while !self.more.is_empty() {
+            let mut rest = std::mem::take(&mut self.more);
+            for m in rest.drain(..) {
+                if let Err(m) = pkts.push(m) {
+                    self.more.push(m);
+                }
+            }
+            self.more.append(&mut rest);
+            let (s, f) = self.send(pkts);
+            (sent, full) = (sent + s, full + f);
+        }
+        cx.count(0, sent);
+        if full > 0 {
+            cx.count(1, full);
+        }
+        let st = self.fixup.stats;
+        if st != self.seen {
+            cx.count(2, st.csum_sw - self.seen.csum_sw);
+            cx.count(3, st.gso_split - self.seen.gso_split);
+            cx.count(4, st.offloaded - self.seen.offloaded);
+            cx.count(5, st.dropped - self.seen.dropped);
+            self.seen = st;
         }
         Dispatch::Consumed
     }

@@ -6,10 +6,11 @@
 //! completion policy (see [`ironpath_eal::txbatch`]). Counters say why each flush
 //! happened and how many packets a flush carried.
 
-use ironpath_eal::{Burst, TxBatchStats, TxBatcher, MAX_BURST};
+use crate::offload::{FixupStats, TxFixup};
+use ironpath_eal::{Burst, Mbuf, TxBatchStats, TxBatcher, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
-static COUNTERS: [CounterSpec; 10] = [
+static COUNTERS: [CounterSpec; 14] = [
     CounterSpec { name: "sent", unit: "packets" },
     CounterSpec { name: "bytes", unit: "bytes sent" },
     CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
@@ -20,6 +21,10 @@ static COUNTERS: [CounterSpec; 10] = [
     CounterSpec { name: "flush_stop", unit: "flushes (stop)" },
     CounterSpec { name: "completions", unit: "packets reported complete" },
     CounterSpec { name: "max_wait_us", unit: "longest wait in the buffer (raised, never lowered)" },
+    CounterSpec { name: "csum_sw", unit: "checksums completed in software (the port cannot)" },
+    CounterSpec { name: "gso_split", unit: "GSO frames or aggregates cut into segments in software" },
+    CounterSpec { name: "offloaded", unit: "packets handed to the port with a checksum or segmentation to do" },
+    CounterSpec { name: "offload_dropped", unit: "packets dropped: an offload neither the port nor software could do" },
 ];
 
 /// The `tx_batch` node.
@@ -32,12 +37,39 @@ pub struct TxBatch {
     /// while busy, and on every idle walk).
     shown_at: u64,
     hz: u64,
+    fixup: TxFixup,
+    /// Packets cut into more than a burst holds, queued after it.
+    more: Vec<Mbuf>,
+    fixup_seen: FixupStats,
 }
 
 impl TxBatch {
-    /// A node around `b`; `hz` converts ticks to microseconds for `max_wait_us`.
-    pub fn new(b: TxBatcher, hz: u64) -> Self {
-        Self { b, shown: TxBatchStats::default(), shown_wait_us: 0, shown_version: 0, shown_at: 0, hz }
+    /// A node around `b`; `hz` converts ticks to microseconds for `max_wait_us`;
+    /// `fixup` does in software what the port cannot.
+    pub fn new(b: TxBatcher, hz: u64, fixup: TxFixup) -> Self {
+        Self {
+            b,
+            shown: TxBatchStats::default(),
+            shown_wait_us: 0,
+            shown_version: 0,
+            shown_at: 0,
+            hz,
+            fixup,
+            more: Vec::new(),
+            fixup_seen: FixupStats::default(),
+        }
+    }
+
+    /// Publish the software-offload counters' increments.
+    fn sync_fixup(&mut self, cx: &NodeCx<'_>) {
+        let (st, old) = (self.fixup.stats, self.fixup_seen);
+        if st != old {
+            cx.count(10, st.csum_sw - old.csum_sw);
+            cx.count(11, st.gso_split - old.gso_split);
+            cx.count(12, st.offloaded - old.offloaded);
+            cx.count(13, st.dropped - old.dropped);
+            self.fixup_seen = st;
+        }
     }
 
     /// Publish counter increments since the last call.
@@ -75,7 +107,20 @@ impl TxBatch {
 impl Node for TxBatch {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         if !pkts.is_empty() {
+            let more = &mut self.more;
+            self.fixup.prepare(pkts, |m| more.push(m));
             self.b.enqueue(pkts, cx.now_tsc);
+            if !self.more.is_empty() {
+                let mut rest = Burst::new();
+                for m in std::mem::take(&mut self.more) {
+                    if let Err(m) = rest.push(m) {
+                        self.b.enqueue(&mut rest, cx.now_tsc);
+                        let _ = rest.push(m);
+                    }
+                }
+                self.b.enqueue(&mut rest, cx.now_tsc);
+            }
+            self.sync_fixup(cx);
         }
         self.b.poll(cx.now_tsc);
         if cx.now_tsc.wrapping_sub(self.shown_at) > self.hz / 10_000 {
@@ -121,7 +166,8 @@ mod tests {
             retries: 0,
             hz: 1_000_000,
         };
-        (TxBatch::new(TxBatcher::new(q, cfg), 1_000_000), dev)
+        let fixup = crate::offload::TxFixup::new(u64::MAX, pool(16));
+        (TxBatch::new(TxBatcher::new(q, cfg), 1_000_000, fixup), dev)
     }
 
     #[test]

@@ -32,16 +32,24 @@
 //!   GSO packet, which the peer's stack takes as if GRO had merged it). It is copied by
 //!   `sendmsg`, so it is freed at once (frames waiting in the ring are kicked first,
 //!   so the order holds). `tx_offload_capa` then has `TX_TCP_SEG | TX_TCP_CKSUM`.
-//! * The kernel's checksum state is kept: `TP_STATUS_CSUMNOTREADY` (veth's
-//!   CHECKSUM_PARTIAL: only the pseudo-header sum is in the packet) becomes
-//!   `RX_L4_CKSUM_NONE`, `TP_STATUS_CSUM_VALID` becomes `RX_L4_CKSUM_GOOD`; a stripped
-//!   VLAN tag goes to `vlan_tci` with `RX_VLAN_STRIPPED`; the kernel's flow hash to
-//!   `rss_hash`.
-//! * A frame longer than a ring frame (`framesz` minus the header) arrives cut short;
-//!   it is counted in `ierrors` and not delivered. A veth peer with TSO/GSO on sends
-//!   such super-frames (up to 64 KiB): turn them off on the sender
-//!   (`ethtool -K IF tso off gso off`); receiving them whole (PACKET_VNET_HDR) is not
-//!   implemented.
+//! * The kernel's offload state is kept (`rx.rs`). With `vnet=1` (the default) the RX
+//!   sockets have `PACKET_VNET_HDR`: each frame comes with a `virtio_net_hdr`, so a
+//!   frame whose checksum is only partial (veth's CHECKSUM_PARTIAL: the field holds
+//!   the pseudo-header sum) becomes `RX_L4_CKSUM_NONE` with `l2_len`/`l3_len` saying
+//!   where the checksum starts, and a GSO frame (a sender with TSO or GSO on: up to
+//!   64 KiB) arrives whole, chained over several mbufs, as `RX_AGGREGATED` with its
+//!   segment size in `tso_segsz` (TCP over IPv4 or IPv6, or UDP). Forwarded to an
+//!   af_packet or tap port as it is, such a packet goes out with the same offloads: the
+//!   kernel completes the checksum or cuts the segments. With `vnet=0`,
+//!   `TP_STATUS_CSUMNOTREADY` still marks a partial checksum, without its offsets. A
+//!   VLAN tag the kernel took off is put back into the frame, as it was on the wire
+//!   (`vlan_strip=1`: it stays in `vlan_tci` with `RX_VLAN_STRIPPED`); the kernel's flow
+//!   hash goes to `rss_hash`.
+//! * A frame longer than a ring frame arrives cut short; it is counted in `ierrors`
+//!   (xstat `rx_cut`) and not delivered. Blocks are 128 KiB by default, so a block
+//!   ring takes GSO frames whole; a frame ring (`rx_ring=frames`) holds frames of
+//!   `framesz` (2048) and cuts them: it is the choice for latency, not for taking
+//!   kernel GSO traffic.
 //! * Kernel drops (PACKET_STATISTICS) are reported as `imissed`; MAC, MTU, link and
 //!   promiscuous mode come from the interface.
 //!
@@ -63,12 +71,15 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod rx;
 mod sys;
 
 use ironpath_pmd_sdk::abi::{self, Mbuf};
 use ironpath_pmd_sdk::tpacket;
 use ironpath_pmd_sdk::vnet::VnetHdr;
-use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use ironpath_pmd_sdk::{
+    export_pmd, free_bulk, Counter, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue,
+};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -87,6 +98,8 @@ const KEYS: &[&str] = &[
     "rx_ring",
     "sndbuf",
     "kernel_rx",
+    "vnet",
+    "vlan_strip",
 ];
 
 /// Default send buffer of the TSO socket: Linux's largest TCP send buffer
@@ -134,6 +147,13 @@ pub struct AfPacket {
     /// `kernel_rx=0`: the tcx link of the program that keeps received frames from the
     /// kernel's own stack (detached when this closes).
     _kernel_drop: Option<Fd>,
+    /// `vnet=1`: the RX sockets have `PACKET_VNET_HDR`.
+    vnet: bool,
+    vlan_strip: bool,
+    /// Each RX queue's offload counters (xstats).
+    rx_offloads: Vec<Arc<rx::RxOffloads>>,
+    /// Each TX queue's.
+    tx_offloads: Vec<Arc<TxOffloads>>,
 }
 
 /// Receive queue.
@@ -157,6 +177,11 @@ pub struct AfRx {
     pool: Pool,
     port_id: u16,
     stats: Arc<QueueStats>,
+    /// The socket has `PACKET_VNET_HDR`: a `virtio_net_hdr` precedes each frame.
+    vnet: bool,
+    /// `vlan_strip=1`: a tag the kernel took off stays in `vlan_tci`.
+    vlan_strip: bool,
+    offloads: Arc<rx::RxOffloads>,
 }
 
 /// Transmit queue.
@@ -176,6 +201,16 @@ pub struct AfTx {
     /// The `PACKET_VNET_HDR` socket for TSO packets.
     gso: Option<Fd>,
     stats: Arc<QueueStats>,
+    offloads: Arc<TxOffloads>,
+}
+
+/// Offload events of a queue's transmit side (xstats).
+#[derive(Default)]
+struct TxOffloads {
+    /// Packets sent whole for the kernel to segment (TSO, forwarded GSO frames).
+    gso: Counter,
+    /// Packets whose checksum the kernel completed (`NEEDS_CSUM`).
+    csum: Counter,
 }
 
 // SAFETY: the held packets are owned by the queue, which one thread uses at a time.
@@ -183,8 +218,10 @@ unsafe impl Send for AfTx {}
 
 fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
     let page = 4096;
-    // Defaults as DPDK's net_af_packet: small rings stay in cache.
-    let blocksz = a.get_u64("blocksz", 4096, page, 1 << 24)? as u32;
+    // 128 KiB: a block holds a whole GSO frame (64 KiB, from a sender with TSO or GSO
+    // on), which `vnet=1` delivers as one packet; with smaller blocks it arrives cut
+    // (an RX error). (DPDK's net_af_packet uses 4 KiB blocks.)
+    let blocksz = a.get_u64("blocksz", 128 << 10, page, 1 << 24)? as u32;
     if !blocksz.is_power_of_two() {
         return Err(PmdError::invalid(format!("blocksz={blocksz} must be a power of two (4096..=16777216)")));
     }
@@ -220,7 +257,7 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 4096>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass),rx_ring=blocks|frames (default blocks),sndbuf=<TSO socket send buffer, bytes, 4194304>,kernel_rx=0|1 (default 1; 0: a tcx program keeps received frames from the kernel's own stack)";
+        c"iface=<ifname>,qpairs=<1..16>,blocksz=<4096..16M pow2, 131072>,framesz=<2048>,framecnt=<4096>,tov=<ms, 1>,qdisc_bypass=0|1 (default 1),tx_free_thresh=<1..framecnt, 32>,tso=0|1 (default: qdisc_bypass),rx_ring=blocks|frames (default blocks),sndbuf=<TSO socket send buffer, bytes, 4194304>,kernel_rx=0|1 (default 1; 0: a tcx program keeps received frames from the kernel's own stack),vnet=0|1 (default 1: the kernel's offload state with each received frame, GSO frames whole),vlan_strip=0|1 (default 0: a VLAN tag the kernel took off is put back into the frame)";
     type Rx = AfRx;
     type Tx = AfTx;
 
@@ -243,6 +280,8 @@ impl Pmd for AfPacket {
         let tx_free_thresh =
             a.get_u64("tx_free_thresh", 32.min(u64::from(geo.framecnt)), 1, u64::from(geo.framecnt))? as u32;
         let kernel_rx = a.get_bool("kernel_rx", true)?;
+        let vnet = a.get_bool("vnet", true)?;
+        let vlan_strip = a.get_bool("vlan_strip", false)?;
         let mut dev = AfPacket {
             iface,
             ifindex,
@@ -257,12 +296,21 @@ impl Pmd for AfPacket {
             promisc: false,
             tx_free_thresh,
             _kernel_drop: None,
+            vnet,
+            vlan_strip,
+            rx_offloads: Vec::new(),
+            tx_offloads: Vec::new(),
         };
         // Open the sockets now so a missing permission or interface shows at probe.
         let fanout_id = (std::process::id() as u16) ^ (ifindex as u16).rotate_left(8);
         for _ in 0..qpairs {
             let rx = sys::packet_socket(ifindex, true).map_err(|e| dev.os_err("cannot open the RX socket", e))?;
             sys::set_int(&rx, libc::PACKET_IGNORE_OUTGOING, 1).map_err(|e| dev.os_err("PACKET_IGNORE_OUTGOING", e))?;
+            if vnet {
+                // Each frame then carries the kernel's offload state (a checksum to
+                // complete, GSO type and size) and GSO frames arrive whole.
+                sys::set_int(&rx, libc::PACKET_VNET_HDR, 1).map_err(|e| dev.os_err("PACKET_VNET_HDR (RX ring)", e))?;
+            }
             if qpairs > 1 {
                 let arg = i32::from(fanout_id) | (libc::PACKET_FANOUT_HASH as i32) << 16;
                 sys::set_int(&rx, libc::PACKET_FANOUT, arg).map_err(|e| dev.os_err("PACKET_FANOUT", e))?;
@@ -313,8 +361,16 @@ impl Pmd for AfPacket {
             min_mtu: 68,
             max_mtu: (self.geo.framesz as usize - sys::TX_DATA_OFF - VnetHdr::LEN - 14).min(65535) as u16,
             mtu: mtu.min(65535) as u16,
-            max_rx_pktlen: self.geo.framesz - 32,
-            tx_offload_capa: if self.tso { abi::TX_TCP_SEG | abi::TX_TCP_CKSUM } else { 0 },
+            // A frame ring holds frames of `framesz`; a block ring a frame as large as a
+            // block (less the block's and the frame's headers).
+            max_rx_pktlen: if self.geo.rx_frames {
+                self.geo.framesz - 32
+            } else {
+                (self.geo.blocksz - 128).min(u32::from(u16::MAX) + 18)
+            },
+            // Every TX ring frame carries a virtio_net_hdr: the kernel completes
+            // checksums; the TSO socket takes packets to segment.
+            tx_offload_capa: abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM | if self.tso { abi::TX_TCP_SEG } else { 0 },
             ..Default::default()
         }
     }
@@ -351,6 +407,8 @@ impl Pmd for AfPacket {
         };
         let fd = Arc::new(fd);
         self.drops.push((fd.clone(), drops));
+        let offloads = Arc::new(rx::RxOffloads::default());
+        self.rx_offloads.push(offloads.clone());
         Ok(AfRx {
             ring,
             _fd: fd,
@@ -367,6 +425,9 @@ impl Pmd for AfPacket {
             pool,
             port_id: self.port_id,
             stats,
+            vnet: self.vnet,
+            vlan_strip: self.vlan_strip,
+            offloads,
         })
     }
 
@@ -390,6 +451,11 @@ impl Pmd for AfPacket {
                     free_thresh: self.tx_free_thresh as usize,
                     gso: self.gso_socks.get_mut(qid as usize).and_then(Option::take),
                     stats,
+                    offloads: {
+                        let o = Arc::new(TxOffloads::default());
+                        self.tx_offloads.push(o.clone());
+                        o
+                    },
                 })
             }
             Err(e) => {
@@ -415,7 +481,16 @@ impl Pmd for AfPacket {
     }
 
     fn xstats(&self) -> Vec<(String, u64)> {
-        vec![("kernel_drops".to_string(), self.kernel_drops())]
+        let sum = |f: fn(&rx::RxOffloads) -> u64| self.rx_offloads.iter().map(|o| f(o)).sum::<u64>();
+        vec![
+            ("kernel_drops".to_string(), self.kernel_drops()),
+            ("rx_csum_partial".to_string(), sum(|o| o.csum_partial.get())),
+            ("rx_gso".to_string(), sum(|o| o.gso.get())),
+            ("rx_vlan_reinserted".to_string(), sum(|o| o.vlan_reinserted.get())),
+            ("rx_cut".to_string(), sum(|o| o.cut.get())),
+            ("tx_gso".to_string(), self.tx_offloads.iter().map(|o| o.gso.get()).sum()),
+            ("tx_csum_offload".to_string(), self.tx_offloads.iter().map(|o| o.csum.get()).sum()),
+        ]
     }
 
     fn mac(&self) -> Result<[u8; 6], PmdError> {
@@ -571,35 +646,57 @@ impl AfRx {
             let f = self.frame_ptr(self.frame);
             // SAFETY: the kernel handed this frame to us (status USER, checked above
             // with acquire); its header fields are stable until we hand it back.
-            let (snap, mac, status, tci, wire_len) = unsafe {
+            let (snap, mac, status, tci, tpid, wire_len) = unsafe {
                 (
                     std::ptr::read_volatile(f.add(sys::H2_SNAPLEN).cast::<u32>()) as usize,
                     std::ptr::read_volatile(f.add(sys::H2_MAC).cast::<u16>()) as usize,
                     std::ptr::read_volatile(f.add(sys::H2_STATUS).cast::<u32>()),
                     std::ptr::read_volatile(f.add(sys::H2_VLAN_TCI).cast::<u16>()),
+                    std::ptr::read_volatile(f.add(sys::H2_VLAN_TPID).cast::<u16>()),
                     std::ptr::read_volatile(f.add(sys::H2_LEN).cast::<u32>()) as usize,
                 )
             };
             let m = pkts[i];
-            // SAFETY: `m` is a fresh mbuf from our pool, owned by us.
-            let r = unsafe { &mut *m };
-            let room = (r.buf_len - r.data_off) as usize;
-            // A frame cut to the ring's frame size is an RX error (as with blocks).
-            if snap > room || mac + snap > self.framesz || wire_len > snap {
+            // The frame's bytes (and the vnet header before them) must lie inside the
+            // frame: a header saying otherwise is an error, not an address to follow.
+            let vnet = self.vnet && mac >= sys::H2_HDR_LEN + VnetHdr::LEN;
+            if mac.checked_add(snap).is_none_or(|end| end > self.framesz) || mac < sys::H2_HDR_LEN {
                 self.stats.errors.add(1);
                 spare.push(m);
             } else {
-                // SAFETY: the frame bytes lie inside the frame (checked), the
-                // destination inside the mbuf's buffer (snap <= room).
-                unsafe { std::ptr::copy_nonoverlapping(f.add(mac), r.buf_addr.add(r.data_off as usize), snap) };
-                r.data_len = snap as u16;
-                r.pkt_len = snap as u32;
-                r.port = self.port_id;
-                r.rss_hash = 0;
-                r.ol_flags = kernel_rx_flags(r, status, tci);
-                bytes += snap as u64;
-                pkts[k] = m;
-                k += 1;
+                // SAFETY: the frame is ours until handed back; `mac + snap <= framesz`
+                // and the vnet header lies between the frame header and `mac`.
+                let (bytes_in, vnet_bytes) = unsafe {
+                    (
+                        std::slice::from_raw_parts(f.add(mac), snap),
+                        vnet.then(|| std::slice::from_raw_parts(f.add(mac - VnetHdr::LEN), VnetHdr::LEN)),
+                    )
+                };
+                let kf = rx::KernelFrame {
+                    bytes: bytes_in,
+                    wire_len,
+                    status,
+                    vlan_tci: tci,
+                    vlan_tpid: tpid,
+                    vnet: vnet_bytes,
+                };
+                // SAFETY: `m` is a fresh mbuf from our pool, owned by us.
+                match unsafe { rx::deliver(&self.pool, m, &kf, self.vlan_strip, self.port_id, &self.offloads) } {
+                    Ok(len) => {
+                        // SAFETY: as above.
+                        unsafe { (*m).rss_hash = 0 };
+                        bytes += len as u64;
+                        pkts[k] = m;
+                        k += 1;
+                    }
+                    Err(why) => {
+                        match why {
+                            rx::Refused::Cut => self.stats.errors.add(1),
+                            rx::Refused::NoMbuf => self.stats.nombuf.add(1),
+                        }
+                        spare.push(m);
+                    }
+                }
             }
             // SAFETY: we own the frame until this release store hands it back.
             unsafe { sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_KERNEL) };
@@ -639,28 +736,37 @@ impl AfRx {
             self.left -= 1;
             self.next_off = f.next;
             let m = out[i];
+            let block = self.block_bytes();
+            let kf = rx::KernelFrame {
+                bytes: &block[f.data..f.data + f.snap],
+                wire_len: f.wire_len,
+                status: f.status,
+                vlan_tci: f.vlan_tci,
+                vlan_tpid: f.vlan_tpid,
+                vnet: if self.vnet { tpacket::vnet_before(block, &f) } else { None },
+            };
             // SAFETY: `m` is a fresh mbuf from our pool, owned by us.
-            let r = unsafe { &mut *m };
-            let room = (r.buf_len - r.data_off) as usize;
-            // A frame cut to the ring's frame size (wire_len > snap) is not delivered
-            // truncated: it is an RX error (a veth peer's GSO super-frame, for one).
-            if f.snap > room || f.wire_len > f.snap {
-                self.stats.errors.add(1);
-                spare.push(m);
-                continue;
+            match unsafe { rx::deliver(&self.pool, m, &kf, self.vlan_strip, self.port_id, &self.offloads) } {
+                Ok(len) => {
+                    // SAFETY: as above.
+                    unsafe {
+                        (*m).rss_hash = f.rxhash;
+                        (*m).ol_flags |= abi::RX_RSS_HASH;
+                    }
+                    bytes += len as u64;
+                    out[k] = m;
+                    k += 1;
+                }
+                Err(why) => {
+                    // A frame cut to the ring's frame size is not delivered truncated:
+                    // it is an RX error.
+                    match why {
+                        rx::Refused::Cut => self.stats.errors.add(1),
+                        rx::Refused::NoMbuf => self.stats.nombuf.add(1),
+                    }
+                    spare.push(m);
+                }
             }
-            let src = &self.block_bytes()[f.data..f.data + f.snap];
-            // SAFETY: the destination lies inside the mbuf's buffer (snap <= room);
-            // the source is a checked range of the block.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), r.buf_addr.add(r.data_off as usize), f.snap) };
-            r.data_len = f.snap as u16;
-            r.pkt_len = f.snap as u32;
-            r.port = self.port_id;
-            r.rss_hash = f.rxhash;
-            r.ol_flags = abi::RX_RSS_HASH | kernel_rx_flags(r, f.status, f.vlan_tci);
-            bytes += f.snap as u64;
-            out[k] = m;
-            k += 1;
         }
         if !spare.is_empty() {
             // SAFETY: fresh mbufs we own and did not hand out.
@@ -669,23 +775,6 @@ impl AfRx {
         self.stats.bytes.add(bytes);
         k
     }
-}
-
-/// The offload flags of a received frame from the kernel's `tp_status` (either
-/// ring version): its checksum state, and a stripped VLAN tag (stored in `r`).
-#[inline]
-fn kernel_rx_flags(r: &mut Mbuf, status: u32, tci: u16) -> u64 {
-    let mut fl = 0;
-    if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-        fl |= abi::RX_L4_CKSUM_NONE;
-    } else if status & libc::TP_STATUS_CSUM_VALID != 0 {
-        fl |= abi::RX_L4_CKSUM_GOOD;
-    }
-    if status & libc::TP_STATUS_VLAN_VALID != 0 {
-        fl |= abi::RX_VLAN_STRIPPED;
-        r.vlan_tci = tci;
-    }
-    fl
 }
 
 /// The virtio_net_hdr of a TX ring frame holding `m` (`len` bytes): the checksum
@@ -700,6 +789,18 @@ fn ring_vnet_hdr(m: &Mbuf, len: usize) -> VnetHdr {
     h.gso_size = 0;
     h.hdr_len = len.min(usize::from(u16::MAX)) as u16;
     h
+}
+
+/// Whether `m` goes out whole for the kernel to segment: a TSO packet (`TX_TCP_SEG`),
+/// or a GSO frame received from the kernel (or a TAP) and forwarded as it came
+/// (`RX_AGGREGATED` with its checksum still partial; an aggregate made here, whose
+/// checksums are complete, is not one: a `gso` node splits those).
+#[inline(always)]
+fn needs_gso(m: &Mbuf) -> bool {
+    let f = m.ol_flags;
+    f & abi::TX_TCP_SEG != 0
+        || (f & (abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE) == abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE
+            && m.tso_segsz > 0)
 }
 
 /// Most segments of a TSO packet (a 64 KiB payload in 2 KiB mbufs, its headers).
@@ -820,7 +921,7 @@ impl TxQueue for AfTx {
                 break; // ring full: the rest stays with the caller
             }
             // SAFETY: the caller hands us valid packets.
-            let (len, tso) = unsafe { ((*m).pkt_len as usize, (*m).ol_flags & abi::TX_TCP_SEG != 0) };
+            let (len, tso) = unsafe { ((*m).pkt_len as usize, needs_gso(&*m)) };
             if tso && self.gso.is_some() {
                 if queued {
                     sys::kick(&self.fd); // what the ring holds goes first
@@ -830,6 +931,7 @@ impl TxQueue for AfTx {
                     Ok(true) => {
                         bytes += len as u64;
                         sent += 1;
+                        self.offloads.gso.add(1);
                     }
                     Ok(false) => {
                         dropped += 1;
@@ -854,7 +956,11 @@ impl TxQueue for AfTx {
             // SAFETY: head < nframes; the ring maps nframes * framesz bytes.
             let f = unsafe { self.ring.ptr().add(self.head * self.framesz) };
             // SAFETY: the caller hands us valid packets.
-            let hdr = ring_vnet_hdr(unsafe { &*m }, len).to_bytes();
+            let vh = ring_vnet_hdr(unsafe { &*m }, len);
+            if vh.flags & ironpath_pmd_sdk::vnet::F_NEEDS_CSUM != 0 {
+                self.offloads.csum.add(1);
+            }
+            let hdr = vh.to_bytes();
             // SAFETY: copy the header and each segment into the frame's data area
             // (VnetHdr::LEN + len <= framesz - TX_DATA_OFF); the frame is ours (in
             // flight frames are counted, this one is past them).

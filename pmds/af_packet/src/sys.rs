@@ -16,6 +16,10 @@ pub const H2_SNAPLEN: usize = 8;
 pub const H2_MAC: usize = 12;
 /// `tpacket2_hdr.tp_vlan_tci`.
 pub const H2_VLAN_TCI: usize = 24;
+/// `tpacket2_hdr.tp_vlan_tpid`.
+pub const H2_VLAN_TPID: usize = 26;
+/// Size of `tpacket2_hdr`: a frame's `tp_mac` lies beyond it.
+pub const H2_HDR_LEN: usize = 32;
 /// Where the kernel takes a V2 TX frame's data: TPACKET2_HDRLEN - sizeof(sockaddr_ll).
 pub const TX_DATA_OFF: usize = 32;
 
@@ -29,6 +33,7 @@ const _: () = {
     assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_snaplen) == H2_SNAPLEN);
     assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_mac) == H2_MAC);
     assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_vlan_tci) == H2_VLAN_TCI);
+    assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_vlan_tpid) == H2_VLAN_TPID);
 };
 
 /// An owned file descriptor, closed on drop.

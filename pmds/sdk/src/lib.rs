@@ -184,6 +184,55 @@ pub unsafe fn set_data(m: *mut Mbuf, data: &[u8]) -> usize {
     }
 }
 
+/// Write the concatenation of `parts` into `segs` (fresh one-segment packets from one
+/// pool, each filled to its data room in turn) and link them into one packet, the
+/// first segment its head. Returns the packet's length, or `None` (nothing linked)
+/// when the bytes do not fit the segments.
+///
+/// # Safety
+/// Every pointer of `segs` is a valid, freshly allocated packet owned by the caller.
+pub unsafe fn fill_chain(segs: &[*mut Mbuf], parts: &[&[u8]]) -> Option<usize> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    // SAFETY: caller's contract: valid fresh packets.
+    let room: usize = segs.iter().map(|&m| unsafe { usize::from((*m).buf_len - (*m).data_off) }).sum();
+    if segs.is_empty() || total > room {
+        return None;
+    }
+    let (mut i, mut at) = (0, 0usize);
+    for part in parts {
+        let mut rest = *part;
+        while !rest.is_empty() {
+            // SAFETY: `i` < segs.len() (the bytes fit, checked above); we write inside
+            // the segment's buffer after its data, within its room.
+            unsafe {
+                let r = &mut *segs[i];
+                let cap = usize::from(r.buf_len - r.data_off);
+                if at == cap {
+                    i += 1;
+                    at = 0;
+                    continue;
+                }
+                let n = rest.len().min(cap - at);
+                std::ptr::copy_nonoverlapping(rest.as_ptr(), r.buf_addr.add(usize::from(r.data_off) + at), n);
+                at += n;
+                r.data_len = at as u16;
+                rest = &rest[n..];
+            }
+        }
+    }
+    // SAFETY: as above; segments after the `i + 1` used (none when sized right) stay
+    // empty and unlinked, for the caller to free.
+    unsafe {
+        for k in 0..i {
+            (*segs[k]).next = segs[k + 1];
+        }
+        let h = &mut *segs[0];
+        h.pkt_len = total as u32;
+        h.nb_segs = (i + 1) as u16;
+    }
+    Some(total)
+}
+
 /// The first segment's data of a packet.
 ///
 /// # Safety

@@ -30,8 +30,13 @@ pub const H3_MAC: usize = 24;
 pub const H3_RXHASH: usize = 28;
 /// `tpacket3_hdr.hv1.tp_vlan_tci`.
 pub const H3_VLAN_TCI: usize = 32;
-/// Bytes of a frame header read here (through `tp_vlan_tci`).
-pub const H3_HDR_LEN: usize = 36;
+/// `tpacket3_hdr.hv1.tp_vlan_tpid`.
+pub const H3_VLAN_TPID: usize = 36;
+/// Bytes of a frame header read here (through `tp_vlan_tpid`).
+pub const H3_HDR_LEN: usize = 38;
+/// Bytes of the `virtio_net_hdr` the kernel writes just before each frame's first
+/// byte on a socket with `PACKET_VNET_HDR`.
+pub const VNET_LEN: usize = 10;
 
 /// What a block header says, bounded by what the block can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +62,8 @@ pub struct Frame {
     pub rxhash: u32,
     /// A VLAN tag the kernel took off (with `TP_STATUS_VLAN_VALID`).
     pub vlan_tci: u16,
+    /// Its TPID (0 from kernels that do not fill it in: 802.1Q then).
+    pub vlan_tpid: u16,
     /// Offset of the next frame header (meaningful while frames are left).
     pub next: usize,
 }
@@ -114,8 +121,16 @@ pub fn frame_at(block: &[u8], off: usize, last: bool) -> Result<Frame, BadFrame>
         status: u32_at(h, H3_STATUS),
         rxhash: u32_at(h, H3_RXHASH),
         vlan_tci: u32_at(h, H3_VLAN_TCI) as u16,
+        vlan_tpid: u16_at(h, H3_VLAN_TPID),
         next: off + step,
     })
+}
+
+/// The `virtio_net_hdr` bytes just before frame `f` (a socket with `PACKET_VNET_HDR`),
+/// if they lie inside the block after the frame's header.
+pub fn vnet_before<'a>(block: &'a [u8], f: &Frame) -> Option<&'a [u8]> {
+    let at = f.data.checked_sub(VNET_LEN)?;
+    block.get(at..f.data)
 }
 
 #[cfg(test)]

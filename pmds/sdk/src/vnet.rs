@@ -13,6 +13,8 @@ pub const F_DATA_VALID: u8 = 2;
 pub const GSO_TCPV4: u8 = 1;
 /// `VIRTIO_NET_HDR_GSO_TCPV6`.
 pub const GSO_TCPV6: u8 = 4;
+/// `VIRTIO_NET_HDR_GSO_UDP_L4` (UDP segmentation: each segment a datagram).
+pub const GSO_UDP_L4: u8 = 5;
 
 /// `struct virtio_net_hdr` (little-endian on the wire of a TAP on x86).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,15 +46,22 @@ impl VnetHdr {
         if b.len() < Self::LEN + 14 {
             return None;
         }
-        let h = VnetHdr {
+        Some((Self::parse(&b[..Self::LEN])?, &b[Self::LEN..]))
+    }
+
+    /// The header in the first [`VnetHdr::LEN`] bytes of `b` (`None` if shorter).
+    pub fn parse(b: &[u8]) -> Option<VnetHdr> {
+        if b.len() < Self::LEN {
+            return None;
+        }
+        Some(VnetHdr {
             flags: b[0],
             gso_type: b[1],
             hdr_len: le16(b, 2),
             gso_size: le16(b, 4),
             csum_start: le16(b, 6),
             csum_offset: le16(b, 8),
-        };
-        Some((h, &b[Self::LEN..]))
+        })
     }
 
     /// Encode.
@@ -67,10 +76,23 @@ impl VnetHdr {
         b
     }
 
+    /// The header of the same frame with `by` bytes inserted in front of the L3
+    /// header (a VLAN tag the kernel had taken off, put back: 4).
+    pub fn shifted(self, by: u16) -> VnetHdr {
+        let grow = |v: u16| if v == 0 { 0 } else { v.saturating_add(by) };
+        VnetHdr { hdr_len: grow(self.hdr_len), csum_start: grow(self.csum_start), ..self }
+    }
+
     /// Offload state of a received frame into the mbuf's flags and lengths.
     pub fn to_mbuf(self, m: &mut Mbuf) {
+        self.to_mbuf_l2(m, 14);
+    }
+
+    /// As [`VnetHdr::to_mbuf`] for a frame whose L2 header is `l2` bytes (18 with a
+    /// VLAN tag in the frame). A GSO frame of UDP (`GSO_UDP_L4`) is marked as a TCP
+    /// aggregate is (`RX_AGGREGATED`, `tso_segsz`) with the UDP packet type.
+    pub fn to_mbuf_l2(self, m: &mut Mbuf, l2: u16) {
         let mut fl = 0;
-        let l2 = 14u16;
         if self.flags & F_NEEDS_CSUM != 0 {
             fl |= abi::RX_L4_CKSUM_NONE;
             m.l2_len = l2 as u8;
@@ -84,11 +106,14 @@ impl VnetHdr {
             fl |= abi::RX_L4_CKSUM_GOOD;
         }
         match self.gso_type & 0x7f {
-            GSO_TCPV4 | GSO_TCPV6 if self.gso_size > 0 => {
+            GSO_TCPV4 | GSO_TCPV6 | GSO_UDP_L4 if self.gso_size > 0 => {
                 fl |= abi::RX_AGGREGATED;
                 m.tso_segsz = self.gso_size;
-                m.packet_type |=
-                    ptype::L4_TCP | if self.gso_type & 0x7f == GSO_TCPV4 { ptype::L3_IPV4 } else { ptype::L3_IPV6 };
+                m.packet_type |= match self.gso_type & 0x7f {
+                    GSO_TCPV4 => ptype::L4_TCP | ptype::L3_IPV4,
+                    GSO_TCPV6 => ptype::L4_TCP | ptype::L3_IPV6,
+                    _ => ptype::L4_UDP,
+                };
                 m.l4_len = self.hdr_len.saturating_sub(self.csum_start).min(255) as u8;
                 let payload = m.pkt_len.saturating_sub(u32::from(self.hdr_len));
                 m.aggr_segs = payload.div_ceil(u32::from(self.gso_size)).min(u32::from(u16::MAX)) as u16;
@@ -103,26 +128,37 @@ impl VnetHdr {
     /// kernel is never told to checksum or cut beyond the data.
     pub fn from_mbuf(m: &Mbuf) -> VnetHdr {
         let f = m.ol_flags;
+        let len = m.pkt_len.min(u32::from(u16::MAX));
         let start32 = u32::from(m.l2_len) + u32::from(m.l3_len);
-        let hdr32 = start32 + u32::from(m.l4_len.max(20));
-        if start32 == 0 || hdr32 > m.pkt_len.min(u32::from(u16::MAX)) {
+        if start32 == 0 || start32 >= len {
             return VnetHdr::default();
         }
         let start = start32 as u16;
         let udp = f & abi::TX_UDP_CKSUM != 0 || (m.packet_type & ptype::L4_UDP != 0 && f & abi::TX_TCP_CKSUM == 0);
         let mut h = VnetHdr::default();
-        let segment = (f & abi::TX_TCP_SEG != 0 || f & abi::RX_AGGREGATED != 0) && m.tso_segsz > 0;
+        // A TSO packet, or a GSO frame received as one (its checksum still partial:
+        // an aggregate made here carries complete checksums, which GSO cannot use).
+        let gso_in = f & (abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE) == abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE;
+        let udp_gso = f & abi::TX_TCP_SEG == 0 && m.packet_type & ptype::L4_UDP != 0;
+        let hdr32 = start32 + if udp_gso { 8 } else { u32::from(m.l4_len.max(20)) };
+        let segment = (f & abi::TX_TCP_SEG != 0 || gso_in) && m.tso_segsz > 0 && hdr32 <= len;
         if segment {
             let v4 = f & abi::TX_IPV4 != 0 || m.packet_type & ptype::L3_IPV4 != 0;
-            h.gso_type = if v4 { GSO_TCPV4 } else { GSO_TCPV6 };
+            h.gso_type = match (udp_gso, v4) {
+                (true, _) => GSO_UDP_L4,
+                (false, true) => GSO_TCPV4,
+                (false, false) => GSO_TCPV6,
+            };
             h.gso_size = m.tso_segsz;
             h.hdr_len = hdr32 as u16;
         }
         let partial = f & (abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM | abi::RX_L4_CKSUM_NONE) != 0;
-        if segment || partial {
+        let offset: u16 = if udp && (!segment || h.gso_type == GSO_UDP_L4) { 6 } else { 16 };
+        // The checksum field must lie inside the packet.
+        if (segment || partial) && start32 + u32::from(offset) + 2 <= len {
             h.flags = F_NEEDS_CSUM;
             h.csum_start = start;
-            h.csum_offset = if udp && !segment { 6 } else { 16 };
+            h.csum_offset = offset;
         }
         h
     }
