@@ -1,7 +1,7 @@
 //! What a packet still asks of the port that sends it, done in software when that
 //! port cannot: a checksum only partial (received so from the kernel, or
-//! `TX_TCP_CKSUM`/`TX_UDP_CKSUM`) completed, and a GSO frame or an aggregate cut into
-//! segments (`aggregate::gso`). The sending nodes (`port_tx`, `tx_batch`) and the
+//! `TX_TCP_CKSUM`/`TX_UDP_CKSUM`) completed, and a TSO packet or a GSO frame (its
+//! checksum partial) cut into segments (`aggregate::gso`). The sending nodes (`port_tx`, `tx_batch`) and the
 //! testpmd engines run every burst through a [`TxFixup`] made from the port's
 //! `tx_offload_capa`; a burst whose packets ask for nothing it cannot do costs one
 //! flag test per packet. Nothing leaves broken: what cannot be fixed is dropped and
@@ -55,15 +55,14 @@ impl TxFixup {
     fn need(&self, h: &abi::Mbuf) -> Need {
         let f = h.ol_flags;
         let partial = f & (abi::RX_L4_CKSUM_NONE | abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM) != 0;
-        if f & (abi::TX_TCP_SEG | abi::RX_AGGREGATED) != 0 && h.tso_segsz > 0 {
-            // A GSO frame received with its checksum partial, or a TSO packet, goes
-            // whole to a port that segments; an aggregate with complete checksums
-            // (made here) cannot be handed to one, and is always cut here.
-            let port_can = self.capa & abi::TX_TCP_SEG != 0 && (f & abi::TX_TCP_SEG != 0 || partial);
-            if !port_can
-                && (h.pkt_len as usize)
-                    > usize::from(h.l2_len) + usize::from(h.l3_len) + usize::from(h.l4_len) + usize::from(h.tso_segsz)
-            {
+        // A TSO packet, or a GSO frame received with its checksum partial, must be cut
+        // before it is a valid packet: by the port, or here. (An aggregate made by
+        // `rx_aggregate` carries complete checksums: a valid, large packet, sent as it
+        // is; a `gso` node cuts it for a port that cannot take it.)
+        let gso = f & abi::TX_TCP_SEG != 0 || (f & abi::RX_AGGREGATED != 0 && partial);
+        if gso && h.tso_segsz > 0 && self.capa & abi::TX_TCP_SEG == 0 {
+            let hdr = usize::from(h.l2_len) + usize::from(h.l3_len) + usize::from(h.l4_len);
+            if h.pkt_len as usize > hdr + usize::from(h.tso_segsz) {
                 return Need::Segments;
             }
         }
@@ -246,6 +245,43 @@ mod tests {
                 assert!(got == [part], "a port that offloads gets the packet unchanged");
             }
         }
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn a_gso_frame_is_cut_for_a_port_that_cannot_segment_and_passed_whole_to_one_that_can() {
+        let p = pool(64);
+        let payload: Vec<u8> = (0..3000).map(|i| (i % 251) as u8).collect();
+        let (part, _) = partial(false, &payload);
+        let gso_frame = |p: &Mempool| {
+            let mut m = Mbuf::from_slice(p, &part).unwrap();
+            let h = m.header_mut();
+            h.ol_flags |= abi::RX_L4_CKSUM_NONE | abi::RX_AGGREGATED;
+            (h.l2_len, h.l3_len, h.l4_len, h.tso_segsz) = (14, 20, 20, 1000);
+            h.packet_type = ptype::L4_TCP | ptype::L3_IPV4;
+            m
+        };
+        let mut b = Burst::new();
+        b.push(gso_frame(&p)).unwrap();
+        let mut fx = TxFixup::new(abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM, p.clone());
+        fx.prepare(&mut b, |_| panic!("no overflow"));
+        assert_eq!(fx.stats.gso_split, 1);
+        let segs: Vec<Vec<u8>> = b.drain().map(|m| m.to_vec()).collect();
+        assert_eq!(segs.len(), 3);
+        let mut got = Vec::new();
+        for s in &segs {
+            let tcp = TcpPacket::new_checked(&s[34..]).unwrap();
+            assert!(tcp.verify_checksum(&IpAddress::V4(PEER4), &IpAddress::V4(US4)), "segment checksum");
+            got.extend_from_slice(tcp.payload());
+        }
+        assert_eq!(got, payload);
+        // A port that segments takes it whole.
+        let mut b = Burst::new();
+        b.push(gso_frame(&p)).unwrap();
+        let mut fx = TxFixup::new(abi::TX_TCP_SEG | abi::TX_TCP_CKSUM, p.clone());
+        fx.prepare(&mut b, |_| panic!("no overflow"));
+        assert_eq!((fx.stats.gso_split, fx.stats.offloaded, b.len()), (0, 1, 1));
+        b.free_all();
         assert_eq!(p.stats().in_use, 0);
     }
 }
