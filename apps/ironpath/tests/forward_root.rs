@@ -86,19 +86,26 @@ impl Drop for Pair {
 /// Runs the whole check across whatever forwards between the two namespaces' ends.
 fn traffic(p: &Pair, b_addr4: &str) {
     let net = p.net;
-    let (a4, b4, b6) = (format!("198.18.{net}.1"), b_addr4.to_owned(), format!("fd00:{net}::2"));
-    let _ = a4;
+    let (b4, b6) = (b_addr4.to_owned(), format!("fd00:{net}::2"));
     let before = (p.csum_errors(&p.a), p.csum_errors(&p.b));
     // Ping both families.
     for dst in [&b4, &b6] {
         let o = p.in_ns(&p.a, 10, &format!("ping -c 3 -i 0.2 -W 2 {dst}"));
         assert!(text(&o).contains(" 3 received"), "ping {dst}: {}", text(&o));
     }
-    // TCP both ways (IPv4, and IPv6 one way), UDP both ways at 100 Mbit/s.
-    let cases: [(&str, &str); 5] =
-        [("tcp", ""), ("tcp", "-R"), ("tcp6", ""), ("udp", "-u -b 100M"), ("udp", "-R -u -b 100M")];
+    // TCP and UDP (at 100 Mbit/s) both ways, over IPv4 and IPv6.
+    let cases: [(&str, &str); 8] = [
+        ("tcp", ""),
+        ("tcp", "-R"),
+        ("tcp6", ""),
+        ("tcp6", "-R"),
+        ("udp", "-u -b 100M"),
+        ("udp", "-R -u -b 100M"),
+        ("udp6", "-u -b 100M"),
+        ("udp6", "-R -u -b 100M"),
+    ];
     for (kind, args) in cases {
-        let dst = if kind == "tcp6" { &b6 } else { &b4 };
+        let dst = if kind.ends_with('6') { &b6 } else { &b4 };
         let mut server = Command::new("ip")
             .args(["netns", "exec", &p.b, "timeout", "20", "iperf3", "-s", "-1"])
             .stdout(Stdio::null())
@@ -111,11 +118,11 @@ fn traffic(p: &Pair, b_addr4: &str) {
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("iperf3 {kind} {args}: {out}"));
         let end = &j["end"];
-        if kind == "udp" {
+        if kind.starts_with("udp") {
             let lost = end["sum"]["lost_percent"].as_f64().unwrap_or(100.0);
             let packets = end["sum"]["packets"].as_u64().unwrap_or(0);
-            eprintln!("udp {args}: {packets} datagrams, {lost:.3}% lost");
-            assert!(packets > 10_000 && lost < 0.1, "udp {args}: {packets} datagrams, {lost}% lost");
+            eprintln!("{kind} {args}: {packets} datagrams, {lost:.3}% lost");
+            assert!(packets > 10_000 && lost < 0.1, "{kind} {args}: {packets} datagrams, {lost}% lost");
         } else {
             let bps = end["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
             eprintln!("{kind} {args}: {:.2} Gbit/s", bps / 1e9);
@@ -336,3 +343,54 @@ while got < want and time.time() < end:
         same += 1
 print(got, same)
 "#;
+
+#[test]
+fn partial_checksums_are_completed_on_the_way_into_a_pcap_file_root() {
+    if !ready(&["python3", "tshark"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Pair::new("c", 54);
+    let dir = TempDir::new("fwd-pcap");
+    let file = dir.0.join("out.pcap");
+    // af_packet port 0 -> pcap port 1 (a file, which completes no checksum).
+    let t =
+        Testpmd::start(&[format!("net_af_packet0,iface={}", p.pa), format!("net_pcap1,tx_pcap={}", file.display())]);
+    std::thread::sleep(Duration::from_millis(1000));
+    // UDP and TCP from a's kernel (veth: checksums left partial) to a neighbour that
+    // does not answer: 200 datagrams, and SYNs.
+    let o = p.in_ns(
+        &p.a,
+        20,
+        "ip neigh replace 198.18.54.9 lladdr 02:00:00:00:00:09 dev e0 && python3 -c '
+import socket, time
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(200):
+    u.sendto(b\"hello-%d\" % i, (\"198.18.54.9\", 5000))
+t = socket.socket()
+t.settimeout(1.5)
+try:
+    t.connect((\"198.18.54.9\", 80))
+except OSError:
+    pass
+'",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = t.finish();
+    let count = |filter: &str| -> usize {
+        sh(&format!(
+            "tshark -n -r {} -o udp.check_checksum:TRUE -o tcp.check_checksum:TRUE -Y '{filter}' | wc -l",
+            file.display()
+        ))
+        .trim()
+        .parse()
+        .unwrap()
+    };
+    assert!(count("udp.dstport == 5000") >= 200, "datagrams in the file\n{out}");
+    assert!(count("tcp.flags.syn == 1") >= 1, "SYNs in the file\n{out}");
+    assert_eq!(
+        count("udp.checksum.status == \"Bad\" || tcp.checksum.status == \"Bad\""),
+        0,
+        "bad checksums in the file"
+    );
+}

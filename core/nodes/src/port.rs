@@ -28,12 +28,11 @@ impl Node for PortRx {
     }
 }
 
-static TX_COUNTERS: [CounterSpec; 6] = [
+static TX_COUNTERS: [CounterSpec; 5] = [
     CounterSpec { name: "sent", unit: "packets" },
     CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
     CounterSpec { name: "csum_sw", unit: "checksums completed in software (the port cannot)" },
     CounterSpec { name: "gso_split", unit: "GSO frames or aggregates cut into segments in software" },
-    CounterSpec { name: "offloaded", unit: "packets handed to the port with a checksum or segmentation to do" },
     CounterSpec { name: "offload_dropped", unit: "packets dropped: an offload neither the port nor software could do" },
 ];
 
@@ -101,8 +100,7 @@ impl Node for PortTx {
         if st != self.seen {
             cx.count(2, st.csum_sw - self.seen.csum_sw);
             cx.count(3, st.gso_split - self.seen.gso_split);
-            cx.count(4, st.offloaded - self.seen.offloaded);
-            cx.count(5, st.dropped - self.seen.dropped);
+            cx.count(4, st.dropped - self.seen.dropped);
             self.seen = st;
         }
         Dispatch::Consumed

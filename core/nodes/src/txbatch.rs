@@ -10,7 +10,7 @@ use crate::offload::{FixupStats, TxFixup};
 use ironpath_eal::{Burst, Mbuf, TxBatchStats, TxBatcher, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
-static COUNTERS: [CounterSpec; 14] = [
+static COUNTERS: [CounterSpec; 13] = [
     CounterSpec { name: "sent", unit: "packets" },
     CounterSpec { name: "bytes", unit: "bytes sent" },
     CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
@@ -23,7 +23,6 @@ static COUNTERS: [CounterSpec; 14] = [
     CounterSpec { name: "max_wait_us", unit: "longest wait in the buffer (raised, never lowered)" },
     CounterSpec { name: "csum_sw", unit: "checksums completed in software (the port cannot)" },
     CounterSpec { name: "gso_split", unit: "GSO frames or aggregates cut into segments in software" },
-    CounterSpec { name: "offloaded", unit: "packets handed to the port with a checksum or segmentation to do" },
     CounterSpec { name: "offload_dropped", unit: "packets dropped: an offload neither the port nor software could do" },
 ];
 
@@ -66,8 +65,7 @@ impl TxBatch {
         if st != old {
             cx.count(10, st.csum_sw - old.csum_sw);
             cx.count(11, st.gso_split - old.gso_split);
-            cx.count(12, st.offloaded - old.offloaded);
-            cx.count(13, st.dropped - old.dropped);
+            cx.count(12, st.dropped - old.dropped);
             self.fixup_seen = st;
         }
     }

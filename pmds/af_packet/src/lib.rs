@@ -371,6 +371,11 @@ impl Pmd for AfPacket {
             // Every TX ring frame carries a virtio_net_hdr: the kernel completes
             // checksums; the TSO socket takes packets to segment.
             tx_offload_capa: abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM | if self.tso { abi::TX_TCP_SEG } else { 0 },
+            rx_offload_capa: abi::RX_L4_CKSUM_GOOD
+                | abi::RX_L4_CKSUM_NONE
+                | abi::RX_RSS_HASH
+                | abi::RX_VLAN_STRIPPED
+                | if self.vnet { abi::RX_AGGREGATED } else { 0 },
             ..Default::default()
         }
     }

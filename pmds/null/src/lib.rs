@@ -113,6 +113,8 @@ impl Pmd for NullPmd {
             max_mtu: 9000,
             mtu: self.soft.mtu,
             max_rx_pktlen: 9000 + 18,
+            // It discards what it is given: any offload a packet asks for is done.
+            tx_offload_capa: abi::TX_TCP_SEG | abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM,
             ..Default::default()
         }
     }

@@ -143,6 +143,12 @@ pub struct Stream {
     pub burst: Burst,
     /// Receive aggregation, when the RX port has GRO on.
     pub gro: Option<super::gro::StreamGro>,
+    /// What the TX port cannot do of what packets ask (a partial checksum, a GSO
+    /// frame), done in software before they are sent; `None` when the RX port
+    /// delivers no packet that asks (null, ring, pcap).
+    pub fixup: Option<ironpath_nodes::offload::TxFixup>,
+    /// Packets cut into more than a burst holds, sent after it.
+    pub more: Vec<ironpath_eal::Mbuf>,
 }
 
 /// A forwarding engine.
@@ -203,6 +209,26 @@ fn dump(s: &Stream, n: usize) {
 /// Send everything in `s.burst` (with retries if set), count, free what is left.
 #[inline(always)]
 pub fn tx_all(s: &mut Stream, set: &FwdSettings) {
+    if s.burst.is_empty() {
+        return;
+    }
+    if let Some(f) = s.fixup.as_mut() {
+        let more = &mut s.more;
+        f.prepare(&mut s.burst, |m| more.push(m));
+    }
+    tx_burst(s, set);
+    while !s.more.is_empty() {
+        for m in std::mem::take(&mut s.more) {
+            if let Err(m) = s.burst.push(m) {
+                s.more.push(m);
+            }
+        }
+        tx_burst(s, set);
+    }
+}
+
+#[inline(always)]
+fn tx_burst(s: &mut Stream, set: &FwdSettings) {
     let total = s.burst.len();
     if total == 0 {
         return;

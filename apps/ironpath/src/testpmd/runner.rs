@@ -3,7 +3,7 @@
 
 use super::engine::{FwdEngine, FwdSettings, Stream, StreamStats};
 use super::params::Topology;
-use ironpath_eal::{lcore, tsc, Burst, Eal, Mempool};
+use ironpath_eal::{abi, lcore, tsc, Burst, Eal, Mempool};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -127,6 +127,18 @@ pub fn build_streams(
                     next_flow: 0,
                     burst: Burst::new(),
                     gro: None,
+                    // Only a port that delivers packets with offloads pending (a
+                    // kernel port) can make the TX side owe anything.
+                    fixup: rport
+                        .dev_info()
+                        .is_ok_and(|i| i.rx_offload_capa & (abi::RX_L4_CKSUM_NONE | abi::RX_AGGREGATED) != 0)
+                        .then(|| {
+                            ironpath_nodes::offload::TxFixup::new(
+                                tport.dev_info().map_or(0, |i| i.tx_offload_capa),
+                                pool.clone(),
+                            )
+                        }),
+                    more: Vec::new(),
                 },
             ));
         }
