@@ -64,7 +64,7 @@ impl Classify {
 
     /// The next index for one frame, and its L2 and L3 header lengths.
     #[inline(always)]
-    fn one(&self, ol_flags: u64, frame: &[u8], cx: &NodeCx<'_>) -> (u16, u8, u16) {
+    fn one(&self, ol_flags: u64, frame: &[u8], pkt_len: usize, cx: &NodeCx<'_>) -> (u16, u8, u16) {
         let Ok((et, off)) = l3_offset(frame) else {
             cx.count(0, 1);
             return (DROP, 0, 0);
@@ -74,6 +74,17 @@ impl Classify {
         }
         let l2 = off as u8;
         let l3 = &frame[off..];
+        if pkt_len > frame.len() {
+            // A chain (a GSO frame from the kernel, an aggregate): the headers are in
+            // the first segment, the lengths count the whole packet.
+            return match self.chained(et, l3, pkt_len - off, ol_flags) {
+                Some((k, l3len)) => (k, l2, l3len),
+                None => {
+                    cx.count(0, 1);
+                    (DROP, l2, 0)
+                }
+            };
+        }
         match et {
             EtherType::IPV4 => {
                 let Ok(ip) = Ipv4Packet::new_checked(l3) else {
@@ -103,6 +114,48 @@ impl Classify {
             _ => (self.other, l2, 0),
         }
     }
+
+    /// The class and L3 header length of a chained packet whose L3 header starts at
+    /// `l3` (the rest of the first segment) and whose L3 length is `l3_total`; `None`
+    /// if the header does not fit the first segment or the lengths disagree.
+    fn chained(&self, et: EtherType, l3: &[u8], l3_total: usize, ol_flags: u64) -> Option<(u16, u16)> {
+        match et {
+            EtherType::IPV4 => {
+                if l3.len() < 20 {
+                    return None;
+                }
+                let ip = Ipv4Packet::new_unchecked(l3);
+                let ihl = usize::from(ip.header_len());
+                let total = usize::from(ip.total_len());
+                if ip.version() != 4 || ihl < 20 || ihl > l3.len() || total < ihl || total > l3_total {
+                    return None;
+                }
+                if ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && !Ipv4Packet::new_unchecked(&l3[..ihl]).verify_checksum() {
+                    return None;
+                }
+                Some((self.v4[l4_class(ip.next_header())], ihl as u16))
+            }
+            EtherType::IPV6 => {
+                if l3.len() < 40 {
+                    return None;
+                }
+                let ip = Ipv6Packet::new_unchecked(l3);
+                if ip.version() != 6 || usize::from(ip.payload_len()) + 40 > l3_total {
+                    return None;
+                }
+                // Extension headers are not walked across segments: such a chain goes
+                // to the IPv6 class with the fixed header's length.
+                let nh = ip.next_header();
+                let k = match nh {
+                    IpProtocol::TCP | IpProtocol::UDP | IpProtocol::ICMPV6 => self.v6[l4_class6(nh)],
+                    _ => self.v6[3],
+                };
+                Some((k, 40))
+            }
+            EtherType::ARP => Some((self.arp, 0)),
+            _ => Some((self.other, 0)),
+        }
+    }
 }
 
 #[inline(always)]
@@ -130,7 +183,7 @@ impl Node for Classify {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         for (i, slot) in next.iter_mut().enumerate().take(pkts.len()) {
             pkts.prefetch_data(i + 4);
-            let (k, l2, l3) = self.one(pkts.header(i).ol_flags, pkts.data(i), cx);
+            let (k, l2, l3) = self.one(pkts.header(i).ol_flags, pkts.data(i), pkts.pkt_len(i), cx);
             let h = pkts.header_mut(i);
             h.l2_len = l2;
             h.l3_len = l3;
@@ -270,6 +323,33 @@ mod tests {
         assert_eq!(counter(&st, "vlan"), 2);
         assert_eq!(counter(&st, "malformed"), 0);
         assert_eq!(counter(&st, "bad_ip_checksum"), 0);
+    }
+
+    /// A packet chained over segments (a kernel GSO frame, an aggregate) is classified
+    /// from the headers in its first segment, its lengths checked against the whole.
+    #[test]
+    fn chained_packets_are_classified_by_the_headers_of_their_first_segment() {
+        let p = pool(64);
+        let mut c = Classify::new(NEXTS);
+        let st = stats(&c);
+        let mut payload = tcp_hdr();
+        payload.extend(std::iter::repeat_n(7u8, 3000));
+        let v4 = ipv4_frame(6, &payload);
+        let v6 = eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(PEER6, US6, 6, 64, &payload));
+        let mut short = ipv4_frame(6, &payload);
+        short.truncate(short.len() - 10); // IPv4 total length beyond the packet
+        let mut b = Burst::new();
+        for f in [&v4, &v6, &short] {
+            let mut m = ironpath_eal::Mbuf::from_slice(&p, &f[..100]).unwrap();
+            m.chain(ironpath_eal::Mbuf::from_slice(&p, &f[100..]).unwrap()).unwrap();
+            b.push(m).unwrap();
+        }
+        let call = call(&mut c, &st, &mut b, 0);
+        let got: Vec<(u16, u8, u16)> =
+            (0..b.len()).map(|i| (call.next[i], b.header(i).l2_len, b.header(i).l3_len)).collect();
+        assert_eq!(got, [(TCP as u16, 14, 20), (TCP as u16, 14, 40), (DROP, 14, 0)]);
+        assert_eq!(counter(&st, "malformed"), 1);
+        b.free_all();
     }
 
     #[test]
