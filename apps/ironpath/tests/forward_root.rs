@@ -394,3 +394,61 @@ except OSError:
         "bad checksums in the file"
     );
 }
+
+#[test]
+fn a_vlan_tagged_frame_with_a_partial_checksum_keeps_tag_and_checksum_root() {
+    if !ready(&["python3", "tshark"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Pair::new("q", 55);
+    let dir = TempDir::new("fwd-vlan-csum");
+    let file = dir.0.join("out.pcap");
+    let t =
+        Testpmd::start(&[format!("net_af_packet0,iface={}", p.pa), format!("net_pcap1,tx_pcap={}", file.display())]);
+    std::thread::sleep(Duration::from_millis(1000));
+    // From a: UDP in 802.1Q VID 7 with the checksum left to the device (a
+    // virtio_net_hdr with NEEDS_CSUM), as a VLAN interface over veth would send it.
+    // Our end takes the tag off (the kernel does) and puts it back; the pcap port
+    // completes the checksum 4 bytes further on.
+    let o = Command::new("ip")
+        .args(["netns", "exec", &p.a, "timeout", "20", "python3", "-c", VLAN_PARTIAL, "e0", "50"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "sender: {}", text(&o));
+    std::thread::sleep(Duration::from_millis(500));
+    let out = t.finish();
+    let count = |filter: &str| -> usize {
+        sh(&format!("tshark -n -r {} -o udp.check_checksum:TRUE -Y '{filter}' | wc -l", file.display()))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(count("vlan.id == 7 && udp.dstport == 6000"), 50, "tagged datagrams in the file\n{out}");
+    assert_eq!(count("vlan.id == 7 && udp.checksum.status == \"Good\""), 50, "good checksums\n{out}");
+}
+
+/// Sends N UDP datagrams (198.18.55.1 -> .9, port 6000) in 802.1Q VID 7 through a
+/// packet socket with PACKET_VNET_HDR and NEEDS_CSUM: `VLAN_PARTIAL IFACE N`.
+const VLAN_PARTIAL: &str = r#"
+import socket, struct, sys
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return s
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.setsockopt(263, 15, 1)  # SOL_PACKET, PACKET_VNET_HDR
+s.bind((sys.argv[1], 0))
+src, dst = socket.inet_aton("198.18.55.1"), socket.inet_aton("198.18.55.9")
+for i in range(int(sys.argv[2])):
+    data = b"vlan-partial-%04d" % i
+    ulen = 8 + len(data)
+    pseudo = csum(src + dst + struct.pack("!BBH", 0, 17, ulen))
+    udp = struct.pack("!HHHH", 5999, 6000, ulen, pseudo) + data
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + ulen, i, 0, 64, 17, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", 0xffff - csum(ip)) + ip[12:]
+    frame = b"\x02\x00\x00\x00\x00\x09" + b"\x02\x00\x00\x00\x00\x01" + struct.pack("!HHH", 0x8100, 7, 0x0800) + ip + udp
+    vnet = struct.pack("<BBHHHH", 1, 0, 0, 0, 18 + 20, 6)  # NEEDS_CSUM at the UDP header
+    s.send(vnet + frame)
+"#;

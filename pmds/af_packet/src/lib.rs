@@ -1027,7 +1027,7 @@ mod tests {
     fn geometry_defaults_and_checks() {
         assert_eq!(
             geo("").unwrap(),
-            Geometry { blocksz: 4096, framesz: 2048, framecnt: 4096, tov: 1, rx_frames: false, sndbuf: 4 << 20 }
+            Geometry { blocksz: 128 << 10, framesz: 2048, framecnt: 4096, tov: 1, rx_frames: false, sndbuf: 4 << 20 }
         );
         assert_eq!(geo("sndbuf=65536").unwrap().sndbuf, 65536);
         assert!(geo("sndbuf=100").unwrap_err().msg.contains("`sndbuf=100` is out of range"));
