@@ -4,5 +4,6 @@
 //! and the fuzz targets.
 #![forbid(unsafe_code)]
 
+pub mod out;
 pub mod pipeline;
 pub mod testpmd;

@@ -25,14 +25,21 @@ fn plugins(args: &[String]) -> i32 {
     let mut eal = ironpath_eal::Eal::new(eal_args.mem_policy());
     let errs = eal.load_plugins(&eal_args.plugin_paths);
     for d in eal.drivers() {
-        println!("{:<12} ABI 1.{}  {}\n             {},{}", d.name, d.abi_minor, d.path.display(), d.name, d.help);
+        ironpath::outln!(
+            "{:<12} ABI 1.{}  {}\n             {},{}",
+            d.name,
+            d.abi_minor,
+            d.path.display(),
+            d.name,
+            d.help
+        );
         if !d.pci_ids.is_empty() {
             let ids: Vec<String> = d.pci_ids.iter().map(|i| ironpath_eal::pci::fmt_id(*i)).collect();
-            println!("             PCI {} (-a DDDD:BB:DD.F)", ids.join(", "));
+            ironpath::outln!("             PCI {} (-a DDDD:BB:DD.F)", ids.join(", "));
         }
     }
     for e in &errs {
-        println!("refused: {e}");
+        ironpath::outln!("refused: {e}");
     }
     if eal.drivers().is_empty() {
         eprintln!("no plugin found (searched -d paths, $IRONPATH_PMD_PATH and next to the executable)");
@@ -43,13 +50,14 @@ fn plugins(args: &[String]) -> i32 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    ironpath_eal::logging::init();
     let code = match args.first().map(String::as_str) {
         Some("testpmd") => testpmd::main(&args[1..]),
         Some("plugins") => plugins(&args[1..]),
         Some("run") => ironpath::pipeline::cli::run_main(&args[1..]),
         Some("check") => ironpath::pipeline::cli::check_main(&args[1..]),
         Some("-h" | "--help" | "help") => {
-            println!("{}", usage());
+            ironpath::outln!("{}", usage());
             0
         }
         Some(other) => {

@@ -271,3 +271,46 @@ fn shell_loads_a_pipeline_and_shows_graph_runtime_and_trace() {
     assert!(out.contains("pipeline stop first"), "start is refused while a pipeline runs:\n{out}");
     assert!(out.contains("pipeline stopped"), "{out}");
 }
+
+/// `ironpath run ... | head -2` and a testpmd whose reader goes away end as Ctrl-C
+/// would: no panic ("failed printing to stdout"), ports stopped, status 0.
+#[test]
+fn a_closed_stdout_ends_the_run_cleanly() {
+    let cfg = repo().join("configs/default.yaml");
+    let t0 = std::time::Instant::now();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{BIN}' run '{}' --no-huge --no-pin --duration 60 | head -2; echo \"status ${{PIPESTATUS:-}}\"",
+            cfg.display()
+        ))
+        .output()
+        .unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(out.lines().count(), 3, "two lines through head, then ours:\n{out}\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // It stops at the first table after the reader left, not at --duration.
+    assert!(t0.elapsed() < Duration::from_secs(30), "still ran {:?}", t0.elapsed());
+    // The run's own status, through a pipe that keeps it.
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; '{BIN}' run '{}' --no-huge --no-pin --duration 60 | head -1 >/dev/null",
+            cfg.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // testpmd reading commands from a pipe, printing into a closed one.
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "(echo 'show port summary all'; sleep 1; for i in $(seq 200); do echo 'show port stats all'; done; sleep 30) \
+             | '{BIN}' testpmd --no-huge -l 0 --vdev net_null0 -- -i | head -3 >/dev/null; exit ${{PIPESTATUS[1]}}"
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{:?} {err}", o.status);
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -1,6 +1,8 @@
 //! DPDK-style runtime (EAL) arguments, the part before `--` on a command line:
-//! `-l 0-1`, `--vdev net_null0,size=64` (repeatable), `-d PATH` (repeatable, file or
-//! directory), `--no-huge`, `-m MB`, `--no-pci` (accepted; no PCI bus scan exists).
+//! `-l 0-1` or `-c 0x3` (neither: every CPU this process may run on, as DPDK),
+//! `--vdev net_null0,size=64` (repeatable), `-a`/`-b` (repeatable), `-d PATH`
+//! (repeatable, file or directory), `--no-huge`, `-m MB`, `--log-level`,
+//! `--file-prefix`, `--no-pci` (accepted; no PCI bus scan exists).
 
 use crate::lcore::{parse_lcore_list, LcoreError};
 use std::path::PathBuf;
@@ -8,15 +10,23 @@ use std::path::PathBuf;
 /// Usage text of the runtime arguments.
 pub const USAGE: &str = "\
 runtime arguments (before `--`):
-  -l, --lcores LIST    lcores to use, e.g. 0-1 or 0,2 (first = main lcore) [default: 0]
+  -l, --lcores LIST    lcores to use, e.g. 0-1 or 0,2 (first = main lcore)
+                       [default: every CPU this process may run on]
+  -c COREMASK          lcores as a hexadecimal bit mask, e.g. 0x3 (= -l 0-1)
   --vdev DEVARGS       add a virtual device, e.g. net_null0,size=64 (repeatable)
   -a, --allow DEVARGS  add a device by bus address (PCI PMDs) (repeatable)
+  -b, --block ADDR     never probe the device at ADDR (repeatable; not with -a)
   -d PATH              load a PMD plugin file or every plugin in a directory (repeatable)
   --no-huge            use ordinary pages instead of hugepages
   -m MB                memory to reserve, in MiB (checked against pool sizes)
   --no-pci             accepted for DPDK compatibility (no PCI scan is done)
   -n N                 memory channels: accepted for DPDK compatibility, ignored
-  --main-lcore ID      which lcore of -l is the main one [default: the first]";
+  --main-lcore ID      which lcore of -l is the main one [default: the first]
+  --log-level LEVEL    log level: emergency, alert, critical, error, warning,
+                       notice, info, debug or 1-8 [default: notice]; PATTERN:LEVEL
+                       sets it for the log targets PATTERN matches (repeatable)
+  --file-prefix NAME   names this process's runtime directory, where its
+                       telemetry socket is (/var/run/dpdk/NAME) [default: rte]";
 
 /// Parsed runtime arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,6 +45,12 @@ pub struct EalArgs {
     pub mem_mb: Option<u64>,
     /// `--main-lcore`.
     pub main_lcore: Option<u32>,
+    /// Devices never probed (`-b`).
+    pub block: Vec<String>,
+    /// `--log-level` values, checked, in order (apply with [`EalArgs::apply_log_levels`]).
+    pub log_levels: Vec<String>,
+    /// `--file-prefix` [default: `rte`].
+    pub file_prefix: String,
 }
 
 /// A bad runtime argument.
@@ -61,6 +77,10 @@ fn usage_of(opt: &str) -> &'static str {
         "-l" | "--lcores" => "-l LIST, e.g. -l 0-1",
         "--vdev" => "--vdev NAME[,KEY=VALUE...], e.g. --vdev net_null0,size=64",
         "-a" | "--allow" => "-a DEVARGS, e.g. -a 0000:00:04.0",
+        "-b" | "--block" => "-b ADDR, e.g. -b 0000:00:04.0",
+        "-c" => "-c COREMASK, e.g. -c 0x3",
+        "--log-level" => "--log-level LEVEL or PATTERN:LEVEL, e.g. --log-level debug",
+        "--file-prefix" => "--file-prefix NAME, e.g. --file-prefix vm1",
         "-d" => "-d PATH (a plugin .so or a directory of them)",
         "-m" => "-m MB, e.g. -m 512",
         "--main-lcore" => "--main-lcore ID, e.g. --main-lcore 1",
@@ -73,7 +93,8 @@ impl EalArgs {
     /// Parse runtime arguments up to `--`; returns them and the remaining
     /// (application) arguments after `--`.
     pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<(EalArgs, Vec<String>), ArgsError> {
-        let mut out = EalArgs::default();
+        let mut out = EalArgs { file_prefix: "rte".into(), ..EalArgs::default() };
+        let mut coremask = None;
         let mut it = args.iter().map(|s| s.as_ref().to_string());
         let mut rest = Vec::new();
         while let Some(a) = it.next() {
@@ -84,7 +105,9 @@ impl EalArgs {
             // Accept both `-l 0-1`, `-l0-1` and `--lcores=0-1`.
             let (opt, inline) = if let Some((o, v)) = a.split_once('=').filter(|_| a.starts_with("--")) {
                 (o.to_string(), Some(v.to_string()))
-            } else if let (Some(short @ ("-l" | "-d" | "-m" | "-a" | "-n")), Some(rest)) = (a.get(..2), a.get(2..)) {
+            } else if let (Some(short @ ("-l" | "-d" | "-m" | "-a" | "-b" | "-c" | "-n")), Some(rest)) =
+                (a.get(..2), a.get(2..))
+            {
                 // `get` rather than indexing: a multi-byte character at byte 2 is not
                 // a short option with a glued value (found by the `cmdline` fuzzer).
                 if rest.is_empty() {
@@ -109,6 +132,24 @@ impl EalArgs {
                 }
                 "--vdev" => out.vdevs.push(value(&opt)?),
                 "-a" | "--allow" => out.allow.push(value(&opt)?),
+                "-b" | "--block" => out.block.push(value(&opt)?),
+                "-c" => {
+                    let v = value(&opt)?;
+                    coremask = Some(parse_coremask(&v).map_err(|why| ArgsError::BadValue { opt: opt.clone(), why })?);
+                }
+                "--log-level" => {
+                    let v = value(&opt)?;
+                    let level = v.rsplit_once(':').filter(|(p, _)| !p.is_empty()).map_or(v.as_str(), |(_, l)| l);
+                    crate::logging::parse_level(level).map_err(|why| ArgsError::BadValue { opt: opt.clone(), why })?;
+                    out.log_levels.push(v);
+                }
+                "--file-prefix" => {
+                    let v = value(&opt)?;
+                    if v.contains('/') || v == "." || v == ".." {
+                        return Err(ArgsError::BadValue { opt, why: format!("`{v}` is not a file name") });
+                    }
+                    out.file_prefix = v;
+                }
                 "-d" => out.plugin_paths.push(PathBuf::from(value(&opt)?)),
                 "--no-huge" => out.no_huge = true,
                 "--no-pci" => {}
@@ -137,8 +178,22 @@ impl EalArgs {
                 _ => return Err(ArgsError::Unknown(a)),
             }
         }
-        if out.lcores.is_empty() {
-            out.lcores = vec![0];
+        if !out.allow.is_empty() && !out.block.is_empty() {
+            return Err(ArgsError::BadValue {
+                opt: "-b".into(),
+                why: "options allow (-a) and block (-b) can't be used at the same time".into(),
+            });
+        }
+        match coremask {
+            Some(_) if !out.lcores.is_empty() => {
+                return Err(ArgsError::BadValue {
+                    opt: "-c".into(),
+                    why: "-c and -l name the lcores twice: use one".into(),
+                })
+            }
+            Some(m) => out.lcores = m,
+            None if out.lcores.is_empty() => out.lcores = usable_cpus(),
+            None => {}
         }
         if let Some(m) = out.main_lcore {
             let Some(i) = out.lcores.iter().position(|l| *l == m) else {
@@ -154,6 +209,15 @@ impl EalArgs {
         Ok((out, rest))
     }
 
+    /// Applies the `--log-level` values to the process's logger.
+    pub fn apply_log_levels(&self) {
+        crate::logging::init();
+        for l in &self.log_levels {
+            // Checked by `parse`.
+            let _ = crate::logging::set_level(l);
+        }
+    }
+
     /// The memory policy these arguments ask for.
     pub fn mem_policy(&self) -> crate::MemPolicy {
         if self.no_huge {
@@ -161,6 +225,32 @@ impl EalArgs {
         } else {
             crate::MemPolicy::PreferHuge
         }
+    }
+}
+
+/// `-c`: a hexadecimal mask, bit N = lcore N.
+fn parse_coremask(v: &str) -> Result<Vec<u32>, String> {
+    let hex = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")).unwrap_or(v);
+    let bad = || format!("`{v}` is not a hexadecimal core mask (e.g. 0x3 for lcores 0 and 1)");
+    if hex.is_empty() || hex.len() > 32 {
+        return Err(bad());
+    }
+    let mask = u128::from_str_radix(hex, 16).map_err(|_| bad())?;
+    if mask == 0 {
+        return Err(format!("`{v}` names no lcore"));
+    }
+    Ok((0..128).filter(|i| mask >> i & 1 == 1).collect())
+}
+
+/// The CPUs this process may run on (its affinity), as DPDK takes them without `-l`.
+fn usable_cpus() -> Vec<u32> {
+    let cpus: Vec<u32> = rustix::thread::sched_getaffinity(None)
+        .map(|set| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c as u32).collect())
+        .unwrap_or_default();
+    if cpus.is_empty() {
+        vec![0]
+    } else {
+        cpus
     }
 }
 
@@ -191,6 +281,33 @@ mod tests {
         assert!(a.no_huge);
         assert_eq!(a.mem_mb, Some(512));
         assert_eq!(rest, vec!["-i", "--burst=32"]);
+    }
+
+    #[test]
+    fn dpdk_compat_arguments() {
+        let (a, _) =
+            EalArgs::parse(&["-c", "0x5", "--log-level=pmd.*:debug", "--file-prefix", "vm1", "-b", "0000:00:04.0"])
+                .unwrap();
+        assert_eq!(a.lcores, vec![0, 2]);
+        assert_eq!(a.log_levels, vec!["pmd.*:debug"]);
+        assert_eq!(a.file_prefix, "vm1");
+        assert_eq!(a.block, vec!["0000:00:04.0"]);
+        let (a, _) = EalArgs::parse::<&str>(&[]).unwrap();
+        assert_eq!(a.file_prefix, "rte");
+        assert_eq!(a.lcores, usable_cpus());
+        assert!(!a.lcores.is_empty());
+        let e = EalArgs::parse(&["-c", "0xg"]).unwrap_err();
+        assert!(e.to_string().contains("not a hexadecimal core mask"), "{e}");
+        let e = EalArgs::parse(&["-c", "0"]).unwrap_err();
+        assert!(e.to_string().contains("names no lcore"), "{e}");
+        let e = EalArgs::parse(&["-c", "3", "-l", "0"]).unwrap_err();
+        assert!(e.to_string().contains("-c and -l"), "{e}");
+        let e = EalArgs::parse(&["--log-level", "loud"]).unwrap_err();
+        assert!(e.to_string().contains("`--log-level`: `loud` is not a log level: accepted emergency"), "{e}");
+        let e = EalArgs::parse(&["-a", "0000:00:04.0", "-b", "0000:00:05.0"]).unwrap_err();
+        assert!(e.to_string().contains("can't be used at the same time"), "{e}");
+        let e = EalArgs::parse(&["--file-prefix", "../x"]).unwrap_err();
+        assert!(e.to_string().contains("not a file name"), "{e}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod args;
 pub mod burst;
 pub mod lcore;
 pub mod loader;
+pub mod logging;
 pub mod mbuf;
 pub mod memory;
 pub mod mempool;

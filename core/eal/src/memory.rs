@@ -109,8 +109,8 @@ impl MemRegion {
                 }
             }
             if !WARNED.swap(true, Ordering::Relaxed) {
-                eprintln!(
-                    "ironpath: warning: no free 2 MiB hugepages for {} MiB; using ordinary pages \
+                log::warn!(
+                    "no free 2 MiB hugepages for {} MiB; using ordinary pages \
                      (slower; reserve some with `echo 64 > /proc/sys/vm/nr_hugepages`, or pass --no-huge)",
                     huge_len >> 20
                 );

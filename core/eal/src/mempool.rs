@@ -355,11 +355,7 @@ impl Drop for Mempool {
         }
         let st = self.inner().stats();
         if st.in_use != 0 {
-            eprintln!(
-                "ironpath: warning: mempool `{}` dropped with {} mbuf(s) still in use; leaking it",
-                self.name(),
-                st.in_use
-            );
+            log::warn!("mempool `{}` dropped with {} mbuf(s) still in use; leaking it", self.name(), st.in_use);
             return;
         }
         // SAFETY: last handle and no object outstanding: nothing can reach the pool

@@ -254,14 +254,12 @@ unsafe extern "C" fn host_log(level: u32, msg: *const c_char) {
     // SAFETY: the plugin passes a NUL-terminated string (ABI contract).
     let m = unsafe { CStr::from_ptr(msg) }.to_string_lossy();
     let lvl = match level {
-        0 => "error",
-        1 => "warning",
-        2 => "info",
-        _ => "debug",
+        0 => log::Level::Error,
+        1 => log::Level::Warn,
+        2 => log::Level::Info,
+        _ => log::Level::Debug,
     };
-    if level <= 2 {
-        eprintln!("ironpath: {lvl}: {m}");
-    }
+    log::log!(target: "pmd", lvl, "{m}");
 }
 
 static HOST_API: abi::HostApi = abi::HostApi {
@@ -817,7 +815,7 @@ impl Drop for Port {
         if let Err(e) = self.close() {
             // A handle is still out: closing would pull the queue from under it. Leak
             // the device instead (a bug in the caller, never undefined behaviour).
-            eprintln!("ironpath: warning: port {} dropped while in use, not closed: {e}", self.id);
+            log::warn!("port {} dropped while in use, not closed: {e}", self.id);
         }
     }
 }

@@ -244,7 +244,7 @@ fn fail(lcore: u32, rt: &mut RtNode, payload: &(dyn std::any::Any + Send)) {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "panic with a non-text payload".into());
-    eprintln!(
+    log::error!(
         "lcore {lcore}: node `{}` panicked and is failed: {msg}; packets sent to it are dropped from now on \
          (counted: failed), the rest of the graph runs on",
         rt.name

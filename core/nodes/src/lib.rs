@@ -135,8 +135,8 @@ fn make_tcp(node: &NodeCfg, env: &mut dyn Env) -> Result<tcp::TcpNode, String> {
     match uint("seed") {
         0 => random_secret(&mut secret)?,
         s => {
-            eprintln!(
-                "warning: tcp node `{}`: a fixed `seed` ({s}) makes initial sequence numbers, SYN cookies and \
+            log::warn!(
+                "tcp node `{}`: a fixed `seed` ({s}) makes initial sequence numbers, SYN cookies and \
                  hash keys predictable to anyone who knows it; use it for tests only",
                 node.name
             );

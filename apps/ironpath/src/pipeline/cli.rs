@@ -20,7 +20,10 @@ options:
   --stats-json FILE     write the per-second figures as JSON lines to FILE
   -d PATH               load PMD plugins from PATH (file or directory; repeatable)
   --no-huge             ordinary pages for every mempool
-  --no-pin              do not pin lcores to CPUs";
+  --no-pin              do not pin lcores to CPUs
+  --log-level LEVEL     emergency, alert, critical, error, warning, notice, info,
+                        debug or 1-8 [default: notice]; PATTERN:LEVEL for the log
+                        targets PATTERN matches (repeatable)";
 
 struct RunArgs {
     file: PathBuf,
@@ -58,6 +61,10 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
             "-d" => r.plugins.push(it.next().ok_or("-d needs a path")?.into()),
             "--no-huge" => r.no_huge = true,
             "--no-pin" => r.pin = false,
+            "--log-level" => {
+                let v = it.next().ok_or("--log-level needs a level")?;
+                ironpath_eal::logging::set_level(v).map_err(|e| format!("--log-level: {e}"))?;
+            }
             s if s.starts_with('-') => return Err(format!("unknown option `{s}`\n{RUN_USAGE}")),
             s if r.file.as_os_str().is_empty() => r.file = s.into(),
             s => return Err(format!("unexpected argument `{s}` (one FILE only)")),
@@ -72,7 +79,7 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
 fn load_eal(plugins: &[PathBuf], policy: MemPolicy) -> Eal {
     let mut eal = Eal::new(policy);
     for e in eal.load_plugins(plugins) {
-        eprintln!("ironpath: warning: {e}");
+        log::warn!("{e}");
     }
     eal
 }
@@ -80,7 +87,7 @@ fn load_eal(plugins: &[PathBuf], policy: MemPolicy) -> Eal {
 /// `ironpath check FILE...`: validate only; exit 1 if any file has errors.
 pub fn check_main(args: &[String]) -> i32 {
     if args.is_empty() || args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("usage: ironpath check FILE...\n\nValidates pipeline files (every error with file:line:column) without running them.");
+        crate::outln!("usage: ironpath check FILE...\n\nValidates pipeline files (every error with file:line:column) without running them.");
         return i32::from(args.is_empty()) * 2;
     }
     let eal = load_eal(&[], MemPolicy::NoHuge);
@@ -89,7 +96,7 @@ pub fn check_main(args: &[String]) -> i32 {
     let mut rc = 0;
     for f in args {
         match check(std::path::Path::new(f), drivers) {
-            Ok(p) => println!(
+            Ok(p) => crate::outln!(
                 "{f}: ok ({} mempools, {} ports, {} lcores, {} nodes, {} edges)",
                 p.mempools.len(),
                 p.ports.len(),
@@ -112,7 +119,7 @@ pub fn check_main(args: &[String]) -> i32 {
 /// `ironpath run FILE [options]`.
 pub fn run_main(args: &[String]) -> i32 {
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{RUN_USAGE}");
+        crate::outln!("{RUN_USAGE}");
         return 0;
     }
     let a = match parse(args) {
@@ -144,7 +151,7 @@ pub fn run_main(args: &[String]) -> i32 {
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || s2.store(true, Ordering::Relaxed)) {
-        eprintln!("ironpath: warning: no Ctrl-C handler: {e}");
+        log::warn!("no Ctrl-C handler: {e}");
     }
     let name = cfg.name.clone().unwrap_or_else(|| a.file.display().to_string());
     let mut run = match PipelineRun::start(&mut eal, cfg, a.pin) {
@@ -154,7 +161,7 @@ pub fn run_main(args: &[String]) -> i32 {
             return 1;
         }
     };
-    println!(
+    crate::outln!(
         "ironpath: pipeline `{name}` running: {} nodes on lcores {:?}, {} ports{}",
         run.info.nodes.len(),
         run.cfg.lcores.iter().map(|l| l.id).collect::<Vec<_>>(),
@@ -174,7 +181,7 @@ pub fn run_main(args: &[String]) -> i32 {
             stats::track_peaks(&run, &mut peaks);
         }
         let t = t0.elapsed().as_secs_f64();
-        let done = stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| t >= d);
+        let done = stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| t >= d) || crate::out::gone();
         if !run.healthy() {
             failed = true;
         }
@@ -184,8 +191,7 @@ pub fn run_main(args: &[String]) -> i32 {
             let cur = stats::snapshot(&eal, &run);
             let secs = t_prev.elapsed().as_secs_f64();
             if due_print || (done && a.period > 0.0) {
-                print!("{}", stats::table(&run, &prev, &cur, secs));
-                let _ = std::io::stdout().flush();
+                crate::out!("{}", stats::table(&run, &prev, &cur, secs));
                 next_print += a.period;
             }
             if let Some(w) = json.as_mut() {
@@ -210,9 +216,9 @@ pub fn run_main(args: &[String]) -> i32 {
     if let Some(mut w) = json {
         let _ = w.flush();
     }
-    println!("\n{runtime}");
+    crate::outln!("\n{runtime}");
     for (p, s) in run.cfg.ports.iter().zip(&totals) {
-        println!(
+        crate::outln!(
             "port {:<10} RX-packets: {:<12} RX-bytes: {:<14} TX-packets: {:<12} TX-bytes: {:<14} RX-missed: {} RX-nombuf: {}",
             p.name, s.ipackets, s.ibytes, s.opackets, s.obytes, s.imissed, s.rx_nombuf
         );

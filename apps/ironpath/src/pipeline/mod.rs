@@ -221,7 +221,7 @@ impl PipelineRun {
             }
             port.start().map_err(fail)?;
             if let Err(e) = port.set_promiscuous(p.promisc) {
-                eprintln!("ironpath: warning: port `{}`: promiscuous {}: {e}", p.name, p.promisc);
+                log::warn!("port `{}`: promiscuous {}: {e}", p.name, p.promisc);
             }
         }
         let mut env = Env { eal, ports: &self.ports, pools: &self.pools };
@@ -249,9 +249,7 @@ impl PipelineRun {
         let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let pin = pin && cfg.lcores.iter().all(|l| l.cpu < ncpu);
         if !pin {
-            eprintln!(
-                "ironpath: note: lcores run unpinned (CPUs named in the file exceed the {ncpu} here, or --no-pin)"
-            );
+            log::info!("lcores run unpinned (CPUs named in the file exceed the {ncpu} here, or --no-pin)");
         }
         self.running = Some(runner::launch(graph.lcores, pin).map_err(|e| format!("cannot start lcores: {e}"))?);
         Ok(())

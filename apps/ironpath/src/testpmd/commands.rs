@@ -255,7 +255,7 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
                 Some(_) => num("monitor", arg(2), 1u32, 100_000)?,
                 None => 10,
             };
-            monitor(app, secs, count, &mut |s| println!("{s}"));
+            monitor(app, secs, count, &mut |s| crate::outln!("{s}"));
         }
         "show" if matches!(arg(1), Some("graph" | "runtime" | "trace")) => {
             no_more("show", &t[2..])?;

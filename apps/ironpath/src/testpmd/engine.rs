@@ -203,7 +203,7 @@ fn dump(s: &Stream, n: usize) {
             h.pkt_len, h.nb_segs, h.ol_flags
         );
     }
-    print!("{o}");
+    crate::out!("{o}");
 }
 
 /// Send everything in `s.burst` (with retries if set), count, free what is left.

@@ -66,10 +66,11 @@ impl App {
     /// and start them.
     pub fn init(args: &[String]) -> Result<App, StartError> {
         let (eal_args, app_args) = EalArgs::parse(args).map_err(|e| e.to_string())?;
+        eal_args.apply_log_levels();
         let p = Params::parse(&app_args)?;
         let mut eal = Eal::new(eal_args.mem_policy());
         for e in eal.load_plugins(&eal_args.plugin_paths) {
-            eprintln!("ironpath: warning: {e}");
+            log::warn!("{e}");
         }
         if eal.drivers().is_empty() {
             return Err(
@@ -90,7 +91,7 @@ impl App {
                 ));
             }
         }
-        println!("ironpath: memory: {} ({} mbufs of {} bytes)", pool.mem_kind(), nb_mbufs, pool.elt_size());
+        crate::outln!("ironpath: memory: {} ({} mbufs of {} bytes)", pool.mem_kind(), nb_mbufs, pool.elt_size());
         let nb_fwd = eal_args.lcores.len().saturating_sub(1);
         if usize::from(p.nb_cores) > nb_fwd.max(1) {
             return Err(format!(
@@ -101,10 +102,7 @@ impl App {
         let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u32;
         let pin = eal_args.lcores.iter().all(|l| *l < ncpu);
         if !pin {
-            eprintln!(
-                "ironpath: warning: lcores {:?} exceed the {ncpu} CPUs here; lcores run unpinned",
-                eal_args.lcores
-            );
+            log::warn!("lcores {:?} exceed the {ncpu} CPUs here; lcores run unpinned", eal_args.lcores);
         }
         let mut app = App {
             eal,
@@ -163,7 +161,7 @@ impl App {
         port.start().map_err(|e| e.to_string())?;
         let _ = port.set_promiscuous(true);
         let mac = port.mac().map(|m| display::mac(&m)).unwrap_or_else(|_| "n/a".into());
-        println!("Port {id}: {mac}");
+        crate::outln!("Port {id}: {mac}");
         Ok(())
     }
 
@@ -394,7 +392,7 @@ impl Drop for App {
 /// Entry point of `ironpath testpmd`.
 pub fn main(args: &[String]) -> i32 {
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!(
+        crate::outln!(
             "usage: ironpath testpmd [runtime args] -- [application args]\n\n{}\n\n{}",
             ironpath_eal::args::USAGE,
             params::usage()

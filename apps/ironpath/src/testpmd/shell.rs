@@ -11,7 +11,7 @@ use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
 use rustyline::{Context, Helper};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,12 +43,11 @@ impl Helper for Completion {}
 pub fn run_line(app: &mut App, line: &str) -> bool {
     match commands::execute(app, line) {
         Ok((out, flow)) => {
-            print!("{out}");
-            let _ = std::io::stdout().flush();
+            crate::out!("{out}");
             flow == Flow::Quit
         }
         Err(e) => {
-            println!("{e}");
+            crate::outln!("{e}");
             false
         }
     }
@@ -67,7 +66,7 @@ pub fn run(app: &mut App) -> i32 {
     if let Some(f) = app.p.cmdline_file.clone() {
         match std::fs::read_to_string(&f) {
             Ok(text) => {
-                println!("Read CLI commands from {}", f.display());
+                crate::outln!("Read CLI commands from {}", f.display());
                 for line in text.lines() {
                     if run_line(app, line) {
                         return 0;
@@ -92,9 +91,12 @@ pub fn run(app: &mut App) -> i32 {
         let stdin = std::io::stdin();
         for line in stdin.lock().lines() {
             let Ok(line) = line else { break };
-            println!("{PROMPT}{line}");
+            crate::outln!("{PROMPT}{line}");
             if run_line(app, &line) {
                 return 0;
+            }
+            if crate::out::gone() {
+                break;
             }
         }
         run_line(app, "quit");
@@ -145,7 +147,7 @@ fn non_interactive(app: &mut App) -> i32 {
     let started = Instant::now();
     let deadline = app.p.duration.map(|d| started + Duration::from_secs_f64(d));
     if deadline.is_none() && app.p.stats_period.is_none() {
-        println!("Press enter to exit");
+        crate::outln!("Press enter to exit");
         let mut s = String::new();
         let _ = std::io::stdin().read_line(&mut s);
     } else {
@@ -153,25 +155,25 @@ fn non_interactive(app: &mut App) -> i32 {
         let mut next = period.map(|p| Instant::now() + p);
         let mut monitor_prev: Option<(Vec<ironpath_eal::abi::Stats>, Instant)> = None;
         loop {
-            if intr.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+            if intr.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) || crate::out::gone() {
                 break;
             }
             if let (Some(n), Some(p)) = (next, period) {
                 if Instant::now() >= n {
                     let ids = app.eal.port_ids();
-                    println!("\nPort statistics ====================================");
+                    crate::outln!("\nPort statistics ====================================");
                     for id in &ids {
                         if let Ok(s) = app.port_stats_text(*id) {
-                            print!("{s}");
+                            crate::out!("{s}");
                         }
                     }
                     let cur: Vec<_> =
                         ids.iter().map(|id| app.eal.port(*id).and_then(|p| p.stats()).unwrap_or_default()).collect();
                     if let Some((prev, t)) = &monitor_prev {
-                        println!("{}", super::display::monitor_header());
+                        crate::outln!("{}", super::display::monitor_header());
                         for (i, id) in ids.iter().enumerate() {
                             if let Some(pv) = prev.get(i) {
-                                println!(
+                                crate::outln!(
                                     "{}",
                                     super::display::monitor_row(*id, pv, &cur[i], t.elapsed().as_secs_f64())
                                 );
@@ -179,7 +181,6 @@ fn non_interactive(app: &mut App) -> i32 {
                         }
                     }
                     monitor_prev = Some((cur, Instant::now()));
-                    let _ = std::io::stdout().flush();
                     next = Some(n + p);
                 }
             }

@@ -942,7 +942,7 @@ impl TcpNode {
                         match HttpGet::new(&c.path, c.to.to_string(), c.requests, save.as_deref()) {
                             Ok(g) => App::HttpGet(Box::new(g)),
                             Err(e) => {
-                                eprintln!("tcp: {e}");
+                                log::error!("tcp: {e}");
                                 cx.count(FAILED, 1);
                                 continue;
                             }
