@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite (the README's second command). Needs root for the hugepage
-# test and, later, for namespace tests; everything else runs as any user.
+# The whole test suite (the README's second command). As root on a machine with
+# apt-get it first installs the tools the tests run (ci/deps.sh; IRONPATH_NO_APT=1
+# skips that); a test that needs root or a missing tool is skipped with one line
+# naming the package, and the end of the run lists every skip.
+#   0. install the tools (root + apt only)
 #   1. build every crate and every PMD plugin (tests load the .so files built here)
 #   2. cargo test --workspace
 #   3. loom model checks of the lock-free MPMC ring
@@ -9,6 +12,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [ -z "${IRONPATH_NO_APT:-}" ]; then
+    echo "== install the tools the tests run (ci/deps.sh)"
+    bash ci/deps.sh
+fi
+export IRONPATH_SKIP_LOG="$PWD/target/skipped-tests.txt"
+mkdir -p target && : > "$IRONPATH_SKIP_LOG"
+report_skips() {
+    local n
+    n=$(wc -l < "$IRONPATH_SKIP_LOG")
+    if [ "$n" -gt 0 ]; then
+        echo "== $n test(s) skipped:"
+        sed 's/^/   /' "$IRONPATH_SKIP_LOG"
+    else
+        echo "== no test skipped"
+    fi
+}
+trap report_skips EXIT
 
 echo "== build (workspace, plugins included)"
 cargo build --workspace --all-targets --locked

@@ -6,11 +6,9 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
+mod common;
 
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
+const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
 
 fn sh(cmd: &str) -> String {
     let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
@@ -138,8 +136,7 @@ fn num_after(s: &str, from: &str, key: &str) -> u64 {
 
 #[test]
 fn kernel_ping_gets_replies_from_icmpecho_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&[]) {
         return;
     }
     let v = Veth::new("e", 1);
@@ -161,8 +158,7 @@ fn kernel_ping_gets_replies_from_icmpecho_root() {
 
 #[test]
 fn txonly_bursts_arrive_in_the_kernel_counters_exactly_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&[]) {
         return;
     }
     let v = Veth::new("t", 2);
@@ -182,8 +178,7 @@ fn txonly_bursts_arrive_in_the_kernel_counters_exactly_root() {
 
 #[test]
 fn rxonly_counts_exactly_what_the_kernel_sent_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&[]) {
         return;
     }
     rxonly_counts(Veth::new("r", 3), "");
@@ -192,8 +187,7 @@ fn rxonly_counts_exactly_what_the_kernel_sent_root() {
 /// The same through a TPACKET_V2 frame ring, which hands each frame over at once.
 #[test]
 fn rxonly_counts_exactly_what_the_kernel_sent_through_a_frame_ring_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&[]) {
         return;
     }
     rxonly_counts(Veth::new("f", 7), ",rx_ring=frames,framecnt=64");
@@ -227,8 +221,7 @@ fn rxonly_counts(v: Veth, args: &str) {
 /// the drop program is gone and the kernel answers again.
 #[test]
 fn kernel_rx_0_keeps_frames_from_the_kernel_stack_until_the_port_closes_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&[]) {
         return;
     }
     let v = Veth::new("k", 9);
@@ -259,8 +252,7 @@ fn kernel_rx_0_keeps_frames_from_the_kernel_stack_until_the_port_closes_root() {
 
 #[test]
 fn two_queue_pairs_with_fanout_count_every_packet_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&[]) {
         return;
     }
     let v = Veth::new("q", 6);

@@ -14,17 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
 const STREAMS: usize = 4;
 const STREAM_LEN: usize = 300_000;
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().is_ok_and(|o| o.status.success())
-}
 
 fn sh(cmd: &str) -> String {
     let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
@@ -328,12 +322,8 @@ edges:
 
 #[test]
 fn kernel_tcp_captures_aggregate_into_valid_packets_and_equal_streams_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&["tcpdump", "tshark", "ethtool", "python3"]) {
         return;
-    }
-    for t in ["tcpdump", "tshark", "ethtool", "python3"] {
-        assert!(have(t), "{t} is needed (apt-get install tcpdump tshark ethtool python3; .ci/run installs them)");
     }
     let net = Net::new();
     let cap = capture(&net);

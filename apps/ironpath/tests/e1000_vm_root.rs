@@ -11,12 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
 static ONE_VM_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
 
 /// The binaries for the guest: `ironpath` and the e1000 plugin must sit side by side.
 fn bin_dir() -> Option<PathBuf> {
@@ -56,11 +54,7 @@ fn num_after(s: &str, from: &str, key: &str) -> u64 {
 }
 
 fn skip() -> bool {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
-        return true;
-    }
-    false
+    !common::ready(&["qemu-system-x86_64", "busybox", "cpio", "ping", "curl"])
 }
 
 #[test]

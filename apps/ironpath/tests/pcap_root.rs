@@ -8,15 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().is_ok_and(|o| o.status.success())
-}
 
 fn sh(cmd: &str) -> String {
     let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
@@ -81,12 +75,8 @@ fn replay(input: &Path, output: &Path) -> std::process::Output {
 
 #[test]
 fn tcpdump_capture_replays_through_io_byte_for_byte_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&["tcpdump", "tshark", "editcap", "curl", "python3"]) {
         return;
-    }
-    for t in ["tcpdump", "tshark", "editcap", "curl", "python3"] {
-        assert!(have(t), "{t} is needed (apt-get install tcpdump tshark curl; .ci/run installs them)");
     }
     let id = std::process::id();
     let mut s = Scene {

@@ -9,15 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().is_ok_and(|o| o.status.success())
-}
 
 fn sh(cmd: &str) -> String {
     let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
@@ -91,12 +85,8 @@ impl Run {
 
 #[test]
 fn arping_ping_and_ping6_get_answers_and_the_capture_is_valid_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&["arping", "ping", "tshark"]) {
         return;
-    }
-    for t in ["arping", "ping", "tshark"] {
-        assert!(have(t), "{t} is needed (apt-get install arping iputils-ping tshark; .ci/run installs them)");
     }
     let v = Veth::new("a");
     let cap = std::env::temp_dir().join(format!("ironpath-arp-icmp-{}.pcap", std::process::id()));
@@ -152,11 +142,9 @@ fn arping_ping_and_ping6_get_answers_and_the_capture_is_valid_root() {
 
 #[test]
 fn impair_nodes_lose_delay_and_reorder_both_ways_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&["ping"]) {
         return;
     }
-    assert!(have("ping"), "ping is needed");
     let v = Veth::new("i");
     let dir = std::env::temp_dir().join(format!("ironpath-impair-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,11 +6,9 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
+mod common;
 
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
+const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
 
 fn sh(cmd: &str) -> String {
     let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
@@ -108,8 +106,7 @@ fn num_after(s: &str, key: &str) -> u64 {
 
 #[test]
 fn kernel_ping_through_a_tap_gets_icmpecho_replies_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&[]) {
         return;
     }
     let id = std::process::id() % 100_000;
@@ -130,8 +127,7 @@ fn kernel_ping_through_a_tap_gets_icmpecho_replies_root() {
 
 #[test]
 fn kernel_tcp_through_two_taps_keeps_gso_root() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root");
+    if !common::ready(&[]) {
         return;
     }
     let id = std::process::id() % 100_000;

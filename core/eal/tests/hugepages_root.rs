@@ -6,6 +6,10 @@
 use ironpath_eal::memory::{hugepages_free, MemRegion};
 use ironpath_eal::{MemKind, MemPolicy, Mempool, MempoolConfig};
 
+#[path = "../../../ci/skip.rs"]
+mod skip_log;
+use skip_log::skip;
+
 const NR: &str = "/proc/sys/vm/nr_hugepages";
 const CHILD_ENV: &str = "IRONPATH_HUGEPAGE_TEST_CHILD";
 
@@ -60,7 +64,7 @@ fn pool_uses_hugepages_when_reserved_and_falls_back_with_one_warning() {
         return;
     }
     if !is_root() {
-        eprintln!("SKIPPED: needs root to change {NR}");
+        skip(&format!("needs root to change {NR}"));
         return;
     }
     let _restore = Restore(std::fs::read_to_string(NR).unwrap().trim().to_string());

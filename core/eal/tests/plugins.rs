@@ -7,6 +7,10 @@ use ironpath_eal::{Eal, MemPolicy, Mempool, MempoolConfig, PortError};
 use std::path::PathBuf;
 
 /// The directory holding the plugins built with this test (target/<profile>).
+#[path = "../../../ci/skip.rs"]
+mod skip_log;
+use skip_log::skip;
+
 fn plugin_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
@@ -111,7 +115,7 @@ fn a_checked_copy_loads_and_a_symlink_to_it_is_refused() {
 #[test]
 fn a_plugin_owned_by_another_user_is_refused_root() {
     if !is_root() {
-        eprintln!("SKIPPED: needs root (chown)");
+        skip("needs root (chown)");
         return;
     }
     let s = Staged::new("owner");
@@ -124,7 +128,7 @@ fn a_plugin_owned_by_another_user_is_refused_root() {
 fn a_plugin_under_a_directory_others_can_write_is_refused_root() {
     use std::os::unix::fs::PermissionsExt;
     if !is_root() {
-        eprintln!("SKIPPED: needs root (a directory of its own under /tmp)");
+        skip("needs root (a directory of its own under /tmp)");
         return;
     }
     let s = Staged::new("wdir");

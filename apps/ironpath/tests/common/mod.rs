@@ -273,16 +273,49 @@ pub fn www(dir: &Path, files: &[(&str, usize)]) {
     }
 }
 
+/// Whether this test can run: as root, with every tool of `tools` installed.
+/// Otherwise it is skipped (see [`skip`]).
 pub fn ready(tools: &[&str]) -> bool {
     if !is_root() {
-        eprintln!("SKIPPED: needs root");
+        skip("needs root");
         return false;
     }
-    for t in tools {
-        assert!(have(t), "{t} is needed (.ci/run installs it)");
-    }
-    true
+    tools_ready(tools)
 }
+
+/// Whether every tool of `tools` is installed; otherwise the test is skipped,
+/// naming the Debian packages that bring them (`bash ci/test.sh` as root installs
+/// them all).
+pub fn tools_ready(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !have(t)).collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let mut pkgs: Vec<&str> = missing.iter().map(|t| package_of(t)).collect();
+    pkgs.dedup();
+    skip(&format!("needs {} (apt-get install {})", missing.join(", "), pkgs.join(" ")));
+    false
+}
+
+/// The Debian package of a tool the tests run.
+pub fn package_of(tool: &str) -> &str {
+    match tool {
+        "ping" => "iputils-ping",
+        "ip" | "nstat" | "ss" => "iproute2",
+        "editcap" => "wireshark-common",
+        "ab" => "apache2-utils",
+        "nginx" => "nginx-light",
+        "qemu-system-x86_64" => "qemu-system-x86",
+        "busybox" => "busybox-static",
+        "dpdk-telemetry.py" | "dpdk-testpmd" => "dpdk",
+        "promtool" => "prometheus",
+        t => t,
+    }
+}
+
+#[path = "../../../../ci/skip.rs"]
+mod skip_log;
+pub use skip_log::skip;
 
 /// `configs/http-server.yaml` on `v`'s port serving `root`, with `extra` variables.
 pub fn http_server(v: &Veth, root: &Path, extra: &[(&str, &str)], tag: &str) -> Run {
