@@ -6,4 +6,5 @@
 
 pub mod out;
 pub mod pipeline;
+pub mod telemetry;
 pub mod testpmd;

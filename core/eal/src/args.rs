@@ -26,7 +26,9 @@ runtime arguments (before `--`):
                        notice, info, debug or 1-8 [default: notice]; PATTERN:LEVEL
                        sets it for the log targets PATTERN matches (repeatable)
   --file-prefix NAME   names this process's runtime directory, where its
-                       telemetry socket is (/var/run/dpdk/NAME) [default: rte]";
+                       telemetry socket is (/var/run/dpdk/NAME) [default: rte]
+  --no-telemetry       no telemetry socket
+  --metrics ADDR:PORT  serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics";
 
 /// Parsed runtime arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -51,6 +53,10 @@ pub struct EalArgs {
     pub log_levels: Vec<String>,
     /// `--file-prefix` [default: `rte`].
     pub file_prefix: String,
+    /// `--no-telemetry`.
+    pub no_telemetry: bool,
+    /// `--metrics ADDR:PORT`.
+    pub metrics: Option<String>,
 }
 
 /// A bad runtime argument.
@@ -81,6 +87,7 @@ fn usage_of(opt: &str) -> &'static str {
         "-c" => "-c COREMASK, e.g. -c 0x3",
         "--log-level" => "--log-level LEVEL or PATTERN:LEVEL, e.g. --log-level debug",
         "--file-prefix" => "--file-prefix NAME, e.g. --file-prefix vm1",
+        "--metrics" => "--metrics ADDR:PORT, e.g. --metrics 127.0.0.1:9100",
         "-d" => "-d PATH (a plugin .so or a directory of them)",
         "-m" => "-m MB, e.g. -m 512",
         "--main-lcore" => "--main-lcore ID, e.g. --main-lcore 1",
@@ -153,6 +160,15 @@ impl EalArgs {
                 "-d" => out.plugin_paths.push(PathBuf::from(value(&opt)?)),
                 "--no-huge" => out.no_huge = true,
                 "--no-pci" => {}
+                "--no-telemetry" => out.no_telemetry = true,
+                "--metrics" => {
+                    let v = value(&opt)?;
+                    v.parse::<std::net::SocketAddr>().map_err(|_| ArgsError::BadValue {
+                        opt: opt.clone(),
+                        why: format!("`{v}` is not an ADDRESS:PORT ({})", usage_of("--metrics")),
+                    })?;
+                    out.metrics = Some(v);
+                }
                 "--main-lcore" => {
                     let v = value(&opt)?;
                     out.main_lcore = Some(v.parse().map_err(|_| ArgsError::BadValue {

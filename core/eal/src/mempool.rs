@@ -505,6 +505,11 @@ impl Mempool {
         self.inner().elt_size
     }
 
+    /// Objects each lcore may keep in its cache.
+    pub fn cache_size(&self) -> u32 {
+        self.inner().cache_size
+    }
+
     /// Data room per mbuf (headroom included).
     pub fn data_room(&self) -> u16 {
         self.inner().abi.buf_len

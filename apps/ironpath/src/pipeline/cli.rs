@@ -23,7 +23,11 @@ options:
   --no-pin              do not pin lcores to CPUs
   --log-level LEVEL     emergency, alert, critical, error, warning, notice, info,
                         debug or 1-8 [default: notice]; PATTERN:LEVEL for the log
-                        targets PATTERN matches (repeatable)";
+                        targets PATTERN matches (repeatable)
+  --file-prefix NAME    the telemetry socket's directory: /var/run/dpdk/NAME, as
+                        DPDK (dpdk-telemetry.py -f NAME) [default: rte]
+  --no-telemetry        no telemetry socket
+  --metrics ADDR:PORT   serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics";
 
 struct RunArgs {
     file: PathBuf,
@@ -33,6 +37,8 @@ struct RunArgs {
     plugins: Vec<PathBuf>,
     no_huge: bool,
     pin: bool,
+    prefix: Option<String>,
+    metrics: Option<String>,
 }
 
 fn parse(args: &[String]) -> Result<RunArgs, String> {
@@ -44,6 +50,8 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
         plugins: vec![],
         no_huge: false,
         pin: true,
+        prefix: Some("rte".into()),
+        metrics: None,
     };
     let mut it = args.iter();
     let num = |name: &str, v: Option<&String>| -> Result<f64, String> {
@@ -61,6 +69,15 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
             "-d" => r.plugins.push(it.next().ok_or("-d needs a path")?.into()),
             "--no-huge" => r.no_huge = true,
             "--no-pin" => r.pin = false,
+            "--file-prefix" => {
+                let v = it.next().ok_or("--file-prefix needs a name")?;
+                if v.is_empty() || v.contains('/') || v == "." || v == ".." {
+                    return Err(format!("--file-prefix {v}: not a file name"));
+                }
+                r.prefix = r.prefix.as_ref().map(|_| v.clone());
+            }
+            "--no-telemetry" => r.prefix = None,
+            "--metrics" => r.metrics = Some(it.next().ok_or("--metrics needs ADDRESS:PORT")?.clone()),
             "--log-level" => {
                 let v = it.next().ok_or("--log-level needs a level")?;
                 ironpath_eal::logging::set_level(v).map_err(|e| format!("--log-level: {e}"))?;
@@ -116,6 +133,23 @@ pub fn check_main(args: &[String]) -> i32 {
     rc
 }
 
+/// Says where the telemetry endpoints listen.
+pub fn announce(t: &crate::telemetry::server::Server, prefix: Option<&str>) {
+    if let (Some(p), Some(prefix)) = (t.socket_path(), prefix) {
+        let instance = p.to_string_lossy().rsplit_once(".v2:").map(|(_, i)| format!(" -i {i}")).unwrap_or_default();
+        crate::outln!("telemetry: {} (dpdk-telemetry.py -f {prefix}{instance})", p.display());
+    }
+    if let Some(a) = t.metrics_addr() {
+        crate::outln!("metrics: http://{a}/metrics");
+    }
+}
+
+/// What telemetry reports about a running pipeline.
+fn figures(eal: &Eal, run: &PipelineRun, args: &[String]) -> crate::telemetry::Figures {
+    let ports: Vec<_> = run.ports.iter().map(|p| (p.id, p.name.clone())).collect();
+    crate::telemetry::Figures::collect("ironpath run", args, eal, &ports, run.pools(), Some(run.info.clone()))
+}
+
 /// `ironpath run FILE [options]`.
 pub fn run_main(args: &[String]) -> i32 {
     if args.iter().any(|a| a == "-h" || a == "--help") {
@@ -153,6 +187,14 @@ pub fn run_main(args: &[String]) -> i32 {
     if let Err(e) = ctrlc::set_handler(move || s2.store(true, Ordering::Relaxed)) {
         log::warn!("no Ctrl-C handler: {e}");
     }
+    let (telemetry, requests) = match crate::telemetry::server::Server::start(a.prefix.as_deref(), a.metrics.as_deref())
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("ironpath run: {e}");
+            return 1;
+        }
+    };
     let name = cfg.name.clone().unwrap_or_else(|| a.file.display().to_string());
     let mut run = match PipelineRun::start(&mut eal, cfg, a.pin) {
         Ok(r) => r,
@@ -168,6 +210,7 @@ pub fn run_main(args: &[String]) -> i32 {
         run.ports.len(),
         a.duration.map_or(" (Ctrl-C to stop)".to_string(), |d| format!(" for {d} s"))
     );
+    announce(&telemetry, a.prefix.as_deref());
     let t0 = Instant::now();
     let mut prev = stats::snapshot(&eal, &run);
     let mut t_prev = t0;
@@ -177,6 +220,11 @@ pub fn run_main(args: &[String]) -> i32 {
     let mut peaks = Vec::new();
     loop {
         std::thread::sleep(Duration::from_millis(20));
+        while let Ok(req) = requests.try_recv() {
+            let f = figures(&eal, &run, args);
+            let text = crate::telemetry::server::respond(&req.ask, &f);
+            req.reply(text);
+        }
         if json.is_some() {
             stats::track_peaks(&run, &mut peaks);
         }

@@ -133,6 +133,19 @@ impl App {
         Ok(app)
     }
 
+    /// What telemetry reports: every port, the packet pool (and a loaded
+    /// pipeline's pools and graph).
+    pub fn figures(&self, params: &[String]) -> crate::telemetry::Figures {
+        let ports: Vec<(ironpath_eal::PortId, String)> =
+            self.eal.ports().map(|p| (p.id(), p.name().to_string())).collect();
+        let mut pools = vec![(self.pool.name().to_string(), self.pool.clone())];
+        if let Some(run) = &self.pipeline {
+            pools.extend(run.pools().iter().cloned());
+        }
+        let graph = self.pipeline.as_ref().map(|r| r.info.clone());
+        crate::telemetry::Figures::collect("ironpath testpmd", params, &self.eal, &ports, &pools, graph)
+    }
+
     /// Forwarding lcores in use (`nb_cores` of the lcores after the main one).
     pub fn fwd_lcores(&self) -> Vec<u32> {
         self.lcores.iter().skip(1).take(usize::from(self.p.nb_cores)).copied().collect()
@@ -399,12 +412,48 @@ pub fn main(args: &[String]) -> i32 {
         );
         return 0;
     }
-    let mut app = match App::init(args) {
+    let app = match App::init(args) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("ironpath testpmd: {e}");
             return 1;
         }
     };
-    shell::run(&mut app)
+    let eal_args = match EalArgs::parse(args) {
+        Ok((a, _)) => a,
+        Err(e) => {
+            eprintln!("ironpath testpmd: {e}");
+            return 1;
+        }
+    };
+    let app = std::sync::Arc::new(std::sync::Mutex::new(app));
+    let telemetry = match crate::telemetry::server::Server::start(
+        (!eal_args.no_telemetry).then_some(eal_args.file_prefix.as_str()),
+        eal_args.metrics.as_deref(),
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("ironpath testpmd: {e}");
+            return 1;
+        }
+    };
+    let (server, requests) = telemetry;
+    crate::pipeline::cli::announce(&server, Some(eal_args.file_prefix.as_str()));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let responder = {
+        let (app, done, params) = (app.clone(), done.clone(), args.to_vec());
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(req) = requests.recv_timeout(std::time::Duration::from_millis(50)) else { continue };
+                let f = shell::lock(&app).figures(&params);
+                let text = crate::telemetry::server::respond(&req.ask, &f);
+                req.reply(text);
+            }
+        })
+    };
+    let rc = shell::run(&app);
+    drop(server);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = responder.join();
+    rc
 }

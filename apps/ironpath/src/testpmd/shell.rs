@@ -13,7 +13,7 @@ use rustyline::validate::Validator;
 use rustyline::{Context, Helper};
 use std::io::{BufRead, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const PROMPT: &str = "testpmd> ";
@@ -61,14 +61,29 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     f
 }
 
+/// The shell state, locked: the shell holds it for one command at a time, the
+/// telemetry responder for one answer.
+pub fn lock(app: &Mutex<App>) -> MutexGuard<'_, App> {
+    app.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs one line on the locked state.
+fn line(app: &Mutex<App>, l: &str) -> bool {
+    run_line(&mut lock(app), l)
+}
+
 /// Run the shell (or the non-interactive loop); returns the exit status.
-pub fn run(app: &mut App) -> i32 {
-    if let Some(f) = app.p.cmdline_file.clone() {
+pub fn run(app: &Mutex<App>) -> i32 {
+    let (cmdline_file, interactive, auto_start, tx_first) = {
+        let a = lock(app);
+        (a.p.cmdline_file.clone(), a.p.interactive, a.p.auto_start, a.p.tx_first)
+    };
+    if let Some(f) = cmdline_file {
         match std::fs::read_to_string(&f) {
             Ok(text) => {
                 crate::outln!("Read CLI commands from {}", f.display());
-                for line in text.lines() {
-                    if run_line(app, line) {
+                for l in text.lines() {
+                    if line(app, l) {
                         return 0;
                     }
                 }
@@ -79,32 +94,32 @@ pub fn run(app: &mut App) -> i32 {
             }
         }
     }
-    if !app.p.interactive {
+    if !interactive {
         return non_interactive(app);
     }
-    if app.p.auto_start {
-        run_line(app, if app.p.tx_first { "start tx_first" } else { "start" });
+    if auto_start {
+        line(app, if tx_first { "start tx_first" } else { "start" });
     }
     if std::io::stdin().is_terminal() {
         interactive_tty(app)
     } else {
         let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            let Ok(line) = line else { break };
-            crate::outln!("{PROMPT}{line}");
-            if run_line(app, &line) {
+        for l in stdin.lock().lines() {
+            let Ok(l) = l else { break };
+            crate::outln!("{PROMPT}{l}");
+            if line(app, &l) {
                 return 0;
             }
             if crate::out::gone() {
                 break;
             }
         }
-        run_line(app, "quit");
+        line(app, "quit");
         0
     }
 }
 
-fn interactive_tty(app: &mut App) -> i32 {
+fn interactive_tty(app: &Mutex<App>) -> i32 {
     let mut ed = match rustyline::Editor::<Completion, rustyline::history::DefaultHistory>::new() {
         Ok(e) => e,
         Err(e) => {
@@ -115,21 +130,21 @@ fn interactive_tty(app: &mut App) -> i32 {
     ed.set_helper(Some(Completion));
     loop {
         match ed.readline(PROMPT) {
-            Ok(line) => {
-                if !line.trim().is_empty() {
-                    let _ = ed.add_history_entry(line.as_str());
+            Ok(l) => {
+                if !l.trim().is_empty() {
+                    let _ = ed.add_history_entry(l.as_str());
                 }
-                if run_line(app, &line) {
+                if line(app, &l) {
                     return 0;
                 }
             }
             Err(ReadlineError::Interrupted) | Err(ReadlineError::Eof) => {
-                run_line(app, "quit");
+                line(app, "quit");
                 return 0;
             }
             Err(e) => {
                 eprintln!("ironpath testpmd: {e}");
-                run_line(app, "quit");
+                line(app, "quit");
                 return 1;
             }
         }
@@ -138,20 +153,24 @@ fn interactive_tty(app: &mut App) -> i32 {
 
 /// DPDK's non-interactive mode: start, report every `--stats-period`, and stop on
 /// Ctrl-C, `--duration`, or (without either of those) a line or end of input.
-fn non_interactive(app: &mut App) -> i32 {
-    if !app.is_running() && !run_line(app, if app.p.tx_first { "start tx_first" } else { "start" }) && !app.is_running()
-    {
-        return 1;
-    }
+fn non_interactive(app: &Mutex<App>) -> i32 {
+    let (duration, stats_period) = {
+        let mut a = lock(app);
+        let start = if a.p.tx_first { "start tx_first" } else { "start" };
+        if !a.is_running() && !run_line(&mut a, start) && !a.is_running() {
+            return 1;
+        }
+        (a.p.duration, a.p.stats_period)
+    };
     let intr = interrupt_flag();
     let started = Instant::now();
-    let deadline = app.p.duration.map(|d| started + Duration::from_secs_f64(d));
-    if deadline.is_none() && app.p.stats_period.is_none() {
+    let deadline = duration.map(|d| started + Duration::from_secs_f64(d));
+    if deadline.is_none() && stats_period.is_none() {
         crate::outln!("Press enter to exit");
         let mut s = String::new();
         let _ = std::io::stdin().read_line(&mut s);
     } else {
-        let period = app.p.stats_period.map(|p| Duration::from_secs(u64::from(p)));
+        let period = stats_period.map(|p| Duration::from_secs(u64::from(p)));
         let mut next = period.map(|p| Instant::now() + p);
         let mut monitor_prev: Option<(Vec<ironpath_eal::abi::Stats>, Instant)> = None;
         loop {
@@ -160,15 +179,17 @@ fn non_interactive(app: &mut App) -> i32 {
             }
             if let (Some(n), Some(p)) = (next, period) {
                 if Instant::now() >= n {
-                    let ids = app.eal.port_ids();
+                    let mut a = lock(app);
+                    let ids = a.eal.port_ids();
                     crate::outln!("\nPort statistics ====================================");
                     for id in &ids {
-                        if let Ok(s) = app.port_stats_text(*id) {
+                        if let Ok(s) = a.port_stats_text(*id) {
                             crate::out!("{s}");
                         }
                     }
                     let cur: Vec<_> =
-                        ids.iter().map(|id| app.eal.port(*id).and_then(|p| p.stats()).unwrap_or_default()).collect();
+                        ids.iter().map(|id| a.eal.port(*id).and_then(|p| p.stats()).unwrap_or_default()).collect();
+                    drop(a);
                     if let Some((prev, t)) = &monitor_prev {
                         crate::outln!("{}", super::display::monitor_header());
                         for (i, id) in ids.iter().enumerate() {
@@ -187,6 +208,6 @@ fn non_interactive(app: &mut App) -> i32 {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    run_line(app, "quit");
+    line(app, "quit");
     0
 }

@@ -1,0 +1,139 @@
+//! The figures as Prometheus text (format 0.0.4) or OpenMetrics 1.0 text: one
+//! family per figure, `ironpath_` names with their unit and `_total` for
+//! counters, HELP and TYPE lines, labels `port`, `pool`, `node`, `lcore`, `name`.
+
+use super::Figures;
+use std::fmt::Write;
+
+/// One sample: label pairs and value.
+type Sample = (Vec<(&'static str, String)>, f64);
+
+struct Family {
+    /// Name without `_total`.
+    name: &'static str,
+    counter: bool,
+    help: &'static str,
+    samples: Vec<Sample>,
+}
+
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn family(name: &'static str, counter: bool, help: &'static str) -> Family {
+    Family { name, counter, help, samples: Vec::new() }
+}
+
+/// Renders `f` (OpenMetrics if `openmetrics`, else Prometheus text 0.0.4).
+pub fn render(f: &Figures, openmetrics: bool) -> String {
+    let mut fams = Vec::new();
+    let port = |l: &str| vec![("port", l.to_string())];
+    macro_rules! port_counter {
+        ($name:literal, $help:literal, $field:ident) => {{
+            let mut fam = family($name, true, $help);
+            for p in &f.ports {
+                fam.samples.push((port(&p.label), p.stats.$field as f64));
+            }
+            fams.push(fam);
+        }};
+    }
+    port_counter!("ironpath_port_rx_packets", "Packets received.", ipackets);
+    port_counter!("ironpath_port_rx_bytes", "Bytes received.", ibytes);
+    port_counter!("ironpath_port_tx_packets", "Packets sent.", opackets);
+    port_counter!("ironpath_port_tx_bytes", "Bytes sent.", obytes);
+    port_counter!("ironpath_port_rx_missed_packets", "Packets the device dropped: no receive slot free.", imissed);
+    port_counter!("ironpath_port_rx_error_packets", "Erroneous packets received.", ierrors);
+    port_counter!("ironpath_port_tx_error_packets", "Packets the device failed to send.", oerrors);
+    port_counter!("ironpath_port_rx_nombuf_packets", "Packets not received: the mempool was empty.", rx_nombuf);
+    let mut up = family("ironpath_port_link_up", false, "1 if the link is up.");
+    let mut xs = family("ironpath_port_xstats", true, "Extended port counters (DPDK's xstats), by name.");
+    for p in &f.ports {
+        up.samples.push((port(&p.label), f64::from(p.link.is_some_and(|l| l.up != 0))));
+        for (k, v) in &p.xstats {
+            xs.samples.push((vec![("port", p.label.clone()), ("name", k.clone())], *v as f64));
+        }
+    }
+    fams.extend([up, xs]);
+
+    let pool = |n: &str| vec![("pool", n.to_string())];
+    let mut size = family("ironpath_mempool_size_mbufs", false, "Mbufs in the pool.");
+    let mut used = family("ironpath_mempool_in_use_mbufs", false, "Mbufs handed out.");
+    let mut avail = family("ironpath_mempool_available_mbufs", false, "Mbufs free (in the ring or a cache).");
+    let mut fails = family("ironpath_mempool_get_fails", true, "Gets refused: the pool was empty.");
+    for p in &f.pools {
+        size.samples.push((pool(&p.name), f64::from(p.stats.size)));
+        used.samples.push((pool(&p.name), f64::from(p.stats.in_use)));
+        avail.samples.push((pool(&p.name), f64::from(p.stats.available)));
+        fails.samples.push((pool(&p.name), p.stats.get_fails as f64));
+    }
+    fams.extend([size, used, avail, fails]);
+
+    if let Some(g) = &f.graph {
+        let mut calls = family("ironpath_node_calls", true, "Calls of the node (for a source, every poll).");
+        let mut pkts = family("ironpath_node_packets", true, "Packets the node handled.");
+        let mut drops =
+            family("ironpath_node_dropped_packets", true, "Packets the node freed without passing them on.");
+        let mut cpp = family("ironpath_node_cycles_per_packet", false, "TSC cycles per packet (sampled calls).");
+        let mut failed = family("ironpath_node_failed", false, "1 if the node panicked and was fenced off.");
+        let mut own = family("ironpath_node_events", true, "The node's own counters, by name (`show runtime`).");
+        let mut open = family("ironpath_tcp_open_connections", false, "Connections a tcp node holds.");
+        for n in &g.nodes {
+            let l = vec![("node", n.name.clone()), ("lcore", n.lcore.to_string())];
+            let s = n.stats.snapshot();
+            calls.samples.push((l.clone(), s.calls as f64));
+            pkts.samples.push((l.clone(), s.packets as f64));
+            drops.samples.push((l.clone(), s.drops as f64));
+            cpp.samples.push((l.clone(), s.cycles_per_packet()));
+            failed.samples.push((l.clone(), f64::from(u8::from(n.stats.failure.get().is_some()))));
+            for (spec, v) in n.stats.extra() {
+                own.samples.push((vec![("node", n.name.clone()), ("name", spec.name.to_string())], v as f64));
+            }
+            if n.type_name == "tcp" {
+                let c = |k| n.stats.extra_by_name(k).unwrap_or(0);
+                open.samples.push((l.clone(), c("conns_opened").saturating_sub(c("conns_closed")) as f64));
+            }
+        }
+        fams.extend([calls, pkts, drops, cpp, failed, own, open]);
+    }
+
+    let mut out = String::new();
+    for fam in fams.iter().filter(|f| !f.samples.is_empty()) {
+        let sample_name = if fam.counter { format!("{}_total", fam.name) } else { fam.name.to_string() };
+        // OpenMetrics names the family without `_total`; Prometheus text names it
+        // as its samples.
+        let fam_name = if openmetrics { fam.name.to_string() } else { sample_name.clone() };
+        let _ = writeln!(out, "# HELP {fam_name} {}", fam.help);
+        let _ = writeln!(out, "# TYPE {fam_name} {}", if fam.counter { "counter" } else { "gauge" });
+        for (labels, v) in &fam.samples {
+            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
+            let _ = writeln!(out, "{sample_name}{{{}}} {}", l.join(","), fmt_value(*v));
+        }
+    }
+    if openmetrics {
+        out.push_str("# EOF\n");
+    }
+    out
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_escaped_and_families_typed() {
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let f = Figures { app: "test", params: vec![], ports: vec![], pools: vec![], graph: None };
+        assert_eq!(render(&f, false), "");
+        assert_eq!(render(&f, true), "# EOF\n");
+        assert_eq!(fmt_value(3.0), "3");
+        assert_eq!(fmt_value(2.5), "2.5");
+    }
+}
