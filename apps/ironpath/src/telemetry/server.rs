@@ -136,13 +136,19 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let mut server = Server { socket: None, metrics: None, stop: stop.clone() };
         if let Some(prefix) = prefix {
-            let (fd, path) = bind_socket(&runtime_dir(prefix))?;
-            let (tx, stop) = (tx.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("telemetry".into())
-                .spawn(move || accept_loop(fd, tx, stop))
-                .map_err(|e| format!("telemetry: {e}"))?;
-            server.socket = Some(path);
+            // Without its socket the process still runs (as DPDK's EAL with a
+            // telemetry failure would not): said once, on stderr.
+            match bind_socket(&runtime_dir(prefix)) {
+                Ok((fd, path)) => {
+                    let (tx, stop) = (tx.clone(), stop.clone());
+                    std::thread::Builder::new()
+                        .name("telemetry".into())
+                        .spawn(move || accept_loop(fd, tx, stop))
+                        .map_err(|e| format!("telemetry: {e}"))?;
+                    server.socket = Some(path);
+                }
+                Err(e) => log::warn!("{e}; running without a telemetry socket"),
+            }
         }
         if let Some(addr) = metrics {
             let sa: SocketAddr =
