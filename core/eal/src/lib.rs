@@ -179,6 +179,25 @@ impl Eal {
         Ok(())
     }
 
+    /// Re-initialises a stopped port: closed, then probed again with the same
+    /// device arguments under the same id (configuration and queues are lost). If
+    /// the new probe fails, the port is gone and the error says why.
+    pub fn port_reset(&mut self, id: PortId) -> Result<(), PortError> {
+        let slot = self.ports.get_mut(id as usize).ok_or(PortError::NoPort(id))?;
+        let old = slot.as_mut().ok_or(PortError::NoPort(id))?;
+        match old.reprobe() {
+            Ok(new) => {
+                *slot = Some(new);
+                Ok(())
+            }
+            Err(e @ PortError::State { .. }) => Err(e),
+            Err(e) => {
+                *slot = None;
+                Err(e)
+            }
+        }
+    }
+
     /// A port by id.
     pub fn port(&self, id: PortId) -> Result<&Port, PortError> {
         self.ports.get(id as usize).and_then(Option::as_ref).ok_or(PortError::NoPort(id))

@@ -200,6 +200,8 @@ pub struct Port {
     id: PortId,
     name: String,
     devargs: String,
+    /// What the driver's probe got after the name (to probe again on reset).
+    probe_args: String,
     driver: Arc<Driver>,
     dev: *mut c_void,
     ops: DevOps,
@@ -351,6 +353,7 @@ impl Port {
             id,
             name: name.to_string(),
             devargs: devargs.to_string(),
+            probe_args: args.to_string(),
             driver,
             dev: out.dev,
             ops,
@@ -601,6 +604,23 @@ impl Port {
         }
         self.state = PortState::Stopped;
         Ok(())
+    }
+
+    /// Closes the port and probes its device again with the same arguments and id
+    /// (DPDK's `rte_eth_dev_reset`): queues and settings are lost. Refused while
+    /// the port is started.
+    pub(crate) fn reprobe(&mut self) -> Result<Port, PortError> {
+        if self.state == PortState::Started {
+            return Err(PortError::State { port: self.id, op: "reset", why: "stop the port first".into() });
+        }
+        self.close()?;
+        Port::probe_driver(
+            &self.driver.clone(),
+            self.id,
+            &self.name.clone(),
+            &self.probe_args.clone(),
+            &self.devargs.clone(),
+        )
     }
 
     /// Stop, release queues and close the device. Idempotent. Refused while a queue

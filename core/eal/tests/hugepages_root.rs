@@ -55,7 +55,9 @@ fn kernel_page_kb(addr: usize) -> Option<u64> {
 #[test]
 fn pool_uses_hugepages_when_reserved_and_falls_back_with_one_warning() {
     if std::env::var_os(CHILD_ENV).is_some() {
-        // Child mode: three pools without hugepages; the parent counts the warnings.
+        // Child mode: three pools without hugepages; the parent counts the warnings
+        // (printed by the process's logger, as in `ironpath`).
+        ironpath_eal::logging::init();
         for i in 0..3 {
             let p = pool(&format!("c{i}"));
             assert_eq!(p.mem_kind(), MemKind::Normal);

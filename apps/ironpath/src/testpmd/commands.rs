@@ -3,6 +3,7 @@
 
 use super::params::{parse_txpkts, MODES};
 use super::{display, App};
+use ironpath_eal::{PortError, PortState};
 use std::time::{Duration, Instant};
 
 /// One command's documentation.
@@ -79,7 +80,12 @@ pub const COMMANDS: &[CmdDoc] = &[
     },
     CmdDoc { words: "port start", usage: "port start (ID|all)", help: "configure and start ports" },
     CmdDoc { words: "port stop", usage: "port stop (ID|all)", help: "stop ports" },
-    CmdDoc { words: "port close", usage: "port close (ID|all)", help: "close ports (and remove them)" },
+    CmdDoc { words: "port close", usage: "port close (ID|all)", help: "close stopped ports (and remove them)" },
+    CmdDoc {
+        words: "port reset",
+        usage: "port reset (ID|all)",
+        help: "re-initialise stopped ports (probed again with the same arguments; settings lost)",
+    },
     CmdDoc { words: "port attach", usage: "port attach DEVARGS (e.g. net_null2,size=128)", help: "add a port" },
     CmdDoc { words: "port detach", usage: "port detach ID", help: "remove a port" },
     CmdDoc {
@@ -137,6 +143,7 @@ pub const WORDS: &[&str] = &[
     "attach",
     "detach",
     "close",
+    "reset",
     "rxq",
     "txq",
     "rxd",
@@ -232,11 +239,11 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
                 (Some(x), _) => return Err(bad("start", format!("unexpected `{x}`"))),
             };
             no_more("start", t.get(3..).unwrap_or(&[]))?;
-            out = app.start(n).map_err(|e| bad("start", e))?;
+            out = app.start(n)?;
         }
         "stop" => {
             no_more("stop", &t[1..])?;
-            out = app.stop().map_err(|e| bad("stop", e))?;
+            out = app.stop()?;
         }
         "quit" | "exit" => {
             if app.is_running() {
@@ -391,20 +398,23 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
             if what == "summary" {
                 let ids = ports_arg(app, "show port", arg(3).or(Some("all")))?;
                 out.push_str(&format!("Number of available ports: {}\n", app.eal.ports().count()));
+                // DPDK's layout: "Port MAC Address       Name         Driver         Status   Link".
                 out.push_str(&format!(
-                    "{:<4} {:<17} {:<14} {:<12} {:<6} {}\n",
+                    "{:<4} {:<17} {:<12} {:<14} {:<8} {}\n",
                     "Port", "MAC Address", "Name", "Driver", "Status", "Link"
                 ));
                 for id in ids {
                     let p = app.eal.port(id).map_err(|e| bad("show port", e))?;
+                    // A stopped port's link is down (DPDK's null ports say so too).
                     let l = p.link().unwrap_or_default();
+                    let up = l.up != 0 && p.state() == PortState::Started;
                     out.push_str(&format!(
-                        "{:<4} {:<17} {:<14} {:<12} {:<6} {}\n",
+                        "{:<4} {:<17} {:<12} {:<14} {:<8} {}\n",
                         id,
                         p.mac().map(|m| display::mac(&m)).unwrap_or_else(|_| "n/a".into()),
                         p.name(),
                         p.driver().name,
-                        if l.up != 0 { "up" } else { "down" },
+                        if up { "up" } else { "down" },
                         display::link_speed(l.speed_mbps)
                     ));
                 }
@@ -608,31 +618,82 @@ fn port(app: &mut App, t: &[&str]) -> Result<String, String> {
     let arg = |i: usize| t.get(i).copied();
     let mut out = String::new();
     match arg(1) {
-        Some(op @ ("start" | "stop" | "close")) => {
+        // DPDK 22.11's testpmd, recorded with net_null ports (the texts below are its):
+        //   port stop 0      Stopping ports...\nChecking link statuses...\nDone
+        //   start            Not all ports were started          (a port is stopped)
+        //   port close 1     Closing ports...\nCannot close started device (port 1)\nDone
+        //   port start 0     Port 0: 5A:29:0A:D2:15:9C\nChecking link statuses...\nDone
+        //   port start all   Port 0 is now not stopped\nPlease stop the ports first\nDone
+        //   port reset 0     Can not reset port(s), please stop port(s) first.   (started)
+        //   port reset 0     Resetting ports...\nDone                            (stopped)
+        //   port close 1     Closing ports...\nPort 1 is closed\nDone           (stopped)
+        Some(op @ ("start" | "stop" | "close" | "reset")) => {
             let words = match op {
                 "start" => "port start",
                 "stop" => "port stop",
+                "reset" => "port reset",
                 _ => "port close",
             };
             let ids = ports_arg(app, words, arg(2))?;
+            no_more(words, t.get(3..).unwrap_or(&[]))?;
             if app.is_running() && op != "start" {
                 return Err(bad(words, "Please stop forwarding first"));
             }
-            for id in ids {
-                match op {
-                    "start" => app.port_start_one(id).map_err(|e| bad(words, e))?,
-                    "stop" => {
-                        app.eal.port_mut(id).and_then(|p| p.stop()).map_err(|e| bad(words, e))?;
-                        out.push_str(&format!("Stopping ports...\nPort {id} stopped\n"));
+            let started = |app: &App, id: u16| app.eal.port(id).is_ok_and(|p| p.state() == PortState::Started);
+            match op {
+                "start" => {
+                    let mut any = false;
+                    for id in ids {
+                        if started(app, id) {
+                            out.push_str(&format!("Port {id} is now not stopped\n"));
+                            continue;
+                        }
+                        app.port_start_one(id).map_err(|e| bad(words, e))?;
+                        any = true;
                     }
-                    _ => {
-                        app.eal.port_detach(id).map_err(|e| bad(words, e))?;
-                        out.push_str(&format!("Closing ports...\nPort {id} is closed\n"));
-                    }
+                    out.push_str(if any {
+                        "Checking link statuses...\nDone\n"
+                    } else {
+                        "Please stop the ports first\nDone\n"
+                    });
                 }
-            }
-            if op == "start" {
-                out.push_str("Done\n");
+                "stop" => {
+                    out.push_str("Stopping ports...\n");
+                    for id in ids {
+                        if started(app, id) {
+                            app.eal.port_mut(id).and_then(|p| p.stop()).map_err(|e| bad(words, e))?;
+                        }
+                    }
+                    out.push_str("Checking link statuses...\nDone\n");
+                }
+                "reset" => {
+                    if ids.iter().any(|id| started(app, *id)) {
+                        return Err("Can not reset port(s), please stop port(s) first.".into());
+                    }
+                    out.push_str("Resetting ports...\n");
+                    for id in ids {
+                        if let Err(e) = app.eal.port_reset(id) {
+                            let diag = match &e {
+                                PortError::Errno { err, .. } => -err.raw_os_error().unwrap_or(5),
+                                _ => -5,
+                            };
+                            out.push_str(&format!("Failed to reset port {id}. diag={diag} ({e})\n"));
+                        }
+                    }
+                    out.push_str("Done\n");
+                }
+                _ => {
+                    out.push_str("Closing ports...\n");
+                    for id in ids {
+                        if started(app, id) {
+                            out.push_str(&format!("Cannot close started device (port {id})\n"));
+                            continue;
+                        }
+                        app.eal.port_detach(id).map_err(|e| bad(words, e))?;
+                        out.push_str(&format!("Port {id} is closed\n"));
+                    }
+                    out.push_str("Done\n");
+                }
             }
         }
         Some("attach") => {

@@ -72,7 +72,12 @@ pub fn port_info(p: &PortInfo, link: Option<ironpath_eal::abi::Link>) -> String 
     let _ = writeln!(o, "Device arguments: {}", p.devargs);
     let _ = writeln!(o, "Driver name: {}", p.driver);
     let _ = writeln!(o, "Driver plugin: {}", p.plugin.display());
-    let _ = writeln!(o, "Port state: {:?}", p.state);
+    let state = match p.state {
+        ironpath_eal::PortState::Started => "started",
+        ironpath_eal::PortState::Stopped => "stopped",
+        ironpath_eal::PortState::Probed => "stopped (not configured)",
+    };
+    let _ = writeln!(o, "Port state: {state}");
     if let Some(l) = link {
         let _ = writeln!(o, "Link status: {}", if l.up != 0 { "up" } else { "down" });
         let _ = writeln!(o, "Link speed: {}", link_speed(l.speed_mbps));

@@ -226,6 +226,9 @@ impl App {
         if self.pipeline.is_some() {
             return Err("a pipeline is running on its own ports and lcores: pipeline stop first".into());
         }
+        if self.eal.ports().any(|p| p.state() != PortState::Started) {
+            return Err("Not all ports were started".into());
+        }
         let engine = engine::engine(&self.p.forward_mode).ok_or("unknown forwarding mode")?;
         let fwd = self.fwd_lcores();
         let (mut streams, infos) =

@@ -174,21 +174,39 @@ pub fn start(
     }
     let set = Arc::new(set);
     let mut handles = Vec::new();
+    // `start` returns once every forwarding lcore runs its loop (DPDK's launch
+    // waits for the lcores' acknowledgement too): a `stop` right after it then
+    // finds packets forwarded, not lcores that never began.
+    let n = by_lcore.len();
+    let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for (l, mut mine) in by_lcore {
-        let (stop, set) = (stop.clone(), set.clone());
+        let (stop2, set, ready) = (stop.clone(), set.clone(), ready.clone());
         for s in mine.iter_mut() {
             (engine.begin)(s, &set);
         }
-        let h = lcore::launch(l, pin, move || fwd_loop(mine, engine, &set, &stop))
-            .map_err(|e| format!("cannot start lcore {l}: {e}"))?;
-        handles.push(h);
+        let h = lcore::launch(l, pin, move || {
+            ready.fetch_add(1, Ordering::Release);
+            fwd_loop(mine, engine, &set, &stop2)
+        });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                let _ = (Running { stop, handles }).stop();
+                return Err(format!("cannot start lcore {l}: {e}"));
+            }
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while ready.load(Ordering::Acquire) < n && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(100));
     }
     Ok(Running { stop, handles })
 }
 
 fn fwd_loop(mut streams: Vec<Stream>, engine: &FwdEngine, set: &FwdSettings, stop: &AtomicBool) {
     let batched = streams.iter().any(|s| matches!(s.tx, super::engine::TxPath::Batched { .. }));
-    while !stop.load(Ordering::Relaxed) {
+    // At least one round, as DPDK's do-while: a stop right after start still polls.
+    loop {
         for s in streams.iter_mut() {
             if set.record_cycles {
                 let t0 = tsc::rdtsc();
@@ -207,6 +225,9 @@ fn fwd_loop(mut streams: Vec<Stream>, engine: &FwdEngine, set: &FwdSettings, sto
             for s in streams.iter_mut() {
                 super::engine::tx_poll(s);
             }
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
         }
     }
     for s in streams.iter_mut() {
