@@ -314,3 +314,75 @@ fn a_closed_stdout_ends_the_run_cleanly() {
     assert!(o.status.success(), "{:?} {err}", o.status);
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Everything `run` refuses, `check` refuses first, at the same file:line:column:
+/// a loop on one lcore, a loop through rings that no node ends, two nodes on one
+/// queue, a queue the port does not have, device arguments the driver refuses.
+#[test]
+fn check_refuses_everything_run_refuses() {
+    let d = tmpdir("check-vs-run");
+    let head = "ports:\n  - {name: p0, driver: net_ring}\nlcores: [{id: 0}, {id: 1}]\n";
+    let cases: &[(&str, String, &str)] = &[
+        (
+            "loop1",
+            format!(
+                "{head}nodes:\n  - {{name: a, type: macswap, lcore: 0}}\n  - {{name: b, type: macswap, lcore: 0}}\n\
+                 edges:\n  - {{from: a, to: b}}\n  - {{from: b, to: a}}\n"
+            ),
+            ":9:5: error: edges between nodes on lcore 0 form a loop: a -> b -> a",
+        ),
+        (
+            "loop2",
+            format!(
+                "{head}nodes:\n  - {{name: a, type: macswap, lcore: 0}}\n  - {{name: b, type: macswap, lcore: 1}}\n\
+                 edges:\n  - {{from: a, to: b}}\n  - {{from: b, to: a}}\n"
+            ),
+            ":9:5: error: edges form a loop through rings: a -> b -> a; its packets would circulate forever",
+        ),
+        (
+            "rxclash",
+            format!(
+                "{head}nodes:\n  - {{name: r0, type: port_rx, lcore: 0, params: {{port: p0}}}}\n  \
+                 - {{name: r1, type: port_rx, lcore: 1, params: {{port: p0}}}}\n  - {{name: z, type: drop, lcore: 0}}\n\
+                 edges:\n  - {{from: r0, to: z}}\n  - {{from: r1, to: z}}\n"
+            ),
+            ":6:5: error: node `r1` takes RX queue 0 of port `p0`, which node `r0` (line 5) takes already",
+        ),
+        (
+            "txclash",
+            format!(
+                "{head}nodes:\n  - {{name: t0, type: port_tx, lcore: 0, params: {{port: p0}}}}\n  \
+                 - {{name: t1, type: port_tx, lcore: 1, params: {{port: p0, queue: 0}}}}\n"
+            ),
+            ":6:67: error: node `t1` takes TX queue 0 of port `p0`, which node `t0` (line 5) takes already",
+        ),
+        (
+            "noqueue",
+            format!(
+                "{head}nodes:\n  - {{name: r0, type: port_rx, lcore: 0, params: {{port: p0, queue: 1}}}}\n  \
+                 - {{name: z, type: drop, lcore: 0}}\nedges:\n  - {{from: r0, to: z}}\n"
+            ),
+            ":5:67: error: node `r0`: port `p0` has 1 RX queue(s) (rx_queues: 1 at line 2); queue 1 does not exist",
+        ),
+        (
+            "devargs",
+            "ports:\n  - {name: p0, driver: net_null, args: size=3}\nlcores: [{id: 0}]\nnodes:\n  \
+             - {name: r0, type: port_rx, lcore: 0, params: {port: p0}}\n  - {name: z, type: drop, lcore: 0}\n\
+             edges:\n  - {from: r0, to: z}\n"
+                .to_string(),
+            ":2:5: error: port `p0`: net_null0: device argument `size=3` is out of range: accepted 14..=9000",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let f = d.join(format!("{name}.yaml"));
+        std::fs::write(&f, text).unwrap();
+        let want = format!("{}{want}", f.display());
+        let (rc, out, err) = run(&["check", f.to_str().unwrap()]);
+        assert_eq!(rc, 1, "check {name} said ok:\n{out}{err}");
+        assert!(err.contains(&want), "check {name}: missing `{want}` in:\n{err}");
+        let (rc, out, err) = run(&["run", f.to_str().unwrap(), "--duration", "1", "--no-huge", "--no-telemetry"]);
+        assert_eq!(rc, 1, "run {name} ran:\n{out}{err}");
+        assert!(err.contains(&want), "run {name}: missing `{want}` in:\n{err}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -36,7 +36,9 @@ pub const ABI_MAJOR: u16 = 1;
 ///   them reclaims on request and says how many it holds).
 /// * 1.3: [`Mbuf::ext_shared`] (was reserved, zero) and [`EXT_ATTACHED`]: external
 ///   buffers, host memory a packet points to without a copy (TSO payloads).
-pub const ABI_MINOR: u16 = 3;
+/// * 1.4: [`PmdEntry::check_args`]: device arguments checked without creating a
+///   device (`ironpath check`).
+pub const ABI_MINOR: u16 = 4;
 /// Name of the one symbol every plugin exports: `extern "C" fn() -> *const PmdEntry`.
 pub const ENTRY_SYMBOL: &str = "ironpath_pmd_entry";
 /// The entry symbol as a NUL-terminated byte string (for `dlsym`).
@@ -387,6 +389,11 @@ pub type ProbeFn = unsafe extern "C" fn(
     err: *mut ErrMsg,
 ) -> i32;
 
+/// Checks device arguments as `probe` would, creating nothing: 0 if they are
+/// accepted as far as arguments go, else a negative errno and a message naming
+/// the argument in `err` (ABI 1.4).
+pub type CheckArgsFn = unsafe extern "C" fn(name: *const c_char, args: *const c_char, err: *mut ErrMsg) -> i32;
+
 /// Type of the exported entry symbol.
 pub type PmdEntryFn = unsafe extern "C" fn() -> *const PmdEntry;
 
@@ -424,6 +431,10 @@ pub struct PmdEntry {
     pub nb_pci_ids: u32,
     /// Reserved, zero.
     pub reserved: u32,
+    // ---- 1.4 ----
+    /// Check device arguments without creating a device; NULL (and in a 1.0-1.3
+    /// plugin, absent): the driver cannot, only `probe` finds bad arguments.
+    pub check_args: Option<CheckArgsFn>,
 }
 
 /// Size of a [`PmdEntry`] of ABI 1.0 (the smallest a host accepts).
@@ -563,7 +574,8 @@ const _: () = {
     assert!(offset_of!(PmdEntry, abi_minor) == 2);
     assert!(offset_of!(PmdEntry, entry_size) == 4);
     assert!(offset_of!(PmdEntry, pci_ids) == PMD_ENTRY_SIZE_V1_0 as usize);
-    assert!(size_of::<PmdEntry>() == 64);
+    assert!(offset_of!(PmdEntry, check_args) == 64);
+    assert!(size_of::<PmdEntry>() == 72);
     assert!(size_of::<PciId>() == 4);
     assert!(size_of::<DevOps>() == 8 + 23 * 8);
 };

@@ -34,6 +34,22 @@ pub struct NodeSpec {
     pub source: bool,
     /// Has no next edges (e.g. port tx, drop).
     pub sink: bool,
+    /// The port queue it takes (its `port` and `queue` params): one node per queue.
+    pub queue: QueueUse,
+    /// Packets that reach it end there (consumed, answered with new packets), so a
+    /// loop of edges through it does not circulate packets forever (`tcp`).
+    pub ends_loops: bool,
+}
+
+/// Which queue of its `port` a node takes, from its `queue` param.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueUse {
+    /// None.
+    None,
+    /// An RX queue.
+    Rx,
+    /// A TX queue.
+    Tx,
 }
 
 impl NodeSpec {

@@ -46,7 +46,7 @@ mod validate;
 
 use std::path::Path;
 
-pub use catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec, VariantSpec};
+pub use catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse, VariantSpec};
 pub use error::{ConfigError, ConfigErrors, Loc};
 pub use model::{EdgeCfg, HugePages, LcoreCfg, MempoolCfg, NodeCfg, Pipeline, PortCfg, DEFAULT_MEMPOOL};
 pub use params::{ParamValue, Params};

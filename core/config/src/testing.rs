@@ -2,7 +2,7 @@
 
 use std::sync::LazyLock;
 
-use crate::catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec};
+use crate::catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
 
 const PORT: ParamSpec =
     ParamSpec { name: "port", kind: ParamKind::Port, required: true, default: None, doc: "The port to use." };
@@ -24,7 +24,23 @@ const fn node(
     nexts: &'static [&'static str],
     source: bool,
 ) -> NodeSpec {
-    NodeSpec { type_name, doc: "", params, nexts: Nexts::Fixed(nexts), source, sink: nexts.is_empty() }
+    // The mock's port_rx/port_tx take queues as the real ones do.
+    let queue = match type_name.as_bytes() {
+        b"port_rx" => QueueUse::Rx,
+        b"port_tx" => QueueUse::Tx,
+        _ => QueueUse::None,
+    };
+    let ends_loops = matches!(type_name.as_bytes(), b"server");
+    NodeSpec {
+        type_name,
+        doc: "",
+        params,
+        nexts: Nexts::Fixed(nexts),
+        source,
+        sink: nexts.is_empty(),
+        queue,
+        ends_loops,
+    }
 }
 
 /// The forms of `capture`'s `completion` (a [`ParamKind::Variant`]).

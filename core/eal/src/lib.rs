@@ -113,6 +113,22 @@ impl Eal {
         Ok(slot as PortId)
     }
 
+    /// Checks a devargs string (`net_null0,size=64`) as [`Eal::port_attach`] would,
+    /// creating nothing: `Ok(true)` if the driver accepts the arguments, `Ok(false)`
+    /// if its plugin cannot check them without probing (ABI < 1.4).
+    pub fn check_devargs(&self, devargs: &str) -> Result<bool, PortError> {
+        let devargs = devargs.trim();
+        let (name, args) = devargs.split_once(',').map_or((devargs, ""), |(n, a)| (n.trim(), a.trim()));
+        let Some(driver) = self.registry.find_for_instance(name) else {
+            return Err(PortError::BadDevargs(devargs.to_string()));
+        };
+        match driver.check_args(name, args) {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(msg)) => Err(PortError::Probe { name: name.to_string(), msg, help: driver.help.clone() }),
+        }
+    }
+
     /// Create a port from an `-a/--allow` entry. A PCI address (`0000:00:01.0` or
     /// `00:01.0`, then optional `,KEY=VALUE...`) goes to the loaded driver that claims
     /// the function's vendor:device ids, probed as `ADDR` with `pci=ADDR` first in its

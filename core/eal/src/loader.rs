@@ -167,9 +167,32 @@ pub struct Driver {
     /// PCI functions (vendor, device) the driver claims for `-a ADDR` (ABI 1.1).
     pub pci_ids: Vec<abi::PciId>,
     pub(crate) probe: abi::ProbeFn,
+    pub(crate) check_args: Option<abi::CheckArgsFn>,
     /// Never closed: a plugin may have registered thread-local destructors or handed
     /// out function pointers that outlive every port (as DPDK, we never unload).
     _lib: std::mem::ManuallyDrop<libloading::Library>,
+}
+
+impl Driver {
+    /// Checks device arguments without creating a device (ABI 1.4): `None` if the
+    /// plugin cannot (older, or it declares no check), else its verdict.
+    pub fn check_args(&self, name: &str, args: &str) -> Option<Result<(), String>> {
+        let f = self.check_args?;
+        let (Ok(cname), Ok(cargs)) = (std::ffi::CString::new(name), std::ffi::CString::new(args)) else {
+            return Some(Err("a device argument contains a NUL byte".into()));
+        };
+        let mut err = abi::ErrMsg { msg: [0; abi::ERR_MSG_LEN] };
+        // SAFETY: `f` comes from a checked plugin; the strings are NUL-terminated and
+        // `err` is a valid ErrMsg, all alive for the call.
+        let rc = unsafe { f(cname.as_ptr(), cargs.as_ptr(), &mut err) };
+        if rc == 0 {
+            return Some(Ok(()));
+        }
+        err.msg[abi::ERR_MSG_LEN - 1] = 0;
+        // SAFETY: NUL-terminated (forced above).
+        let m = unsafe { CStr::from_ptr(err.msg.as_ptr()) }.to_string_lossy().into_owned();
+        Some(Err(if m.is_empty() { format!("refused: {}", std::io::Error::from_raw_os_error(-rc)) } else { m }))
+    }
 }
 
 impl std::fmt::Debug for Driver {
@@ -351,6 +374,7 @@ pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
         dev_ops_size: e.dev_ops_size,
         pci_ids,
         probe,
+        check_args: e.check_args,
         _lib: std::mem::ManuallyDrop::new(lib),
     }))
 }
@@ -501,6 +525,7 @@ mod tests {
             pci_ids: std::ptr::null(),
             nb_pci_ids: 0,
             reserved: 0,
+            check_args: None,
         };
         assert!(entry > abi::PMD_ENTRY_SIZE_V1_0);
         assert!(check_sizes(Path::new("p.so"), &e).is_ok());

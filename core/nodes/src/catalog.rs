@@ -1,6 +1,6 @@
 //! The node types a pipeline file may use: their parameters and next edges.
 
-use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, VariantSpec};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse, VariantSpec};
 
 const fn p(
     name: &'static str,
@@ -121,6 +121,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: true,
         sink: false,
+        queue: QueueUse::Rx,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "port_tx",
@@ -133,6 +135,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&[]),
         source: false,
         sink: true,
+        queue: QueueUse::Tx,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "tx_batch",
@@ -149,6 +153,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&[]),
         source: true,
         sink: true,
+        queue: QueueUse::Tx,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "classify",
@@ -157,6 +163,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(crate::classify::NEXTS),
         source: false,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "arp",
@@ -173,6 +181,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: true,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "icmp_echo",
@@ -184,6 +194,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: false,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "macswap",
@@ -192,6 +204,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: false,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "pcap_capture",
@@ -204,6 +218,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: false,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "rx_aggregate",
@@ -222,6 +238,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: true,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "gso",
@@ -233,6 +251,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: false,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "impair",
@@ -250,6 +270,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: true,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "tcp",
@@ -295,6 +317,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: true,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: true,
     },
     NodeSpec {
         type_name: "drop",
@@ -303,6 +327,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&[]),
         source: false,
         sink: true,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "counter",
@@ -311,6 +337,8 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: false,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
     NodeSpec {
         type_name: "source",
@@ -330,5 +358,7 @@ pub static CATALOG: &[NodeSpec] = &[
         nexts: Nexts::Fixed(&["out"]),
         source: true,
         sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
     },
 ];

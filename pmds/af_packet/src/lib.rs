@@ -254,6 +254,40 @@ fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
     Ok(Geometry { blocksz, framesz, framecnt, tov, rx_frames, sndbuf })
 }
 
+/// The device arguments, checked.
+struct Args {
+    iface: String,
+    qpairs: u16,
+    geo: Geometry,
+    qdisc_bypass: bool,
+    tso: bool,
+    tx_free_thresh: u32,
+    kernel_rx: bool,
+    vnet: bool,
+    vlan_strip: bool,
+}
+
+fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
+    let iface = a
+        .get_name("iface", 15)?
+        .ok_or_else(|| PmdError::invalid("device argument `iface` is required (e.g. iface=veth0)"))?;
+    let qpairs = a.get_u64("qpairs", 1, 1, 16)? as u16;
+    let geo = geometry(a)?;
+    // On by default, as in DPDK: af_packet TX skips the qdisc layer.
+    let qdisc_bypass = a.get_bool("qdisc_bypass", true)?;
+    // TSO packets are copied by sendmsg, so they complete at once: right when the
+    // qdisc is bypassed (the device takes them in that call), too early behind a
+    // qdisc (they would queue there unseen by a sender limiting what it has in
+    // flight). So the default follows qdisc_bypass.
+    let tso = a.get_bool("tso", qdisc_bypass)?;
+    let tx_free_thresh =
+        a.get_u64("tx_free_thresh", 32.min(u64::from(geo.framecnt)), 1, u64::from(geo.framecnt))? as u32;
+    let kernel_rx = a.get_bool("kernel_rx", true)?;
+    let vnet = a.get_bool("vnet", true)?;
+    let vlan_strip = a.get_bool("vlan_strip", false)?;
+    Ok(Args { iface, qpairs, geo, qdisc_bypass, tso, tx_free_thresh, kernel_rx, vnet, vlan_strip })
+}
+
 impl Pmd for AfPacket {
     const NAME: &'static CStr = c"net_af_packet";
     const DEVARGS_HELP: &'static CStr =
@@ -261,27 +295,20 @@ impl Pmd for AfPacket {
     type Rx = AfRx;
     type Tx = AfTx;
 
+    const CHECKS_ARGS: bool = true;
+
+    /// The arguments; the interface is not looked up (it may not exist where the
+    /// file is checked).
+    fn check_args(ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        parse_args(&DevArgs::parse(ctx.args, KEYS)?).map(drop)
+    }
+
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
         let a = DevArgs::parse(ctx.args, KEYS)?;
-        let iface = a
-            .get_name("iface", 15)?
-            .ok_or_else(|| PmdError::invalid("device argument `iface` is required (e.g. iface=veth0)"))?;
+        let Args { iface, qpairs, geo, qdisc_bypass, tso, tx_free_thresh, kernel_rx, vnet, vlan_strip } =
+            parse_args(&a)?;
         let ifindex = sys::ifindex(&iface)
             .map_err(|e| PmdError::new(abi::errno::ENODEV, format!("iface={iface}: {e} (see `ip link`)")))?;
-        let qpairs = a.get_u64("qpairs", 1, 1, 16)? as u16;
-        let geo = geometry(&a)?;
-        // On by default, as in DPDK: af_packet TX skips the qdisc layer.
-        let qdisc_bypass = a.get_bool("qdisc_bypass", true)?;
-        // TSO packets are copied by sendmsg, so they complete at once: right when the
-        // qdisc is bypassed (the device takes them in that call), too early behind a
-        // qdisc (they would queue there unseen by a sender limiting what it has in
-        // flight). So the default follows qdisc_bypass.
-        let tso = a.get_bool("tso", qdisc_bypass)?;
-        let tx_free_thresh =
-            a.get_u64("tx_free_thresh", 32.min(u64::from(geo.framecnt)), 1, u64::from(geo.framecnt))? as u32;
-        let kernel_rx = a.get_bool("kernel_rx", true)?;
-        let vnet = a.get_bool("vnet", true)?;
-        let vlan_strip = a.get_bool("vlan_strip", false)?;
         let mut dev = AfPacket {
             iface,
             ifindex,
@@ -1038,6 +1065,17 @@ mod tests {
         assert!(geo("framesz=100").unwrap_err().msg.contains("`framesz=100` is out of range"));
         assert!(geo("framesz=2050").unwrap_err().msg.contains("multiple of 16"));
         assert!(geo("framecnt=16,framesz=2048,blocksz=65536").unwrap_err().msg.contains("smaller than one block"));
+    }
+
+    #[test]
+    fn check_args_checks_arguments_and_touches_nothing() {
+        let ctx = |args| ProbeCtx { name: "net_af_packet0", args };
+        // The interface need not exist where a file is checked.
+        assert!(AfPacket::check_args(&ctx("iface=nosuchif0,qpairs=4")).is_ok());
+        let e = AfPacket::check_args(&ctx("iface=x,qpairs=99")).unwrap_err();
+        assert!(e.msg.contains("`qpairs=99` is out of range"), "{}", e.msg);
+        assert!(AfPacket::check_args(&ctx("")).unwrap_err().msg.contains("`iface` is required"));
+        assert!(AfPacket::check_args(&ctx("iface=x,blocksz=5000")).unwrap_err().msg.contains("power of two"));
     }
 
     #[test]

@@ -109,6 +109,23 @@ impl E1000 {
     }
 }
 
+/// The device arguments: PCI address, promiscuous and all-multicast, thresholds.
+fn parse_args(a: &DevArgs) -> Result<(String, bool, bool, u16, u16), PmdError> {
+    let Some(raw) = a.get("pci") else {
+        return Err(PmdError::invalid(
+            "device argument `pci` is required: pci=DDDD:BB:DD.F (e.g. pci=0000:00:01.0), or use -a DDDD:BB:DD.F",
+        ));
+    };
+    let addr = nic::parse_pci_addr(raw).ok_or_else(|| {
+        PmdError::invalid(format!("device argument `pci={raw}` is not a PCI address: expected DDDD:BB:DD.F"))
+    })?;
+    let promisc = a.get_bool("promisc", true)?;
+    let allmulti = a.get_bool("allmulti", true)?;
+    let rx_free_thresh = a.get_u64("rx_free_thresh", 32, 1, u64::from(MAX_DESC) - 1)? as u16;
+    let tx_free_thresh = a.get_u64("tx_free_thresh", 32, 1, u64::from(MAX_DESC) - 1)? as u16;
+    Ok((addr, promisc, allmulti, rx_free_thresh, tx_free_thresh))
+}
+
 impl Pmd for E1000 {
     const NAME: &'static CStr = c"net_e1000";
     const DEVARGS_HELP: &'static CStr =
@@ -117,20 +134,16 @@ impl Pmd for E1000 {
     type Rx = rx::E1000Rx;
     type Tx = tx::E1000Tx;
 
+    const CHECKS_ARGS: bool = true;
+
+    /// The arguments; the PCI function is not touched.
+    fn check_args(ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        parse_args(&DevArgs::parse(ctx.args, KEYS)?).map(drop)
+    }
+
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
         let a = DevArgs::parse(ctx.args, KEYS)?;
-        let Some(raw) = a.get("pci") else {
-            return Err(PmdError::invalid(
-                "device argument `pci` is required: pci=DDDD:BB:DD.F (e.g. pci=0000:00:01.0), or use -a DDDD:BB:DD.F",
-            ));
-        };
-        let addr = nic::parse_pci_addr(raw).ok_or_else(|| {
-            PmdError::invalid(format!("device argument `pci={raw}` is not a PCI address: expected DDDD:BB:DD.F"))
-        })?;
-        let promisc = a.get_bool("promisc", true)?;
-        let allmulti = a.get_bool("allmulti", true)?;
-        let rx_free_thresh = a.get_u64("rx_free_thresh", 32, 1, u64::from(MAX_DESC) - 1)? as u16;
-        let tx_free_thresh = a.get_u64("tx_free_thresh", 32, 1, u64::from(MAX_DESC) - 1)? as u16;
+        let (addr, promisc, allmulti, rx_free_thresh, tx_free_thresh) = parse_args(&a)?;
         let group = nic::check_function(Path::new(nic::SYSFS_PCI_DEVICES), &addr, IDS)?;
         let nic = Arc::new(Nic::open(&addr, group)?);
         let r = &nic.regs;

@@ -86,6 +86,13 @@ impl Pmd for NullPmd {
     type Rx = NullRx;
     type Tx = NullTx;
 
+    const CHECKS_ARGS: bool = true;
+
+    /// The probe creates nothing: the check is the probe.
+    fn check_args(ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        Self::probe(ctx).map(drop)
+    }
+
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
         let a = DevArgs::parse(ctx.args, KEYS)?;
         let size = a.get_u64("size", 64, 14, 9000)? as u16;

@@ -70,6 +70,16 @@ pub struct PcapTx {
     stats: Arc<QueueStats>,
 }
 
+/// `rx_pcap` and `tx_pcap`: at least one.
+fn parse_paths(a: &DevArgs) -> Result<(Option<String>, Option<String>), PmdError> {
+    let rx_path = a.get_name("rx_pcap", 4096)?;
+    let tx_path = a.get_name("tx_pcap", 4096)?;
+    if rx_path.is_none() && tx_path.is_none() {
+        return Err(PmdError::invalid("give rx_pcap=FILE, tx_pcap=FILE or both"));
+    }
+    Ok((rx_path, tx_path))
+}
+
 fn parse_rate(a: &DevArgs) -> Result<Rate, PmdError> {
     match a.get("rate") {
         None => Ok(Rate::Unlimited),
@@ -87,13 +97,21 @@ impl Pmd for PcapPmd {
     type Rx = PcapRx;
     type Tx = PcapTx;
 
+    const CHECKS_ARGS: bool = true;
+
+    /// The arguments; the files are not opened (nor created).
+    fn check_args(ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        let a = DevArgs::parse(ctx.args, KEYS)?;
+        parse_paths(&a)?;
+        a.get_bool("infinite_rx", false)?;
+        parse_rate(&a)?;
+        a.get_bool("tx_ns", false)?;
+        Ok(())
+    }
+
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
         let a = DevArgs::parse(ctx.args, KEYS)?;
-        let rx_path = a.get_name("rx_pcap", 4096)?;
-        let tx_path = a.get_name("tx_pcap", 4096)?;
-        if rx_path.is_none() && tx_path.is_none() {
-            return Err(PmdError::invalid("give rx_pcap=FILE, tx_pcap=FILE or both"));
-        }
+        let (rx_path, tx_path) = parse_paths(&a)?;
         let infinite = a.get_bool("infinite_rx", false)?;
         let rate = parse_rate(&a)?;
         let rx = match &rx_path {
@@ -348,3 +366,20 @@ impl TxQueue for PcapTx {
 }
 
 export_pmd!(PcapPmd);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_args_creates_no_file() {
+        let out = std::env::temp_dir().join(format!("ironpath-pcap-check-{}.pcap", std::process::id()));
+        let args = format!("tx_pcap={}", out.display());
+        assert!(PcapPmd::check_args(&ProbeCtx { name: "net_pcap0", args: &args }).is_ok());
+        assert!(!out.exists(), "check_args created {}", out.display());
+        let e = PcapPmd::check_args(&ProbeCtx { name: "net_pcap0", args: "" }).unwrap_err();
+        assert!(e.msg.contains("give rx_pcap=FILE, tx_pcap=FILE or both"), "{}", e.msg);
+        let e = PcapPmd::check_args(&ProbeCtx { name: "net_pcap0", args: "tx_pcap=/x,rate=fast" }).unwrap_err();
+        assert!(e.msg.contains("or `recorded`"), "{}", e.msg);
+    }
+}

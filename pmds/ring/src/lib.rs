@@ -154,6 +154,16 @@ impl Drop for RingPmd {
     }
 }
 
+/// The device arguments: ring size, byte counting, link name, MAC.
+fn parse_args(ctx: &ProbeCtx<'_>) -> Result<(usize, bool, Option<String>, [u8; 6]), PmdError> {
+    let a = DevArgs::parse(ctx.args, KEYS)?;
+    let size = a.get_u64("size", 1024, 16, 1 << 20)? as usize;
+    let bytes = a.get_bool("bytes", false)?;
+    let named = a.get_name("link", 64)?;
+    let mac = a.get_mac("mac")?.unwrap_or_else(|| SoftState::mac_from_name(0x01, ctx.name));
+    Ok((size, bytes, named, mac))
+}
+
 impl Pmd for RingPmd {
     const NAME: &'static CStr = c"net_ring";
     const DEVARGS_HELP: &'static CStr =
@@ -161,12 +171,14 @@ impl Pmd for RingPmd {
     type Rx = RingRx;
     type Tx = RingTx;
 
+    const CHECKS_ARGS: bool = true;
+
+    fn check_args(ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        parse_args(ctx).map(drop)
+    }
+
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
-        let a = DevArgs::parse(ctx.args, KEYS)?;
-        let size = a.get_u64("size", 1024, 16, 1 << 20)? as usize;
-        let bytes = a.get_bool("bytes", false)?;
-        let named = a.get_name("link", 64)?;
-        let mac = a.get_mac("mac")?.unwrap_or_else(|| SoftState::mac_from_name(0x01, ctx.name));
+        let (size, bytes, named, mac) = parse_args(ctx)?;
         let (link, loopback) = match named {
             Some(n) => (format!("link:{n}"), false),
             None => (format!("loop:{}", ctx.name), true),

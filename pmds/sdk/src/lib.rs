@@ -335,6 +335,14 @@ pub trait Pmd: Sized + Send + 'static {
 
     /// Create a device. Reject bad arguments with a message that names them.
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError>;
+    /// Whether [`Pmd::check_args`] checks anything (exported as
+    /// `PmdEntry::check_args` only then).
+    const CHECKS_ARGS: bool = false;
+    /// Check the device arguments as `probe` would, without creating anything
+    /// (no socket, file, interface or register access): `ironpath check` asks this.
+    fn check_args(_ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        Ok(())
+    }
     /// Capabilities.
     fn info(&self) -> abi::DevInfo;
     /// Apply a configuration (queue counts are checked against `info` by the host).
@@ -1005,6 +1013,36 @@ pub const fn entry<D: Pmd>() -> abi::PmdEntry {
         pci_ids: if D::PCI_IDS.is_empty() { std::ptr::null() } else { D::PCI_IDS.as_ptr() },
         nb_pci_ids: D::PCI_IDS.len() as u32,
         reserved: 0,
+        check_args: if D::CHECKS_ARGS { Some(check_args::<D>) } else { None },
+    }
+}
+
+/// `PmdEntry::check_args` of driver `D`.
+///
+/// # Safety
+/// `name` and `args` are NUL-terminated strings and `err` a valid ErrMsg (the host's
+/// contract).
+pub unsafe extern "C" fn check_args<D: Pmd>(name: *const c_char, args: *const c_char, err: *mut abi::ErrMsg) -> i32 {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: NUL-terminated strings from the host (ABI contract).
+        let (name, args) = unsafe {
+            (CStr::from_ptr(name).to_string_lossy().into_owned(), CStr::from_ptr(args).to_string_lossy().into_owned())
+        };
+        D::check_args(&ProbeCtx { name: &name, args: &args })
+    }));
+    match r {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            write_err(err, &e.msg);
+            -e.errno.max(1)
+        }
+        Err(p) => {
+            write_err(
+                err,
+                &format!("driver {} panicked checking arguments: {}", D::NAME.to_string_lossy(), panic_text(&p)),
+            );
+            -abi::errno::EIO
+        }
     }
 }
 

@@ -68,17 +68,33 @@ pub struct TapTx {
     stats: Arc<QueueStats>,
 }
 
+/// `iface` (default: the instance name), `queues`, `offload`.
+fn parse_args(ctx: &ProbeCtx<'_>, a: &DevArgs) -> Result<(String, u16, bool), PmdError> {
+    let iface = a.get_name("iface", 15)?.unwrap_or_else(|| ctx.name.chars().take(15).collect());
+    let queues = a.get_u64("queues", 1, 1, 16)? as u16;
+    let offload = a.get_bool("offload", true)?;
+    Ok((iface, queues, offload))
+}
+
 impl Pmd for Tap {
     const NAME: &'static CStr = c"net_tap";
     const DEVARGS_HELP: &'static CStr = c"iface=<name>,queues=<1..16>,offload=0|1,mac=<aa:bb:cc:dd:ee:ff>";
     type Rx = TapRx;
     type Tx = TapTx;
 
+    const CHECKS_ARGS: bool = true;
+
+    /// The arguments; no TAP device is opened.
+    fn check_args(ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        let a = DevArgs::parse(ctx.args, KEYS)?;
+        parse_args(ctx, &a)?;
+        a.get_mac("mac")?;
+        Ok(())
+    }
+
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
         let a = DevArgs::parse(ctx.args, KEYS)?;
-        let iface = a.get_name("iface", 15)?.unwrap_or_else(|| ctx.name.chars().take(15).collect());
-        let queues = a.get_u64("queues", 1, 1, 16)? as u16;
-        let offload = a.get_bool("offload", true)?;
+        let (iface, queues, offload) = parse_args(ctx, &a)?;
         let mut fds = Vec::new();
         for _ in 0..queues {
             let fd = sys::open_tap(&iface, offload).map_err(|e| {

@@ -149,11 +149,21 @@ impl Pmd for TmplPmd {
     type Rx = TmplRx;
     type Tx = TmplTx;
 
+    /// `ironpath check` asks the driver to check device arguments without creating
+    /// a device (ABI 1.4). This probe creates nothing, so the check is the probe.
+    const CHECKS_ARGS: bool = true;
+
+    fn check_args(ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        Self::probe(ctx).map(drop)
+    }
+
     /// Create a device from its instance name and arguments. Every error names the
     /// argument and what is accepted (the `DevArgs` getters do that for you).
     fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
         let a = DevArgs::parse(ctx.args, KEYS)?;
         let depth = a.get_u64("depth", DEFAULT_DEPTH, 1, MAX_DEPTH)? as usize;
+        // (A probe that opened a file, a socket or a device would put the parsing in
+        // a function `check_args` calls too; this one creates nothing.)
         // Default MAC: locally administered (0x02), derived from the instance name so
         // that two ports differ and a port keeps its address from run to run.
         let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));

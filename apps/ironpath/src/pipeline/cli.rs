@@ -1,6 +1,6 @@
 //! `ironpath run FILE` and `ironpath check FILE`.
 
-use super::{check, stats, PipelineRun};
+use super::{check, check_ports, stats, PipelineRun};
 use ironpath_eal::{Eal, MemPolicy};
 use std::io::Write;
 use std::path::PathBuf;
@@ -113,6 +113,10 @@ pub fn check_main(args: &[String]) -> i32 {
     let mut rc = 0;
     for f in args {
         match check(std::path::Path::new(f), drivers) {
+            Ok(p) if check_ports(&eal, &p).is_err() => {
+                eprint!("{}", check_ports(&eal, &p).unwrap_err());
+                rc = 1;
+            }
             Ok(p) => crate::outln!(
                 "{f}: ok ({} mempools, {} ports, {} lcores, {} nodes, {} edges)",
                 p.mempools.len(),
@@ -172,6 +176,10 @@ pub fn run_main(args: &[String]) -> i32 {
             return 1;
         }
     };
+    if let Err(e) = check_ports(&eal, &cfg) {
+        eprint!("{e}");
+        return 1;
+    }
     let mut json = match &a.json {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => Some(std::io::BufWriter::new(f)),

@@ -23,6 +23,28 @@ pub fn check(path: &Path, drivers: Option<&[String]>) -> Result<Pipeline, Config
     ironpath_config::parse_str(&text, path, &Catalog { nodes: ironpath_nodes::CATALOG, drivers })
 }
 
+/// Checks every port's device arguments with its driver, creating nothing (the
+/// plugins' `check_args`, ABI 1.4): what `run` would refuse at the port's probe is
+/// reported at the port's entry. A plugin too old to check is passed over.
+pub fn check_ports(eal: &Eal, cfg: &Pipeline) -> Result<(), String> {
+    let mut per_driver: HashMap<&str, u32> = HashMap::new();
+    let mut errs = Vec::new();
+    for p in &cfg.ports {
+        let k = per_driver.entry(p.driver.as_str()).or_default();
+        let dev = format!("{}{k}", p.driver);
+        *k += 1;
+        let devargs = if p.args.is_empty() { dev } else { format!("{dev},{}", p.args) };
+        if let Err(e) = eal.check_devargs(&devargs) {
+            errs.push(at(cfg, p.loc, format!("port `{}`: {e}", p.name)));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("\n") + "\n")
+    }
+}
+
 /// Replace `${VAR}` / `${VAR:-default}` using `get`; every unset variable without
 /// a default (or unterminated `${`) is reported at its line and column.
 pub fn expand_env(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<String, Vec<ConfigError>> {

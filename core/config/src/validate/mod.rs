@@ -7,6 +7,7 @@
 mod graph;
 mod param;
 mod resources;
+mod wiring;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,6 +40,12 @@ pub(crate) fn pipeline(root: &Node, file: &Path, catalog: &Catalog<'_>) -> Resul
     let env = param::Env { base_dir: base_dir(file), ports: &port_names, mempools: &pool_names };
     let (nodes, node_names) = graph::nodes(&mut e, &top, catalog, &lcore_ids, &env);
     let edges = graph::edges(&mut e, top.get("edges"), &node_names);
+    // Checks across entries, once every entry is valid (a duplicate name would
+    // make loops of its own).
+    if e.0.is_empty() {
+        wiring::queues(&mut e, &ports, &nodes, catalog);
+        wiring::loops(&mut e, &nodes, &edges, catalog);
+    }
 
     if e.0.is_empty() {
         Ok(Pipeline { file: file.to_owned(), name, description, mempools, ports, lcores, nodes, edges })
@@ -425,6 +432,8 @@ mod tests {
             nexts: Nexts::Fixed(&[]),
             source: false,
             sink: true,
+            queue: crate::QueueUse::None,
+            ends_loops: false,
         }];
         let cat = Catalog { nodes: NODES, drivers: None };
         let e = parse_str("lcores: [{id: 0}]\nnodes: [{name: a, type: t, lcore: 0}]\n", Path::new("t.yaml"), &cat)

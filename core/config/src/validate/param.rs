@@ -411,6 +411,8 @@ mod tests {
         nexts: Nexts::Fixed(&[]),
         source: false,
         sink: true,
+        queue: crate::QueueUse::None,
+        ends_loops: false,
     }];
 
     const FORMS: &[VariantSpec] = &[

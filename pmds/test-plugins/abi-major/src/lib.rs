@@ -29,6 +29,7 @@ static ENTRY: abi::PmdEntry = {
         pci_ids: std::ptr::null(),
         nb_pci_ids: 0,
         reserved: 0,
+        check_args: None,
     }
 };
 

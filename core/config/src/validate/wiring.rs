@@ -1,0 +1,135 @@
+//! Checks across entries that `run` would otherwise refuse (or, for a loop through
+//! rings, run forever): one node per port queue and only queues the port has;
+//! no loop of edges on one lcore; no loop across lcores unless a node on it ends
+//! the packets that reach it ([`NodeSpec::ends_loops`]).
+
+use std::collections::HashMap;
+
+use crate::catalog::{Catalog, NodeSpec, QueueUse};
+use crate::model::{EdgeCfg, NodeCfg, PortCfg};
+
+use super::Errors;
+
+fn spec<'c>(catalog: &Catalog<'c>, n: &NodeCfg) -> Option<&'c NodeSpec> {
+    catalog.nodes.iter().find(|s| s.type_name == n.type_name)
+}
+
+/// One node per (port, direction, queue), and a queue the port has.
+pub(crate) fn queues(e: &mut Errors, ports: &[PortCfg], nodes: &[NodeCfg], catalog: &Catalog<'_>) {
+    let mut taken: HashMap<(&str, bool, u64), &NodeCfg> = HashMap::new();
+    for n in nodes {
+        let Some(s) = spec(catalog, n) else { continue };
+        let rx = match s.queue {
+            QueueUse::None => continue,
+            QueueUse::Rx => true,
+            QueueUse::Tx => false,
+        };
+        let (Some(port), Some(queue)) = (n.params.port("port"), n.params.uint("queue")) else { continue };
+        let at = n.params.loc("queue").unwrap_or(n.loc);
+        let (dir, key) = if rx { ("RX", "rx_queues") } else { ("TX", "tx_queues") };
+        if let Some(p) = ports.iter().find(|p| p.name == port) {
+            let have = u64::from(if rx { p.rx_queues } else { p.tx_queues });
+            if queue >= have {
+                e.push(
+                    at,
+                    format!(
+                        "node `{}`: port `{port}` has {have} {dir} queue(s) ({key}: {have} at line {}); queue {queue} does not exist",
+                        n.name, p.loc.line
+                    ),
+                );
+                continue;
+            }
+        }
+        match taken.get(&(port, rx, queue)) {
+            Some(first) => e.push(
+                at,
+                format!(
+                    "node `{}` takes {dir} queue {queue} of port `{port}`, which node `{}` (line {}) takes already: \
+                     one node per queue{}",
+                    n.name,
+                    first.name,
+                    first.loc.line,
+                    if rx { " (give the port more rx_queues)" } else { " (send several edges into one node)" }
+                ),
+            ),
+            None => {
+                taken.insert((port, rx, queue), n);
+            }
+        }
+    }
+}
+
+/// A cycle of `edges` restricted to `keep` (edge index), as the node names along
+/// it and the index of the edge that closes it, if there is one.
+fn find_cycle(nodes: &[NodeCfg], edges: &[EdgeCfg], keep: impl Fn(&EdgeCfg) -> bool) -> Option<(Vec<String>, usize)> {
+    let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let mut out: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nodes.len()];
+    for (k, ed) in edges.iter().enumerate() {
+        if let (Some(&a), Some(&b), true) = (index.get(ed.from.as_str()), index.get(ed.to.as_str()), keep(ed)) {
+            out[a].push((b, k));
+        }
+    }
+    // Iterative DFS: 0 unvisited, 1 on the stack, 2 done.
+    let mut state = vec![0u8; nodes.len()];
+    for root in 0..nodes.len() {
+        if state[root] != 0 {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+        state[root] = 1;
+        while let Some(top) = stack.len().checked_sub(1) {
+            let (v, next) = stack[top];
+            if let Some(&(w, k)) = out[v].get(next) {
+                stack[top].1 += 1;
+                match state[w] {
+                    0 => {
+                        state[w] = 1;
+                        stack.push((w, 0));
+                    }
+                    1 => {
+                        let from = stack.iter().position(|(x, _)| *x == w).unwrap_or(0);
+                        let mut names: Vec<String> =
+                            stack[from..].iter().map(|(x, _)| nodes[*x].name.clone()).collect();
+                        names.push(nodes[w].name.clone());
+                        return Some((names, k));
+                    }
+                    _ => {}
+                }
+            } else {
+                state[v] = 2;
+                stack.pop();
+            }
+        }
+    }
+    None
+}
+
+/// No loop on one lcore; no loop across lcores that no node ends.
+pub(crate) fn loops(e: &mut Errors, nodes: &[NodeCfg], edges: &[EdgeCfg], catalog: &Catalog<'_>) {
+    let node = |name: &str| nodes.iter().find(|n| n.name == name);
+    let lcore = |name: &str| node(name).map(|n| n.lcore);
+    if let Some((names, k)) = find_cycle(nodes, edges, |ed| lcore(&ed.from) == lcore(&ed.to)) {
+        e.push(
+            edges[k].loc,
+            format!(
+                "edges between nodes on lcore {} form a loop: {} (a loop must cross lcores through a ring)",
+                lcore(&edges[k].from).unwrap_or(0),
+                names.join(" -> ")
+            ),
+        );
+        return;
+    }
+    let ends = |name: &str| node(name).and_then(|n| spec(catalog, n)).is_some_and(|s| s.ends_loops);
+    if let Some((names, k)) = find_cycle(nodes, edges, |ed| !ends(&ed.from) && !ends(&ed.to)) {
+        let enders: Vec<&str> = catalog.nodes.iter().filter(|s| s.ends_loops).map(|s| s.type_name).collect();
+        e.push(
+            edges[k].loc,
+            format!(
+                "edges form a loop through rings: {}; its packets would circulate forever (a loop must pass a node \
+                 that ends the packets reaching it: {})",
+                names.join(" -> "),
+                if enders.is_empty() { "none in this catalog".into() } else { enders.join(", ") }
+            ),
+        );
+    }
+}
