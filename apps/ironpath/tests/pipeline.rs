@@ -386,3 +386,48 @@ fn check_refuses_everything_run_refuses() {
     }
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// Drops add up: in the final counters of the shipped configs that need no NIC,
+/// every node that passes packets on or frees them (ports, classify, counters,
+/// reflectors, sinks, sources) has packets in = passed on (edges, or sent by the
+/// port) + Drops. (`tcp`, `arp`, `icmp_echo`, `rx_aggregate`, `gso` and `impair`
+/// end, hold, merge or make packets: their own counters account for those.)
+#[test]
+fn drops_add_up_on_the_shipped_configs() {
+    let d = tmpdir("balance");
+    for (cfg, env) in [("default.yaml", Some("100000")), ("default.yaml", None), ("http-loop.yaml", None)] {
+        let json = d.join("s.jsonl");
+        let mut c = Command::new(BIN);
+        c.args(["run", repo().join("configs").join(cfg).to_str().unwrap(), "--no-huge", "--no-pin", "--no-telemetry"])
+            .args(["--duration", "2", "--stats-period", "0", "--stats-json", json.to_str().unwrap()]);
+        if let Some(n) = env {
+            c.env("IRONPATH_COUNT", n);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{cfg}: {}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(&json).unwrap();
+        let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(last["final"], true, "{cfg}: the last line has the final counters");
+        let mut checked = 0;
+        for (name, n) in last["nodes"].as_object().unwrap() {
+            let ty = n["type"].as_str().unwrap();
+            if !["port_rx", "port_tx", "tx_batch", "classify", "counter", "macswap", "drop", "source"].contains(&ty) {
+                continue;
+            }
+            let get = |k: &str| n[k].as_u64().unwrap();
+            let sent = n["counters"]["sent"].as_u64().unwrap_or(0);
+            assert_eq!(get("packets"), get("passed_on") + sent + get("drops"), "{cfg} ({env:?}): node {name}: {n}");
+            checked += 1;
+        }
+        assert!(checked >= 5, "{cfg}: {checked} nodes checked");
+        if env.is_some() {
+            // The source stops after N; the ring drops most of them at tx0 (tx_full),
+            // and the Drops column says so.
+            assert_eq!(last["nodes"]["gen"]["packets"], 100000);
+            let tx0 = &last["nodes"]["tx0"];
+            assert_eq!(tx0["drops"], tx0["counters"]["tx_full"]);
+            assert_eq!(last["nodes"]["sink"]["drops"], last["nodes"]["sink"]["packets"]);
+        }
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

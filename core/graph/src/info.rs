@@ -101,6 +101,12 @@ impl GraphInfo {
         self.nodes.iter().find(|n| n.name == name)
     }
 
+    /// Packets node `name` passed on along its edges (into rings for edges that
+    /// cross lcores).
+    pub fn passed_on(&self, name: &str) -> u64 {
+        self.edges.iter().filter(|e| e.from == name).map(|e| e.stats.packets.get()).sum()
+    }
+
     /// Arm the trace of `node` for its next `n` packets (0 disarms).
     pub fn trace(&self, node: &str, n: u32) -> Result<(), String> {
         match self.node(node) {

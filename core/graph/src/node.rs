@@ -39,6 +39,14 @@ pub struct NodeCx<'a> {
 }
 
 impl NodeCx<'_> {
+    /// Count `n` packets the node freed itself without passing them on (a full TX
+    /// queue, a sink): they show in its Drops column, as packets sent to
+    /// [`DROP`] do. Count the reason in one of the node's own counters too.
+    #[inline(always)]
+    pub fn dropped(&self, n: u64) {
+        self.stats.drops.add(n);
+    }
+
     /// Add `n` to the node's declared counter `k` (index into [`Node::counters`]).
     #[inline(always)]
     pub fn count(&self, k: usize, n: u64) {

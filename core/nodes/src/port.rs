@@ -95,12 +95,14 @@ impl Node for PortTx {
         cx.count(0, sent);
         if full > 0 {
             cx.count(1, full);
+            cx.dropped(full);
         }
         let st = self.fixup.stats;
         if st != self.seen {
             cx.count(2, st.csum_sw - self.seen.csum_sw);
             cx.count(3, st.gso_split - self.seen.gso_split);
             cx.count(4, st.dropped - self.seen.dropped);
+            cx.dropped(st.dropped - self.seen.dropped);
             self.seen = st;
         }
         Dispatch::Consumed

@@ -77,6 +77,7 @@ impl Node for DropNode {
     #[inline]
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         cx.count(0, pkts.len() as u64);
+        cx.dropped(pkts.len() as u64);
         pkts.free_all();
         Dispatch::Consumed
     }

@@ -66,6 +66,7 @@ impl TxBatch {
             cx.count(10, st.csum_sw - old.csum_sw);
             cx.count(11, st.gso_split - old.gso_split);
             cx.count(12, st.dropped - old.dropped);
+            cx.dropped(st.dropped - old.dropped);
             self.fixup_seen = st;
         }
     }
@@ -87,6 +88,7 @@ impl TxBatch {
         add(0, s.sent, old.sent);
         add(1, s.bytes, old.bytes);
         add(2, s.tx_full, old.tx_full);
+        cx.dropped(s.tx_full.wrapping_sub(old.tx_full));
         for k in 0..s.flushes.len() {
             add(3 + k, s.flushes[k], old.flushes[k]);
         }

@@ -263,15 +263,19 @@ pub fn run_main(args: &[String]) -> i32 {
             break;
         }
     }
+    let errs = run.halt();
     let totals = stats::snapshot(&eal, &run);
-    let errs = run.stop(&mut eal);
     // After the lcores are joined: node counters read while they still walk are
     // taken at different instants (a burst counted by one node and not yet by
     // the next).
     let runtime = run.info.format_runtime();
     if let Some(mut w) = json {
-        let _ = w.flush();
+        // One last line with the final counters (lcores joined), marked `final`.
+        let line =
+            stats::json_line(&run, t0.elapsed().as_secs_f64(), &prev, &totals, t_prev.elapsed().as_secs_f64(), &peaks);
+        let _ = writeln!(w, "{{\"final\":true,{}", &line[1..]).and_then(|()| w.flush());
     }
+    let errs = [errs, run.stop(&mut eal)].concat();
     crate::outln!("\n{runtime}");
     for (p, s) in run.cfg.ports.iter().zip(&totals) {
         crate::outln!(

@@ -290,7 +290,7 @@ impl PipelineRun {
     /// Stop the lcores, then stop and remove the ports and pools the pipeline
     /// made. Returns lcore failures (one line each).
     pub fn stop(&mut self, eal: &mut Eal) -> Vec<String> {
-        let errs = self.running.take().map(|r| r.stop()).unwrap_or_default();
+        let errs = self.halt();
         for p in self.ports.drain(..) {
             if let Ok(port) = eal.port_mut(p.id) {
                 let _ = port.stop();
@@ -299,6 +299,13 @@ impl PipelineRun {
         }
         self.pools.clear();
         errs
+    }
+
+    /// Stops and joins the lcores (the nodes stop: files flushed, held packets
+    /// freed), keeping ports and pools for a last look at their counters;
+    /// [`PipelineRun::stop`] then closes them. Returns the lcores' errors.
+    pub fn halt(&mut self) -> Vec<String> {
+        self.running.take().map(|r| r.stop()).unwrap_or_default()
     }
 }
 

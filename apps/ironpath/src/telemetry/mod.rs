@@ -240,7 +240,8 @@ fn graph(f: &Figures) -> Value {
         let s = n.stats.snapshot();
         nodes.insert(
             n.name.clone(),
-            json!({"type": n.type_name, "lcore": n.lcore, "calls": s.calls, "packets": s.packets, "drops": s.drops,
+            json!({"type": n.type_name, "lcore": n.lcore, "calls": s.calls, "packets": s.packets,
+                "passed_on": g.passed_on(&n.name), "drops": s.drops,
                 "cycles_per_packet": (s.cycles_per_packet() * 100.0).round() / 100.0,
                 "failed": n.stats.failure.get(), "counters": counters_of(n)}),
         );
