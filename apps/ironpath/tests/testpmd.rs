@@ -154,7 +154,7 @@ fn wrong_input_gets_a_reason_and_the_usage_and_never_crashes() {
         ("stop", "Packet forwarding not started"),
         ("start tx_first abc", "`abc` is not a number"),
         ("clear fwd nonsense", "Usage:"),
-        ("show config nothing", "expected rxtx, cores or fwd"),
+        ("show config nothing", "expected rxtx, cores, fwd or txpkts"),
         ("\u{1b}[A\u{0}\u{7f}", "Bad arguments: unknown command"),
     ];
     let input: String = cases.iter().map(|(c, _)| format!("{c}\n")).collect::<String>() + "help\nhelp set\nquit\n";
@@ -428,4 +428,77 @@ fn start_then_stop_at_once_forwards_packets() {
     let o = testpmd(NULL2, "start\nstop\nquit\n");
     let (rx, tx) = accumulated(&o.stdout);
     assert!(rx > 0 && tx > 0, "{}", o.stdout);
+}
+
+/// The device commands, in DPDK 22.11's syntax and with its texts where it prints
+/// any (recorded once on net_null and net_ring ports):
+///
+/// ```text
+/// testpmd> port config mtu 0 10
+/// MTU (10) < device min MTU (46) for port_id 0
+/// testpmd> mac_addr set 0 zz                  (DPDK: `set eth-peer 0 zz`)
+/// Error: Invalid ethernet address: zz
+/// testpmd> show config txpkts
+/// Number of segments: 2
+/// Segment sizes: 64,64
+/// Split packet: off
+/// testpmd> set nbport 1
+/// Number of forwarding ports set to 1
+/// testpmd> show device info all
+/// ********************* Infos for device net_null0 *********************
+/// Bus name: vdev
+/// Driver name: net_null
+/// ...
+///         Port id: 0
+/// testpmd> dump_mempool
+/// mempool <mb_pool_0>@0x11fa82c00
+///   size=4096
+///   ...
+///   common_pool_count=4096
+/// ```
+#[test]
+fn device_commands_answer_as_dpdk() {
+    let o = testpmd(
+        "-l 0-1 --no-huge --vdev net_null0,size=64 --vdev net_null1,size=64 -- -i",
+        "port config mtu 0 10\nport config mtu 0 9000\nshow port info 0\nmac_addr set 0 zz\nmac_addr set 0 02:00:00:00:00:07\n\
+         show port info 0\nshow rxq info 0 0\nshow txq info 1 0\nshow rxq info 0 3\nset txpkts 64,64\nshow config txpkts\n\
+         set eth-peer 1 02:00:00:00:00:99\nset nbport 1\nshow config fwd\nset nbport 2\nset fwd mac\nstart\n@sleep 0.3\nstop\n\
+         show device info all\nset xstats-hide-zero on\nshow port xstats 0\ndump_mempool\nset frob\nquit\n",
+    );
+    let s = &o.stdout;
+    assert_eq!(o.code, 0, "{s}{}", o.stderr);
+    let expect = [
+        "testpmd> port config mtu 0 10\nMTU (10) < device min MTU (68) for port_id 0\n",
+        "MTU: 9000\n",
+        "testpmd> mac_addr set 0 zz\nError: Invalid ethernet address: zz\n",
+        "MAC address: 02:00:00:00:00:07\n",
+        "********************* Infos for port 0 , RX queue 0  *********************\nMempool: mb_pool_0\n\
+         Rx queue state: started\nNumber of RXDs: 1024\n",
+        "********************* Infos for port 1 , TX queue 0  *********************\nTx queue state: started\n\
+         Number of TXDs: 1024\n",
+        "Failed to retrieve information for port: 0, RX queue: 3\n",
+        "testpmd> show config txpkts\nNumber of segments: 2\nSegment sizes: 64,64\nSplit packet: off\n",
+        "Number of forwarding ports set to 1\n",
+        "io packet forwarding - ports=1 - cores=1 - streams=1",
+        "RX P=0/Q=0 (socket 0) -> TX P=0/Q=0 (socket 0) peer=02:00:00:00:00:00\n",
+        "Number of forwarding ports set to 2\n",
+        "RX P=0/Q=0 (socket 0) -> TX P=1/Q=0 (socket 0) peer=02:00:00:00:00:99\n",
+        "********************* Infos for device net_null0 *********************\nBus name: vdev\n",
+        "\tPort id: 1 \n",
+        "###### NIC extended statistics for port 0",
+        "mempool <mb_pool_0>@",
+        "  size=",
+        "common_pool_count=",
+        "accepted after `set`: fwd, burst, txpkts, nbcore, nbport, promisc, verbose, eth-peer, record-core-cycles, \
+         xstats-hide-zero, port, gro, txcoalesce, txcompletion",
+    ];
+    let mut at = 0;
+    for e in expect {
+        let i = s[at..].find(e).unwrap_or_else(|| panic!("`{e}` not found (in order) in:\n{}", &s[at..]));
+        at += i + e.len();
+    }
+    // xstats-hide-zero: no zero line after the header.
+    let x = s.find("###### NIC extended statistics for port 0").unwrap();
+    let block: Vec<&str> = s[x..].lines().skip(1).take_while(|l| !l.starts_with("testpmd>")).collect();
+    assert!(!block.is_empty() && block.iter().all(|l| !l.trim_end().ends_with(": 0")), "{block:?}");
 }

@@ -209,6 +209,9 @@ pub struct Port {
     rxqs: Vec<Option<abi::RxQueue>>,
     txqs: Vec<Option<abi::TxQueue>>,
     rx_pools: Vec<Option<Mempool>>,
+    /// Descriptors each set-up queue was given (`show rxq|txq info`).
+    rx_desc: Vec<u16>,
+    tx_desc: Vec<u16>,
     rx_leases: Vec<Arc<Lease>>,
     tx_leases: Vec<Arc<Lease>>,
     closed: bool,
@@ -361,6 +364,8 @@ impl Port {
             rxqs: Vec::new(),
             txqs: Vec::new(),
             rx_pools: Vec::new(),
+            rx_desc: Vec::new(),
+            tx_desc: Vec::new(),
             rx_leases: Vec::new(),
             tx_leases: Vec::new(),
             closed: false,
@@ -483,6 +488,8 @@ impl Port {
         self.rxqs = (0..nb_rxq).map(|_| None).collect();
         self.txqs = (0..nb_txq).map(|_| None).collect();
         self.rx_pools = (0..nb_rxq).map(|_| None).collect();
+        self.rx_desc = vec![0; usize::from(nb_rxq)];
+        self.tx_desc = vec![0; usize::from(nb_txq)];
         self.rx_leases = (0..nb_rxq).map(|_| Arc::new(Lease)).collect();
         self.tx_leases = (0..nb_txq).map(|_| Arc::new(Lease)).collect();
         self.state = PortState::Stopped;
@@ -535,6 +542,7 @@ impl Port {
         }
         self.rxqs[qid as usize] = Some(q);
         self.rx_pools[qid as usize] = Some(pool.clone());
+        self.rx_desc[qid as usize] = nb_desc;
         Ok(())
     }
 
@@ -563,7 +571,22 @@ impl Port {
             return Err(PortError::NotSupported { port: self.id, op: "tx_burst", driver: self.driver.name.clone() });
         }
         self.txqs[qid as usize] = Some(q);
+        self.tx_desc[qid as usize] = nb_desc;
         Ok(())
+    }
+
+    /// RX queue `qid` as set up: its pool and descriptor count (`None`: not set up).
+    pub fn rxq_info(&self, qid: u16) -> Option<(Mempool, u16)> {
+        let i = usize::from(qid);
+        self.rxqs.get(i)?.as_ref()?;
+        Some((self.rx_pools.get(i)?.clone()?, self.rx_desc.get(i).copied().unwrap_or(0)))
+    }
+
+    /// TX queue `qid` as set up: its descriptor count (`None`: not set up).
+    pub fn txq_info(&self, qid: u16) -> Option<u16> {
+        let i = usize::from(qid);
+        self.txqs.get(i)?.as_ref()?;
+        self.tx_desc.get(i).copied()
     }
 
     /// Start the port (every configured queue must be set up).

@@ -2,7 +2,7 @@
 //! wrong command or argument yields a one-line reason followed by the usage.
 
 use super::params::{parse_txpkts, MODES};
-use super::{display, App};
+use super::{device_cmds, display, App};
 use ironpath_eal::{PortError, PortState};
 use std::time::{Duration, Instant};
 
@@ -93,6 +93,46 @@ pub const COMMANDS: &[CmdDoc] = &[
         usage: "port config all rxq|txq|rxd|txd N",
         help: "queue counts and sizes (applied at port start)",
     },
+    CmdDoc { words: "port config mtu", usage: "port config mtu PORT N", help: "set a port's MTU" },
+    CmdDoc { words: "mac_addr set", usage: "mac_addr set PORT aa:bb:cc:dd:ee:ff", help: "set a port's MAC address" },
+    CmdDoc {
+        words: "show rxq info",
+        usage: "show rxq info PORT QUEUE",
+        help: "an RX queue: mempool, state, descriptors",
+    },
+    CmdDoc {
+        words: "show txq info",
+        usage: "show txq info PORT QUEUE",
+        help: "a TX queue: state, descriptors, offloads",
+    },
+    CmdDoc {
+        words: "show device info",
+        usage: "show device info all|NAME",
+        help: "devices: bus, driver, arguments, port",
+    },
+    CmdDoc { words: "show config txpkts", usage: "show config txpkts", help: "segments of generated packets" },
+    CmdDoc {
+        words: "dump_mempool",
+        usage: "dump_mempool",
+        help: "every mempool: size, element size, caches, counters",
+    },
+    CmdDoc { words: "show mempool", usage: "show mempool", help: "the same as dump_mempool" },
+    CmdDoc {
+        words: "set eth-peer",
+        usage: "set eth-peer PORT aa:bb:cc:dd:ee:ff",
+        help: "destination MAC the mac and csum engines write for packets sent on PORT",
+    },
+    CmdDoc { words: "set nbport", usage: "set nbport N", help: "forward on the first N started ports" },
+    CmdDoc {
+        words: "set record-core-cycles",
+        usage: "set record-core-cycles on|off",
+        help: "count busy cycles per stream (CPU cycles/packet at stop)",
+    },
+    CmdDoc {
+        words: "set xstats-hide-zero",
+        usage: "set xstats-hide-zero on|off",
+        help: "show port xstats without zeros",
+    },
     CmdDoc {
         words: "monitor",
         usage: "monitor [SECS [COUNT]]",
@@ -144,6 +184,15 @@ pub const WORDS: &[&str] = &[
     "detach",
     "close",
     "reset",
+    "mtu",
+    "mac_addr",
+    "device",
+    "mempool",
+    "dump_mempool",
+    "eth-peer",
+    "nbport",
+    "record-core-cycles",
+    "xstats-hide-zero",
     "rxq",
     "txq",
     "rxd",
@@ -292,10 +341,37 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
         },
         "set" => out = set(app, &t)?,
         "port" => out = port(app, &t)?,
+        "mac_addr" => {
+            if arg(1) != Some("set") {
+                return Err(bad("mac_addr set", format!("`{}`: accepted set", arg(1).unwrap_or(""))));
+            }
+            let id = num("mac_addr set", arg(2), 0u16, u16::MAX)?;
+            let mac = arg(3).ok_or_else(|| bad("mac_addr set", "missing MAC address"))?;
+            no_more("mac_addr set", t.get(4..).unwrap_or(&[]))?;
+            out = device_cmds::mac_addr_set(app, id, mac)?;
+        }
+        "dump_mempool" => {
+            no_more("dump_mempool", &t[1..])?;
+            out = device_cmds::dump_mempools(app);
+        }
         _ => {
             let hint = ironpath_eal::loader::closest(
                 first,
-                ["start", "stop", "quit", "show", "clear", "set", "port", "help", "monitor", "pipeline", "trace"],
+                [
+                    "start",
+                    "stop",
+                    "quit",
+                    "show",
+                    "clear",
+                    "set",
+                    "port",
+                    "help",
+                    "monitor",
+                    "pipeline",
+                    "trace",
+                    "mac_addr",
+                    "dump_mempool",
+                ],
             )
             .map(|c| format!(" (did you mean `{c}`?)"))
             .unwrap_or_default();
@@ -371,6 +447,27 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
     let arg = |i: usize| t.get(i).copied();
     let mut out = String::new();
     match arg(1) {
+        Some(w @ ("rxq" | "txq")) => {
+            let words = if w == "rxq" { "show rxq info" } else { "show txq info" };
+            if arg(2) != Some("info") {
+                return Err(bad(words, "expected `info`"));
+            }
+            let id = num(words, arg(3), 0u16, u16::MAX)?;
+            let q = num(words, arg(4), 0u16, u16::MAX)?;
+            no_more(words, t.get(5..).unwrap_or(&[]))?;
+            out = if w == "rxq" { device_cmds::rxq_info(app, id, q)? } else { device_cmds::txq_info(app, id, q)? };
+        }
+        Some("device") => {
+            if arg(2) != Some("info") {
+                return Err(bad("show device info", "expected `info`"));
+            }
+            let which = arg(3).ok_or_else(|| bad("show device info", "missing `all` or a device name"))?;
+            out = device_cmds::device_info(app, which)?;
+        }
+        Some("mempool") => {
+            no_more("show mempool", &t[2..])?;
+            out = device_cmds::dump_mempools(app);
+        }
         Some("port") if arg(3) == Some("txq") => {
             let id = ports_arg(app, "show port txq", arg(2))?[0];
             no_more("show port txq", &t[4..])?;
@@ -430,7 +527,10 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
                     }
                     "stats" => out.push_str(&app.port_stats_text(id).map_err(|e| bad("show port", e))?),
                     "xstats" => {
-                        let x = app.eal.port(id).and_then(|p| p.xstats()).map_err(|e| bad("show port", e))?;
+                        let mut x = app.eal.port(id).and_then(|p| p.xstats()).map_err(|e| bad("show port", e))?;
+                        if app.xstats_hide_zero {
+                            x.retain(|(_, v)| *v != 0);
+                        }
                         out.push_str(&display::xstats(id, &x));
                     }
                     other => {
@@ -457,7 +557,7 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
                 out.push_str(&format!(
                     "  nb forwarding cores={} - nb forwarding ports={}\n",
                     app.fwd_lcores().len(),
-                    app.eal.ports().count()
+                    app.fwd_ports().len()
                 ));
                 for p in app.eal.ports() {
                     out.push_str(&format!(
@@ -475,7 +575,15 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
             }
             Some("fwd") => {
                 let fwd = app.fwd_lcores();
-                match super::runner::build_streams(&app.eal, &app.pool, app.p.topology, &fwd, None) {
+                match super::runner::build_streams(
+                    &app.eal,
+                    &app.pool,
+                    app.fwd_ports(),
+                    &app.peers,
+                    app.p.topology,
+                    &fwd,
+                    None,
+                ) {
                     Ok((_streams, infos)) => out.push_str(&app.fwd_config_text(&infos)),
                     Err(e) => {
                         if app.is_running() {
@@ -486,12 +594,37 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
                     }
                 }
             }
-            _ => return Err(bad("show config", "expected rxtx, cores or fwd")),
+            Some("txpkts") => out = device_cmds::config_txpkts(app),
+            _ => return Err(bad("show config", "expected rxtx, cores, fwd or txpkts")),
         },
-        _ => return Err(bad("show port", "expected `show port ...`, `show fwd stats all` or `show config ...`")),
+        _ => {
+            return Err(format!(
+                "Bad arguments: `{}`: accepted after `show`: port, fwd, config, rxq, txq, device, mempool, graph, \
+                 runtime, trace (help show: each one's usage)",
+                arg(1).unwrap_or("")
+            ))
+        }
     }
     Ok(out)
 }
+
+/// Every word `set` accepts.
+const SET_WORDS: &[&str] = &[
+    "fwd",
+    "burst",
+    "txpkts",
+    "nbcore",
+    "nbport",
+    "promisc",
+    "verbose",
+    "eth-peer",
+    "record-core-cycles",
+    "xstats-hide-zero",
+    "port",
+    "gro",
+    "txcoalesce",
+    "txcompletion",
+];
 
 fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
     let arg = |i: usize| t.get(i).copied();
@@ -601,6 +734,42 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
                 app.eal.port_mut(id).and_then(|p| p.set_promiscuous(on)).map_err(|e| bad("set promisc", e))?;
             }
         }
+        Some("eth-peer") => {
+            let id = num("set eth-peer", arg(2), 0u16, u16::MAX)?;
+            let mac = arg(3).ok_or_else(|| bad("set eth-peer", "missing MAC address"))?;
+            no_more("set eth-peer", t.get(4..).unwrap_or(&[]))?;
+            app.eal.port(id).map_err(|_| format!("Invalid port {id}"))?;
+            let m = device_cmds::parse_mac(mac).ok_or_else(|| format!("Error: Invalid ethernet address: {mac}"))?;
+            if app.is_running() {
+                return Err(bad("set eth-peer", "stop forwarding first"));
+            }
+            app.peers.insert(id, m);
+        }
+        Some("nbport") => {
+            let n = num("set nbport", arg(2), 0usize, usize::from(u16::MAX))?;
+            no_more("set nbport", &t[3..])?;
+            if app.is_running() {
+                return Err(bad("set nbport", "stop forwarding first"));
+            }
+            app.nb_fwd_ports = Some(n);
+            out = format!("Number of forwarding ports set to {n}\n");
+        }
+        Some(w @ ("record-core-cycles" | "xstats-hide-zero")) => {
+            let words = if w == "record-core-cycles" { "set record-core-cycles" } else { "set xstats-hide-zero" };
+            let on = match arg(2) {
+                Some("on") => true,
+                Some("off") => false,
+                _ => return Err(bad(words, "expected on or off")),
+            };
+            no_more(words, &t[3..])?;
+            if w == "xstats-hide-zero" {
+                app.xstats_hide_zero = on;
+            } else if app.is_running() {
+                return Err(bad(words, "stop forwarding first"));
+            } else {
+                app.p.record_core_cycles = on;
+            }
+        }
         Some("verbose") => {
             let new = num("set verbose", arg(2), 0u32, 10)?;
             out = format!("Change verbose level from {} to {new}\n", app.verbose);
@@ -609,7 +778,13 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
                 out.push_str("(applies at the next start)\n");
             }
         }
-        _ => return Err(bad("set fwd", "expected fwd, burst, txpkts, nbcore, promisc or verbose after `set`")),
+        _ => {
+            return Err(format!(
+                "Bad arguments: `{}`: accepted after `set`: {} (help set: each one's usage)",
+                arg(1).unwrap_or(""),
+                SET_WORDS.join(", ")
+            ))
+        }
     }
     Ok(out)
 }
@@ -715,6 +890,12 @@ fn port(app: &mut App, t: &[&str]) -> Result<String, String> {
                 "Removing a device...\nPort {id} is detached. Now total ports is {}\nDone\n",
                 app.eal.ports().count()
             );
+        }
+        Some("config") if arg(2) == Some("mtu") => {
+            let id = num("port config mtu", arg(3), 0u16, u16::MAX)?;
+            let mtu = num("port config mtu", arg(4), 0u16, u16::MAX)?;
+            no_more("port config mtu", t.get(5..).unwrap_or(&[]))?;
+            out = device_cmds::port_mtu(app, id, mtu)?;
         }
         Some("config") => {
             if arg(2) != Some("all") {

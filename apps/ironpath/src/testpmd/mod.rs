@@ -2,6 +2,7 @@
 //! ironpath ports. The shell state lives in [`App`]; each command is a method.
 
 pub mod commands;
+pub mod device_cmds;
 pub mod display;
 pub mod engine;
 pub mod fwd;
@@ -48,6 +49,12 @@ pub struct App {
     pub txcompletion: ironpath_eal::Completion,
     /// The pipeline `pipeline load` started.
     pub pipeline: Option<crate::pipeline::PipelineRun>,
+    /// `set eth-peer PORT MAC`: destination MACs of the mac/csum engines.
+    pub peers: HashMap<u16, [u8; 6]>,
+    /// `set nbport N`: forward on the first N started ports (`None`: all).
+    pub nb_fwd_ports: Option<usize>,
+    /// `set xstats-hide-zero on|off`.
+    pub xstats_hide_zero: bool,
     pin: bool,
 }
 
@@ -120,6 +127,9 @@ impl App {
             txcoalesce: 1,
             txcompletion: ironpath_eal::Completion::Immediate,
             pipeline: None,
+            peers: HashMap::new(),
+            nb_fwd_ports: None,
+            xstats_hide_zero: false,
             pin,
         };
         for d in &eal_args.vdevs {
@@ -144,6 +154,17 @@ impl App {
         }
         let graph = self.pipeline.as_ref().map(|r| r.info.clone());
         crate::telemetry::Figures::collect("ironpath testpmd", params, &self.eal, &ports, &pools, graph)
+    }
+
+    /// The ports streams are built on: the started ones, the first `set nbport` of them.
+    pub fn fwd_ports(&self) -> Vec<u16> {
+        let started = self.eal.ports().filter(|p| p.state() == PortState::Started).map(|p| p.id());
+        started.take(self.nb_fwd_ports.unwrap_or(usize::MAX)).collect()
+    }
+
+    /// The destination MAC the mac engine writes for TX port `p`.
+    pub fn peer_mac(&self, p: u16) -> [u8; 6] {
+        self.peers.get(&p).copied().unwrap_or_else(|| runner::default_peer_mac(p))
     }
 
     /// Forwarding lcores in use (`nb_cores` of the lcores after the main one).
@@ -231,8 +252,15 @@ impl App {
         }
         let engine = engine::engine(&self.p.forward_mode).ok_or("unknown forwarding mode")?;
         let fwd = self.fwd_lcores();
-        let (mut streams, infos) =
-            runner::build_streams(&self.eal, &self.pool, self.p.topology, &fwd, self.tx_batch_config())?;
+        let (mut streams, infos) = runner::build_streams(
+            &self.eal,
+            &self.pool,
+            self.fwd_ports(),
+            &self.peers,
+            self.p.topology,
+            &fwd,
+            self.tx_batch_config(),
+        )?;
         for (_, s) in streams.iter_mut() {
             if self.gro.ports.contains(&s.rx.port) {
                 s.gro = Some(gro::StreamGro::new(&self.gro));
@@ -363,7 +391,7 @@ impl App {
 
     /// `show config fwd` and the `start` banner.
     pub fn fwd_config_text(&self, infos: &[StreamInfo]) -> String {
-        let ports = self.eal.ports().count();
+        let ports = self.fwd_ports().len();
         let cores = self.fwd_lcores();
         let mut o = format!(
             "{}{} packet forwarding - ports={} - cores={} - streams={} - NUMA support disabled, MP allocation mode: native\n",
@@ -386,7 +414,7 @@ impl App {
                     s.rx_queue,
                     s.tx_port,
                     s.tx_queue,
-                    display::mac(&runner::default_peer_mac(s.tx_port))
+                    display::mac(&self.peer_mac(s.tx_port))
                 ));
             }
         }

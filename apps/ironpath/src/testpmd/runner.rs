@@ -60,15 +60,16 @@ pub fn default_peer_mac(p: u16) -> [u8; 6] {
 
 /// Take queue handles from every started port and build the streams: one per (port,
 /// RX queue), TX queue = RX queue modulo the peer's TX queue count.
+#[allow(clippy::too_many_arguments)]
 pub fn build_streams(
     eal: &Eal,
     pool: &Mempool,
+    ports: Vec<u16>,
+    peers: &std::collections::HashMap<u16, [u8; 6]>,
     topology: Topology,
     fwd_lcores: &[u32],
     batch: Option<ironpath_eal::TxBatchConfig>,
 ) -> Result<(Placed, Vec<StreamInfo>), String> {
-    let ports: Vec<u16> =
-        eal.ports().filter(|p| p.state() == ironpath_eal::PortState::Started).map(|p| p.id()).collect();
     if ports.is_empty() {
         return Err("no started port to forward on (port start all)".into());
     }
@@ -120,7 +121,7 @@ pub fn build_streams(
                     rx,
                     tx,
                     tx_mac: tport.mac().unwrap_or([2, 0, 0, 0, 0, tp as u8]),
-                    peer_mac: default_peer_mac(tp),
+                    peer_mac: peers.get(&tp).copied().unwrap_or_else(|| default_peer_mac(tp)),
                     pool: pool.clone(),
                     stats,
                     template: Vec::new(),

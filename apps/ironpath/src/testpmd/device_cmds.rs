@@ -1,0 +1,198 @@
+//! The shell's device commands with DPDK 22.11 testpmd's syntax and output:
+//! `port config mtu`, `mac_addr set`, `show rxq|txq info`, `show device info`,
+//! `show config txpkts`, `dump_mempool` / `show mempool`, and the `set` words
+//! `eth-peer`, `nbport`, `record-core-cycles` and `xstats-hide-zero`.
+//!
+//! DPDK's texts for the same commands, recorded once with net_null and net_ring
+//! ports, are quoted next to each.
+
+use super::display;
+use super::App;
+use ironpath_eal::{Mempool, PortError};
+use std::fmt::Write;
+
+/// A negative errno, as DPDK prints it in `diag=`.
+fn diag(e: &PortError) -> i32 {
+    match e {
+        PortError::Errno { err, .. } => -err.raw_os_error().unwrap_or(5),
+        PortError::NotSupported { .. } => -95,
+        _ => -22,
+    }
+}
+
+/// A MAC address `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in m.iter_mut() {
+        let p = parts.next()?;
+        if p.is_empty() || p.len() > 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
+
+/// `port config mtu PORT N`. DPDK: `MTU (10) < device min MTU (46) for port_id 0`;
+/// on net_ring `Set MTU failed. diag=-95`; nothing on success.
+pub fn port_mtu(app: &mut App, port: u16, mtu: u16) -> Result<String, String> {
+    let p = app.eal.port_mut(port).map_err(|_| format!("Invalid port {port}"))?;
+    if let Ok(i) = p.dev_info() {
+        if mtu < i.min_mtu {
+            return Err(format!("MTU ({mtu}) < device min MTU ({}) for port_id {port}", i.min_mtu));
+        }
+        if i.max_mtu > 0 && mtu > i.max_mtu {
+            return Err(format!("MTU ({mtu}) > device max MTU ({}) for port_id {port}", i.max_mtu));
+        }
+    }
+    p.set_mtu(mtu).map(|()| String::new()).map_err(|e| format!("Set MTU failed. diag={} ({e})", diag(&e)))
+}
+
+/// `mac_addr set PORT MAC`. DPDK: nothing on success; `mac_addr_cmd error:
+/// (Operation not supported)` where the driver cannot.
+pub fn mac_addr_set(app: &mut App, port: u16, mac: &str) -> Result<String, String> {
+    let m = parse_mac(mac).ok_or_else(|| format!("Error: Invalid ethernet address: {mac}"))?;
+    let p = app.eal.port_mut(port).map_err(|_| format!("Invalid port {port}"))?;
+    p.set_mac(m).map(|()| String::new()).map_err(|e| {
+        let why = match &e {
+            PortError::Errno { err, .. } => err.to_string(),
+            _ => "Operation not supported".into(),
+        };
+        format!("mac_addr_cmd error: ({why})")
+    })
+}
+
+/// `show rxq info PORT QUEUE`, DPDK's layout:
+/// `********************* Infos for port 0 , RX queue 0  *********************`,
+/// then `Mempool: NAME`, ..., `Number of RXDs: N`.
+pub fn rxq_info(app: &App, port: u16, q: u16) -> Result<String, String> {
+    let p = app.eal.port(port).map_err(|_| format!("Invalid port {port}"))?;
+    let Some((pool, desc)) = p.rxq_info(q) else {
+        return Err(format!(
+            "Failed to retrieve information for port: {port}, RX queue: {q}\nerror desc: Invalid argument(-22)"
+        ));
+    };
+    let started = p.state() == ironpath_eal::PortState::Started;
+    let mut o = String::new();
+    let _ = writeln!(o, "\n********************* Infos for port {port} , RX queue {q}  *********************");
+    let _ = writeln!(o, "Mempool: {}", pool.name());
+    let _ = writeln!(o, "Rx queue state: {}", if started { "started" } else { "stopped" });
+    let _ = writeln!(o, "Number of RXDs: {desc}");
+    Ok(o)
+}
+
+/// `show txq info PORT QUEUE`, DPDK's layout (`Number of TXDs: N`).
+pub fn txq_info(app: &App, port: u16, q: u16) -> Result<String, String> {
+    let p = app.eal.port(port).map_err(|_| format!("Invalid port {port}"))?;
+    let Some(desc) = p.txq_info(q) else {
+        return Err(format!(
+            "Failed to retrieve information for port: {port}, TX queue: {q}\nerror desc: Invalid argument(-22)"
+        ));
+    };
+    let started = p.state() == ironpath_eal::PortState::Started;
+    let mut o = String::new();
+    let _ = writeln!(o, "\n********************* Infos for port {port} , TX queue {q}  *********************");
+    let _ = writeln!(o, "Tx queue state: {}", if started { "started" } else { "stopped" });
+    let _ = writeln!(o, "Number of TXDs: {desc}");
+    let _ = writeln!(o, "TX offloads=0x{:x}", p.dev_info().map(|i| i.tx_offload_capa).unwrap_or(0));
+    Ok(o)
+}
+
+/// `show device info all|NAME`. DPDK:
+/// ```text
+/// ********************* Infos for device net_null0 *********************
+/// Bus name: vdev
+/// Bus information:
+/// Driver name: net_null
+/// Devargs:
+/// Connect to socket: 0
+///
+///     Port id: 0
+///     MAC address: 02:00:00:00:00:07
+///     Device name: net_null0
+///     Device speed capability: Autonegotiate (all speeds)
+/// ```
+pub fn device_info(app: &App, which: &str) -> Result<String, String> {
+    let mut o = String::new();
+    let mut found = false;
+    for p in app.eal.ports() {
+        let i = p.info();
+        if which != "all" && which != i.name {
+            continue;
+        }
+        found = true;
+        let pci = ironpath_eal::pci::parse_addr(&i.name).is_some();
+        let args = i.devargs.split_once(',').map_or("", |(_, a)| a);
+        let _ = writeln!(o, "\n********************* Infos for device {} *********************", i.name);
+        let _ = writeln!(o, "Bus name: {}", if pci { "pci" } else { "vdev" });
+        let _ = writeln!(o, "Bus information: {}", if pci { i.name.as_str() } else { "" });
+        let _ = writeln!(o, "Driver name: {}", i.driver);
+        let _ = writeln!(o, "Devargs: {args}");
+        let _ = writeln!(o, "Connect to socket: 0\n");
+        let _ = writeln!(o, "\tPort id: {} ", i.id);
+        let _ = writeln!(o, "\tMAC address: {}", i.mac.as_ref().map(display::mac).unwrap_or_else(|| "n/a".into()));
+        let _ = writeln!(o, "\tDevice name: {}", i.name);
+        let _ = writeln!(o, "\tDevice plugin: {}", i.plugin.display());
+    }
+    if found {
+        Ok(o)
+    } else {
+        Err(format!(
+            "Invalid device: {which} (devices: all, {})",
+            app.eal.ports().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+        ))
+    }
+}
+
+/// `show config txpkts`. DPDK: `Number of segments: 2\nSegment sizes: 64,64\nSplit
+/// packet: off`.
+pub fn config_txpkts(app: &App) -> String {
+    let sizes: Vec<String> = app.p.txpkts.iter().map(u16::to_string).collect();
+    format!("Number of segments: {}\nSegment sizes: {}\nSplit packet: off\n", app.p.txpkts.len(), sizes.join(","))
+}
+
+/// `dump_mempool` / `show mempool`: every pool in DPDK's `rte_mempool_dump`
+/// layout (`mempool <mb_pool_0>@0x...`, `size=`, `elt_size=`, cache infos,
+/// `common_pool_count=`), with ironpath's own counters after it.
+pub fn dump_mempools(app: &App) -> String {
+    let mut pools: Vec<(String, Mempool)> = vec![(app.pool.name().to_string(), app.pool.clone())];
+    if let Some(run) = &app.pipeline {
+        pools.extend(run.pools().iter().cloned());
+    }
+    let mut o = String::new();
+    for (name, m) in pools {
+        let s = m.stats();
+        let (base, iova, len) = m.region();
+        let _ = writeln!(o, "mempool <{name}>@{base:p}");
+        let _ = writeln!(o, "  iova=0x{iova:x}");
+        let _ = writeln!(o, "  memory={} ({} bytes)", m.mem_kind(), len);
+        let _ = writeln!(o, "  size={}", s.size);
+        let _ = writeln!(o, "  populated_size={}", s.size);
+        let _ = writeln!(o, "  elt_size={}", m.elt_size());
+        let _ = writeln!(o, "  data_room={}", m.data_room());
+        let _ = writeln!(o, "  ops_name: <ironpath_mpmc>");
+        let _ = writeln!(o, "  internal cache infos:");
+        let _ = writeln!(o, "    cache_size={}", m.cache_size());
+        let _ = writeln!(o, "    total_cache_count={}", s.in_caches);
+        let _ = writeln!(o, "  common_pool_count={}", s.available.saturating_sub(s.in_caches));
+        let _ = writeln!(o, "  in_use={}", s.in_use);
+        let _ = writeln!(o, "  get_fails={}", s.get_fails);
+        let _ = writeln!(o, "  cache_hits={} cache_misses={}", s.cache_hits, s.cache_misses);
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_mac;
+
+    #[test]
+    fn macs() {
+        assert_eq!(parse_mac("02:00:00:00:00:0a"), Some([2, 0, 0, 0, 0, 10]));
+        assert_eq!(parse_mac("zz"), None);
+        assert_eq!(parse_mac("02:00:00:00:00"), None);
+        assert_eq!(parse_mac("02:00:00:00:00:00:01"), None);
+        assert_eq!(parse_mac("002:00:00:00:00:00"), None);
+    }
+}
