@@ -282,3 +282,50 @@ fn two_queue_pairs_with_fanout_count_every_packet_root() {
     let got = num_after(&out, "NIC statistics for port 0", "RX-packets:");
     assert_eq!(got, 128, "{out}");
 }
+
+/// The kernel does what the shell asks of an af_packet port: `set allmulti` is the
+/// interface's ALLMULTI flag, `set link-down|link-up` its UP flag, `mac_addr add`
+/// a unicast filter (a veth has no filter table: the kernel turns promiscuous),
+/// `port config mtu` its MTU.
+#[test]
+fn allmulti_link_mac_and_mtu_go_through_the_kernel_root() {
+    if !common::ready(&[]) {
+        return;
+    }
+    let v = Veth::new("m", 12);
+    let flags = || sh(&format!("ip -d link show dev {}", v.port));
+    let before = flags();
+    assert!(!before.contains("ALLMULTI"), "{before}");
+    let mut t = Testpmd::start(&v.port, "");
+    let step = |t: &mut Testpmd, cmd: &str| {
+        t.cmd(cmd);
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    step(&mut t, "set allmulti 0 on");
+    let on = flags();
+    step(&mut t, "set allmulti 0 off");
+    let off = flags();
+    step(&mut t, "set link-down port 0");
+    let down = flags();
+    step(&mut t, "set link-up port 0");
+    let up = flags();
+    step(&mut t, "port stop 0");
+    step(&mut t, "port config mtu 0 1400");
+    let mtu = flags();
+    step(&mut t, "port start 0");
+    step(&mut t, "mac_addr add 0 02:00:00:00:12:34");
+    let added = flags();
+    step(&mut t, "mac_addr remove 0 02:00:00:00:12:34");
+    let removed = flags();
+    let out = t.finish();
+    assert!(on.contains("ALLMULTI"), "{on}\n{out}");
+    assert!(!off.contains("ALLMULTI"), "{off}\n{out}");
+    assert!(!down.contains(",UP") && !down.contains("<UP"), "{down}\n{out}");
+    assert!(up.contains("UP"), "{up}\n{out}");
+    assert!(mtu.contains("mtu 1400"), "{mtu}\n{out}");
+    let promiscuity = |s: &str| -> u32 {
+        s.split("promiscuity ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap()
+    };
+    assert!(promiscuity(&added) > promiscuity(&removed), "added:\n{added}\nremoved:\n{removed}\n{out}");
+    assert!(!out.contains("error"), "{out}");
+}

@@ -502,3 +502,47 @@ fn device_commands_answer_as_dpdk() {
     let block: Vec<&str> = s[x..].lines().skip(1).take_while(|l| !l.starts_with("testpmd>")).collect();
     assert!(!block.is_empty() && block.iter().all(|l| !l.trim_end().ends_with(": 0")), "{block:?}");
 }
+
+/// `set allmulti`, `mac_addr add|remove` and `set link-up|link-down` (ABI 1.5) on
+/// net_null's soft state. DPDK's texts (net_null, recorded once):
+///
+/// ```text
+/// testpmd> set allmulti all off
+/// Error during disabling all-multicast mode for port 0: Operation not supported
+/// testpmd> mac_addr add 0 02:00:00:00:00:08
+/// mac_addr_cmd error: (Operation not supported)
+/// testpmd> set link-up port 9
+/// Invalid port_id=9
+///
+/// Set link up fail.
+/// ```
+/// (DPDK's net_null has none of them; ours keeps them in software, silent on
+/// success as DPDK is with a driver that has them.)
+#[test]
+fn allmulti_mac_add_and_link_state() {
+    let o = testpmd(
+        NULL2,
+        "set allmulti 0 off\nshow port info 0\nset allmulti all on\nshow port info 1\nmac_addr add 0 02:00:00:00:00:08\n\
+         mac_addr remove 0 02:00:00:00:00:08\nmac_addr add 0 01:00:5e:00:00:01\nset link-down port 0\n\
+         show port summary all\nset link-up port 0\nshow port summary 0\nset link-up port 9\nquit\n",
+    );
+    let s = &o.stdout;
+    assert_eq!(o.code, 0, "{s}{}", o.stderr);
+    let expect = [
+        "testpmd> set allmulti 0 off\ntestpmd> show port info 0\n",
+        "Allmulticast mode: disabled\n",
+        "testpmd> set allmulti all on\ntestpmd> show port info 1\n",
+        "Allmulticast mode: enabled\n",
+        "testpmd> mac_addr add 0 02:00:00:00:00:08\ntestpmd> mac_addr remove 0 02:00:00:00:00:08\ntestpmd> ",
+        "mac_addr_cmd error: (Invalid argument: an added MAC address must be unicast and not zero)\n",
+        "net_null0    net_null       down     ",
+        "net_null1    net_null       up       ",
+        "net_null0    net_null       up       ",
+        "testpmd> set link-up port 9\nInvalid port_id=9\n\nSet link up fail.\n",
+    ];
+    let mut at = 0;
+    for e in expect {
+        let i = s[at..].find(e).unwrap_or_else(|| panic!("`{e}` not found (in order) in:\n{}", &s[at..]));
+        at += i + e.len();
+    }
+}

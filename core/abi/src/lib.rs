@@ -38,7 +38,11 @@ pub const ABI_MAJOR: u16 = 1;
 ///   buffers, host memory a packet points to without a copy (TSO payloads).
 /// * 1.4: [`PmdEntry::check_args`]: device arguments checked without creating a
 ///   device (`ironpath check`).
-pub const ABI_MINOR: u16 = 4;
+/// * 1.5: [`DevOps::allmulticast_set`], [`DevOps::allmulticast_get`],
+///   [`DevOps::mac_addr_add`], [`DevOps::mac_addr_remove`] and
+///   [`DevOps::dev_set_link`] (testpmd's `set allmulti`, `mac_addr add|remove`,
+///   `set link-up|link-down`).
+pub const ABI_MINOR: u16 = 5;
 /// Name of the one symbol every plugin exports: `extern "C" fn() -> *const PmdEntry`.
 pub const ENTRY_SYMBOL: &str = "ironpath_pmd_entry";
 /// The entry symbol as a NUL-terminated byte string (for `dlsym`).
@@ -513,6 +517,17 @@ pub struct DevOps {
     /// sending (or has finished but the driver has not yet freed). Called on the
     /// queue's thread. NULL: always 0.
     pub tx_inflight: Option<unsafe extern "C" fn(q: *mut c_void) -> i32>,
+    // ---- 1.5 ----
+    /// (1.5) All-multicast reception on (1) or off (0).
+    pub allmulticast_set: Option<unsafe extern "C" fn(dev: *mut c_void, on: u8) -> i32>,
+    /// (1.5) 1 if all-multicast reception is on, 0 if off, or a negative errno.
+    pub allmulticast_get: Option<unsafe extern "C" fn(dev: *mut c_void) -> i32>,
+    /// (1.5) Also receive frames sent to unicast address `mac`.
+    pub mac_addr_add: Option<unsafe extern "C" fn(dev: *mut c_void, mac: *const [u8; 6]) -> i32>,
+    /// (1.5) Stop receiving for an address `mac_addr_add` added.
+    pub mac_addr_remove: Option<unsafe extern "C" fn(dev: *mut c_void, mac: *const [u8; 6]) -> i32>,
+    /// (1.5) Bring the link up (1) or down (0) administratively.
+    pub dev_set_link: Option<unsafe extern "C" fn(dev: *mut c_void, up: u8) -> i32>,
 }
 
 // SAFETY: `Mempool` is an immutable description after creation; the raw pointers it
@@ -577,7 +592,7 @@ const _: () = {
     assert!(offset_of!(PmdEntry, check_args) == 64);
     assert!(size_of::<PmdEntry>() == 72);
     assert!(size_of::<PciId>() == 4);
-    assert!(size_of::<DevOps>() == 8 + 23 * 8);
+    assert!(size_of::<DevOps>() == 8 + 28 * 8);
 };
 
 /// Constant helper: the [`PmdEntry`] header fields for this ABI version.
@@ -604,6 +619,8 @@ pub mod errno {
     pub const ENOMEM: i32 = 12;
     /// Device or resource busy.
     pub const EBUSY: i32 = 16;
+    /// No space left (an address table is full).
+    pub const ENOSPC: i32 = 28;
     /// Already exists.
     pub const EEXIST: i32 = 17;
     /// Invalid argument.

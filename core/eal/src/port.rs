@@ -246,6 +246,8 @@ pub struct PortInfo {
     pub mac: Option<[u8; 6]>,
     /// Promiscuous mode, if known.
     pub promisc: Option<bool>,
+    /// All-multicast mode, if known.
+    pub allmulti: Option<bool>,
 }
 
 fn errno_err(port: PortId, op: &'static str, rc: i32) -> PortError {
@@ -835,6 +837,61 @@ impl Port {
         Ok(rc != 0)
     }
 
+    /// All-multicast mode on or off (ABI 1.5).
+    pub fn set_allmulticast(&mut self, on: bool) -> Result<(), PortError> {
+        let f = op!(self, allmulticast_set, "allmulticast_set");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev, u8::from(on)) };
+        if rc < 0 {
+            return Err(self.fail("allmulticast_set", rc));
+        }
+        Ok(())
+    }
+
+    /// All-multicast mode (ABI 1.5).
+    pub fn allmulticast(&self) -> Result<bool, PortError> {
+        let f = op!(self, allmulticast_get, "allmulticast_get");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev) };
+        if rc < 0 {
+            return Err(self.fail("allmulticast_get", rc));
+        }
+        Ok(rc != 0)
+    }
+
+    /// Also receive for unicast `mac` (ABI 1.5).
+    pub fn add_mac(&mut self, mac: [u8; 6]) -> Result<(), PortError> {
+        let f = op!(self, mac_addr_add, "mac_addr_add");
+        // SAFETY: live device; `mac` outlives the call.
+        let rc = unsafe { f(self.dev, &mac) };
+        if rc < 0 {
+            return Err(self.fail("mac_addr_add", rc));
+        }
+        Ok(())
+    }
+
+    /// Stop receiving for an added `mac` (ABI 1.5).
+    pub fn remove_mac(&mut self, mac: [u8; 6]) -> Result<(), PortError> {
+        let f = op!(self, mac_addr_remove, "mac_addr_remove");
+        // SAFETY: live device; `mac` outlives the call.
+        let rc = unsafe { f(self.dev, &mac) };
+        if rc < 0 {
+            return Err(self.fail("mac_addr_remove", rc));
+        }
+        Ok(())
+    }
+
+    /// Bring the link up or down administratively (ABI 1.5).
+    pub fn set_link(&mut self, up: bool) -> Result<(), PortError> {
+        let f = op!(self, dev_set_link, "dev_set_link");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev, u8::from(up)) };
+        if rc < 0 {
+            return Err(self.fail("dev_set_link", rc));
+        }
+        Ok(())
+    }
+
     /// Everything about the port, for `show port info`.
     pub fn info(&self) -> PortInfo {
         PortInfo {
@@ -849,6 +906,7 @@ impl Port {
             nb_txq: self.nb_txq(),
             mac: self.mac().ok(),
             promisc: self.promiscuous().ok(),
+            allmulti: self.allmulticast().ok(),
         }
     }
 }

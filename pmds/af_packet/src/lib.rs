@@ -551,6 +551,40 @@ impl Pmd for AfPacket {
     fn promiscuous(&self) -> Result<bool, PmdError> {
         Ok(self.promisc || sys::iface_flags(&self.iface).is_ok_and(|f| f & libc::IFF_PROMISC != 0))
     }
+
+    /// The kernel interface's `IFF_ALLMULTI`.
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        sys::set_iface_flag(&self.iface, libc::IFF_ALLMULTI, on).map_err(|e| self.os_err("SIOCSIFFLAGS", e))
+    }
+
+    fn allmulticast(&self) -> Result<bool, PmdError> {
+        sys::iface_flags(&self.iface).map(|f| f & libc::IFF_ALLMULTI != 0).map_err(|e| self.os_err("SIOCGIFFLAGS", e))
+    }
+
+    /// A unicast filter on the interface (PACKET_MR_UNICAST), held by the first
+    /// RX socket: the kernel's device receives frames for `mac` too.
+    fn add_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        let fd = self
+            .drops
+            .first()
+            .map(|(fd, _)| fd.clone())
+            .ok_or_else(|| PmdError::invalid("set up an RX queue first"))?;
+        sys::unicast(&fd, self.ifindex, mac, true).map_err(|e| self.os_err("PACKET_MR_UNICAST", e))
+    }
+
+    fn remove_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        let fd = self
+            .drops
+            .first()
+            .map(|(fd, _)| fd.clone())
+            .ok_or_else(|| PmdError::invalid("set up an RX queue first"))?;
+        sys::unicast(&fd, self.ifindex, mac, false).map_err(|e| self.os_err("PACKET_MR_UNICAST", e))
+    }
+
+    /// The kernel interface's `IFF_UP` (`ip link set IFACE up|down`).
+    fn set_link(&mut self, up: bool) -> Result<(), PmdError> {
+        sys::set_iface_flag(&self.iface, libc::IFF_UP, up).map_err(|e| self.os_err("SIOCSIFFLAGS", e))
+    }
 }
 
 impl AfPacket {

@@ -259,6 +259,19 @@ pub fn take_drops(fd: &Fd) -> Result<u64> {
     Ok(u64::from(st.tp_drops))
 }
 
+/// Add or drop a unicast address filter on the interface (the kernel receives
+/// frames for `mac` too), held by the socket `fd`.
+pub fn unicast(fd: &Fd, ifindex: i32, mac: [u8; 6], on: bool) -> Result<()> {
+    // SAFETY: zeroed packet_mreq is valid.
+    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mr.mr_ifindex = ifindex;
+    mr.mr_type = libc::PACKET_MR_UNICAST as u16;
+    mr.mr_alen = 6;
+    mr.mr_address[..6].copy_from_slice(&mac);
+    let opt = if on { libc::PACKET_ADD_MEMBERSHIP } else { libc::PACKET_DROP_MEMBERSHIP };
+    set_struct(fd, opt, &mr)
+}
+
 /// Add or drop a promiscuous membership on the interface.
 pub fn promisc(fd: &Fd, ifindex: i32, on: bool) -> Result<()> {
     // SAFETY: zeroed packet_mreq is valid.
@@ -319,6 +332,19 @@ pub fn iface_flags(name: &str) -> Result<i32> {
     ioctl(libc::SIOCGIFFLAGS, &mut r)?;
     // SAFETY: SIOCGIFFLAGS fills the `ifru_flags` member.
     Ok(i32::from(unsafe { r.ifr_ifru.ifru_flags }))
+}
+
+/// Set (`on`) or clear one `IFF_*` flag of the interface (`IFF_UP`,
+/// `IFF_ALLMULTI`), the others unchanged.
+pub fn set_iface_flag(name: &str, flag: i32, on: bool) -> Result<()> {
+    let mut r = ifreq(name)?;
+    ioctl(libc::SIOCGIFFLAGS, &mut r)?;
+    // SAFETY: SIOCGIFFLAGS filled the `ifru_flags` member; we write it back changed.
+    unsafe {
+        let f = i32::from(r.ifr_ifru.ifru_flags);
+        r.ifr_ifru.ifru_flags = (if on { f | flag } else { f & !flag }) as libc::c_short;
+    }
+    ioctl(libc::SIOCSIFFLAGS, &mut r)
 }
 
 /// Whether the interface is up and running (carrier).

@@ -57,6 +57,8 @@ pub struct E1000 {
     mtu: u16,
     promisc: bool,
     allmulti: bool,
+    /// Receive-address registers 1..=15 (`mac_addr add`); 0 holds `mac`.
+    extra_macs: [Option<[u8; 6]>; 15],
     started: bool,
     port_id: u16,
     rx_free_thresh: u16,
@@ -162,6 +164,7 @@ impl Pmd for E1000 {
             mtu: MAX_MTU,
             promisc,
             allmulti,
+            extra_macs: [None; 15],
             started: false,
             port_id: u16::MAX,
             rx_free_thresh,
@@ -298,6 +301,62 @@ impl Pmd for E1000 {
 
     fn promiscuous(&self) -> Result<bool, PmdError> {
         Ok(self.promisc)
+    }
+
+    /// RCTL.MPE (kept on while promiscuous).
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        if on != self.allmulti {
+            self.allmulti = on;
+            if self.started {
+                self.nic.regs.write(RCTL, self.rctl(true));
+            }
+        }
+        Ok(())
+    }
+
+    fn allmulticast(&self) -> Result<bool, PmdError> {
+        Ok(self.allmulti)
+    }
+
+    /// A free receive-address register RAL/RAH 1..=15, marked valid.
+    fn add_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        if mac[0] & 1 != 0 || mac == [0; 6] {
+            return Err(PmdError::invalid("an added MAC address must be unicast and not zero"));
+        }
+        if mac == self.mac || self.extra_macs.contains(&Some(mac)) {
+            return Ok(());
+        }
+        let Some(i) = self.extra_macs.iter().position(Option::is_none) else {
+            return Err(PmdError::new(errno::ENOSPC, "all 16 receive-address registers are in use"));
+        };
+        let (ral, rah) = ra_from_mac(mac);
+        let r = &self.nic.regs;
+        let n = 8 * (i + 1);
+        r.write(RAH0 + n, 0);
+        r.write(RAL0 + n, ral);
+        r.write(RAH0 + n, rah);
+        self.extra_macs[i] = Some(mac);
+        Ok(())
+    }
+
+    /// Clears the address's register (RAH.AV off).
+    fn remove_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        if mac == self.mac {
+            return Err(PmdError::invalid("the port's own address cannot be removed (mac_addr set replaces it)"));
+        }
+        if let Some(i) = self.extra_macs.iter().position(|m| *m == Some(mac)) {
+            self.nic.regs.write(RAH0 + 8 * (i + 1), 0);
+            self.extra_macs[i] = None;
+        }
+        Ok(())
+    }
+
+    /// CTRL.SLU (set link up): cleared, the MAC drops the link.
+    fn set_link(&mut self, up: bool) -> Result<(), PmdError> {
+        let r = &self.nic.regs;
+        let c = r.read(CTRL);
+        r.write(CTRL, if up { c | CTRL_SLU } else { c & !CTRL_SLU });
+        Ok(())
     }
 }
 

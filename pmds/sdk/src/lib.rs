@@ -261,13 +261,23 @@ pub struct SoftState {
     pub max_mtu: u16,
     /// Promiscuous mode.
     pub promisc: bool,
+    /// All-multicast mode.
+    pub allmulti: bool,
+    /// Further unicast addresses (`mac_addr add`), at most [`SoftState::MAX_MACS`] - 1.
+    pub macs: Vec<[u8; 6]>,
+    /// Link brought down administratively (`set link-down`).
+    pub link_down: bool,
 }
 
 impl SoftState {
     /// MTU 1500 (68..=`max_mtu`), promiscuous, with `mac`.
     pub fn new(mac: [u8; 6], max_mtu: u16) -> Self {
-        Self { mac, mtu: 1500, min_mtu: 68, max_mtu, promisc: true }
+        Self { mac, mtu: 1500, min_mtu: 68, max_mtu, promisc: true, allmulti: true, macs: Vec::new(), link_down: false }
     }
+
+    /// Addresses a port answers to, the primary one included (as a NIC's 16
+    /// receive-address registers).
+    pub const MAX_MACS: usize = 16;
 
     /// A locally administered MAC `02:<tag>:<4 bytes of a hash of the instance name>`,
     /// stable across runs, different per instance.
@@ -413,6 +423,50 @@ pub trait Pmd: Sized + Send + 'static {
     /// Promiscuous mode (default: from [`Pmd::soft`]).
     fn promiscuous(&self) -> Result<bool, PmdError> {
         self.soft().map(|s| s.promisc).ok_or_else(|| PmdError::not_supported("promiscuous mode"))
+    }
+    /// All-multicast mode on/off (default: kept in [`Pmd::soft_mut`]).
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        let s = self.soft_mut().ok_or_else(|| PmdError::not_supported("all-multicast mode"))?;
+        s.allmulti = on;
+        Ok(())
+    }
+    /// All-multicast mode (default: from [`Pmd::soft`]).
+    fn allmulticast(&self) -> Result<bool, PmdError> {
+        self.soft().map(|s| s.allmulti).ok_or_else(|| PmdError::not_supported("all-multicast mode"))
+    }
+    /// Also receive for unicast `mac` (default: listed in [`Pmd::soft_mut`]).
+    fn add_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        let s = self.soft_mut().ok_or_else(|| PmdError::not_supported("adding a MAC address"))?;
+        if mac[0] & 1 != 0 || mac == [0; 6] {
+            return Err(PmdError::invalid("an added MAC address must be unicast and not zero"));
+        }
+        if mac == s.mac || s.macs.contains(&mac) {
+            return Ok(());
+        }
+        if s.macs.len() + 1 >= SoftState::MAX_MACS {
+            return Err(PmdError::new(
+                abi::errno::ENOSPC,
+                format!("the port answers to {} addresses already", SoftState::MAX_MACS),
+            ));
+        }
+        s.macs.push(mac);
+        Ok(())
+    }
+    /// Stop receiving for an added `mac` (default: in [`Pmd::soft_mut`]).
+    fn remove_mac(&mut self, mac: [u8; 6]) -> Result<(), PmdError> {
+        let s = self.soft_mut().ok_or_else(|| PmdError::not_supported("removing a MAC address"))?;
+        if mac == s.mac {
+            return Err(PmdError::invalid("the port's own address cannot be removed (mac_addr set replaces it)"));
+        }
+        s.macs.retain(|m| *m != mac);
+        Ok(())
+    }
+    /// Bring the link up or down administratively (default: in [`Pmd::soft_mut`];
+    /// the link then reads down).
+    fn set_link(&mut self, up: bool) -> Result<(), PmdError> {
+        let s = self.soft_mut().ok_or_else(|| PmdError::not_supported("setting the link up or down"))?;
+        s.link_down = !up;
+        Ok(())
     }
 }
 
@@ -838,7 +892,10 @@ unsafe extern "C" fn link_get<D: Pmd>(dev: *mut c_void, link: *mut abi::Link) ->
     // SAFETY: host contract.
     let w = unsafe { wrap::<D>(dev) };
     match control(|| Ok(w.dev.link())) {
-        Ok(l) => {
+        Ok(mut l) => {
+            if w.dev.soft().is_some_and(|s| s.link_down) {
+                l.up = 0;
+            }
             // SAFETY: valid out-pointer.
             unsafe { *link = l };
             0
@@ -948,6 +1005,39 @@ unsafe extern "C" fn promiscuous_set<D: Pmd>(dev: *mut c_void, on: u8) -> i32 {
     rc(control(|| w.dev.set_promiscuous(on != 0)))
 }
 
+unsafe extern "C" fn allmulticast_set<D: Pmd>(dev: *mut c_void, on: u8) -> i32 {
+    // SAFETY: host contract.
+    let w = unsafe { wrap::<D>(dev) };
+    rc(control(|| w.dev.set_allmulticast(on != 0)))
+}
+
+unsafe extern "C" fn allmulticast_get<D: Pmd>(dev: *mut c_void) -> i32 {
+    // SAFETY: host contract.
+    let w = unsafe { wrap::<D>(dev) };
+    match control(|| w.dev.allmulticast()) {
+        Ok(b) => i32::from(b),
+        Err(e) => e,
+    }
+}
+
+unsafe extern "C" fn mac_addr_add<D: Pmd>(dev: *mut c_void, mac: *const [u8; 6]) -> i32 {
+    // SAFETY: host contract.
+    let (w, m) = unsafe { (wrap::<D>(dev), *mac) };
+    rc(control(|| w.dev.add_mac(m)))
+}
+
+unsafe extern "C" fn mac_addr_remove<D: Pmd>(dev: *mut c_void, mac: *const [u8; 6]) -> i32 {
+    // SAFETY: host contract.
+    let (w, m) = unsafe { (wrap::<D>(dev), *mac) };
+    rc(control(|| w.dev.remove_mac(m)))
+}
+
+unsafe extern "C" fn dev_set_link<D: Pmd>(dev: *mut c_void, up: u8) -> i32 {
+    // SAFETY: host contract.
+    let w = unsafe { wrap::<D>(dev) };
+    rc(control(|| w.dev.set_link(up != 0)))
+}
+
 unsafe extern "C" fn promiscuous_get<D: Pmd>(dev: *mut c_void) -> i32 {
     // SAFETY: host contract.
     let w = unsafe { wrap::<D>(dev) };
@@ -992,6 +1082,11 @@ impl<D: Pmd> OpsTable for D {
         last_error: Some(last_error),
         tx_done_cleanup: if <D::Tx as TxQueue>::HOLDS_PACKETS { Some(tx_done_cleanup::<D>) } else { None },
         tx_inflight: if <D::Tx as TxQueue>::HOLDS_PACKETS { Some(tx_inflight::<D>) } else { None },
+        allmulticast_set: Some(allmulticast_set::<D>),
+        allmulticast_get: Some(allmulticast_get::<D>),
+        mac_addr_add: Some(mac_addr_add::<D>),
+        mac_addr_remove: Some(mac_addr_remove::<D>),
+        dev_set_link: Some(dev_set_link::<D>),
     };
     const OPS_REF: &'static abi::DevOps = &Self::OPS;
 }

@@ -76,6 +76,12 @@ fn parse_args(ctx: &ProbeCtx<'_>, a: &DevArgs) -> Result<(String, u16, bool), Pm
     Ok((iface, queues, offload))
 }
 
+impl Tap {
+    fn kernel_err(&self, e: std::io::Error) -> PmdError {
+        PmdError::new(e.raw_os_error().unwrap_or(abi::errno::EIO), format!("iface={}: {e}", self.iface))
+    }
+}
+
 impl Pmd for Tap {
     const NAME: &'static CStr = c"net_tap";
     const DEVARGS_HELP: &'static CStr = c"iface=<name>,queues=<1..16>,offload=0|1,mac=<aa:bb:cc:dd:ee:ff>";
@@ -189,6 +195,29 @@ impl Pmd for Tap {
 
     fn soft_mut(&mut self) -> Option<&mut SoftState> {
         Some(&mut self.soft)
+    }
+
+    /// The kernel side's `IFF_ALLMULTI`.
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        sys::set_iface_flag(&self.iface, libc::IFF_ALLMULTI, on).map_err(|e| self.kernel_err(e))
+    }
+
+    fn allmulticast(&self) -> Result<bool, PmdError> {
+        sys::iface_flags(&self.iface).map(|f| f & libc::IFF_ALLMULTI != 0).map_err(|e| self.kernel_err(e))
+    }
+
+    /// Every frame the kernel sends reaches a TAP: there is no address filter to add to.
+    fn add_mac(&mut self, _mac: [u8; 6]) -> Result<(), PmdError> {
+        Err(PmdError::not_supported("adding a MAC address (a TAP has no address filter)"))
+    }
+
+    fn remove_mac(&mut self, _mac: [u8; 6]) -> Result<(), PmdError> {
+        Err(PmdError::not_supported("removing a MAC address (a TAP has no address filter)"))
+    }
+
+    /// The kernel side's `IFF_UP`.
+    fn set_link(&mut self, up: bool) -> Result<(), PmdError> {
+        sys::set_iface_flag(&self.iface, libc::IFF_UP, up).map_err(|e| self.kernel_err(e))
     }
 
     /// The MTU is the kernel interface's (a TAP has no promiscuous filter: every frame

@@ -118,6 +118,27 @@ pub fn set_hwaddr(name: &str, mac: [u8; 6]) -> Result<()> {
     ioctl(libc::SIOCSIFHWADDR, &mut r)
 }
 
+/// Set (`on`) or clear one `IFF_*` flag of the interface (`IFF_UP`,
+/// `IFF_ALLMULTI`), the others unchanged.
+pub fn set_iface_flag(name: &str, flag: i32, on: bool) -> Result<()> {
+    let mut r = ifreq(name)?;
+    ioctl(libc::SIOCGIFFLAGS, &mut r)?;
+    // SAFETY: SIOCGIFFLAGS filled the `ifru_flags` member; we write it back changed.
+    unsafe {
+        let f = i32::from(r.ifr_ifru.ifru_flags);
+        r.ifr_ifru.ifru_flags = (if on { f | flag } else { f & !flag }) as libc::c_short;
+    }
+    ioctl(libc::SIOCSIFFLAGS, &mut r)
+}
+
+/// The interface's flags (`IFF_*`).
+pub fn iface_flags(name: &str) -> Result<i32> {
+    let mut r = ifreq(name)?;
+    ioctl(libc::SIOCGIFFLAGS, &mut r)?;
+    // SAFETY: SIOCGIFFLAGS fills `ifru_flags`.
+    Ok(i32::from(unsafe { r.ifr_ifru.ifru_flags }))
+}
+
 /// Whether the interface is up (false when it is in another namespace).
 pub fn is_up(name: &str) -> bool {
     let Ok(mut r) = ifreq(name) else { return false };

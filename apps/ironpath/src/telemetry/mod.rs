@@ -198,6 +198,7 @@ fn ethdev_info(p: &PortFig) -> Value {
         "max_rx_pktlen": i.dev_info.max_rx_pktlen,
         "mac_addr": i.mac.as_ref().map(crate::testpmd::display::mac).unwrap_or_default(),
         "promiscuous": i.promisc.map(u8::from),
+        "all_multicast": i.allmulti.map(u8::from),
         "rx_mbuf_alloc_fail": p.stats.rx_nombuf,
         "rx_offloads": format!("0x{:x}", i.dev_info.rx_offload_capa),
         "tx_offloads": format!("0x{:x}", i.dev_info.tx_offload_capa),

@@ -96,6 +96,17 @@ pub const COMMANDS: &[CmdDoc] = &[
     CmdDoc { words: "port config mtu", usage: "port config mtu PORT N", help: "set a port's MTU" },
     CmdDoc { words: "mac_addr set", usage: "mac_addr set PORT aa:bb:cc:dd:ee:ff", help: "set a port's MAC address" },
     CmdDoc {
+        words: "mac_addr add",
+        usage: "mac_addr add|remove PORT aa:bb:cc:dd:ee:ff",
+        help: "receive for a further unicast address / stop",
+    },
+    CmdDoc { words: "set allmulti", usage: "set allmulti (ID|all) on|off", help: "all-multicast reception" },
+    CmdDoc {
+        words: "set link-up",
+        usage: "set link-up|link-down port ID",
+        help: "bring a port's link up or down (af_packet/tap: the kernel interface's IFF_UP)",
+    },
+    CmdDoc {
         words: "show rxq info",
         usage: "show rxq info PORT QUEUE",
         help: "an RX queue: mempool, state, descriptors",
@@ -185,6 +196,11 @@ pub const WORDS: &[&str] = &[
     "close",
     "reset",
     "mtu",
+    "allmulti",
+    "link-up",
+    "link-down",
+    "add",
+    "remove",
     "mac_addr",
     "device",
     "mempool",
@@ -342,13 +358,20 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
         "set" => out = set(app, &t)?,
         "port" => out = port(app, &t)?,
         "mac_addr" => {
-            if arg(1) != Some("set") {
-                return Err(bad("mac_addr set", format!("`{}`: accepted set", arg(1).unwrap_or(""))));
-            }
-            let id = num("mac_addr set", arg(2), 0u16, u16::MAX)?;
-            let mac = arg(3).ok_or_else(|| bad("mac_addr set", "missing MAC address"))?;
-            no_more("mac_addr set", t.get(4..).unwrap_or(&[]))?;
-            out = device_cmds::mac_addr_set(app, id, mac)?;
+            let words = match arg(1) {
+                Some("set") => "mac_addr set",
+                Some("add") => "mac_addr add",
+                Some("remove") => "mac_addr remove",
+                x => return Err(bad("mac_addr set", format!("`{}`: accepted set, add, remove", x.unwrap_or("")))),
+            };
+            let id = num(words, arg(2), 0u16, u16::MAX)?;
+            let mac = arg(3).ok_or_else(|| bad(words, "missing MAC address"))?;
+            no_more(words, t.get(4..).unwrap_or(&[]))?;
+            out = match arg(1) {
+                Some("set") => device_cmds::mac_addr_set(app, id, mac)?,
+                Some(w) => device_cmds::mac_addr_add_remove(app, w == "add", id, mac)?,
+                None => unreachable!("matched above"),
+            };
         }
         "dump_mempool" => {
             no_more("dump_mempool", &t[1..])?;
@@ -616,7 +639,10 @@ const SET_WORDS: &[&str] = &[
     "nbcore",
     "nbport",
     "promisc",
+    "allmulti",
     "verbose",
+    "link-up",
+    "link-down",
     "eth-peer",
     "record-core-cycles",
     "xstats-hide-zero",
@@ -744,6 +770,25 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
                 return Err(bad("set eth-peer", "stop forwarding first"));
             }
             app.peers.insert(id, m);
+        }
+        Some("allmulti") => {
+            let ids = ports_arg(app, "set allmulti", arg(2))?;
+            let on = match arg(3) {
+                Some("on") => true,
+                Some("off") => false,
+                _ => return Err(bad("set allmulti", "expected on or off")),
+            };
+            no_more("set allmulti", &t[4..])?;
+            out = device_cmds::allmulti(app, &ids, on)?;
+        }
+        Some(w @ ("link-up" | "link-down")) => {
+            let words = if w == "link-up" { "set link-up" } else { "set link-down" };
+            if arg(2) != Some("port") {
+                return Err(bad(words, "expected `port N`"));
+            }
+            let id = num(words, arg(3), 0u16, u16::MAX)?;
+            no_more(words, &t[4..])?;
+            out = device_cmds::link(app, id, w == "link-up")?;
         }
         Some("nbport") => {
             let n = num("set nbport", arg(2), 0usize, usize::from(u16::MAX))?;

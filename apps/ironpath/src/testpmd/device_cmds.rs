@@ -63,6 +63,61 @@ pub fn mac_addr_set(app: &mut App, port: u16, mac: &str) -> Result<String, Strin
     })
 }
 
+/// `mac_addr add|remove PORT MAC` (ABI 1.5): silent on success, as DPDK.
+pub fn mac_addr_add_remove(app: &mut App, add: bool, port: u16, mac: &str) -> Result<String, String> {
+    let m = parse_mac(mac).ok_or_else(|| format!("Error: Invalid ethernet address: {mac}"))?;
+    let p = app.eal.port_mut(port).map_err(|_| format!("Invalid port {port}"))?;
+    let r = if add { p.add_mac(m) } else { p.remove_mac(m) };
+    r.map(|()| String::new()).map_err(|e| format!("mac_addr_cmd error: ({})", why(&e)))
+}
+
+/// DPDK's wording of an error: the errno's text, or "Operation not supported".
+fn why(e: &PortError) -> String {
+    match e {
+        PortError::Errno { err, msg, .. } => {
+            // "Invalid argument (os error 22)" -> "Invalid argument", as strerror.
+            let text = err.to_string();
+            let text = text.split(" (os error").next().unwrap_or_default().to_string();
+            if msg.is_empty() {
+                text
+            } else {
+                format!("{text}: {msg}")
+            }
+        }
+        PortError::NotSupported { .. } => "Operation not supported".into(),
+        e => e.to_string(),
+    }
+}
+
+/// `set allmulti PORT|all on|off` (ABI 1.5). DPDK: silent on success, else
+/// `Error during enabling all-multicast mode for port 0: Operation not supported`.
+pub fn allmulti(app: &mut App, ports: &[u16], on: bool) -> Result<String, String> {
+    let mut errs = String::new();
+    for &id in ports {
+        if let Err(e) = app.eal.port_mut(id).and_then(|p| p.set_allmulticast(on)) {
+            let _ = writeln!(
+                errs,
+                "Error during {} all-multicast mode for port {id}: {}",
+                if on { "enabling" } else { "disabling" },
+                why(&e)
+            );
+        }
+    }
+    if errs.is_empty() {
+        Ok(String::new())
+    } else {
+        Err(errs.trim_end().to_string())
+    }
+}
+
+/// `set link-up|link-down port N` (ABI 1.5). DPDK: silent on success, else
+/// `Invalid port_id=9` / the reason, then an empty line and `Set link up fail.`
+pub fn link(app: &mut App, port: u16, up: bool) -> Result<String, String> {
+    let fail = if up { "Set link up fail." } else { "Set link down fail." };
+    let p = app.eal.port_mut(port).map_err(|_| format!("Invalid port_id={port}\n\n{fail}"))?;
+    p.set_link(up).map(|()| String::new()).map_err(|e| format!("{}\n\n{fail}", why(&e)))
+}
+
 /// `show rxq info PORT QUEUE`, DPDK's layout:
 /// `********************* Infos for port 0 , RX queue 0  *********************`,
 /// then `Mempool: NAME`, ..., `Number of RXDs: N`.

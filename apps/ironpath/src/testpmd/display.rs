@@ -93,6 +93,15 @@ pub fn port_info(p: &PortInfo, link: Option<ironpath_eal::abi::Link>) -> String 
             None => "n/a",
         }
     );
+    let _ = writeln!(
+        o,
+        "Allmulticast mode: {}",
+        match p.allmulti {
+            Some(true) => "enabled",
+            Some(false) => "disabled",
+            None => "n/a",
+        }
+    );
     let _ = writeln!(o, "Max possible RX queues: {}", p.dev_info.max_rx_queues);
     let _ = writeln!(o, "Current number of RX queues: {}", p.nb_rxq);
     let _ = writeln!(o, "Max possible TX queues: {}", p.dev_info.max_tx_queues);
