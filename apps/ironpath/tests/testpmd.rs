@@ -546,3 +546,47 @@ fn allmulti_mac_add_and_link_state() {
         at += i + e.len();
     }
 }
+
+/// Software VLAN offloads: `vlan set filter on 0` with `rx_vlan add 100 0` drops
+/// tagged frames of other ids (counted as RX-dropped), untagged frames pass, and
+/// `vlan set strip on 0` takes the tag out of what is forwarded.
+#[test]
+fn vlan_filter_and_strip_in_software() {
+    use ironpath_pmd_pcap::file::{read, Writer};
+    let dir = std::env::temp_dir().join(format!("ironpath-vlan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (inp, outp) = (dir.join("in.pcap"), dir.join("out.pcap"));
+    let frame = |tag: Option<u16>, k: u8| {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        if let Some(v) = tag {
+            f.extend_from_slice(&[0x81, 0x00]);
+            f.extend_from_slice(&v.to_be_bytes());
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend(std::iter::repeat_n(k, 46));
+        f
+    };
+    let mut w = Writer::create(&inp, false).unwrap();
+    for (tag, k) in [(Some(100), 1), (Some(200), 2), (None, 3), (Some(100), 4)] {
+        w.write(&frame(tag, k)).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let args = format!(
+        "-l 0-1 --no-huge --vdev net_pcap0,rx_pcap={} --vdev net_pcap1,tx_pcap={} -- -i",
+        inp.display(),
+        outp.display()
+    );
+    let o = testpmd(
+        &args,
+        "vlan set filter on 0\nrx_vlan add 100 0\nvlan set strip on 0\nshow port info 0\nstart\n@sleep 0.5\nstop\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("VLAN offload: \n  strip on, filter on"), "{}", o.stdout);
+    assert!(o.stdout.contains("VLAN filter ids: 100"), "{}", o.stdout);
+    let got: Vec<Vec<u8>> = read(&outp).unwrap().into_iter().map(|p| p.data).collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(got, [frame(None, 1), frame(None, 3), frame(None, 4)], "{}", o.stdout);
+    let i = o.stdout.find("Forward statistics for port 0").unwrap();
+    assert_eq!(num_after(&o.stdout[i..i + 300], "RX-dropped:"), 1, "{}", o.stdout);
+}

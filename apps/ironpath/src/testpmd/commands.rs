@@ -100,6 +100,12 @@ pub const COMMANDS: &[CmdDoc] = &[
         usage: "mac_addr add|remove PORT aa:bb:cc:dd:ee:ff",
         help: "receive for a further unicast address / stop",
     },
+    CmdDoc {
+        words: "vlan set",
+        usage: "vlan set strip|filter on|off PORT",
+        help: "VLAN strip (tag into the mbuf) or filter (tagged frames of unlisted ids dropped), in software",
+    },
+    CmdDoc { words: "rx_vlan", usage: "rx_vlan add|rm VID PORT", help: "VLAN ids the filter accepts" },
     CmdDoc { words: "set allmulti", usage: "set allmulti (ID|all) on|off", help: "all-multicast reception" },
     CmdDoc {
         words: "set link-up",
@@ -201,6 +207,11 @@ pub const WORDS: &[&str] = &[
     "link-down",
     "add",
     "remove",
+    "vlan",
+    "rx_vlan",
+    "strip",
+    "filter",
+    "rm",
     "mac_addr",
     "device",
     "mempool",
@@ -373,6 +384,54 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
                 None => unreachable!("matched above"),
             };
         }
+        "vlan" => {
+            // vlan set strip|filter on|off PORT
+            if arg(1) != Some("set") {
+                return Err(bad("vlan set", "expected `vlan set strip|filter on|off PORT`"));
+            }
+            let what = match arg(2) {
+                Some(w @ ("strip" | "filter")) => w,
+                x => return Err(bad("vlan set", format!("`{}`: accepted strip, filter", x.unwrap_or("")))),
+            };
+            let on = match arg(3) {
+                Some("on") => true,
+                Some("off") => false,
+                _ => return Err(bad("vlan set", "expected on or off")),
+            };
+            let id = num("vlan set", arg(4), 0u16, u16::MAX)?;
+            no_more("vlan set", t.get(5..).unwrap_or(&[]))?;
+            app.eal.port(id).map_err(|_| format!("Invalid port {id}"))?;
+            if app.is_running() {
+                return Err(bad("vlan set", "stop forwarding first"));
+            }
+            let set = if what == "strip" { &mut app.vlan.strip } else { &mut app.vlan.filter };
+            if on {
+                set.insert(id);
+            } else {
+                set.remove(&id);
+            }
+        }
+        "rx_vlan" => {
+            // rx_vlan add|rm VID PORT
+            let add = match arg(1) {
+                Some("add") => true,
+                Some("rm") => false,
+                x => return Err(bad("rx_vlan", format!("`{}`: accepted add, rm", x.unwrap_or("")))),
+            };
+            let vid = num("rx_vlan", arg(2), 0u16, 4095)?;
+            let id = num("rx_vlan", arg(3), 0u16, u16::MAX)?;
+            no_more("rx_vlan", t.get(4..).unwrap_or(&[]))?;
+            app.eal.port(id).map_err(|_| format!("Invalid port {id}"))?;
+            if app.is_running() {
+                return Err(bad("rx_vlan", "stop forwarding first"));
+            }
+            let ids = app.vlan.ids.entry(id).or_default();
+            if add {
+                ids.insert(vid);
+            } else {
+                ids.remove(&vid);
+            }
+        }
         "dump_mempool" => {
             no_more("dump_mempool", &t[1..])?;
             out = device_cmds::dump_mempools(app);
@@ -394,6 +453,8 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
                     "trace",
                     "mac_addr",
                     "dump_mempool",
+                    "vlan",
+                    "rx_vlan",
                 ],
             )
             .map(|c| format!(" (did you mean `{c}`?)"))
@@ -547,6 +608,7 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
                     "info" => {
                         let p = app.eal.port(id).map_err(|e| bad("show port", e))?;
                         out.push_str(&display::port_info(&p.info(), p.link().ok()));
+                        out.push_str(&app.vlan.describe(id));
                     }
                     "stats" => out.push_str(&app.port_stats_text(id).map_err(|e| bad("show port", e))?),
                     "xstats" => {

@@ -52,11 +52,13 @@ pub struct StreamStats {
     pub gro_aggregates: Counter,
     /// GRO: segments inside them.
     pub gro_merged: Counter,
+    /// Tagged frames the software VLAN filter dropped.
+    pub rx_vlan_filtered: Counter,
 }
 
 impl StreamStats {
     /// All counters, in field order.
-    pub fn snapshot(&self) -> [u64; 8] {
+    pub fn snapshot(&self) -> [u64; 9] {
         [
             self.rx_packets.get(),
             self.tx_packets.get(),
@@ -66,6 +68,7 @@ impl StreamStats {
             self.rx_malformed.get(),
             self.busy_cycles.get(),
             self.alloc_failed.get(),
+            self.rx_vlan_filtered.get(),
         ]
     }
 }
@@ -143,6 +146,8 @@ pub struct Stream {
     pub burst: Burst,
     /// Receive aggregation, when the RX port has GRO on.
     pub gro: Option<super::gro::StreamGro>,
+    /// Software VLAN strip/filter, when the RX port has one on.
+    pub vlan: Option<super::vlan::StreamVlan>,
     /// What the TX port cannot do of what packets ask (a partial checksum, a GSO
     /// frame), done in software before they are sent; `None` when the RX port
     /// delivers no packet that asks (null, ring, pcap).
@@ -169,8 +174,13 @@ pub fn no_begin(_: &mut Stream, _: &FwdSettings) {}
 /// Receive a burst into `s.burst`; returns how many.
 #[inline(always)]
 pub fn rx(s: &mut Stream, set: &FwdSettings) -> usize {
-    let n = s.burst.rx(&s.rx, set.burst);
+    let mut n = s.burst.rx(&s.rx, set.burst);
     s.stats.rx_packets.add(n as u64);
+    if s.vlan.is_some() && n > 0 {
+        let dropped = super::vlan::apply(s);
+        s.stats.rx_vlan_filtered.add(dropped as u64);
+        n -= dropped;
+    }
     if s.gro.is_some() {
         let n = super::gro::apply(s);
         if set.verbose > 0 && n > 0 {

@@ -12,6 +12,7 @@ pub mod pipeline_cmds;
 pub mod pkt;
 pub mod runner;
 pub mod shell;
+pub mod vlan;
 
 use engine::FwdSettings;
 use ironpath_eal::abi::Stats;
@@ -36,13 +37,15 @@ pub struct App {
     pub pool: Mempool,
     running: Option<Running>,
     streams: Vec<StreamInfo>,
-    stream_base: Vec<[u64; 8]>,
+    stream_base: Vec<[u64; 9]>,
     fwd_base: HashMap<u16, Stats>,
     last_show: HashMap<u16, (Stats, Instant)>,
     /// `set verbose N`.
     pub verbose: u32,
     /// `set port ID gro on|off`, `set gro flush N`.
     pub gro: gro::GroSettings,
+    /// `vlan set strip|filter`, `rx_vlan add|rm`.
+    pub vlan: vlan::VlanSettings,
     /// `set txcoalesce N`.
     pub txcoalesce: usize,
     /// `set txcompletion immediate|every N|timer_us T`.
@@ -124,6 +127,7 @@ impl App {
             last_show: HashMap::new(),
             verbose: 0,
             gro: gro::GroSettings::default(),
+            vlan: vlan::VlanSettings::default(),
             txcoalesce: 1,
             txcompletion: ironpath_eal::Completion::Immediate,
             pipeline: None,
@@ -265,6 +269,7 @@ impl App {
             if self.gro.ports.contains(&s.rx.port) {
                 s.gro = Some(gro::StreamGro::new(&self.gro));
             }
+            s.vlan = self.vlan.for_port(s.rx.port);
         }
         let set = self.settings();
         let out = self.fwd_config_text(&infos);
@@ -277,7 +282,7 @@ impl App {
         if let Some(n) = tx_first {
             runner::tx_first(&mut streams, &set, n);
         }
-        self.stream_base = vec![[0; 8]; infos.len()];
+        self.stream_base = vec![[0; 9]; infos.len()];
         self.streams = infos;
         self.running = Some(runner::start(streams, engine, set, self.pin)?);
         Ok(out)
@@ -301,7 +306,7 @@ impl App {
     pub fn fwd_stats_text(&self) -> String {
         let mut out = String::new();
         let nb_ports = self.eal.ports().count();
-        let deltas: Vec<[u64; 8]> = (0..self.streams.len()).map(|i| self.stream_delta(i)).collect();
+        let deltas: Vec<[u64; 9]> = (0..self.streams.len()).map(|i| self.stream_delta(i)).collect();
         if self.streams.len() > nb_ports {
             for (s, d) in self.streams.iter().zip(&deltas) {
                 out.push_str(&display::fwd_stream(s.rx_port, s.rx_queue, s.tx_port, s.tx_queue, d[0], d[1], d[2]));
@@ -313,7 +318,7 @@ impl App {
             let Ok(cur) = self.eal.port(id).and_then(|p| p.stats()) else { continue };
             let base = self.fwd_base.get(&id).copied().unwrap_or_default();
             let mut fwd_drop = 0;
-            let (mut bad_ip, mut bad_l4) = (0, 0);
+            let (mut bad_ip, mut bad_l4, mut filtered) = (0, 0, 0);
             for (s, d) in self.streams.iter().zip(&deltas) {
                 if s.tx_port == id {
                     fwd_drop += d[2];
@@ -321,12 +326,13 @@ impl App {
                 if s.rx_port == id {
                     bad_ip += d[3];
                     bad_l4 += d[4];
+                    filtered += d[8];
                 }
             }
             let pf = display::PortFwd {
                 port: id,
                 rx: cur.ipackets.saturating_sub(base.ipackets),
-                rx_dropped: cur.imissed.saturating_sub(base.imissed),
+                rx_dropped: cur.imissed.saturating_sub(base.imissed) + filtered,
                 tx: cur.opackets.saturating_sub(base.opackets),
                 tx_dropped: fwd_drop + cur.oerrors.saturating_sub(base.oerrors),
                 bad_ip,
@@ -359,9 +365,9 @@ impl App {
 
     /// Counters of stream `i` since the last `clear fwd`: rx, tx, dropped, bad ip,
     /// bad l4, malformed, busy cycles, alloc failures.
-    fn stream_delta(&self, i: usize) -> [u64; 8] {
+    fn stream_delta(&self, i: usize) -> [u64; 9] {
         let cur = self.streams[i].stats.snapshot();
-        let base = self.stream_base.get(i).copied().unwrap_or([0; 8]);
+        let base = self.stream_base.get(i).copied().unwrap_or([0; 9]);
         std::array::from_fn(|k| cur[k].wrapping_sub(base[k]))
     }
 

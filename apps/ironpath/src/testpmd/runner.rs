@@ -128,6 +128,7 @@ pub fn build_streams(
                     next_flow: 0,
                     burst: Burst::new(),
                     gro: None,
+                    vlan: None,
                     // Only a port that delivers packets with offloads pending (a
                     // kernel port) can make the TX side owe anything.
                     fixup: rport
