@@ -218,6 +218,29 @@ fn ask(tx: &SyncSender<Request>, q: Ask) -> Option<String> {
     rrx.recv_timeout(ANSWER_TIMEOUT).ok()
 }
 
+/// One message of a telemetry client: `/path` or `/path,parameter` (trailing NULs
+/// and line ends ignored; bytes that are not UTF-8 replaced).
+pub fn split_command(msg: &[u8]) -> (String, String) {
+    let text = String::from_utf8_lossy(msg);
+    let text = text.trim_end_matches(['\0', '\n', '\r']);
+    let (cmd, param) = text.split_once(',').unwrap_or((text, ""));
+    (cmd.to_string(), param.to_string())
+}
+
+/// A scrape's request head: method, path (query cut off), and whether the
+/// scraper accepts OpenMetrics.
+pub fn parse_head(head: &str) -> (String, String, bool) {
+    let mut lines = head.lines();
+    let mut words = lines.next().unwrap_or("").split_whitespace();
+    let method = words.next().unwrap_or("").to_string();
+    let path = words.next().unwrap_or("").split('?').next().unwrap_or("").to_string();
+    let openmetrics = lines.any(|h| {
+        h.split_once(':')
+            .is_some_and(|(k, v)| k.eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text"))
+    });
+    (method, path, openmetrics)
+}
+
 fn client(fd: OwnedFd, tx: &SyncSender<Request>) {
     let send = |s: &str| rustix::net::send(&fd, s.as_bytes(), SendFlags::NOSIGNAL).is_ok();
     if !send(&info().to_string()) {
@@ -229,12 +252,9 @@ fn client(fd: OwnedFd, tx: &SyncSender<Request>) {
             Ok((0, _)) | Err(_) => return,
             Ok((n, _)) => n,
         };
-        let text = String::from_utf8_lossy(&buf[..n]);
-        let text = text.trim_end_matches(['\0', '\n', '\r']);
-        let (cmd, param) = text.split_once(',').unwrap_or((text, ""));
-        let reply =
-            if known(cmd) { ask(tx, Ask::Command { cmd: cmd.to_string(), param: param.to_string() }) } else { None };
-        let reply = reply.unwrap_or_else(|| serde_json::json!({ cmd: null }).to_string());
+        let (cmd, param) = split_command(&buf[..n]);
+        let reply = if known(&cmd) { ask(tx, Ask::Command { cmd: cmd.clone(), param }) } else { None };
+        let reply = reply.unwrap_or_else(|| serde_json::json!({ cmd.as_str(): null }).to_string());
         if !send(&reply) {
             return;
         }
@@ -257,26 +277,18 @@ fn http_loop(l: TcpListener, tx: SyncSender<Request>, stop: Arc<AtomicBool>) {
 }
 
 fn scrape(s: TcpStream, tx: &SyncSender<Request>) -> std::io::Result<()> {
+    // The head, up to its empty line, at most 8 KiB.
     let mut r = BufReader::new(s.try_clone()?.take(8192));
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    let mut openmetrics = false;
-    let mut h = String::new();
+    let mut head = String::new();
     loop {
-        h.clear();
-        if r.read_line(&mut h)? == 0 || h.trim().is_empty() {
+        let before = head.len();
+        if r.read_line(&mut head)? == 0 || head[before..].trim().is_empty() {
             break;
         }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text") {
-                openmetrics = true;
-            }
-        }
     }
+    let (method, path, openmetrics) = parse_head(&head);
     let mut w = s;
-    let mut words = line.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
+    let (status, ctype, body) = match (method.as_str(), path.as_str()) {
         ("GET" | "HEAD", "/metrics") => match ask(tx, Ask::Metrics { openmetrics }) {
             Some(b) if openmetrics => ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", b),
             Some(b) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", b),
@@ -294,4 +306,21 @@ fn scrape(s: TcpStream, tx: &SyncSender<Request>) -> std::io::Result<()> {
         w.write_all(body.as_bytes())?;
     }
     w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_heads_parse() {
+        assert_eq!(split_command(b"/ethdev/stats,0\n\0"), ("/ethdev/stats".into(), "0".into()));
+        assert_eq!(split_command(b"/"), ("/".into(), String::new()));
+        assert_eq!(split_command(b"/help,/a,b"), ("/help".into(), "/a,b".into()));
+        let (m, p, om) =
+            parse_head("GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAccept: application/openmetrics-text\r\n\r\n");
+        assert_eq!((m.as_str(), p.as_str(), om), ("GET", "/metrics", true));
+        let (m, p, om) = parse_head("");
+        assert_eq!((m.as_str(), p.as_str(), om), ("", "", false));
+    }
 }
