@@ -146,6 +146,11 @@ pub const COMMANDS: &[CmdDoc] = &[
         help: "count busy cycles per stream (CPU cycles/packet at stop)",
     },
     CmdDoc {
+        words: "set record-burst-stats",
+        usage: "set record-burst-stats on|off",
+        help: "count RX and TX bursts by size (shown at stop)",
+    },
+    CmdDoc {
         words: "set xstats-hide-zero",
         usage: "set xstats-hide-zero on|off",
         help: "show port xstats without zeros",
@@ -209,6 +214,7 @@ pub const WORDS: &[&str] = &[
     "remove",
     "vlan",
     "rx_vlan",
+    "record-burst-stats",
     "strip",
     "filter",
     "rm",
@@ -707,6 +713,7 @@ const SET_WORDS: &[&str] = &[
     "link-down",
     "eth-peer",
     "record-core-cycles",
+    "record-burst-stats",
     "xstats-hide-zero",
     "port",
     "gro",
@@ -861,8 +868,12 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
             app.nb_fwd_ports = Some(n);
             out = format!("Number of forwarding ports set to {n}\n");
         }
-        Some(w @ ("record-core-cycles" | "xstats-hide-zero")) => {
-            let words = if w == "record-core-cycles" { "set record-core-cycles" } else { "set xstats-hide-zero" };
+        Some(w @ ("record-core-cycles" | "record-burst-stats" | "xstats-hide-zero")) => {
+            let words = match w {
+                "record-core-cycles" => "set record-core-cycles",
+                "record-burst-stats" => "set record-burst-stats",
+                _ => "set xstats-hide-zero",
+            };
             let on = match arg(2) {
                 Some("on") => true,
                 Some("off") => false,
@@ -873,6 +884,8 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
                 app.xstats_hide_zero = on;
             } else if app.is_running() {
                 return Err(bad(words, "stop forwarding first"));
+            } else if w == "record-burst-stats" {
+                app.p.record_burst_stats = on;
             } else {
                 app.p.record_core_cycles = on;
             }
@@ -1044,5 +1057,25 @@ pub fn monitor(app: &mut App, secs: f64, count: u32, emit: &mut dyn FnMut(String
             emit(display::monitor_row(*id, &prev[i], &cur[i], dt));
         }
         prev = cur;
+    }
+}
+
+#[cfg(test)]
+mod word_tests {
+    use super::{COMMANDS, SET_WORDS, WORDS};
+
+    /// Every `set` command's word is in the list a wrong `set` prints, and every
+    /// command word completes.
+    #[test]
+    fn error_lists_and_completion_cover_every_command() {
+        for c in COMMANDS {
+            let w: Vec<&str> = c.words.split_whitespace().collect();
+            if w[0] == "set" {
+                assert!(SET_WORDS.contains(&w[1]), "`{}` missing from SET_WORDS", c.words);
+            }
+            for word in &w {
+                assert!(WORDS.contains(word), "`{word}` of `{}` missing from WORDS", c.words);
+            }
+        }
     }
 }

@@ -138,6 +138,38 @@ pub struct PortFwd {
     pub bad_ip: u64,
     /// Bad L4 checksums (csum).
     pub bad_l4: u64,
+    /// RX bursts by size, when recorded (`set record-burst-stats on`).
+    pub rx_bursts: Option<Vec<u64>>,
+    /// TX bursts by size, when recorded.
+    pub tx_bursts: Option<Vec<u64>>,
+}
+
+/// DPDK's burst line: `  RX-bursts : 1234 [90% of 0 pkts + 10% of 32 pkts]`: the
+/// empty bursts, then the two most frequent sizes, then `% of other` for the rest;
+/// nothing when no burst was counted.
+pub fn bursts_line(dir: &str, spread: &[u64]) -> String {
+    let total: u64 = spread.iter().sum();
+    if total == 0 {
+        return String::new();
+    }
+    let mut top: Vec<(u64, usize)> = spread.iter().copied().zip(0..).skip(1).filter(|(c, _)| *c > 0).collect();
+    top.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut items = vec![(spread[0], 0usize)];
+    items.extend(top.into_iter().take(2));
+    let mut o = format!("  {dir}-bursts : {total} [");
+    let (mut seen, mut pct_seen) = (0u64, 0u64);
+    for (count, size) in items {
+        seen += count;
+        if seen == total {
+            let _ = write!(o, "{}% of {size} pkts]", 100 - pct_seen);
+            return o + "\n";
+        }
+        let pct = count * 100 / total;
+        let _ = write!(o, "{pct}% of {size} pkts + ");
+        pct_seen += pct;
+    }
+    let _ = write!(o, "{}% of other]", 100 - pct_seen);
+    o + "\n"
 }
 
 /// One port's block.
@@ -145,12 +177,19 @@ pub fn fwd_port(p: &PortFwd, csum: bool) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "\n  ---------------------- Forward statistics for port {:<2} ----------------------", p.port);
     let _ =
-        writeln!(o, "  RX-packets: {:<14} RX-dropped: {:<14} RX-total: {}", p.rx, p.rx_dropped, p.rx + p.rx_dropped);
+        writeln!(o, "  RX-packets: {:<14} RX-dropped: {:<13} RX-total: {}", p.rx, p.rx_dropped, p.rx + p.rx_dropped);
     if csum {
         let _ = writeln!(o, "  Bad-ipcsum: {:<14} Bad-l4csum: {:<14}", p.bad_ip, p.bad_l4);
     }
     let _ =
-        writeln!(o, "  TX-packets: {:<14} TX-dropped: {:<14} TX-total: {}", p.tx, p.tx_dropped, p.tx + p.tx_dropped);
+        writeln!(o, "  TX-packets: {:<14} TX-dropped: {:<13} TX-total: {}", p.tx, p.tx_dropped, p.tx + p.tx_dropped);
+    // DPDK prints both burst lines after the TX line.
+    if let Some(b) = &p.rx_bursts {
+        o.push_str(&bursts_line("RX", b));
+    }
+    if let Some(b) = &p.tx_bursts {
+        o.push_str(&bursts_line("TX", b));
+    }
     let _ = writeln!(o, "  ----------------------------------------------------------------------------");
     o
 }
@@ -159,8 +198,8 @@ pub fn fwd_port(p: &PortFwd, csum: bool) -> String {
 pub fn fwd_total(rx: u64, rx_dropped: u64, tx: u64, tx_dropped: u64) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "\n  +++++++++++++++ Accumulated forward statistics for all ports+++++++++++++++");
-    let _ = writeln!(o, "  RX-packets: {:<14} RX-dropped: {:<14} RX-total: {}", rx, rx_dropped, rx + rx_dropped);
-    let _ = writeln!(o, "  TX-packets: {:<14} TX-dropped: {:<14} TX-total: {}", tx, tx_dropped, tx + tx_dropped);
+    let _ = writeln!(o, "  RX-packets: {:<14} RX-dropped: {:<13} RX-total: {}", rx, rx_dropped, rx + rx_dropped);
+    let _ = writeln!(o, "  TX-packets: {:<14} TX-dropped: {:<13} TX-total: {}", tx, tx_dropped, tx + tx_dropped);
     let _ = writeln!(o, "  ++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++");
     o
 }

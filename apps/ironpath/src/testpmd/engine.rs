@@ -54,6 +54,35 @@ pub struct StreamStats {
     pub gro_merged: Counter,
     /// Tagged frames the software VLAN filter dropped.
     pub rx_vlan_filtered: Counter,
+    /// `set record-burst-stats on`: RX bursts by size (index: packets, 0 = empty).
+    pub rx_bursts: BurstSpread,
+    /// The same for TX bursts (packets the queue took).
+    pub tx_bursts: BurstSpread,
+}
+
+/// Bursts counted by size, 0..=[`MAX_BURST`](ironpath_eal::MAX_BURST) packets.
+#[derive(Debug)]
+pub struct BurstSpread(pub Box<[Counter]>);
+
+impl Default for BurstSpread {
+    fn default() -> Self {
+        Self((0..=ironpath_eal::MAX_BURST).map(|_| Counter::default()).collect())
+    }
+}
+
+impl BurstSpread {
+    /// Counts one burst of `n` packets.
+    #[inline(always)]
+    pub fn add(&self, n: usize) {
+        if let Some(c) = self.0.get(n) {
+            c.add(1);
+        }
+    }
+
+    /// The counts.
+    pub fn get(&self) -> Vec<u64> {
+        self.0.iter().map(Counter::get).collect()
+    }
 }
 
 impl StreamStats {
@@ -90,6 +119,8 @@ pub struct FwdSettings {
     pub flows: u32,
     /// Count busy cycles.
     pub record_cycles: bool,
+    /// Count bursts by size (`set record-burst-stats on`).
+    pub record_bursts: bool,
     /// `set verbose N`: at 1 or more, print every received packet (as DPDK's
     /// rx dump callback does; slow, for debugging).
     pub verbose: u32,
@@ -176,6 +207,9 @@ pub fn no_begin(_: &mut Stream, _: &FwdSettings) {}
 pub fn rx(s: &mut Stream, set: &FwdSettings) -> usize {
     let mut n = s.burst.rx(&s.rx, set.burst);
     s.stats.rx_packets.add(n as u64);
+    if set.record_bursts {
+        s.stats.rx_bursts.add(n);
+    }
     if s.vlan.is_some() && n > 0 {
         let dropped = super::vlan::apply(s);
         s.stats.rx_vlan_filtered.add(dropped as u64);
@@ -267,6 +301,9 @@ fn tx_burst(s: &mut Stream, set: &FwdSettings) {
         }
     }
     s.stats.tx_packets.add(sent as u64);
+    if set.record_bursts {
+        s.stats.tx_bursts.add(sent);
+    }
     if !s.burst.is_empty() {
         s.stats.fwd_dropped.add(s.burst.len() as u64);
         s.burst.free_all();

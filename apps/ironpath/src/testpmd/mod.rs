@@ -239,6 +239,7 @@ impl App {
             txpkts: self.p.txpkts.clone(),
             flows: self.p.flowgen_flows,
             record_cycles: self.p.record_core_cycles,
+            record_bursts: self.p.record_burst_stats,
             verbose: self.verbose,
         }
     }
@@ -329,7 +330,20 @@ impl App {
                     filtered += d[8];
                 }
             }
+            let spread = |rx: bool| -> Option<Vec<u64>> {
+                if !self.p.record_burst_stats {
+                    return None;
+                }
+                let mut sum = vec![0u64; ironpath_eal::MAX_BURST + 1];
+                for s in self.streams.iter().filter(|s| if rx { s.rx_port == id } else { s.tx_port == id }) {
+                    let v = if rx { s.stats.rx_bursts.get() } else { s.stats.tx_bursts.get() };
+                    sum.iter_mut().zip(v).for_each(|(a, b)| *a += b);
+                }
+                Some(sum)
+            };
             let pf = display::PortFwd {
+                rx_bursts: spread(true),
+                tx_bursts: spread(false),
                 port: id,
                 rx: cur.ipackets.saturating_sub(base.ipackets),
                 rx_dropped: cur.imissed.saturating_sub(base.imissed) + filtered,
