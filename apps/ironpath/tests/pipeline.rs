@@ -431,3 +431,32 @@ fn drops_add_up_on_the_shipped_configs() {
     }
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// The tcp nodes' connection-state gauges: 3 client connections mid-transfer are
+/// ESTABLISHED on both nodes; once done the closing side holds them in TIME-WAIT.
+#[test]
+fn tcp_states_are_counted_as_gauges() {
+    let d = tmpdir("tcp-states");
+    for (requests, at_end) in [("3000", false), ("2", true)] {
+        let json = d.join("s.jsonl");
+        let o = Command::new(BIN)
+            .args(["run", repo().join("configs/http-loop.yaml").to_str().unwrap(), "--no-huge", "--no-telemetry"])
+            .args(["--duration", "2", "--stats-period", "0", "--stats-json", json.to_str().unwrap()])
+            .env("IRONPATH_CONNS", "3")
+            .env("IRONPATH_REQUESTS", requests)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(&json).unwrap();
+        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        let g = |node: &str, k: &str| first["nodes"][node]["gauges"][k].as_u64().unwrap();
+        if at_end {
+            // The server closes after the last request; the client's FIN answers.
+            assert_eq!(g("server", "time_wait") + g("client", "time_wait"), 3, "{}", first["nodes"]);
+            assert_eq!(g("server", "established") + g("client", "established"), 0);
+        } else {
+            assert_eq!((g("client", "established"), g("server", "established")), (3, 3), "{}", first["nodes"]);
+        }
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -204,7 +204,10 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
         per_lcore.push((lc, cpu, topo_order(lc, &members, &all)?));
     }
     // Shared counters and names, made before the nodes move into their lcores.
-    let stats: Vec<Arc<NodeStats>> = all.iter().map(|p| Arc::new(NodeStats::new(p.decl.node.counters()))).collect();
+    let stats: Vec<Arc<NodeStats>> = all
+        .iter()
+        .map(|p| Arc::new(NodeStats::new(p.decl.node.counters()).with_gauges(p.decl.node.gauges())))
+        .collect();
     let traces: Vec<Arc<AtomicU32>> = all.iter().map(|_| Arc::new(AtomicU32::new(0))).collect();
     for (i, p) in all.iter().enumerate() {
         infos.push(NodeInfo {

@@ -191,6 +191,11 @@ impl GraphInfo {
                     let _ = writeln!(s, "    {:<32} {:>16} {}", spec.name, v, spec.unit);
                 }
             }
+            for (spec, v) in n.stats.gauges() {
+                if v != 0 {
+                    let _ = writeln!(s, "    {:<32} {:>16} {} (now)", spec.name, v, spec.unit);
+                }
+            }
             if n.type_name == "drop" {
                 // A drop node's reasons are the edges that lead to it.
                 for e in self.edges.iter().filter(|e| e.to == n.name) {

@@ -47,6 +47,12 @@ impl NodeCx<'_> {
         self.stats.drops.add(n);
     }
 
+    /// Set the node's declared gauge `k` (index into [`Node::gauges`]) to `v`.
+    #[inline(always)]
+    pub fn gauge(&self, k: usize, v: u64) {
+        self.stats.set_gauge(k, v);
+    }
+
     /// Add `n` to the node's declared counter `k` (index into [`Node::counters`]).
     #[inline(always)]
     pub fn count(&self, k: usize, n: u64) {
@@ -78,6 +84,12 @@ pub trait Node: Send {
 
     /// Counters this node declares (their values are set through [`NodeCx::count`]).
     fn counters(&self) -> &'static [CounterSpec] {
+        &[]
+    }
+
+    /// Gauges this node declares: values it sets ([`NodeCx::gauge`]), such as how
+    /// many connections are in each state now.
+    fn gauges(&self) -> &'static [CounterSpec] {
         &[]
     }
 

@@ -51,6 +51,9 @@ pub struct NodeStats {
     /// Names and units of the node's own counters.
     pub extra_specs: &'static [CounterSpec],
     extra: Box<[Counter]>,
+    /// Names and units of the node's gauges (values it sets, not adds to).
+    pub gauge_specs: &'static [CounterSpec],
+    gauges: Box<[Counter]>,
 }
 
 impl NodeStats {
@@ -70,7 +73,28 @@ impl NodeStats {
             failure: std::sync::OnceLock::new(),
             extra_specs,
             extra: extra_specs.iter().map(|_| Counter::default()).collect(),
+            gauge_specs: &[],
+            gauges: Box::default(),
         }
+    }
+
+    /// The same with the gauges a node declares ([`crate::Node::gauges`]).
+    pub fn with_gauges(mut self, specs: &'static [CounterSpec]) -> Self {
+        self.gauge_specs = specs;
+        self.gauges = specs.iter().map(|_| Counter::default()).collect();
+        self
+    }
+
+    #[inline(always)]
+    pub(crate) fn set_gauge(&self, k: usize, v: u64) {
+        if let Some(c) = self.gauges.get(k) {
+            c.0.store(v, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The node's gauges, with their names and units.
+    pub fn gauges(&self) -> impl Iterator<Item = (&'static CounterSpec, u64)> + '_ {
+        self.gauge_specs.iter().zip(self.gauges.iter().map(Counter::get))
     }
 
     #[inline(always)]

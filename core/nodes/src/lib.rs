@@ -400,7 +400,7 @@ pub(crate) mod tests {
 
     /// Stats for `node`'s declared counters.
     pub(crate) fn stats(node: &dyn Node) -> NodeStats {
-        NodeStats::new(node.counters())
+        NodeStats::new(node.counters()).with_gauges(node.gauges())
     }
 
     /// Run `node` once on `pkts` at TSC `now`.

@@ -59,12 +59,15 @@ pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, sec
         let s = n.stats.snapshot();
         let counters: serde_json::Map<String, serde_json::Value> =
             n.stats.extra().map(|(spec, v)| (spec.name.to_owned(), v.into())).collect();
+        let gauges: serde_json::Map<String, serde_json::Value> =
+            n.stats.gauges().map(|(spec, v)| (spec.name.to_owned(), v.into())).collect();
         nodes.insert(
             n.name.clone(),
             serde_json::json!({"lcore": n.lcore, "type": n.type_name, "packets": s.packets,
                 "passed_on": run.info.passed_on(&n.name), "drops": s.drops,
                 "calls": s.calls, "cycles_per_packet": s.cycles_per_packet(), "cycles": s.cycles,
-                "idle_cycles": s.idle_cycles, "timed_packets": s.timed_packets, "counters": counters}),
+                "idle_cycles": s.idle_cycles, "timed_packets": s.timed_packets, "counters": counters,
+                "gauges": gauges}),
         );
     }
     let mut pools = serde_json::Map::new();

@@ -77,6 +77,7 @@ pub fn render(f: &Figures, openmetrics: bool) -> String {
         let mut failed = family("ironpath_node_failed", false, "1 if the node panicked and was fenced off.");
         let mut own = family("ironpath_node_events", true, "The node's own counters, by name (`show runtime`).");
         let mut open = family("ironpath_tcp_open_connections", false, "Connections a tcp node holds.");
+        let mut gauge = family("ironpath_node_gauge", false, "The node's own gauges, by name (values now).");
         for n in &g.nodes {
             let l = vec![("node", n.name.clone()), ("lcore", n.lcore.to_string())];
             let s = n.stats.snapshot();
@@ -88,12 +89,15 @@ pub fn render(f: &Figures, openmetrics: bool) -> String {
             for (spec, v) in n.stats.extra() {
                 own.samples.push((vec![("node", n.name.clone()), ("name", spec.name.to_string())], v as f64));
             }
+            for (spec, v) in n.stats.gauges() {
+                gauge.samples.push((vec![("node", n.name.clone()), ("name", spec.name.to_string())], v as f64));
+            }
             if n.type_name == "tcp" {
                 let c = |k| n.stats.extra_by_name(k).unwrap_or(0);
                 open.samples.push((l.clone(), c("conns_opened").saturating_sub(c("conns_closed")) as f64));
             }
         }
-        fams.extend([calls, pkts, drops, cpp, failed, own, open]);
+        fams.extend([calls, pkts, drops, cpp, failed, own, gauge, open]);
     }
 
     let mut out = String::new();

@@ -128,7 +128,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "/ironpath/graph",
         "Returns every graph node: lcore, calls, packets, drops, cycles/packet and its own counters. Takes no parameters",
     ),
-    ("/ironpath/tcp", "Returns the counters and open connections of every tcp node. Takes no parameters"),
+    (
+        "/ironpath/tcp",
+        "Returns every tcp node's connections by state and its counters. Takes no parameters",
+    ),
 ];
 
 /// The `/info` object (also sent on connection).
@@ -234,6 +237,10 @@ fn counters_of(n: &ironpath_graph::NodeInfo) -> Map<String, Value> {
     n.stats.extra().map(|(spec, v)| (spec.name.to_owned(), v.into())).collect()
 }
 
+fn gauges_of(n: &ironpath_graph::NodeInfo) -> Map<String, Value> {
+    n.stats.gauges().map(|(spec, v)| (spec.name.to_owned(), v.into())).collect()
+}
+
 fn graph(f: &Figures) -> Value {
     let Some(g) = &f.graph else { return json!({}) };
     let mut nodes = Map::new();
@@ -244,7 +251,7 @@ fn graph(f: &Figures) -> Value {
             json!({"type": n.type_name, "lcore": n.lcore, "calls": s.calls, "packets": s.packets,
                 "passed_on": g.passed_on(&n.name), "drops": s.drops,
                 "cycles_per_packet": (s.cycles_per_packet() * 100.0).round() / 100.0,
-                "failed": n.stats.failure.get(), "counters": counters_of(n)}),
+                "failed": n.stats.failure.get(), "counters": counters_of(n), "gauges": gauges_of(n)}),
         );
     }
     json!({ "nodes": nodes })
@@ -257,7 +264,7 @@ fn tcp(f: &Figures) -> Value {
         let c = counters_of(n);
         let get = |k: &str| c.get(k).and_then(Value::as_u64).unwrap_or(0);
         let open = get("conns_opened").saturating_sub(get("conns_closed"));
-        out.insert(n.name.clone(), json!({"connections_open": open, "counters": c}));
+        out.insert(n.name.clone(), json!({"connections_open": open, "states": gauges_of(n), "counters": c}));
     }
     out.into()
 }

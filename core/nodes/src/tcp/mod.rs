@@ -288,6 +288,58 @@ struct Entry {
     inflight: u64,
     /// Stopped by `tx_inflight_limit`; woken by a completion.
     tsq_blocked: bool,
+    /// The state the connection is counted in ([`TcpNode::states`]).
+    counted: State,
+}
+
+/// The node's gauges: connections by state (RFC 9293 names), as `ss -s` counts.
+static GAUGES: [CounterSpec; 9] = [
+    CounterSpec { name: "syn_sent", unit: "connections in SYN-SENT" },
+    CounterSpec { name: "syn_received", unit: "connections in SYN-RECEIVED" },
+    CounterSpec { name: "established", unit: "connections in ESTABLISHED" },
+    CounterSpec { name: "fin_wait_1", unit: "connections in FIN-WAIT-1" },
+    CounterSpec { name: "fin_wait_2", unit: "connections in FIN-WAIT-2" },
+    CounterSpec { name: "close_wait", unit: "connections in CLOSE-WAIT" },
+    CounterSpec { name: "closing", unit: "connections in CLOSING" },
+    CounterSpec { name: "last_ack", unit: "connections in LAST-ACK" },
+    CounterSpec { name: "time_wait", unit: "connections in TIME-WAIT (the compact table)" },
+];
+
+/// The gauge of a state (`None`: CLOSED, about to leave the table).
+fn state_gauge(s: State) -> Option<usize> {
+    Some(match s {
+        State::Closed => return None,
+        State::SynSent => 0,
+        State::SynReceived => 1,
+        State::Established => 2,
+        State::FinWait1 => 3,
+        State::FinWait2 => 4,
+        State::CloseWait => 5,
+        State::Closing => 6,
+        State::LastAck => 7,
+        State::TimeWait => 8,
+    })
+}
+
+/// Moves `e` to the count of the state its connection is in now.
+fn count_state(states: &mut [u64; 9], e: &mut Entry) {
+    let now = e.conn.state();
+    if now != e.counted {
+        if let Some(k) = state_gauge(e.counted) {
+            states[k] -= 1;
+        }
+        if let Some(k) = state_gauge(now) {
+            states[k] += 1;
+        }
+        e.counted = now;
+    }
+}
+
+/// Takes `e` out of the state counts (it leaves the table).
+fn uncount_state(states: &mut [u64; 9], e: &Entry) {
+    if let Some(k) = state_gauge(e.counted) {
+        states[k] -= 1;
+    }
 }
 
 /// Brings `total` (memory all connections' received data holds) up to date with
@@ -374,6 +426,10 @@ pub struct TcpNode {
     rx_held: u64,
     /// What `rx_held` may reach: `memory_limit` and the pool share.
     mem_limit: u64,
+    /// Connections in the table by state ([`GAUGES`]; TIME-WAIT from its own table).
+    states: [u64; 9],
+    /// The gauges as last published.
+    published: [u64; 9],
 }
 
 /// Frames built during one poll.
@@ -849,6 +905,8 @@ impl TcpNode {
             pending: std::collections::VecDeque::new(),
             next_id: 1,
             rx_held: 0,
+            states: [0; 9],
+            published: [0; 9],
             cfg,
         })
     }
@@ -880,7 +938,12 @@ impl TcpNode {
         self.wire.peer_conns(key.1.addr, true);
         let ip_id = (slot_hint(&conn) | 1) as u16;
         self.next_id += 1;
+        let counted = conn.state();
+        if let Some(k) = state_gauge(counted) {
+            self.states[k] += 1;
+        }
         let e = Entry {
+            counted,
             conn,
             app,
             armed: None,
@@ -1151,6 +1214,7 @@ impl TcpNode {
     fn enter_time_wait(&mut self, cx: &NodeCx<'_>, slot: u32, tw: TimeWait) {
         if let Some(mut e) = self.slots[slot as usize].take() {
             sync_counters(cx, &mut e);
+            uncount_state(&mut self.states, &e);
             self.rx_held -= e.rx_held;
             let key = (e.conn.local(), e.conn.remote());
             self.flows.remove(&key);
@@ -1190,6 +1254,7 @@ impl TcpNode {
     fn remove(&mut self, cx: &NodeCx<'_>, slot: u32) {
         if let Some(mut e) = self.slots[slot as usize].take() {
             sync_counters(cx, &mut e);
+            uncount_state(&mut self.states, &e);
             self.rx_held -= e.rx_held;
             self.flows.remove(&(e.conn.local(), e.conn.remote()));
             self.wire.peer_conns(e.conn.remote().addr, false);
@@ -1261,6 +1326,7 @@ impl TcpNode {
             out.pkts.header_mut(last).ol_flags |= ironpath_eal::TX_PUSH;
         }
         sync_counters(cx, e);
+        count_state(&mut self.states, e);
         account_rx(&mut self.rx_held, e);
         if e.conn.state() == State::TimeWait {
             // Nothing more to send or read for 2 MSL: the connection leaves the table
@@ -1346,6 +1412,18 @@ impl TcpNode {
         }
     }
 
+    /// Publishes the state gauges that changed (TIME-WAIT: the compact table).
+    fn publish_states(&mut self, cx: &NodeCx<'_>) {
+        let mut now = self.states;
+        now[8] += self.time_wait.len() as u64;
+        for (k, (v, p)) in now.iter().zip(self.published.iter_mut()).enumerate() {
+            if v != p {
+                cx.gauge(k, *v);
+                *p = *v;
+            }
+        }
+    }
+
     fn flush_stats(&mut self, cx: &NodeCx<'_>) {
         let s = std::mem::take(&mut self.env.stats);
         for (k, v) in [
@@ -1424,11 +1502,16 @@ impl Node for TcpNode {
             cx.count(TSO_SENT, out.tso);
         }
         self.flush_stats(cx);
+        self.publish_states(cx);
         Dispatch::All(0)
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
         &COUNTERS
+    }
+
+    fn gauges(&self) -> &'static [CounterSpec] {
+        &GAUGES
     }
 }
 
