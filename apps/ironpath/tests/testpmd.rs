@@ -461,7 +461,7 @@ fn device_commands_answer_as_dpdk() {
     let o = testpmd(
         "-l 0-1 --no-huge --vdev net_null0,size=64 --vdev net_null1,size=64 -- -i",
         "port config mtu 0 10\nport config mtu 0 9000\nshow port info 0\nmac_addr set 0 zz\nmac_addr set 0 02:00:00:00:00:07\n\
-         show port info 0\nshow rxq info 0 0\nshow txq info 1 0\nshow rxq info 0 3\nset txpkts 64,64\nshow config txpkts\n\
+         show port info 0\nshow rxq info 0 0\nshow txq info 1 0\nshow rxq info 0 3\nset txpkts 64,64\nshow config txpkts\nset rxpkts 64,128\nshow config rxpkts\nset rxpkts 99999\n\
          set eth-peer 1 02:00:00:00:00:99\nset nbport 1\nshow config fwd\nset nbport 2\nset fwd mac\nstart\n@sleep 0.3\nstop\n\
          show device info all\nset xstats-hide-zero on\nshow port xstats 0\ndump_mempool\nset frob\nquit\n",
     );
@@ -478,6 +478,8 @@ fn device_commands_answer_as_dpdk() {
          Number of TXDs: 1024\n",
         "Failed to retrieve information for port: 0, RX queue: 3\n",
         "testpmd> show config txpkts\nNumber of segments: 2\nSegment sizes: 64,64\nSplit packet: off\n",
+        "testpmd> show config rxpkts\nNumber of segments: 2\nSegment sizes: 64,128\n",
+        "invalid rxpkts `99999`: expected up to 8 lengths",
         "Number of forwarding ports set to 1\n",
         "io packet forwarding - ports=1 - cores=1 - streams=1",
         "RX P=0/Q=0 (socket 0) -> TX P=0/Q=0 (socket 0) peer=02:00:00:00:00:00\n",
@@ -489,7 +491,7 @@ fn device_commands_answer_as_dpdk() {
         "mempool <mb_pool_0>@",
         "  size=",
         "common_pool_count=",
-        "accepted after `set`: fwd, burst, txpkts, nbcore, nbport, promisc, allmulti, verbose, link-up, link-down, \
+        "accepted after `set`: fwd, burst, txpkts, rxpkts, nbcore, nbport, promisc, allmulti, verbose, link-up, link-down, \
          eth-peer, record-core-cycles, record-burst-stats, xstats-hide-zero, port, gro, txcoalesce, txcompletion",
     ];
     let mut at = 0;

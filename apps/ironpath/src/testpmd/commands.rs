@@ -129,6 +129,12 @@ pub const COMMANDS: &[CmdDoc] = &[
     },
     CmdDoc { words: "show config txpkts", usage: "show config txpkts", help: "segments of generated packets" },
     CmdDoc {
+        words: "set rxpkts",
+        usage: "set rxpkts LEN[,LEN...]",
+        help: "RX buffer-split segment lengths (applied by ports with a buffer-split offload; no ironpath PMD has one)",
+    },
+    CmdDoc { words: "show config rxpkts", usage: "show config rxpkts", help: "RX buffer-split segment lengths" },
+    CmdDoc {
         words: "dump_mempool",
         usage: "dump_mempool",
         help: "every mempool: size, element size, caches, counters",
@@ -215,6 +221,7 @@ pub const WORDS: &[&str] = &[
     "vlan",
     "rx_vlan",
     "record-burst-stats",
+    "rxpkts",
     "strip",
     "filter",
     "rm",
@@ -686,7 +693,8 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
                 }
             }
             Some("txpkts") => out = device_cmds::config_txpkts(app),
-            _ => return Err(bad("show config", "expected rxtx, cores, fwd or txpkts")),
+            Some("rxpkts") => out = device_cmds::config_rxpkts(app),
+            _ => return Err(bad("show config", "expected rxtx, cores, fwd, txpkts or rxpkts")),
         },
         _ => {
             return Err(format!(
@@ -704,6 +712,7 @@ const SET_WORDS: &[&str] = &[
     "fwd",
     "burst",
     "txpkts",
+    "rxpkts",
     "nbcore",
     "nbport",
     "promisc",
@@ -760,6 +769,14 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
                 return Err(bad("set txpkts", "stop forwarding first"));
             }
             app.p.txpkts = segs;
+        }
+        Some("rxpkts") => {
+            let v = arg(2).ok_or_else(|| bad("set rxpkts", "missing lengths"))?;
+            no_more("set rxpkts", &t[3..])?;
+            if app.is_running() {
+                return Err(bad("set rxpkts", "stop forwarding first"));
+            }
+            out = device_cmds::set_rxpkts(app, v)?;
         }
         Some("nbcore") => {
             let max = app.lcores.len().saturating_sub(1).max(1) as u16;

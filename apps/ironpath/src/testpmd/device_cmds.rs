@@ -207,6 +207,28 @@ pub fn config_txpkts(app: &App) -> String {
     format!("Number of segments: {}\nSegment sizes: {}\nSplit packet: off\n", app.p.txpkts.len(), sizes.join(","))
 }
 
+/// `show config rxpkts`. DPDK: `Number of segments: 2\nSegment sizes: 64,128`.
+pub fn config_rxpkts(app: &App) -> String {
+    let sizes: Vec<String> = app.p.rxpkts.iter().map(u16::to_string).collect();
+    format!("Number of segments: {}\nSegment sizes: {}\n", app.p.rxpkts.len(), sizes.join(","))
+}
+
+/// `set rxpkts LEN[,LEN...]`: up to 8 segment lengths, each within the pool's
+/// data room (0: the rest of the buffer).
+pub fn set_rxpkts(app: &mut App, v: &str) -> Result<String, String> {
+    let room = app.pool.data_room();
+    let segs: Result<Vec<u16>, _> = v.split(',').map(|s| s.trim().parse::<u16>()).collect();
+    match segs {
+        Ok(s) if !s.is_empty() && s.len() <= 8 && s.iter().all(|l| *l <= room) => {
+            app.p.rxpkts = s;
+            Ok(String::new())
+        }
+        _ => {
+            Err(format!("Bad arguments: invalid rxpkts `{v}`: expected up to 8 lengths LEN[,LEN...], each 0..={room}"))
+        }
+    }
+}
+
 /// `dump_mempool` / `show mempool`: every pool in DPDK's `rte_mempool_dump`
 /// layout (`mempool <mb_pool_0>@0x...`, `size=`, `elt_size=`, cache infos,
 /// `common_pool_count=`), with ironpath's own counters after it.

@@ -27,6 +27,10 @@ pub struct Params {
     pub burst: u16,
     /// `--txpkts` segment lengths.
     pub txpkts: Vec<u16>,
+    /// `set rxpkts` / `--rxpkts`: RX buffer-split segment lengths (a port applies
+    /// them only with a buffer-split offload, which no ironpath PMD has; as DPDK's
+    /// testpmd, they are kept and shown).
+    pub rxpkts: Vec<u16>,
     /// `--nb-cores`.
     pub nb_cores: u16,
     /// `--rxq`.
@@ -68,6 +72,7 @@ impl Default for Params {
             forward_mode: "io".into(),
             burst: 32,
             txpkts: vec![64],
+            rxpkts: Vec::new(),
             nb_cores: 1,
             rxq: 1,
             txq: 1,
@@ -95,6 +100,7 @@ const OPTIONS: &[(&str, bool, &str)] = &[
     ("--forward-mode", true, "--forward-mode=MODE: io|mac|macswap|5tswap|rxonly|txonly|flowgen|csum|icmpecho"),
     ("--burst", true, "--burst=N: packets per burst, 1..=256 [32]"),
     ("--txpkts", true, "--txpkts=LEN[,LEN...]: segment lengths of txonly/flowgen packets, total 42..=9000 [64]"),
+    ("--rxpkts", true, "--rxpkts=LEN[,LEN...]: RX buffer-split segment lengths (ports with a buffer-split offload)"),
     ("--nb-cores", true, "--nb-cores=N: forwarding lcores, 1..=(lcores in -l minus 1) [1]"),
     ("--rxq", true, "--rxq=N: RX queues per port, 1..=1024 [1]"),
     ("--txq", true, "--txq=N: TX queues per port, 1..=1024 [1]"),
@@ -209,6 +215,12 @@ impl Params {
                 "--burst" => p.burst = num(canon, &value, 1, MAX_PKT_BURST)?,
                 "--txpkts" => {
                     p.txpkts = parse_txpkts(&value).map_err(|e| format!("{e}\nusage: {}", usage_of(canon)))?
+                }
+                "--rxpkts" => {
+                    let segs: Result<Vec<u16>, _> = value.split(',').map(|s| s.trim().parse::<u16>()).collect();
+                    p.rxpkts = segs.ok().filter(|s| !s.is_empty() && s.len() <= 8).ok_or_else(|| {
+                        format!("invalid rxpkts `{value}`: up to 8 lengths LEN[,LEN...]\nusage: {}", usage_of(canon))
+                    })?;
                 }
                 "--nb-cores" => p.nb_cores = num(canon, &value, 1, 127)?,
                 "--rxq" => p.rxq = num(canon, &value, 1, 1024)?,
