@@ -329,3 +329,24 @@ fn allmulti_link_mac_and_mtu_go_through_the_kernel_root() {
     assert!(promiscuity(&added) > promiscuity(&removed), "added:\n{added}\nremoved:\n{removed}\n{out}");
     assert!(!out.contains("error"), "{out}");
 }
+
+/// RSS as testpmd shows it: with two queue pairs the kernel's flow hash (addresses
+/// and TCP/UDP ports) spreads flows, and it cannot be narrowed; one queue: none.
+#[test]
+fn rss_hash_shows_the_kernel_flow_hash_root() {
+    if !common::ready(&[]) {
+        return;
+    }
+    let v = Veth::new("r", 13);
+    let mut t = Testpmd::start_args(&format!("net_af_packet0,iface={},qpairs=2", v.port), "--rxq=2 --txq=2");
+    t.cmd("show port 0 rss-hash");
+    t.cmd("port config all rss ip");
+    t.cmd("port config all rss all");
+    let out = t.finish();
+    assert!(out.contains("RSS functions:\n  ipv4 ipv4-tcp ipv4-udp ipv6 ipv6-tcp ipv6-udp \n"), "{out}");
+    assert!(
+        out.contains("rss_hf 0x104\nPort 0: Operation not supported: rss_hf 0x104: the kernel's flow hash"),
+        "{out}"
+    );
+    assert!(out.contains("testpmd> port config all rss all\nrss_hf 0xd34\n"), "{out}");
+}

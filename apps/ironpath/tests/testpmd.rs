@@ -633,3 +633,19 @@ fn record_burst_stats_as_dpdk() {
     let second = &s[s.rfind("Forward statistics for port 0").unwrap()..];
     assert!(!second.contains("-bursts"), "{second}");
 }
+
+/// RSS on ports without it: `show port 0 rss-hash` says disabled; asking for a
+/// hash function says what the port kept (DPDK's wording).
+#[test]
+fn rss_on_a_port_without_it() {
+    let o = testpmd(NULL2, "show port 0 rss-hash\nport config all rss tcp\nport config all rss none\nquit\n");
+    let s = &o.stdout;
+    for want in [
+        "testpmd> show port 0 rss-hash\nRSS disabled\n",
+        "Port 0 modified RSS hash function based on hardware support,requested:0x410 configured:0x0\n",
+        "rss_hf 0x410\n",
+        "testpmd> port config all rss none\nrss_hf 0x0\n",
+    ] {
+        assert!(s.contains(want), "missing `{want}` in:\n{s}");
+    }
+}

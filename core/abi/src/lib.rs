@@ -41,7 +41,8 @@ pub const ABI_MAJOR: u16 = 1;
 /// * 1.5: [`DevOps::allmulticast_set`], [`DevOps::allmulticast_get`],
 ///   [`DevOps::mac_addr_add`], [`DevOps::mac_addr_remove`] and
 ///   [`DevOps::dev_set_link`] (testpmd's `set allmulti`, `mac_addr add|remove`,
-///   `set link-up|link-down`).
+///   `set link-up|link-down`), [`DevOps::rss_hash_get`] and [`DevOps::rss_hash_set`]
+///   (`show port N rss-hash`, `port config all rss`).
 pub const ABI_MINOR: u16 = 5;
 /// Name of the one symbol every plugin exports: `extern "C" fn() -> *const PmdEntry`.
 pub const ENTRY_SYMBOL: &str = "ironpath_pmd_entry";
@@ -528,7 +529,35 @@ pub struct DevOps {
     pub mac_addr_remove: Option<unsafe extern "C" fn(dev: *mut c_void, mac: *const [u8; 6]) -> i32>,
     /// (1.5) Bring the link up (1) or down (0) administratively.
     pub dev_set_link: Option<unsafe extern "C" fn(dev: *mut c_void, up: u8) -> i32>,
+    /// (1.5) RSS: the hash functions the device can spread flows over its RX
+    /// queues with (`capa`) and those it uses now (`cur`), as `RSS_*` flags; 0 and
+    /// 0 for a device without RSS.
+    pub rss_hash_get: Option<unsafe extern "C" fn(dev: *mut c_void, capa: *mut u64, cur: *mut u64) -> i32>,
+    /// (1.5) Use the hash functions `rss_hf` (a subset of `capa`; 0: off).
+    pub rss_hash_set: Option<unsafe extern "C" fn(dev: *mut c_void, rss_hf: u64) -> i32>,
 }
+
+/// RSS hash function: IPv4 addresses (DPDK's `RTE_ETH_RSS_IPV4` bit).
+pub const RSS_IPV4: u64 = 1 << 2;
+/// RSS hash function: IPv4 addresses and TCP ports.
+pub const RSS_IPV4_TCP: u64 = 1 << 4;
+/// RSS hash function: IPv4 addresses and UDP ports.
+pub const RSS_IPV4_UDP: u64 = 1 << 5;
+/// RSS hash function: IPv6 addresses.
+pub const RSS_IPV6: u64 = 1 << 8;
+/// RSS hash function: IPv6 addresses and TCP ports.
+pub const RSS_IPV6_TCP: u64 = 1 << 10;
+/// RSS hash function: IPv6 addresses and UDP ports.
+pub const RSS_IPV6_UDP: u64 = 1 << 11;
+/// Every RSS hash function above, with testpmd's names.
+pub const RSS_NAMES: [(u64, &str); 6] = [
+    (RSS_IPV4, "ipv4"),
+    (RSS_IPV4_TCP, "ipv4-tcp"),
+    (RSS_IPV4_UDP, "ipv4-udp"),
+    (RSS_IPV6, "ipv6"),
+    (RSS_IPV6_TCP, "ipv6-tcp"),
+    (RSS_IPV6_UDP, "ipv6-udp"),
+];
 
 // SAFETY: `Mempool` is an immutable description after creation; the raw pointers it
 // holds point to data that outlives every user and is only read.
@@ -592,7 +621,7 @@ const _: () = {
     assert!(offset_of!(PmdEntry, check_args) == 64);
     assert!(size_of::<PmdEntry>() == 72);
     assert!(size_of::<PciId>() == 4);
-    assert!(size_of::<DevOps>() == 8 + 28 * 8);
+    assert!(size_of::<DevOps>() == 8 + 30 * 8);
 };
 
 /// Constant helper: the [`PmdEntry`] header fields for this ABI version.

@@ -892,6 +892,29 @@ impl Port {
         Ok(())
     }
 
+    /// RSS hash functions: (those the device can use, those in use) (ABI 1.5).
+    pub fn rss_hash(&self) -> Result<(u64, u64), PortError> {
+        let f = op!(self, rss_hash_get, "rss_hash_get");
+        let (mut capa, mut cur) = (0u64, 0u64);
+        // SAFETY: live device, valid out-pointers.
+        let rc = unsafe { f(self.dev, &mut capa, &mut cur) };
+        if rc < 0 {
+            return Err(self.fail("rss_hash_get", rc));
+        }
+        Ok((capa, cur))
+    }
+
+    /// Use RSS hash functions `rss_hf` (ABI 1.5).
+    pub fn set_rss_hash(&mut self, rss_hf: u64) -> Result<(), PortError> {
+        let f = op!(self, rss_hash_set, "rss_hash_set");
+        // SAFETY: live device.
+        let rc = unsafe { f(self.dev, rss_hf) };
+        if rc < 0 {
+            return Err(self.fail("rss_hash_set", rc));
+        }
+        Ok(())
+    }
+
     /// Everything about the port, for `show port info`.
     pub fn info(&self) -> PortInfo {
         PortInfo {

@@ -461,6 +461,19 @@ pub trait Pmd: Sized + Send + 'static {
         s.macs.retain(|m| *m != mac);
         Ok(())
     }
+    /// RSS hash functions: (those the device can use, those in use), as
+    /// `abi::RSS_*` flags (default: none).
+    fn rss_hash(&self) -> Result<(u64, u64), PmdError> {
+        Ok((0, 0))
+    }
+    /// Use RSS hash functions `rss_hf` (default: only 0, no RSS, is accepted).
+    fn set_rss_hash(&mut self, rss_hf: u64) -> Result<(), PmdError> {
+        if rss_hf == 0 {
+            Ok(())
+        } else {
+            Err(PmdError::not_supported("RSS (the device has no hash to spread flows over queues)"))
+        }
+    }
     /// Bring the link up or down administratively (default: in [`Pmd::soft_mut`];
     /// the link then reads down).
     fn set_link(&mut self, up: bool) -> Result<(), PmdError> {
@@ -1038,6 +1051,28 @@ unsafe extern "C" fn dev_set_link<D: Pmd>(dev: *mut c_void, up: u8) -> i32 {
     rc(control(|| w.dev.set_link(up != 0)))
 }
 
+unsafe extern "C" fn rss_hash_get<D: Pmd>(dev: *mut c_void, capa: *mut u64, cur: *mut u64) -> i32 {
+    // SAFETY: host contract.
+    let w = unsafe { wrap::<D>(dev) };
+    match control(|| w.dev.rss_hash()) {
+        Ok((c, u)) => {
+            // SAFETY: valid out-pointers (host contract).
+            unsafe {
+                *capa = c;
+                *cur = u;
+            }
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+unsafe extern "C" fn rss_hash_set<D: Pmd>(dev: *mut c_void, rss_hf: u64) -> i32 {
+    // SAFETY: host contract.
+    let w = unsafe { wrap::<D>(dev) };
+    rc(control(|| w.dev.set_rss_hash(rss_hf)))
+}
+
 unsafe extern "C" fn promiscuous_get<D: Pmd>(dev: *mut c_void) -> i32 {
     // SAFETY: host contract.
     let w = unsafe { wrap::<D>(dev) };
@@ -1087,6 +1122,8 @@ impl<D: Pmd> OpsTable for D {
         mac_addr_add: Some(mac_addr_add::<D>),
         mac_addr_remove: Some(mac_addr_remove::<D>),
         dev_set_link: Some(dev_set_link::<D>),
+        rss_hash_get: Some(rss_hash_get::<D>),
+        rss_hash_set: Some(rss_hash_set::<D>),
     };
     const OPS_REF: &'static abi::DevOps = &Self::OPS;
 }

@@ -93,6 +93,12 @@ pub const COMMANDS: &[CmdDoc] = &[
         usage: "port config all rxq|txq|rxd|txd N",
         help: "queue counts and sizes (applied at port start)",
     },
+    CmdDoc {
+        words: "port config all rss",
+        usage: "port config all rss ip|tcp|udp|all|default|none",
+        help: "RSS hash functions of every port (what each can do)",
+    },
+    CmdDoc { words: "show port rss-hash", usage: "show port ID rss-hash", help: "a port's RSS hash functions" },
     CmdDoc { words: "port config mtu", usage: "port config mtu PORT N", help: "set a port's MTU" },
     CmdDoc { words: "mac_addr set", usage: "mac_addr set PORT aa:bb:cc:dd:ee:ff", help: "set a port's MAC address" },
     CmdDoc {
@@ -220,6 +226,8 @@ pub const WORDS: &[&str] = &[
     "remove",
     "vlan",
     "rx_vlan",
+    "rss",
+    "rss-hash",
     "record-burst-stats",
     "rxpkts",
     "strip",
@@ -564,6 +572,11 @@ fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
         Some("mempool") => {
             no_more("show mempool", &t[2..])?;
             out = device_cmds::dump_mempools(app);
+        }
+        Some("port") if arg(3) == Some("rss-hash") => {
+            let id = num("show port rss-hash", arg(2), 0u16, u16::MAX)?;
+            no_more("show port rss-hash", &t[4..])?;
+            out = device_cmds::show_rss(app, id)?;
         }
         Some("port") if arg(3) == Some("txq") => {
             let id = ports_arg(app, "show port txq", arg(2))?[0];
@@ -1027,6 +1040,14 @@ fn port(app: &mut App, t: &[&str]) -> Result<String, String> {
                 "Removing a device...\nPort {id} is detached. Now total ports is {}\nDone\n",
                 app.eal.ports().count()
             );
+        }
+        Some("config") if arg(2) == Some("all") && arg(3) == Some("rss") => {
+            let what = arg(4).ok_or_else(|| bad("port config all rss", "missing ip|tcp|udp|all|default|none"))?;
+            no_more("port config all rss", t.get(5..).unwrap_or(&[]))?;
+            if app.is_running() {
+                return Err(bad("port config all rss", "Please stop forwarding first"));
+            }
+            out = device_cmds::config_rss(app, what)?;
         }
         Some("config") if arg(2) == Some("mtu") => {
             let id = num("port config mtu", arg(3), 0u16, u16::MAX)?;

@@ -207,6 +207,59 @@ pub fn config_txpkts(app: &App) -> String {
     format!("Number of segments: {}\nSegment sizes: {}\nSplit packet: off\n", app.p.txpkts.len(), sizes.join(","))
 }
 
+/// `show port N rss-hash`. DPDK: `RSS functions:\n  ipv4 ipv4-tcp ...` or
+/// `RSS disabled`.
+pub fn show_rss(app: &App, port: u16) -> Result<String, String> {
+    let p = app.eal.port(port).map_err(|_| format!("Invalid port {port}"))?;
+    let (_, cur) = p.rss_hash().map_err(|e| format!("port {port}: {}", why(&e)))?;
+    if cur == 0 {
+        return Ok("RSS disabled\n".into());
+    }
+    let names: Vec<&str> = ironpath_eal::abi::RSS_NAMES.iter().filter(|(f, _)| cur & f != 0).map(|(_, n)| *n).collect();
+    Ok(format!("RSS functions:\n  {} \n", names.join(" ")))
+}
+
+/// `port config all rss ip|tcp|udp|all|default|none`: each port gets what it can
+/// of the functions asked. DPDK: `Port 0 modified RSS hash function based on
+/// hardware support,requested:0xa38c configured:0x0`, then `rss_hf 0xa38c`.
+pub fn config_rss(app: &mut App, what: &str) -> Result<String, String> {
+    use ironpath_eal::abi::*;
+    let hf = match what {
+        "ip" => RSS_IPV4 | RSS_IPV6,
+        "tcp" => RSS_IPV4_TCP | RSS_IPV6_TCP,
+        "udp" => RSS_IPV4_UDP | RSS_IPV6_UDP,
+        "all" | "default" => RSS_NAMES.iter().fold(0, |a, (f, _)| a | f),
+        "none" => 0,
+        x => {
+            return Err(format!(
+                "Bad arguments: `{x}`: accepted ip, tcp, udp, all, default, none\nUsage: port config all rss ip|tcp|udp|all|default|none"
+            ))
+        }
+    };
+    let mut o = String::new();
+    let mut errs = String::new();
+    for id in app.eal.port_ids() {
+        let Ok(p) = app.eal.port_mut(id) else { continue };
+        let capa = p.rss_hash().map(|(c, _)| c).unwrap_or(0);
+        let want = hf & capa;
+        if want != hf {
+            let _ = writeln!(
+                o,
+                "Port {id} modified RSS hash function based on hardware support,requested:{hf:#x} configured:{want:#x}"
+            );
+        }
+        if let Err(e) = p.set_rss_hash(want) {
+            let _ = writeln!(errs, "Port {id}: {}", why(&e));
+        }
+    }
+    let _ = writeln!(o, "rss_hf {hf:#x}");
+    if errs.is_empty() {
+        Ok(o)
+    } else {
+        Err(format!("{o}{}", errs.trim_end()))
+    }
+}
+
 /// `show config rxpkts`. DPDK: `Number of segments: 2\nSegment sizes: 64,128`.
 pub fn config_rxpkts(app: &App) -> String {
     let sizes: Vec<String> = app.p.rxpkts.iter().map(u16::to_string).collect();
