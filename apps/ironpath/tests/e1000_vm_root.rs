@@ -119,6 +119,35 @@ fn every_txonly_frame_is_counted_by_the_kernel_and_in_xstats_root() {
     assert_eq!(kernel, 2048 + timed_tx, "the tap's rx_packets against our TX-packets:\n{out}");
 }
 
+/// The ABI 1.5 operations on the e1000's registers: all-multicast (RCTL.MPE), a
+/// second receive address (RAL/RAH 1) added and removed, the link taken down
+/// (CTRL.SLU) and up again, then traffic still flows.
+#[test]
+fn allmulti_mac_add_and_link_on_the_registers_root() {
+    if skip() {
+        return;
+    }
+    let script = [
+        "set allmulti 0 off",
+        "show port info 0",
+        "mac_addr add 0 02:00:00:00:00:77",
+        "mac_addr remove 0 02:00:00:00:00:77",
+        "set link-down port 0",
+        "set link-up port 0",
+        "start tx_first 4",
+        "stop",
+        "quit",
+    ];
+    let cmds = format!("printf '{}\\n' > /tmp/cmds", script.join("\\n"));
+    let run = "ironpath testpmd -l 0-1 --no-huge -a 0000:00:01.0 -- -i --forward-mode=rxonly --cmdline-file=/tmp/cmds";
+    let out = vm(&["-e", "bind", "-e", &cmds, "-e", run]);
+    assert!(out.contains("GUEST: step 3 rc=0"), "{out}");
+    let step = &out[out.find("GUEST: step 3:").unwrap()..];
+    assert!(step.contains("Allmulticast mode: disabled"), "{out}");
+    assert!(!step.contains("mac_addr_cmd error") && !step.contains("fail."), "{out}");
+    assert_eq!(num_after(step, "Forward statistics for port 0", "TX-packets:"), 128, "{out}");
+}
+
 #[test]
 fn refusals_name_what_to_do_root() {
     if skip() {
