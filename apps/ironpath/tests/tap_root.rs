@@ -127,7 +127,7 @@ fn kernel_ping_through_a_tap_gets_icmpecho_replies_root() {
 
 #[test]
 fn kernel_tcp_through_two_taps_keeps_gso_root() {
-    if !common::ready(&[]) {
+    if !common::ready(&["curl", "python3"]) {
         return;
     }
     let id = std::process::id() % 100_000;

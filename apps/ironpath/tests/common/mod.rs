@@ -273,14 +273,17 @@ pub fn www(dir: &Path, files: &[(&str, usize)]) {
     }
 }
 
-/// Whether this test can run: as root, with every tool of `tools` installed.
-/// Otherwise it is skipped (see [`skip`]).
+/// Whether this test can run: as root, with `ip` and `ping` (root tests make their
+/// own namespaces and interfaces and most ping across them) and every tool of
+/// `tools` installed. Otherwise it is skipped (see [`skip`]).
 pub fn ready(tools: &[&str]) -> bool {
     if !is_root() {
         skip("needs root");
         return false;
     }
-    tools_ready(tools)
+    let mut all = vec!["ip", "ping"];
+    all.extend_from_slice(tools);
+    tools_ready(&all)
 }
 
 /// Whether every tool of `tools` is installed; otherwise the test is skipped,
