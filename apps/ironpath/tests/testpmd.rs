@@ -154,7 +154,7 @@ fn wrong_input_gets_a_reason_and_the_usage_and_never_crashes() {
         ("stop", "Packet forwarding not started"),
         ("start tx_first abc", "`abc` is not a number"),
         ("clear fwd nonsense", "Usage:"),
-        ("show config nothing", "expected rxtx, cores, fwd or txpkts"),
+        ("show config nothing", "expected rxtx, cores, fwd, txpkts or rxpkts"),
         ("\u{1b}[A\u{0}\u{7f}", "Bad arguments: unknown command"),
     ];
     let input: String = cases.iter().map(|(c, _)| format!("{c}\n")).collect::<String>() + "help\nhelp set\nquit\n";
