@@ -191,7 +191,11 @@ impl Drop for Server {
 fn accept_loop(fd: OwnedFd, tx: SyncSender<Request>, stop: Arc<AtomicBool>) {
     let live = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
-        let Ok(c) = rustix::net::accept_with(&fd, SocketFlags::CLOEXEC) else { continue };
+        let Ok(c) = rustix::net::accept_with(&fd, SocketFlags::CLOEXEC) else {
+            // Out of descriptors or memory: wait rather than spin.
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -268,7 +272,11 @@ fn http_loop(l: TcpListener, tx: SyncSender<Request>, stop: Arc<AtomicBool>) {
         }
         // One scrape at a time, each bounded in time and size: a stuck scraper
         // delays the next by at most the timeouts.
-        if let Ok(s) = s {
+        let Ok(s) = s else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        {
             let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
             let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
             let _ = scrape(s, &tx);
