@@ -276,11 +276,9 @@ fn http_loop(l: TcpListener, tx: SyncSender<Request>, stop: Arc<AtomicBool>) {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         };
-        {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-            let _ = scrape(s, &tx);
-        }
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+        let _ = scrape(s, &tx);
     }
 }
 
