@@ -78,7 +78,8 @@ use ironpath_pmd_sdk::abi::{self, Mbuf};
 use ironpath_pmd_sdk::tpacket;
 use ironpath_pmd_sdk::vnet::VnetHdr;
 use ironpath_pmd_sdk::{
-    export_pmd, free_bulk, Counter, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue,
+    export_pmd, free_bulk, Counter, DevArgs, KernelFlowHash, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue,
+    TxQueue,
 };
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -581,29 +582,13 @@ impl Pmd for AfPacket {
         sys::unicast(&fd, self.ifindex, mac, false).map_err(|e| self.os_err("PACKET_MR_UNICAST", e))
     }
 
-    /// With more than one queue, the kernel spreads flows by its flow hash: IPv4 and
-    /// IPv6 addresses with TCP and UDP ports, together (it cannot hash on a part).
+    /// With more than one queue, the kernel's flow hash ([`KernelFlowHash`]).
     fn rss_hash(&self) -> Result<(u64, u64), PmdError> {
-        let all = abi::RSS_NAMES.iter().fold(0, |a, (f, _)| a | f);
-        Ok(if self.qpairs > 1 { (all, all) } else { (0, 0) })
+        Ok(KernelFlowHash::rss_hash(self.qpairs))
     }
 
     fn set_rss_hash(&mut self, rss_hf: u64) -> Result<(), PmdError> {
-        let (capa, cur) = self.rss_hash()?;
-        if rss_hf == cur {
-            return Ok(());
-        }
-        Err(if capa == 0 {
-            PmdError::not_supported("RSS with one queue")
-        } else {
-            PmdError::new(
-                abi::errno::ENOTSUP,
-                format!(
-                    "rss_hf {rss_hf:#x}: the kernel's flow hash covers addresses and TCP/UDP ports together \
-                     ({capa:#x}); it cannot hash on a part or be turned off"
-                ),
-            )
-        })
+        KernelFlowHash::set_rss_hash(self.qpairs, rss_hf)
     }
 
     /// The kernel interface's `IFF_UP` (`ip link set IFACE up|down`).

@@ -287,6 +287,42 @@ impl SoftState {
     }
 }
 
+/// RSS of a device whose queues the Linux kernel fills (af_packet fanout, a
+/// multi-queue TAP): flows are spread by the kernel's flow hash, IPv4/IPv6
+/// addresses with TCP/UDP ports together; it cannot hash on a part or be turned off.
+pub struct KernelFlowHash;
+
+impl KernelFlowHash {
+    /// (functions the device can use, functions in use) with `queues` RX queues.
+    pub fn rss_hash(queues: u16) -> (u64, u64) {
+        let all = abi::RSS_NAMES.iter().fold(0, |a, (f, _)| a | f);
+        if queues > 1 {
+            (all, all)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// Accepts only what is in use already; says why for anything else.
+    pub fn set_rss_hash(queues: u16, rss_hf: u64) -> Result<(), PmdError> {
+        let (capa, cur) = Self::rss_hash(queues);
+        if rss_hf == cur {
+            return Ok(());
+        }
+        Err(if capa == 0 {
+            PmdError::not_supported("RSS with one queue")
+        } else {
+            PmdError::new(
+                abi::errno::ENOTSUP,
+                format!(
+                    "rss_hf {rss_hf:#x}: the kernel's flow hash covers addresses and TCP/UDP ports together \
+                     ({capa:#x}); it cannot hash on a part or be turned off"
+                ),
+            )
+        })
+    }
+}
+
 /// A receive queue.
 pub trait RxQueue: Send + 'static {
     /// Receive up to `pkts.len()` packets into `pkts`; return how many. Count them in

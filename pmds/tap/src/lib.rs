@@ -22,7 +22,8 @@ pub mod sys;
 
 use ironpath_pmd_sdk::abi::{self, Mbuf};
 use ironpath_pmd_sdk::{
-    export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState, TxQueue,
+    export_pmd, free_bulk, DevArgs, KernelFlowHash, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState,
+    TxQueue,
 };
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -215,29 +216,13 @@ impl Pmd for Tap {
         Err(PmdError::not_supported("removing a MAC address (a TAP has no address filter)"))
     }
 
-    /// With more than one queue, the kernel spreads flows by its flow hash: IPv4 and
-    /// IPv6 addresses with TCP and UDP ports, together (it cannot hash on a part).
+    /// With more than one queue, the kernel's flow hash ([`KernelFlowHash`]).
     fn rss_hash(&self) -> Result<(u64, u64), PmdError> {
-        let all = abi::RSS_NAMES.iter().fold(0, |a, (f, _)| a | f);
-        Ok(if self.queues > 1 { (all, all) } else { (0, 0) })
+        Ok(KernelFlowHash::rss_hash(self.queues))
     }
 
     fn set_rss_hash(&mut self, rss_hf: u64) -> Result<(), PmdError> {
-        let (capa, cur) = self.rss_hash()?;
-        if rss_hf == cur {
-            return Ok(());
-        }
-        Err(if capa == 0 {
-            PmdError::not_supported("RSS with one queue")
-        } else {
-            PmdError::new(
-                abi::errno::ENOTSUP,
-                format!(
-                    "rss_hf {rss_hf:#x}: the kernel's flow hash covers addresses and TCP/UDP ports together \
-                     ({capa:#x}); it cannot hash on a part or be turned off"
-                ),
-            )
-        })
+        KernelFlowHash::set_rss_hash(self.queues, rss_hf)
     }
 
     /// The kernel side's `IFF_UP`.
