@@ -8,7 +8,7 @@
 //! bad checksum and nothing malformed, and its reassembly of every stream must
 //! equal the data sent. Namespaces are removed on exit, pass or fail.
 
-use ironpath_pmd_pcap::file::{read, Writer};
+use ironpath_pcapfile::{read, Writer};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -181,7 +181,7 @@ edges:
     assert_eq!(node_counter(&out, "end", "packets"), N, "{out}");
     assert!(out.contains("ring_tx"), "the rxb -> swap edge crosses lcores through a ring:\n{out}");
     // Per flow (UDP source port), sequence numbers strictly increase; all N arrive.
-    let pkts = ironpath_pmd_pcap::file::read(&cap).unwrap();
+    let pkts = ironpath_pcapfile::read(&cap).unwrap();
     assert_eq!(pkts.len() as u64, N);
     let mut last: std::collections::HashMap<u16, u64> = Default::default();
     let mut seen = vec![false; N as usize];

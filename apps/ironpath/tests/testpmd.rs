@@ -554,7 +554,7 @@ fn allmulti_mac_add_and_link_state() {
 /// `vlan set strip on 0` takes the tag out of what is forwarded.
 #[test]
 fn vlan_filter_and_strip_in_software() {
-    use ironpath_pmd_pcap::file::{read, Writer};
+    use ironpath_pcapfile::{read, Writer};
     let dir = std::env::temp_dir().join(format!("ironpath-vlan-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (inp, outp) = (dir.join("in.pcap"), dir.join("out.pcap"));

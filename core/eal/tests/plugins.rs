@@ -330,6 +330,7 @@ fn panicking_probe_is_an_error_and_the_host_keeps_running() {
     let mut b = [std::ptr::null_mut::<RawMbuf>(); 4];
     assert_eq!(rx.rx_burst(&mut b), 0);
     assert_eq!(e.port(id).unwrap().stats().unwrap().ierrors, 1);
+    assert_eq!(mp.stats().in_use, 0, "the packets the panicking RX burst allocated went back to the pool");
     let err = e.port(id).unwrap().mac().unwrap_err().to_string();
     assert!(err.contains("mac_addr_get failed: driver panicked: deliberate panic in mac_addr_get"), "{err}");
     // A TX burst that panics claims the packets (leaked, never freed twice). Their

@@ -33,7 +33,7 @@ use ironpath_eal::abi::{self, ptype};
 use ironpath_eal::tsc::{rdtsc, tsc_hz};
 use ironpath_eal::{Burst, MemPolicy, Mempool, MempoolConfig};
 use ironpath_nodes::aggregate::{AggrConfig, AggrStats, Aggregator, Flush, Mode};
-use ironpath_pmd_pcap::file::{read, Writer};
+use ironpath_pcapfile::{read, Writer};
 use ironpath_wire::ipv4::Ipv4Packet;
 use ironpath_wire::tcp::TcpPacket;
 use ironpath_wire::IpAddress;

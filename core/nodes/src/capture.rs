@@ -5,7 +5,7 @@
 
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
-use ironpath_pmd_pcap::file::Writer;
+use ironpath_pcapfile::Writer;
 use std::path::Path;
 
 static COUNTERS: [CounterSpec; 3] = [
@@ -85,7 +85,7 @@ impl Node for Capture {
 mod tests {
     use super::*;
     use crate::tests::*;
-    use ironpath_pmd_pcap::file::read;
+    use ironpath_pcapfile::read;
     use std::path::PathBuf;
 
     /// A file in the temporary directory, removed when dropped.

@@ -72,19 +72,21 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod rx;
+mod rxq;
 mod sys;
+mod txq;
 
-use ironpath_pmd_sdk::abi::{self, Mbuf};
-use ironpath_pmd_sdk::tpacket;
+pub use rxq::AfRx;
+pub use txq::AfTx;
+use txq::TxOffloads;
+
+use ironpath_pmd_sdk::abi;
 use ironpath_pmd_sdk::vnet::VnetHdr;
-use ironpath_pmd_sdk::{
-    export_pmd, free_bulk, Counter, DevArgs, KernelFlowHash, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue,
-    TxQueue,
-};
+use ironpath_pmd_sdk::{export_pmd, DevArgs, KernelFlowHash, Pmd, PmdError, Pool, ProbeCtx, QueueStats};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use sys::{Fd, Mmap};
+use sys::Fd;
 
 const KEYS: &[&str] = &[
     "iface",
@@ -136,7 +138,6 @@ pub struct AfPacket {
     ifindex: i32,
     qpairs: u16,
     geo: Geometry,
-    port_id: u16,
     rx_socks: Vec<Option<(Fd, Arc<Drops>)>>,
     tx_socks: Vec<Option<Fd>>,
     /// Per queue, the `PACKET_VNET_HDR` socket TSO packets go through (`tso=1`).
@@ -156,66 +157,6 @@ pub struct AfPacket {
     /// Each TX queue's.
     tx_offloads: Vec<Arc<TxOffloads>>,
 }
-
-/// Receive queue.
-pub struct AfRx {
-    /// Kept open while the queue lives (the device holds another reference for its
-    /// drop counter); the ring is unmapped before the socket closes (field order).
-    ring: Mmap,
-    _fd: Arc<Fd>,
-    blocksz: usize,
-    nblocks: usize,
-    block: usize,
-    /// Packets left in the current block and the offset of the next one.
-    left: u32,
-    next_off: usize,
-    /// `rx_ring=frames`: the ring is `nframes` V2 frames of `framesz` bytes (the
-    /// block fields are unused), `frame` the next one to look at.
-    frames: bool,
-    framesz: usize,
-    nframes: usize,
-    frame: usize,
-    pool: Pool,
-    port_id: u16,
-    stats: Arc<QueueStats>,
-    /// The socket has `PACKET_VNET_HDR`: a `virtio_net_hdr` precedes each frame.
-    vnet: bool,
-    /// `vlan_strip=1`: a tag the kernel took off stays in `vlan_tci`.
-    vlan_strip: bool,
-    offloads: Arc<rx::RxOffloads>,
-}
-
-/// Transmit queue.
-pub struct AfTx {
-    ring: Mmap,
-    fd: Fd,
-    framesz: usize,
-    nframes: usize,
-    head: usize,
-    /// Oldest frame still in flight (== head when none).
-    tail: usize,
-    /// Frames in flight (sent, not yet reclaimed).
-    inflight: usize,
-    /// The packet of each in-flight frame (NULL for one dropped as too long).
-    held: Vec<*mut Mbuf>,
-    free_thresh: usize,
-    /// The `PACKET_VNET_HDR` socket for TSO packets.
-    gso: Option<Fd>,
-    stats: Arc<QueueStats>,
-    offloads: Arc<TxOffloads>,
-}
-
-/// Offload events of a queue's transmit side (xstats).
-#[derive(Default)]
-struct TxOffloads {
-    /// Packets sent whole for the kernel to segment (TSO, forwarded GSO frames).
-    gso: Counter,
-    /// Packets whose checksum the kernel completed (`NEEDS_CSUM`).
-    csum: Counter,
-}
-
-// SAFETY: the held packets are owned by the queue, which one thread uses at a time.
-unsafe impl Send for AfTx {}
 
 fn geometry(a: &DevArgs) -> Result<Geometry, PmdError> {
     let page = 4096;
@@ -315,7 +256,6 @@ impl Pmd for AfPacket {
             ifindex,
             qpairs,
             geo,
-            port_id: u16::MAX,
             rx_socks: Vec::new(),
             tx_socks: Vec::new(),
             gso_socks: Vec::new(),
@@ -408,11 +348,6 @@ impl Pmd for AfPacket {
         }
     }
 
-    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
-        self.port_id = conf.port_id;
-        Ok(())
-    }
-
     fn rx_queue_setup(
         &mut self,
         qid: u16,
@@ -450,13 +385,12 @@ impl Pmd for AfPacket {
             block: 0,
             left: 0,
             next_off: 0,
-            frames: g.rx_frames,
+            recv: if g.rx_frames { AfRx::rx_frames } else { AfRx::rx_blocks },
             framesz: g.framesz as usize,
             // (`ring_v2` rounds the ring up to whole blocks.)
             nframes: (g.framecnt.div_ceil(g.blocksz / g.framesz) * (g.blocksz / g.framesz)) as usize,
             frame: 0,
             pool,
-            port_id: self.port_id,
             stats,
             vnet: self.vnet,
             vlan_strip: self.vlan_strip,
@@ -613,474 +547,6 @@ impl AfPacket {
                 d.0.load(Ordering::Relaxed)
             })
             .sum()
-    }
-}
-
-impl RxQueue for AfRx {
-    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
-        if self.frames {
-            return self.rx_frames(pkts);
-        }
-        let mut n = 0;
-        while n < pkts.len() {
-            if self.left == 0 && !self.open_block() {
-                break;
-            }
-            // Allocate what this block can still give, up to the room left.
-            let want = (self.left as usize).min(pkts.len() - n);
-            if !self.pool.alloc_bulk(&mut pkts[n..n + want]) {
-                self.stats.nombuf.add(want as u64);
-                break;
-            }
-            let got = self.fill(&mut pkts[n..n + want]);
-            n += got;
-            if self.left == 0 {
-                self.close_block();
-            }
-        }
-        self.stats.packets.add(n as u64);
-        n
-    }
-}
-
-impl AfRx {
-    fn block_ptr(&self) -> *mut u8 {
-        // SAFETY: block < nblocks and the ring maps nblocks * blocksz bytes.
-        unsafe { self.ring.ptr().add(self.block * self.blocksz) }
-    }
-
-    /// Take the current block if the kernel handed it to us (an empty retired block
-    /// is handed straight back).
-    fn open_block(&mut self) -> bool {
-        let b = self.block_ptr();
-        // SAFETY: the block descriptor lies at the start of the block; its status is
-        // written by the kernel, read with acquire so the block's frames are visible.
-        let status = unsafe { sys::load_acquire_u32(b.add(sys::BLK_STATUS)) };
-        if status & libc::TP_STATUS_USER == 0 {
-            return false;
-        }
-        // The header through checked offsets: a count no block can hold is cut to
-        // what fits (the frames' own checks end the walk early).
-        let Some(h) = tpacket::block_header(self.block_bytes()) else { return false };
-        self.left = h.num_pkts;
-        self.next_off = h.first;
-        if self.left == 0 {
-            self.close_block();
-            return false;
-        }
-        true
-    }
-
-    /// The current block's bytes. Only while the kernel has handed it to us (status
-    /// USER): it writes none of them until `close_block` hands it back.
-    fn block_bytes(&self) -> &[u8] {
-        // SAFETY: block < nblocks, the ring maps nblocks * blocksz bytes, and the
-        // block is ours (see above): nothing else writes it while the slice lives.
-        unsafe { std::slice::from_raw_parts(self.block_ptr(), self.blocksz) }
-    }
-
-    /// Give the current block back to the kernel and move to the next.
-    fn close_block(&mut self) {
-        let b = self.block_ptr();
-        // SAFETY: we own the block until this release store hands it back.
-        unsafe { sys::store_release_u32(b.add(sys::BLK_STATUS), libc::TP_STATUS_KERNEL) };
-        self.block = (self.block + 1) % self.nblocks;
-        self.left = 0;
-    }
-
-    fn frame_ptr(&self, i: usize) -> *mut u8 {
-        // SAFETY: i < nframes and the ring maps nframes * framesz bytes (blocks are
-        // whole multiples of framesz: the frames are contiguous).
-        unsafe { self.ring.ptr().add(i * self.framesz) }
-    }
-
-    /// Whether the kernel handed V2 frame `i` to us (acquire: its bytes are visible).
-    fn frame_ready(&self, i: usize) -> bool {
-        // SAFETY: the frame header lies at the frame's start; its status is written by
-        // the kernel.
-        unsafe { sys::load_acquire_u32(self.frame_ptr(i).add(sys::H2_STATUS)) & libc::TP_STATUS_USER != 0 }
-    }
-
-    /// `rx_burst` on a V2 frame ring: the ready frames in ring order, each copied
-    /// into an mbuf and handed back at once.
-    fn rx_frames(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
-        let mut ready = 0;
-        while ready < pkts.len() && self.frame_ready((self.frame + ready) % self.nframes) {
-            ready += 1;
-        }
-        if ready == 0 {
-            return 0;
-        }
-        if !self.pool.alloc_bulk(&mut pkts[..ready]) {
-            self.stats.nombuf.add(ready as u64);
-            return 0;
-        }
-        let mut k = 0;
-        let mut bytes = 0u64;
-        let mut spare: Vec<*mut Mbuf> = Vec::new();
-        for i in 0..ready {
-            let f = self.frame_ptr(self.frame);
-            // SAFETY: the kernel handed this frame to us (status USER, checked above
-            // with acquire); its header fields are stable until we hand it back.
-            let (snap, mac, status, tci, tpid, wire_len) = unsafe {
-                (
-                    std::ptr::read_volatile(f.add(sys::H2_SNAPLEN).cast::<u32>()) as usize,
-                    std::ptr::read_volatile(f.add(sys::H2_MAC).cast::<u16>()) as usize,
-                    std::ptr::read_volatile(f.add(sys::H2_STATUS).cast::<u32>()),
-                    std::ptr::read_volatile(f.add(sys::H2_VLAN_TCI).cast::<u16>()),
-                    std::ptr::read_volatile(f.add(sys::H2_VLAN_TPID).cast::<u16>()),
-                    std::ptr::read_volatile(f.add(sys::H2_LEN).cast::<u32>()) as usize,
-                )
-            };
-            let m = pkts[i];
-            // The frame's bytes (and the vnet header before them) must lie inside the
-            // frame: a header saying otherwise is an error, not an address to follow.
-            let vnet = self.vnet && mac >= sys::H2_HDR_LEN + VnetHdr::LEN;
-            if mac.checked_add(snap).is_none_or(|end| end > self.framesz) || mac < sys::H2_HDR_LEN {
-                self.stats.errors.add(1);
-                spare.push(m);
-            } else {
-                // SAFETY: the frame is ours until handed back; `mac + snap <= framesz`
-                // and the vnet header lies between the frame header and `mac`.
-                let (bytes_in, vnet_bytes) = unsafe {
-                    (
-                        std::slice::from_raw_parts(f.add(mac), snap),
-                        vnet.then(|| std::slice::from_raw_parts(f.add(mac - VnetHdr::LEN), VnetHdr::LEN)),
-                    )
-                };
-                let kf = rx::KernelFrame {
-                    bytes: bytes_in,
-                    wire_len,
-                    status,
-                    vlan_tci: tci,
-                    vlan_tpid: tpid,
-                    vnet: vnet_bytes,
-                };
-                // SAFETY: `m` is a fresh mbuf from our pool, owned by us.
-                match unsafe { rx::deliver(&self.pool, m, &kf, self.vlan_strip, self.port_id, &self.offloads) } {
-                    Ok(len) => {
-                        // SAFETY: as above.
-                        unsafe { (*m).rss_hash = 0 };
-                        bytes += len as u64;
-                        pkts[k] = m;
-                        k += 1;
-                    }
-                    Err(why) => {
-                        match why {
-                            rx::Refused::Cut => self.stats.errors.add(1),
-                            rx::Refused::NoMbuf => self.stats.nombuf.add(1),
-                        }
-                        spare.push(m);
-                    }
-                }
-            }
-            // SAFETY: we own the frame until this release store hands it back.
-            unsafe { sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_KERNEL) };
-            self.frame = (self.frame + 1) % self.nframes;
-        }
-        if !spare.is_empty() {
-            // SAFETY: fresh mbufs we own and did not hand out.
-            unsafe { free_bulk(&spare) };
-        }
-        self.stats.bytes.add(bytes);
-        self.stats.packets.add(k as u64);
-        k
-    }
-
-    /// Copy frames of the current block into the fresh mbufs `out`; returns how many
-    /// were filled (the rest are freed: oversized frames are counted as errors).
-    fn fill(&mut self, out: &mut [*mut Mbuf]) -> usize {
-        let mut k = 0;
-        let mut bytes = 0u64;
-        let mut spare: Vec<*mut Mbuf> = Vec::new();
-        for i in 0..out.len() {
-            if self.left == 0 {
-                spare.extend_from_slice(&out[i..]);
-                break;
-            }
-            // Each header through checked offsets: one that points outside the block
-            // (or back into it) ends the block, counted, instead of being followed.
-            let f = match tpacket::frame_at(self.block_bytes(), self.next_off, self.left == 1) {
-                Ok(f) => f,
-                Err(_) => {
-                    self.stats.errors.add(1);
-                    self.left = 0;
-                    spare.extend_from_slice(&out[i..]);
-                    break;
-                }
-            };
-            self.left -= 1;
-            self.next_off = f.next;
-            let m = out[i];
-            let block = self.block_bytes();
-            let kf = rx::KernelFrame {
-                bytes: &block[f.data..f.data + f.snap],
-                wire_len: f.wire_len,
-                status: f.status,
-                vlan_tci: f.vlan_tci,
-                vlan_tpid: f.vlan_tpid,
-                vnet: if self.vnet { tpacket::vnet_before(block, &f) } else { None },
-            };
-            // SAFETY: `m` is a fresh mbuf from our pool, owned by us.
-            match unsafe { rx::deliver(&self.pool, m, &kf, self.vlan_strip, self.port_id, &self.offloads) } {
-                Ok(len) => {
-                    // SAFETY: as above.
-                    unsafe {
-                        (*m).rss_hash = f.rxhash;
-                        (*m).ol_flags |= abi::RX_RSS_HASH;
-                    }
-                    bytes += len as u64;
-                    out[k] = m;
-                    k += 1;
-                }
-                Err(why) => {
-                    // A frame cut to the ring's frame size is not delivered truncated:
-                    // it is an RX error.
-                    match why {
-                        rx::Refused::Cut => self.stats.errors.add(1),
-                        rx::Refused::NoMbuf => self.stats.nombuf.add(1),
-                    }
-                    spare.push(m);
-                }
-            }
-        }
-        if !spare.is_empty() {
-            // SAFETY: fresh mbufs we own and did not hand out.
-            unsafe { free_bulk(&spare) };
-        }
-        self.stats.bytes.add(bytes);
-        k
-    }
-}
-
-/// The virtio_net_hdr of a TX ring frame holding `m` (`len` bytes): the checksum
-/// offload `m` asks for, no segmentation (TSO packets go through the TSO socket), and
-/// `hdr_len` = the whole packet, so that the kernel copies it into the skb's linear
-/// part. Without it the skb's data are page fragments of the ring, which a veth (or
-/// anything that orphans or clones the skb) must copy into freshly allocated pages
-/// first (`skb_copy_ubufs`): a page allocation per packet.
-fn ring_vnet_hdr(m: &Mbuf, len: usize) -> VnetHdr {
-    let mut h = VnetHdr::from_mbuf(m);
-    h.gso_type = 0;
-    h.gso_size = 0;
-    h.hdr_len = len.min(usize::from(u16::MAX)) as u16;
-    h
-}
-
-/// Whether `m` goes out whole for the kernel to segment: a TSO packet (`TX_TCP_SEG`),
-/// or a GSO frame received from the kernel (or a TAP) and forwarded as it came
-/// (`RX_AGGREGATED` with its checksum still partial; an aggregate made here, whose
-/// checksums are complete, is not one: a `gso` node splits those).
-#[inline(always)]
-fn needs_gso(m: &Mbuf) -> bool {
-    let f = m.ol_flags;
-    f & abi::TX_TCP_SEG != 0
-        || (f & (abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE) == abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE
-            && m.tso_segsz > 0)
-}
-
-/// Most segments of a TSO packet (a 64 KiB payload in 2 KiB mbufs, its headers).
-const MAX_GSO_SEGS: usize = 64;
-
-impl AfTx {
-    /// Send TSO packet `m` whole with a `virtio_net_hdr` through the GSO socket and
-    /// free it (the kernel copied it). `Ok(true)` sent, `Ok(false)` dropped (refused
-    /// or too many segments, counted by the caller), `Err` the socket is full: `m`
-    /// is still the caller's.
-    fn send_gso(&mut self, m: *mut Mbuf) -> Result<bool, ()> {
-        let Some(fd) = self.gso.as_ref() else { return Ok(false) };
-        // SAFETY: the caller hands us a valid packet.
-        let hdr = VnetHdr::from_mbuf(unsafe { &*m }).to_bytes();
-        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_GSO_SEGS + 1];
-        iov[0] = libc::iovec { iov_base: hdr.as_ptr() as *mut libc::c_void, iov_len: hdr.len() };
-        let mut n = 1;
-        let mut seg = m;
-        let mut fits = true;
-        while !seg.is_null() {
-            if n == iov.len() {
-                fits = false;
-                break;
-            }
-            // SAFETY: `seg` is a segment of the packet we hold.
-            let s = unsafe { &*seg };
-            if s.data_len > 0 {
-                // SAFETY: data_off + data_len lies inside the segment's buffer.
-                let base = unsafe { s.buf_addr.add(s.data_off as usize) };
-                iov[n] = libc::iovec { iov_base: base.cast(), iov_len: s.data_len as usize };
-                n += 1;
-            }
-            seg = if seg == m && s.nb_segs == 1 { std::ptr::null_mut() } else { s.next };
-        }
-        let ok = if fits {
-            match sys::send_iov(fd, &iov[..n]) {
-                Ok(_) => true,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => return Err(()),
-                Err(_) => false,
-            }
-        } else {
-            false
-        };
-        // SAFETY: sent (copied by the kernel) or dropped: either way the packet is ours to free.
-        unsafe { free_bulk(&[m]) };
-        Ok(ok)
-    }
-
-    /// Free the packets of frames the kernel has handed back, oldest first, up to
-    /// `max` (0 = all); returns how many frames were reclaimed.
-    fn reclaim(&mut self, max: usize) -> usize {
-        let mut done: [*mut Mbuf; 64] = [std::ptr::null_mut(); 64];
-        let mut nd = 0;
-        let mut n = 0;
-        while self.inflight > 0 && (max == 0 || n < max) {
-            // SAFETY: tail < nframes; the ring maps nframes * framesz bytes.
-            let f = unsafe { self.ring.ptr().add(self.tail * self.framesz) };
-            // SAFETY: the frame's status word is shared with the kernel.
-            let st = unsafe { sys::load_acquire_u32(f.add(sys::H2_STATUS)) };
-            if st != libc::TP_STATUS_AVAILABLE && st != libc::TP_STATUS_WRONG_FORMAT {
-                break; // still queued or being sent
-            }
-            if st == libc::TP_STATUS_WRONG_FORMAT {
-                self.stats.errors.add(1);
-                // SAFETY: as above; hand the frame back as available.
-                unsafe { sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_AVAILABLE) };
-            }
-            let m = std::mem::replace(&mut self.held[self.tail], std::ptr::null_mut());
-            if !m.is_null() {
-                done[nd] = m;
-                nd += 1;
-                if nd == done.len() {
-                    // SAFETY: packets this queue owned, taken out of `held`.
-                    unsafe { free_bulk(&done) };
-                    nd = 0;
-                }
-            }
-            self.tail = (self.tail + 1) % self.nframes;
-            self.inflight -= 1;
-            n += 1;
-        }
-        if nd > 0 {
-            // SAFETY: as above.
-            unsafe { free_bulk(&done[..nd]) };
-        }
-        n
-    }
-}
-
-impl Drop for AfTx {
-    fn drop(&mut self) {
-        let left: Vec<*mut Mbuf> = self.held.iter().copied().filter(|m| !m.is_null()).collect();
-        if !left.is_empty() {
-            // SAFETY: packets this queue still owns; the ring goes away with it.
-            unsafe { free_bulk(&left) };
-        }
-    }
-}
-
-impl TxQueue for AfTx {
-    const HOLDS_PACKETS: bool = true;
-
-    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
-        if self.inflight >= self.free_thresh || self.inflight + pkts.len() > self.nframes {
-            self.reclaim(0);
-        }
-        // Each frame holds a virtio_net_hdr, then the packet.
-        let data = sys::TX_DATA_OFF + VnetHdr::LEN;
-        let room = self.framesz - data;
-        let mut sent = 0;
-        let mut bytes = 0u64;
-        let mut dropped = 0u64;
-        let mut too_long: [*mut Mbuf; 8] = [std::ptr::null_mut(); 8];
-        let mut ntl = 0;
-        let mut queued = false; // ring frames marked since the last kick
-        for &m in pkts.iter() {
-            if self.inflight == self.nframes {
-                break; // ring full: the rest stays with the caller
-            }
-            // SAFETY: the caller hands us valid packets.
-            let (len, tso) = unsafe { ((*m).pkt_len as usize, needs_gso(&*m)) };
-            if tso && self.gso.is_some() {
-                if queued {
-                    sys::kick(&self.fd); // what the ring holds goes first
-                    queued = false;
-                }
-                match self.send_gso(m) {
-                    Ok(true) => {
-                        bytes += len as u64;
-                        sent += 1;
-                        self.offloads.gso.add(1);
-                    }
-                    Ok(false) => {
-                        dropped += 1;
-                        sent += 1;
-                    }
-                    Err(()) => break, // the socket is full: the rest stays with the caller
-                }
-                continue;
-            }
-            if len > room {
-                dropped += 1;
-                if ntl == too_long.len() {
-                    // SAFETY: packets we took and will not send.
-                    unsafe { free_bulk(&too_long) };
-                    ntl = 0;
-                }
-                too_long[ntl] = m;
-                ntl += 1;
-                sent += 1;
-                continue;
-            }
-            // SAFETY: head < nframes; the ring maps nframes * framesz bytes.
-            let f = unsafe { self.ring.ptr().add(self.head * self.framesz) };
-            // SAFETY: the caller hands us valid packets.
-            let vh = ring_vnet_hdr(unsafe { &*m }, len);
-            if vh.flags & ironpath_pmd_sdk::vnet::F_NEEDS_CSUM != 0 {
-                self.offloads.csum.add(1);
-            }
-            let hdr = vh.to_bytes();
-            // SAFETY: copy the header and each segment into the frame's data area
-            // (VnetHdr::LEN + len <= framesz - TX_DATA_OFF); the frame is ours (in
-            // flight frames are counted, this one is past them).
-            unsafe {
-                std::ptr::copy_nonoverlapping(hdr.as_ptr(), f.add(sys::TX_DATA_OFF), hdr.len());
-                let mut off = 0;
-                let mut seg = m;
-                while !seg.is_null() && off < len {
-                    let s = &*seg;
-                    let k = (s.data_len as usize).min(len - off);
-                    std::ptr::copy_nonoverlapping(s.buf_addr.add(s.data_off as usize), f.add(data + off), k);
-                    off += k;
-                    seg = if s.nb_segs == 1 && seg == m { std::ptr::null_mut() } else { s.next };
-                }
-                std::ptr::write_volatile(f.add(sys::H2_LEN).cast::<u32>(), (VnetHdr::LEN + len) as u32);
-                sys::store_release_u32(f.add(sys::H2_STATUS), libc::TP_STATUS_SEND_REQUEST);
-            }
-            self.held[self.head] = m;
-            self.inflight += 1;
-            bytes += len as u64;
-            self.head = (self.head + 1) % self.nframes;
-            sent += 1;
-            queued = true;
-        }
-        if ntl > 0 {
-            // SAFETY: as above.
-            unsafe { free_bulk(&too_long[..ntl]) };
-        }
-        if queued {
-            // One kick per burst; the kernel sends every SEND_REQUEST frame.
-            sys::kick(&self.fd);
-        }
-        self.stats.packets.add(sent as u64 - dropped);
-        self.stats.bytes.add(bytes);
-        self.stats.errors.add(dropped);
-        sent
-    }
-
-    fn tx_done_cleanup(&mut self, max: usize) -> usize {
-        self.reclaim(max)
-    }
-
-    fn tx_inflight(&self) -> usize {
-        self.inflight
     }
 }
 

@@ -1,9 +1,11 @@
 //! The Linux system interface of the af_packet PMD: sockets, rings, interface ioctls.
 //! Offsets of the kernel's ring structures (`linux/if_packet.h`) are named here once.
 
-use std::ffi::CString;
 use std::io::{Error, Result};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use ironpath_pmd_sdk::linux::cvt;
+pub use ironpath_pmd_sdk::linux::{hwaddr, iface_flags, ifindex, is_running, mtu, set_iface_flag, set_mtu, Fd};
 
 pub use ironpath_pmd_sdk::tpacket::{BLK_STATUS, H3_LEN, H3_MAC, H3_SNAPLEN, H3_STATUS};
 /// `tpacket2_hdr.tp_status`.
@@ -36,22 +38,6 @@ const _: () = {
     assert!(std::mem::offset_of!(libc::tpacket2_hdr, tp_vlan_tpid) == H2_VLAN_TPID);
 };
 
-/// An owned file descriptor, closed on drop.
-pub struct Fd(i32);
-
-impl Fd {
-    fn raw(&self) -> i32 {
-        self.0
-    }
-}
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: we own the descriptor and close it once.
-        unsafe { libc::close(self.0) };
-    }
-}
-
 /// A shared mapping of a packet ring, unmapped on drop.
 pub struct Mmap {
     ptr: *mut u8,
@@ -76,26 +62,6 @@ impl Drop for Mmap {
     }
 }
 
-fn cvt(rc: i32) -> Result<i32> {
-    if rc < 0 {
-        Err(Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
-
-/// Interface index of `name`.
-pub fn ifindex(name: &str) -> Result<i32> {
-    let c = CString::new(name).map_err(|_| Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: a valid NUL-terminated name.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        Err(Error::last_os_error())
-    } else {
-        Ok(i as i32)
-    }
-}
-
 /// An AF_PACKET raw socket bound to `ifindex`: receiving every protocol, or (for a
 /// socket that only sends) none. A send-only socket bound to ETH_P_ALL would also get
 /// a clone of every frame the interface receives and of every frame we send (the
@@ -105,7 +71,9 @@ pub fn ifindex(name: &str) -> Result<i32> {
 pub fn packet_socket(ifindex: i32, receive: bool) -> Result<Fd> {
     let proto = if receive { (libc::ETH_P_ALL as u16).to_be() } else { 0 };
     // SAFETY: plain socket(2) call.
-    let fd = Fd(cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(proto)) })?);
+    let fd = Fd::from_raw(cvt(unsafe {
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(proto))
+    })?);
     // SAFETY: zeroed sockaddr_ll is valid; we fill the fields bind needs.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
@@ -282,76 +250,6 @@ pub fn promisc(fd: &Fd, ifindex: i32, on: bool) -> Result<()> {
     set_struct(fd, opt, &mr)
 }
 
-fn ifreq(name: &str) -> Result<libc::ifreq> {
-    // SAFETY: zeroed ifreq is valid.
-    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
-    if name.len() >= r.ifr_name.len() {
-        return Err(Error::from_raw_os_error(libc::ENAMETOOLONG));
-    }
-    for (d, s) in r.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    Ok(r)
-}
-
-fn ioctl(req: libc::Ioctl, r: &mut libc::ifreq) -> Result<()> {
-    // SAFETY: plain datagram socket for interface ioctls.
-    let fd = Fd(cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?);
-    // SAFETY: `r` is a valid ifreq for these interface ioctls.
-    cvt(unsafe { libc::ioctl(fd.raw(), req, r as *mut libc::ifreq) })?;
-    Ok(())
-}
-
-/// The interface's MTU.
-pub fn mtu(name: &str) -> Result<u32> {
-    let mut r = ifreq(name)?;
-    ioctl(libc::SIOCGIFMTU, &mut r)?;
-    // SAFETY: SIOCGIFMTU fills the `ifru_mtu` member.
-    Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
-}
-
-/// Set the interface's MTU.
-pub fn set_mtu(name: &str, mtu: u16) -> Result<()> {
-    let mut r = ifreq(name)?;
-    r.ifr_ifru.ifru_mtu = i32::from(mtu);
-    ioctl(libc::SIOCSIFMTU, &mut r)
-}
-
-/// The interface's MAC address.
-pub fn hwaddr(name: &str) -> Result<[u8; 6]> {
-    let mut r = ifreq(name)?;
-    ioctl(libc::SIOCGIFHWADDR, &mut r)?;
-    // SAFETY: SIOCGIFHWADDR fills the `ifru_hwaddr` member.
-    let d = unsafe { r.ifr_ifru.ifru_hwaddr.sa_data };
-    Ok([d[0] as u8, d[1] as u8, d[2] as u8, d[3] as u8, d[4] as u8, d[5] as u8])
-}
-
-/// The interface's flags (`IFF_*`).
-pub fn iface_flags(name: &str) -> Result<i32> {
-    let mut r = ifreq(name)?;
-    ioctl(libc::SIOCGIFFLAGS, &mut r)?;
-    // SAFETY: SIOCGIFFLAGS fills the `ifru_flags` member.
-    Ok(i32::from(unsafe { r.ifr_ifru.ifru_flags }))
-}
-
-/// Set (`on`) or clear one `IFF_*` flag of the interface (`IFF_UP`,
-/// `IFF_ALLMULTI`), the others unchanged.
-pub fn set_iface_flag(name: &str, flag: i32, on: bool) -> Result<()> {
-    let mut r = ifreq(name)?;
-    ioctl(libc::SIOCGIFFLAGS, &mut r)?;
-    // SAFETY: SIOCGIFFLAGS filled the `ifru_flags` member; we write it back changed.
-    unsafe {
-        let f = i32::from(r.ifr_ifru.ifru_flags);
-        r.ifr_ifru.ifru_flags = (if on { f | flag } else { f & !flag }) as libc::c_short;
-    }
-    ioctl(libc::SIOCSIFFLAGS, &mut r)
-}
-
-/// Whether the interface is up and running (carrier).
-pub fn is_running(name: &str) -> bool {
-    iface_flags(name).is_ok_and(|f| f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0)
-}
-
 /// Load a ring status word with acquire ordering.
 ///
 /// # Safety
@@ -380,7 +278,7 @@ mod tests {
     #[test]
     fn sndbuf_is_raised_past_the_default() {
         // SAFETY: a plain socket call; the descriptor is owned by `Fd` below.
-        let fd = Fd(cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) }).unwrap());
+        let fd = Fd::from_raw(cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) }).unwrap());
         let want = 4 << 20;
         let got = set_sndbuf(&fd, want).unwrap();
         let wmem_max: i32 =
@@ -455,7 +353,7 @@ fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<Fd> {
     if rc < 0 {
         return Err(Error::last_os_error());
     }
-    Ok(Fd(rc as i32))
+    Ok(Fd::from_raw(rc as i32))
 }
 
 /// Stop the kernel's own stack from receiving what arrives on interface `ifindex`:

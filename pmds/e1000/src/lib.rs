@@ -60,7 +60,6 @@ pub struct E1000 {
     /// Receive-address registers 1..=15 (`mac_addr add`); 0 holds `mac`.
     extra_macs: [Option<[u8; 6]>; 15],
     started: bool,
-    port_id: u16,
     rx_free_thresh: u16,
     tx_free_thresh: u16,
     /// Hardware counters, read (and accumulated) when statistics are asked for.
@@ -166,7 +165,6 @@ impl Pmd for E1000 {
             allmulti,
             extra_macs: [None; 15],
             started: false,
-            port_id: u16::MAX,
             rx_free_thresh,
             tx_free_thresh,
             hw: RefCell::new(HwStats::default()),
@@ -189,11 +187,6 @@ impl Pmd for E1000 {
         }
     }
 
-    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
-        self.port_id = conf.port_id;
-        Ok(())
-    }
-
     fn rx_queue_setup(
         &mut self,
         _qid: u16,
@@ -211,7 +204,7 @@ impl Pmd for E1000 {
         // Mapped again at every setup: a new pool may sit where an old one was.
         // SAFETY: the host keeps the pool alive while the queue exists.
         unsafe { self.nic.map_pool(pool.as_raw(), true)? };
-        rx::E1000Rx::new(&self.nic, n, usize::from(self.rx_free_thresh), pool, self.port_id, stats)
+        rx::E1000Rx::new(&self.nic, n, usize::from(self.rx_free_thresh), pool, stats)
     }
 
     fn tx_queue_setup(&mut self, _qid: u16, nb_desc: u16, stats: Arc<QueueStats>) -> Result<tx::E1000Tx, PmdError> {

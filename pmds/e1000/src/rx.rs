@@ -11,7 +11,7 @@
 use crate::nic::{DmaMem, Nic};
 use crate::regs::{self, rxd, DESC_SIZE};
 use ironpath_pmd_sdk::abi::{self, Mbuf};
-use ironpath_pmd_sdk::{free_bulk, PmdError, Pool, QueueStats, RxQueue};
+use ironpath_pmd_sdk::{free_bulk, PmdError, Pool, QueueStats, RxBurst, RxQueue};
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -44,7 +44,6 @@ pub struct E1000Rx {
     tail: usize,
     free_thresh: usize,
     pool: Pool,
-    port_id: u16,
     stats: Arc<QueueStats>,
 }
 
@@ -60,7 +59,6 @@ impl E1000Rx {
         n: usize,
         free_thresh: usize,
         pool: Pool,
-        port_id: u16,
         stats: Arc<QueueStats>,
     ) -> Result<E1000Rx, PmdError> {
         let ring = DmaMem::new(nic, n * DESC_SIZE, "RX descriptor ring")?;
@@ -73,7 +71,6 @@ impl E1000Rx {
             tail: 0,
             free_thresh: free_thresh.clamp(1, n - 1),
             pool,
-            port_id,
             stats,
         };
         if q.refill() < n - 1 {
@@ -143,7 +140,21 @@ impl E1000Rx {
 }
 
 impl RxQueue for E1000Rx {
-    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
+        let port = burst.port_id();
+        // SAFETY: `receive` fills the front of the rest with packets it gives up and
+        // returns how many.
+        unsafe {
+            let n = self.receive(burst.raw_rest(), port);
+            burst.set_filled(n);
+        }
+    }
+}
+
+impl E1000Rx {
+    /// Take the packets of the descriptors the NIC has written back, in order, into
+    /// `pkts`, stamped with `port`; returns how many.
+    fn receive(&mut self, pkts: &mut [*mut Mbuf], port: u16) -> usize {
         let mut got = 0;
         let mut bytes = 0u64;
         let mut bad = [std::ptr::null_mut(); 8];
@@ -185,7 +196,7 @@ impl RxQueue for E1000Rx {
                 let r = &mut *m;
                 r.data_len = len;
                 r.pkt_len = u32::from(len);
-                r.port = self.port_id;
+                r.port = port;
                 r.ol_flags = rx_flags(status, errors);
                 r.packet_type = abi::ptype::L2_ETHER;
             }

@@ -14,7 +14,7 @@
 use crate::nic::{DmaMem, Nic};
 use crate::regs::{self, txd, DESC_SIZE};
 use ironpath_pmd_sdk::abi::{self, Mbuf};
-use ironpath_pmd_sdk::{free_bulk, PmdError, QueueStats, TxQueue};
+use ironpath_pmd_sdk::{free_bulk, PmdError, QueueStats, TxBurst, TxQueue};
 use std::ops::Range;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
@@ -250,7 +250,28 @@ impl E1000Tx {
 impl TxQueue for E1000Tx {
     const HOLDS_PACKETS: bool = true;
 
-    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
+        // SAFETY: `send` takes packets from the front of the rest (posting them to
+        // descriptors or freeing them) and returns how many.
+        unsafe {
+            let n = self.send(burst.raw_rest());
+            burst.set_taken(n);
+        }
+    }
+
+    fn tx_done_cleanup(&mut self, _max: usize) -> usize {
+        self.reclaim()
+    }
+
+    fn tx_inflight(&self) -> usize {
+        self.held
+    }
+}
+
+impl E1000Tx {
+    /// Post packets from the front of `pkts` to descriptors; returns how many were
+    /// taken (posted, or dropped and freed).
+    fn send(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
         if self.nic.map_gen() != self.map_gen {
             (self.map_gen, self.maps) = self.nic.mapped();
         }
@@ -344,14 +365,6 @@ impl TxQueue for E1000Tx {
         self.stats.packets.add(sent);
         self.stats.bytes.add(bytes);
         taken
-    }
-
-    fn tx_done_cleanup(&mut self, _max: usize) -> usize {
-        self.reclaim()
-    }
-
-    fn tx_inflight(&self) -> usize {
-        self.held
     }
 }
 

@@ -7,11 +7,11 @@
 //! Device arguments: `size=<14..=9000>`, `copy=0|1`, `no_rx=0|1` (RX returns nothing),
 //! `mac=aa:bb:cc:dd:ee:ff`.
 
-#![deny(clippy::undocumented_unsafe_blocks)]
+#![forbid(unsafe_code)]
 
-use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::abi;
 use ironpath_pmd_sdk::{
-    export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState, TxQueue,
+    export_pmd, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxBurst, RxQueue, SoftState, TxBurst, TxQueue,
 };
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -25,7 +25,6 @@ pub struct NullPmd {
     copy: bool,
     no_rx: bool,
     soft: SoftState,
-    port_id: u16,
     template: Arc<[u8]>,
 }
 
@@ -35,7 +34,6 @@ pub struct NullRx {
     size: u16,
     copy: bool,
     no_rx: bool,
-    port_id: u16,
     template: Arc<[u8]>,
     stats: Arc<QueueStats>,
 }
@@ -100,14 +98,7 @@ impl Pmd for NullPmd {
         let no_rx = a.get_bool("no_rx", false)?;
         // Default MAC: locally administered, derived from the instance name.
         let mac = a.get_mac("mac")?.unwrap_or_else(|| SoftState::mac_from_name(0x00, ctx.name));
-        Ok(Self {
-            size,
-            copy,
-            no_rx,
-            soft: SoftState::new(mac, 9000),
-            port_id: u16::MAX,
-            template: template(size, mac),
-        })
+        Ok(Self { size, copy, no_rx, soft: SoftState::new(mac, 9000), template: template(size, mac) })
     }
 
     fn info(&self) -> abi::DevInfo {
@@ -126,11 +117,6 @@ impl Pmd for NullPmd {
         }
     }
 
-    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
-        self.port_id = conf.port_id;
-        Ok(())
-    }
-
     fn rx_queue_setup(
         &mut self,
         _qid: u16,
@@ -145,15 +131,7 @@ impl Pmd for NullPmd {
                 self.size
             )));
         }
-        Ok(NullRx {
-            pool,
-            size: self.size,
-            copy: self.copy,
-            no_rx: self.no_rx,
-            port_id: self.port_id,
-            template: self.template.clone(),
-            stats,
-        })
+        Ok(NullRx { pool, size: self.size, copy: self.copy, no_rx: self.no_rx, template: self.template.clone(), stats })
     }
 
     fn tx_queue_setup(&mut self, _qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<NullTx, PmdError> {
@@ -175,52 +153,37 @@ impl Pmd for NullPmd {
 
 impl RxQueue for NullRx {
     #[inline]
-    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
-        let n = pkts.len();
+    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
+        let n = burst.room();
         if self.no_rx || n == 0 {
-            return 0;
+            return;
         }
-        if !self.pool.alloc_bulk(pkts) {
+        let port = burst.port_id();
+        let Some(fresh) = burst.alloc(&self.pool, n) else {
             self.stats.nombuf.add(n as u64);
-            return 0;
-        }
+            return;
+        };
         let size = self.size;
-        for &m in pkts.iter() {
-            // SAFETY: fresh packets from the pool, owned by us until returned; `size`
-            // fits the data room (checked at queue setup).
-            unsafe {
-                let r = &mut *m;
-                r.data_len = size;
-                r.pkt_len = u32::from(size);
-                r.port = self.port_id;
-                if self.copy {
-                    std::ptr::copy_nonoverlapping(
-                        self.template.as_ptr(),
-                        r.buf_addr.add(r.data_off as usize),
-                        self.template.len(),
-                    );
-                }
+        for p in fresh.iter_mut() {
+            // `size` fits the data room (checked at queue setup).
+            p.set_len(size);
+            p.set_port(port);
+            if self.copy {
+                p.room_mut()[..self.template.len()].copy_from_slice(&self.template);
             }
         }
         self.stats.packets.add(n as u64);
         self.stats.bytes.add(n as u64 * u64::from(size));
-        n
     }
 }
 
 impl TxQueue for NullTx {
     #[inline]
-    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
-        let mut bytes = 0u64;
-        for &m in pkts.iter() {
-            // SAFETY: the caller hands us valid packets it owned.
-            bytes += u64::from(unsafe { (*m).pkt_len });
-        }
-        // SAFETY: we own these packets now and release them once.
-        unsafe { free_bulk(pkts) };
-        self.stats.packets.add(pkts.len() as u64);
+    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
+        let bytes: u64 = burst.packets().iter().map(|p| u64::from(p.len())).sum();
+        self.stats.packets.add(burst.len() as u64);
         self.stats.bytes.add(bytes);
-        pkts.len()
+        burst.free_all();
     }
 }
 

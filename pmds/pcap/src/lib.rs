@@ -13,14 +13,13 @@
 //! Device arguments: `rx_pcap=`, `tx_pcap=`, `infinite_rx=0|1`, `rate=recorded|<pps>`,
 //! `tx_ns=0|1`.
 
-#![deny(clippy::undocumented_unsafe_blocks)]
+#![forbid(unsafe_code)]
 
-pub mod file;
-
-use file::{Packet, Writer};
-use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pcapfile::{self as file, Packet, Writer};
+use ironpath_pmd_sdk::abi;
+use ironpath_pmd_sdk::packet::PushError;
 use ironpath_pmd_sdk::{
-    export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState, TxQueue,
+    export_pmd, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxBurst, RxQueue, SoftState, TxBurst, TxQueue,
 };
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
@@ -45,7 +44,6 @@ pub struct PcapPmd {
     infinite: bool,
     rate: Rate,
     tx: Option<Arc<Mutex<Writer>>>,
-    port_id: u16,
     soft: SoftState,
 }
 
@@ -60,7 +58,6 @@ pub struct PcapRx {
     sent: u64,
     loops: u64,
     pool: Pool,
-    port_id: u16,
     stats: Arc<QueueStats>,
 }
 
@@ -132,14 +129,7 @@ impl Pmd for PcapPmd {
             ))),
             None => None,
         };
-        Ok(PcapPmd {
-            rx,
-            infinite,
-            rate,
-            tx,
-            port_id: u16::MAX,
-            soft: SoftState::new(SoftState::mac_from_name(0x70, ctx.name), 65535),
-        })
+        Ok(PcapPmd { rx, infinite, rate, tx, soft: SoftState::new(SoftState::mac_from_name(0x70, ctx.name), 65535) })
     }
 
     fn info(&self) -> abi::DevInfo {
@@ -153,11 +143,6 @@ impl Pmd for PcapPmd {
             max_rx_pktlen: 262_144,
             ..Default::default()
         }
-    }
-
-    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
-        self.port_id = conf.port_id;
-        Ok(())
     }
 
     fn rx_queue_setup(
@@ -177,7 +162,6 @@ impl Pmd for PcapPmd {
             sent: 0,
             loops: 0,
             pool,
-            port_id: self.port_id,
             stats,
         })
     }
@@ -267,14 +251,13 @@ impl PcapRx {
 }
 
 impl RxQueue for PcapRx {
-    fn rx_burst(&mut self, out: &mut [*mut Mbuf]) -> usize {
+    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         if self.pkts.is_empty() || (self.next == self.pkts.len() && !self.infinite) {
-            return 0;
+            return;
         }
-        let n = self.allowed(out.len());
-        let room = (self.pool.buf_len() - self.pool.headroom()) as usize;
-        let mut k = 0;
-        let mut bytes = 0u64;
+        let n = self.allowed(burst.room());
+        let port = burst.port_id();
+        let (mut k, mut bytes) = (0, 0u64);
         while k < n {
             if self.next == self.pkts.len() {
                 if !self.infinite {
@@ -284,32 +267,19 @@ impl RxQueue for PcapRx {
                 self.loops += 1;
             }
             let data = &self.pkts[self.next].data;
-            let segs = data.len().div_ceil(room).max(1);
-            let mut chain = [std::ptr::null_mut::<Mbuf>(); 64];
-            if segs > chain.len() {
-                self.stats.errors.add(1);
-                self.next += 1;
-                continue;
-            }
-            if !self.pool.alloc_bulk(&mut chain[..segs]) {
-                self.stats.nombuf.add(1);
-                break;
-            }
-            for (i, chunk) in data.chunks(room).enumerate().take(segs) {
-                // SAFETY: fresh mbufs from our pool; each chunk fits the data room.
-                unsafe { ironpath_pmd_sdk::set_data(chain[i], chunk) };
-            }
-            // SAFETY: we own the fresh segments and link them into one packet.
-            unsafe {
-                let head = &mut *chain[0];
-                head.pkt_len = data.len() as u32;
-                head.nb_segs = segs as u16;
-                head.port = self.port_id;
-                for i in 0..segs - 1 {
-                    (*chain[i]).next = chain[i + 1];
+            match burst.push_bytes(&self.pool, data) {
+                Ok(p) => p.set_port(port),
+                Err(PushError::NoMbuf) => {
+                    self.stats.nombuf.add(1);
+                    break;
+                }
+                Err(PushError::Full) => break,
+                Err(PushError::TooLong) => {
+                    self.stats.errors.add(1);
+                    self.next += 1;
+                    continue;
                 }
             }
-            out[k] = chain[0];
             k += 1;
             bytes += data.len() as u64;
             self.next += 1;
@@ -317,51 +287,35 @@ impl RxQueue for PcapRx {
         }
         self.stats.packets.add(k as u64);
         self.stats.bytes.add(bytes);
-        k
     }
 }
 
 impl TxQueue for PcapTx {
-    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
+        let n = burst.len() as u64;
         let mut bytes = 0u64;
         if let Some(w) = &self.out {
             let Ok(mut w) = w.lock() else {
-                self.stats.errors.add(pkts.len() as u64);
-                // SAFETY: we took these packets and release them once.
-                unsafe { free_bulk(pkts) };
-                return pkts.len();
+                self.stats.errors.add(n);
+                burst.free_all();
+                return;
             };
             let mut buf = Vec::new();
-            for &m in pkts.iter() {
+            for p in burst.packets() {
                 buf.clear();
-                // SAFETY: valid packets handed to us; we read each segment's data.
-                unsafe {
-                    let mut seg = m;
-                    let segs = (*m).nb_segs;
-                    for _ in 0..segs {
-                        if seg.is_null() {
-                            break;
-                        }
-                        buf.extend_from_slice(ironpath_pmd_sdk::data(seg));
-                        seg = (*seg).next;
-                    }
-                }
+                p.copy_to(&mut buf);
                 bytes += buf.len() as u64;
                 if w.write(&buf).is_err() {
                     self.stats.errors.add(1);
                 }
             }
         } else {
-            for &m in pkts.iter() {
-                // SAFETY: valid packets handed to us.
-                bytes += u64::from(unsafe { (*m).pkt_len });
-            }
+            bytes = burst.packets().iter().map(|p| u64::from(p.len())).sum();
         }
-        // SAFETY: written (or dropped): we own the packets and free them once.
-        unsafe { free_bulk(pkts) };
-        self.stats.packets.add(pkts.len() as u64);
+        // Written (or dropped): free them all at once.
+        burst.free_all();
+        self.stats.packets.add(n);
         self.stats.bytes.add(bytes);
-        pkts.len()
     }
 }
 

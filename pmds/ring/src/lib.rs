@@ -15,14 +15,13 @@
 //! Device arguments: `link=<name>`, `size=<16..=1048576>`, `bytes=0|1`,
 //! `mac=aa:bb:cc:dd:ee:ff`.
 
-#![deny(clippy::undocumented_unsafe_blocks)]
+#![forbid(unsafe_code)]
 
-use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::abi;
 use ironpath_pmd_sdk::{
-    export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState, TxQueue,
+    export_pmd, DevArgs, PacketRing, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RingConsumer, RingProducer, RxBurst,
+    RxQueue, SoftState, TxBurst, TxQueue,
 };
-use ringbuf::traits::{Consumer, Observer, Producer, Split};
-use ringbuf::{HeapCons, HeapProd, HeapRb};
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,19 +29,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const KEYS: &[&str] = &["link", "size", "bytes", "mac"];
 const MAX_QUEUES: u16 = 16;
 
-/// A packet pointer in a ring: owned by whichever side holds it.
-#[derive(Clone, Copy)]
-#[repr(transparent)]
-struct Pkt(*mut Mbuf);
-
-// SAFETY: ownership of the packet moves with the pointer through the ring.
-unsafe impl Send for Pkt {}
-
 /// The two ends of one ring while no queue holds them.
 #[derive(Default)]
 struct Slot {
-    prod: Option<HeapProd<Pkt>>,
-    cons: Option<HeapCons<Pkt>>,
+    prod: Option<RingProducer>,
+    cons: Option<RingConsumer>,
 }
 
 /// A link: up to two ports; rings keyed by (sending end, queue).
@@ -57,29 +48,9 @@ impl Link {
     fn slot(&mut self, end: usize, qid: u16) -> &mut Slot {
         let size = self.size;
         self.rings.entry((end, qid)).or_insert_with(|| {
-            let (p, c) = HeapRb::<Pkt>::new(size).split();
+            let (p, c) = PacketRing::with_capacity(size);
             Slot { prod: Some(p), cons: Some(c) }
         })
-    }
-
-    /// Free packets still in rings whose both ends are back (called when the last
-    /// port of the link goes).
-    fn drain(&mut self) {
-        for slot in self.rings.values_mut() {
-            if let Some(c) = slot.cons.as_mut() {
-                let mut buf = [Pkt(std::ptr::null_mut()); 64];
-                loop {
-                    let n = c.pop_slice(&mut buf);
-                    if n == 0 {
-                        break;
-                    }
-                    let raw: Vec<*mut Mbuf> = buf[..n].iter().map(|p| p.0).collect();
-                    // SAFETY: packets in the ring were given up by their sender; we
-                    // are the last holder.
-                    unsafe { free_bulk(&raw) };
-                }
-            }
-        }
     }
 }
 
@@ -102,15 +73,13 @@ pub struct RingPmd {
     link: String,
     end: usize,
     soft: SoftState,
-    port_id: u16,
 }
 
 /// Receive queue: consumer end of the peer's ring.
 pub struct RingRx {
     link: String,
     key: (usize, u16),
-    cons: Option<HeapCons<Pkt>>,
-    port_id: u16,
+    cons: Option<RingConsumer>,
     bytes: bool,
     stats: Arc<QueueStats>,
 }
@@ -119,7 +88,7 @@ pub struct RingRx {
 pub struct RingTx {
     link: String,
     key: (usize, u16),
-    prod: Option<HeapProd<Pkt>>,
+    prod: Option<RingProducer>,
     bytes: bool,
     stats: Arc<QueueStats>,
 }
@@ -145,7 +114,7 @@ impl Drop for RingPmd {
         let Some(l) = map.get_mut(&self.link) else { return };
         l.ends[self.end] = None;
         if l.ends.iter().all(Option::is_none) {
-            l.drain();
+            // Dropping the rings frees the packets still in them.
             map.remove(&self.link);
         }
         if map.is_empty() {
@@ -220,7 +189,7 @@ impl Pmd for RingPmd {
             }
         };
         l.ends[end] = Some(ctx.name.to_string());
-        Ok(Self { name: ctx.name.to_string(), bytes, link, end, soft: SoftState::new(mac, 65000), port_id: u16::MAX })
+        Ok(Self { name: ctx.name.to_string(), bytes, link, end, soft: SoftState::new(mac, 65000) })
     }
 
     fn info(&self) -> abi::DevInfo {
@@ -235,11 +204,6 @@ impl Pmd for RingPmd {
             max_rx_pktlen: 65535,
             ..Default::default()
         }
-    }
-
-    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
-        self.port_id = conf.port_id;
-        Ok(())
     }
 
     fn rx_queue_setup(
@@ -259,7 +223,7 @@ impl Pmd for RingPmd {
         let Some((cons, key)) = r else {
             return Err(PmdError::new(abi::errno::EBUSY, format!("{name}: RX queue {qid} is already in use")));
         };
-        Ok(RingRx { link: self.link.clone(), key, cons: Some(cons), port_id: self.port_id, bytes: self.bytes, stats })
+        Ok(RingRx { link: self.link.clone(), key, cons: Some(cons), bytes: self.bytes, stats })
     }
 
     fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<RingTx, PmdError> {
@@ -285,52 +249,37 @@ impl Pmd for RingPmd {
     }
 }
 
-fn as_pkts(s: &mut [*mut Mbuf]) -> &mut [Pkt] {
-    // SAFETY: `Pkt` is repr(transparent) over `*mut Mbuf`.
-    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len()) }
-}
-
 impl RxQueue for RingRx {
     #[inline]
-    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
-        let Some(c) = self.cons.as_mut() else { return 0 };
-        let n = c.pop_slice(as_pkts(pkts));
+    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
+        let Some(c) = self.cons.as_mut() else { return };
+        let n = c.pop_into(burst);
         if self.bytes {
+            let port = burst.port_id();
             let mut bytes = 0u64;
-            for &m in &pkts[..n] {
-                // SAFETY: packets taken from the ring are ours now.
-                unsafe {
-                    (*m).port = self.port_id;
-                    bytes += u64::from((*m).pkt_len);
-                }
+            for p in burst.packets_mut() {
+                p.set_port(port);
+                bytes += u64::from(p.len());
             }
             self.stats.bytes.add(bytes);
         }
         self.stats.packets.add(n as u64);
-        n
     }
 }
 
 impl TxQueue for RingTx {
     #[inline]
-    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
-        let Some(p) = self.prod.as_mut() else { return 0 };
-        let n = if self.bytes {
+    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
+        let Some(p) = self.prod.as_mut() else { return };
+        if self.bytes {
             // Only we produce, so the free space can only grow before the push. Sum the
             // lengths first: once pushed, the consumer may free the packets.
-            let k = pkts.len().min(p.vacant_len());
-            let mut bytes = 0u64;
-            for &m in &pkts[..k] {
-                // SAFETY: the caller hands us valid packets it owns.
-                bytes += u64::from(unsafe { (*m).pkt_len });
-            }
+            let k = burst.len().min(p.vacant());
+            let bytes: u64 = burst.packets()[..k].iter().map(|m| u64::from(m.len())).sum();
             self.stats.bytes.add(bytes);
-            p.push_slice(as_pkts(&mut pkts[..k]))
-        } else {
-            p.push_slice(as_pkts(pkts))
-        };
+        }
+        let n = p.push_from(burst);
         self.stats.packets.add(n as u64);
-        n
     }
 }
 

@@ -20,10 +20,11 @@
 
 pub mod sys;
 
-use ironpath_pmd_sdk::abi::{self, Mbuf};
+use ironpath_pmd_sdk::abi;
+use ironpath_pmd_sdk::packet::PushError;
 use ironpath_pmd_sdk::{
-    export_pmd, free_bulk, DevArgs, KernelFlowHash, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, SoftState,
-    TxQueue,
+    export_pmd, DevArgs, KernelFlowHash, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxBurst, RxQueue, SoftState,
+    TxBurst, TxQueue,
 };
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,7 +49,6 @@ pub struct Tap {
     queues: u16,
     rx_fds: Vec<Option<Arc<Fd>>>,
     tx_fds: Vec<Option<Arc<Fd>>>,
-    port_id: u16,
     soft: SoftState,
     offloads: Arc<Offloads>,
 }
@@ -59,7 +59,6 @@ pub struct TapRx {
     buf: Vec<u8>,
     offloads: Arc<Offloads>,
     pool: Pool,
-    port_id: u16,
     stats: Arc<QueueStats>,
 }
 
@@ -124,7 +123,6 @@ impl Pmd for Tap {
             queues,
             rx_fds: fds.iter().cloned().map(Some).collect(),
             tx_fds: fds.into_iter().map(Some).collect(),
-            port_id: u16::MAX,
             soft: SoftState::new(mac, 65_521),
             offloads: Arc::new(Offloads::default()),
         })
@@ -145,11 +143,6 @@ impl Pmd for Tap {
         }
     }
 
-    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
-        self.port_id = conf.port_id;
-        Ok(())
-    }
-
     fn rx_queue_setup(
         &mut self,
         qid: u16,
@@ -160,14 +153,7 @@ impl Pmd for Tap {
         let fd = self.rx_fds.get(qid as usize).and_then(Clone::clone).ok_or_else(|| {
             PmdError::new(abi::errno::EINVAL, format!("RX queue {qid} is beyond queues={}", self.queues))
         })?;
-        Ok(TapRx {
-            fd,
-            buf: vec![0; VnetHdr::LEN + MAX_FRAME],
-            offloads: self.offloads.clone(),
-            pool,
-            port_id: self.port_id,
-            stats,
-        })
+        Ok(TapRx { fd, buf: vec![0; VnetHdr::LEN + MAX_FRAME], offloads: self.offloads.clone(), pool, stats })
     }
 
     fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<TapTx, PmdError> {
@@ -240,11 +226,10 @@ impl Pmd for Tap {
 }
 
 impl RxQueue for TapRx {
-    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
-        let room = (self.pool.buf_len() - self.pool.headroom()) as usize;
-        let mut n = 0;
-        let mut bytes = 0u64;
-        while n < pkts.len() {
+    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
+        let port = burst.port_id();
+        let (mut n, mut bytes) = (0u64, 0u64);
+        while burst.room() > 0 {
             let len = match sys::read(&self.fd, &mut self.buf) {
                 Ok(0) | Err(_) => break, // EAGAIN: nothing waiting
                 Ok(len) => len,
@@ -253,80 +238,53 @@ impl RxQueue for TapRx {
                 self.stats.errors.add(1);
                 continue;
             };
-            let segs = frame.len().div_ceil(room).max(1);
-            let mut chain = [std::ptr::null_mut::<Mbuf>(); 40];
-            if segs > chain.len() {
-                self.stats.errors.add(1);
-                continue;
-            }
-            if !self.pool.alloc_bulk(&mut chain[..segs]) {
-                self.stats.nombuf.add(1);
-                continue;
-            }
-            for (i, chunk) in frame.chunks(room).enumerate().take(segs) {
-                // SAFETY: fresh mbufs from our pool; each chunk fits the data room.
-                unsafe { ironpath_pmd_sdk::set_data(chain[i], chunk) };
-            }
-            // SAFETY: we own the fresh segments and link them into one packet.
-            unsafe {
-                for i in 0..segs - 1 {
-                    (*chain[i]).next = chain[i + 1];
+            let p = match burst.push_bytes(&self.pool, frame) {
+                Ok(p) => p,
+                Err(PushError::NoMbuf) => {
+                    self.stats.nombuf.add(1);
+                    continue;
                 }
-                let m = &mut *chain[0];
-                m.pkt_len = frame.len() as u32;
-                m.nb_segs = segs as u16;
-                m.port = self.port_id;
-                hdr.to_mbuf(m);
-                if m.ol_flags & abi::RX_AGGREGATED != 0 {
-                    self.offloads.gso_packets.fetch_add(1, Ordering::Relaxed);
+                Err(_) => {
+                    self.stats.errors.add(1);
+                    continue;
                 }
-                if m.ol_flags & abi::RX_L4_CKSUM_NONE != 0 {
-                    self.offloads.csum_partial.fetch_add(1, Ordering::Relaxed);
-                }
+            };
+            p.set_port(port);
+            // SAFETY: only offload metadata is written, the buffer fields stay.
+            let m = unsafe { p.mbuf_mut() };
+            hdr.to_mbuf(m);
+            if m.ol_flags & abi::RX_AGGREGATED != 0 {
+                self.offloads.gso_packets.fetch_add(1, Ordering::Relaxed);
+            }
+            if m.ol_flags & abi::RX_L4_CKSUM_NONE != 0 {
+                self.offloads.csum_partial.fetch_add(1, Ordering::Relaxed);
             }
             self.offloads.largest_frame.fetch_max(frame.len() as u64, Ordering::Relaxed);
-            pkts[n] = chain[0];
             n += 1;
             bytes += frame.len() as u64;
         }
-        self.stats.packets.add(n as u64);
+        self.stats.packets.add(n);
         self.stats.bytes.add(bytes);
-        n
     }
 }
 
 impl TxQueue for TapTx {
-    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
         let mut sent = 0;
         let mut ok = 0u64;
         let mut bytes = 0u64;
-        for &m in pkts.iter() {
-            // SAFETY: valid packets handed to us by the caller.
-            let (hdr, len) = unsafe { (VnetHdr::from_mbuf(&*m), (*m).pkt_len) };
-            let h = hdr.to_bytes();
+        for p in burst.packets() {
+            let h = VnetHdr::from_mbuf(p.mbuf()).to_bytes();
             let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 41];
             iov[0] = libc::iovec { iov_base: h.as_ptr() as *mut libc::c_void, iov_len: h.len() };
             let mut k = 1;
-            let mut seg = m;
-            // SAFETY: walking the packet's own chain; each segment's data lies in its buffer.
-            unsafe {
-                let nsegs = (*m).nb_segs;
-                for _ in 0..nsegs {
-                    if seg.is_null() || k == iov.len() {
-                        break;
-                    }
-                    let s = &*seg;
-                    iov[k] = libc::iovec {
-                        iov_base: s.buf_addr.add(s.data_off as usize).cast(),
-                        iov_len: s.data_len as usize,
-                    };
-                    k += 1;
-                    seg = if nsegs == 1 { std::ptr::null_mut() } else { s.next };
-                }
+            for s in p.segments().take(iov.len() - 1) {
+                iov[k] = libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
+                k += 1;
             }
             match sys::writev(&self.fd, &iov[..k]) {
                 Ok(_) => {
-                    bytes += u64::from(len);
+                    bytes += u64::from(p.len());
                     ok += 1;
                     sent += 1;
                 }
@@ -338,13 +296,10 @@ impl TxQueue for TapTx {
                 }
             }
         }
-        if sent > 0 {
-            // SAFETY: written (or refused): we own these packets and free them once.
-            unsafe { free_bulk(&pkts[..sent]) };
-        }
+        // Written (or refused): free them; the rest stay the caller's.
+        burst.free(sent);
         self.stats.packets.add(ok);
         self.stats.bytes.add(bytes);
-        sent
     }
 }
 

@@ -16,13 +16,18 @@
 //! Rules this file follows (and yours should):
 //! * it depends on `ironpath-pmd-sdk` only: every type crossing into the host is
 //!   `#[repr(C)]` from `ironpath_pmd_sdk::abi`;
-//! * every `unsafe` block says why it is sound in a `// SAFETY:` comment (the
-//!   workspace denies `clippy::undocumented_unsafe_blocks`);
-//! * a packet pointer has exactly one owner at a time: the caller, the FIFO or the
-//!   receiver. Whoever owns it last frees it with [`free_bulk`].
+//! * it is safe code (`forbid(unsafe_code)`): packets are [`Packet`] values taken
+//!   from a [`TxBurst`] and pushed into an [`RxBurst`], so a packet has exactly one
+//!   owner at a time (the caller, the FIFO or the receiver) and whoever holds it
+//!   last frees it by dropping it. A driver that hands packets to hardware by
+//!   address uses `ironpath_pmd_sdk::raw`, with a `// SAFETY:` comment on every
+//!   `unsafe` block.
+#![forbid(unsafe_code)]
 
-use ironpath_pmd_sdk::abi::{self, Mbuf};
-use ironpath_pmd_sdk::{export_pmd, free_bulk, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
+use ironpath_pmd_sdk::abi;
+use ironpath_pmd_sdk::{
+    export_pmd, DevArgs, Packet, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxBurst, RxQueue, TxBurst, TxQueue,
+};
 use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -42,15 +47,6 @@ const MAX_MTU: u16 = 9000;
 
 // ---- the reflector ---------------------------------------------------------------
 
-/// A packet pointer parked in a reflector. Raw pointers are not `Send`; this newtype
-/// says that ownership of the packet travels with the pointer.
-#[derive(Clone, Copy)]
-struct Pkt(*mut Mbuf);
-
-// SAFETY: a `Pkt` is the only reference to its packet while it sits in a FIFO; moving
-// it to another thread moves ownership, and host packets may be freed from any thread.
-unsafe impl Send for Pkt {}
-
 /// The FIFO shared by TX queue *q* (producer) and RX queue *q* (consumer). They may
 /// run on different lcores, so it is behind a mutex: simple and correct, and cheap
 /// when uncontended. A fast driver would use a lock-free SPSC ring instead (see
@@ -58,7 +54,7 @@ unsafe impl Send for Pkt {}
 struct Reflector {
     /// Capacity in packets (`depth=`).
     depth: usize,
-    pkts: Mutex<VecDeque<Pkt>>,
+    pkts: Mutex<VecDeque<Packet>>,
 }
 
 impl Reflector {
@@ -69,25 +65,12 @@ impl Reflector {
     /// Lock the FIFO. A poisoned lock means a burst panicked while holding it (the SDK
     /// caught the panic and counted an error); the deque itself is still a valid
     /// deque, so carry on rather than panic on every later burst.
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Pkt>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Packet>> {
         self.pkts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn len(&self) -> usize {
         self.lock().len()
-    }
-}
-
-impl Drop for Reflector {
-    /// Runs when the last holder (RX or TX queue) is released: the packets still
-    /// parked here are ours and nobody else can reach them, so return them.
-    fn drop(&mut self) {
-        let q = self.pkts.get_mut().unwrap_or_else(PoisonError::into_inner);
-        let left: Vec<*mut Mbuf> = q.drain(..).map(|p| p.0).collect();
-        // SAFETY: every pointer was taken over by `tx_burst` (so we own one reference
-        // to it) and never handed out again; each is freed exactly once, here.
-        // `free_bulk` accepts packets of any pool and does nothing for an empty slice.
-        unsafe { free_bulk(&left) };
     }
 }
 
@@ -102,9 +85,6 @@ pub struct TmplPmd {
     mtu: u16,
     promisc: bool,
     started: bool,
-    /// The host's id for this port, learnt in `configure`; written into `Mbuf::port`
-    /// of every received packet.
-    port_id: u16,
     /// One reflector per queue pair. Weak: the queues own them, so a reflector (and
     /// the packets in it) goes away as soon as both its queues are released.
     reflectors: Vec<Weak<Reflector>>,
@@ -130,7 +110,6 @@ impl TmplPmd {
 /// RX queue *q*: the consumer end of reflector *q*.
 pub struct TmplRx {
     refl: Arc<Reflector>,
-    port_id: u16,
     /// Counters the SDK created for this queue and reports as port statistics.
     stats: Arc<QueueStats>,
 }
@@ -169,7 +148,7 @@ impl Pmd for TmplPmd {
         let h = ctx.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
         let [b0, b1, b2, b3] = h.to_be_bytes();
         let mac = a.get_mac("mac")?.unwrap_or([0x02, 0x54, b0, b1, b2, b3]);
-        Ok(Self { depth, mac, mtu: 1500, promisc: false, started: false, port_id: u16::MAX, reflectors: Vec::new() })
+        Ok(Self { depth, mac, mtu: 1500, promisc: false, started: false, reflectors: Vec::new() })
     }
 
     /// Capabilities. The host checks queue counts against `max_*_queues` before it
@@ -201,7 +180,6 @@ impl Pmd for TmplPmd {
                 conf.nb_rx_queues, conf.nb_tx_queues
             )));
         }
-        self.port_id = conf.port_id;
         self.reflectors = (0..conf.nb_rx_queues).map(|_| Weak::new()).collect();
         Ok(())
     }
@@ -217,7 +195,7 @@ impl Pmd for TmplPmd {
         _pool: Pool,
         stats: Arc<QueueStats>,
     ) -> Result<TmplRx, PmdError> {
-        Ok(TmplRx { refl: self.reflector(qid)?, port_id: self.port_id, stats })
+        Ok(TmplRx { refl: self.reflector(qid)?, stats })
     }
 
     fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<TmplTx, PmdError> {
@@ -286,51 +264,48 @@ impl Pmd for TmplPmd {
 // a panic into "0 packets", and the caller would then free packets you hold).
 
 impl RxQueue for TmplRx {
-    /// Write up to `pkts.len()` packets into the front of `pkts`; return how many.
-    /// Their ownership passes to the caller.
+    /// Move up to `burst.room()` packets into the burst; their ownership passes to
+    /// the caller. `burst.port_id()` is the host's id of this port (the SDK learns it
+    /// at configure), stamped into every received packet.
     #[inline]
-    fn rx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         let mut fifo = self.refl.lock();
-        let n = pkts.len().min(fifo.len());
+        let n = burst.room().min(fifo.len());
         if n == 0 {
-            return 0;
+            return;
         }
+        let port = burst.port_id();
         let mut bytes = 0u64;
-        for (slot, p) in pkts.iter_mut().zip(fifo.drain(..n)) {
-            // SAFETY: `p` came from `tx_burst`, which took ownership of a valid host
-            // packet; we own it until we return it to the caller just below.
-            unsafe {
-                (*p.0).port = self.port_id;
-                bytes += u64::from((*p.0).pkt_len);
-            }
-            *slot = p.0;
+        for mut p in fifo.drain(..n) {
+            p.set_port(port);
+            bytes += u64::from(p.len());
+            // `n` fits the burst's room, so the push cannot give the packet back.
+            let _ = burst.push(p);
         }
         drop(fifo);
         // Single-writer counters: only this queue's lcore writes them.
         self.stats.packets.add(n as u64);
         self.stats.bytes.add(bytes);
-        n
     }
 }
 
 impl TxQueue for TmplTx {
-    /// Take packets from the front of `pkts` while the reflector has room; return how
-    /// many were taken. Those are now ours; `pkts[taken..]` stay with the caller.
+    /// Take packets from the front of the burst while the reflector has room. Those
+    /// are now ours; the rest stay with the caller.
     #[inline]
-    fn tx_burst(&mut self, pkts: &mut [*mut Mbuf]) -> usize {
+    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
         let mut fifo = self.refl.lock();
-        let n = pkts.len().min(self.refl.depth - fifo.len());
+        let n = burst.len().min(self.refl.depth - fifo.len());
         let mut bytes = 0u64;
-        for &m in &pkts[..n] {
-            // SAFETY: the caller hands us valid packets it owns. Read the length
-            // before the packet is visible to RX (it is not until we unlock).
-            bytes += u64::from(unsafe { (*m).pkt_len });
-            fifo.push_back(Pkt(m));
+        for _ in 0..n {
+            let Some(p) = burst.take() else { break };
+            // Read the length before the packet is visible to RX (not until we unlock).
+            bytes += u64::from(p.len());
+            fifo.push_back(p);
         }
         drop(fifo);
         self.stats.packets.add(n as u64);
         self.stats.bytes.add(bytes);
-        n
     }
 }
 
@@ -340,7 +315,7 @@ export_pmd!(TmplPmd);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use ironpath_pmd_sdk::testing::{run_rx, run_tx, TestPool};
 
     fn probe(args: &str) -> Result<TmplPmd, PmdError> {
         TmplPmd::probe(&ProbeCtx { name: "net_tmpl0", args })
@@ -384,69 +359,35 @@ mod tests {
         assert_eq!(d.link().up, 1);
     }
 
-    // A fake host pool, so the fast path can be tested without the host: its
-    // `free_bulk` only counts what it is given.
-    static FREED: AtomicU32 = AtomicU32::new(0);
-
-    unsafe extern "C" fn count_free(_pkts: *const *mut Mbuf, n: u32) {
-        FREED.fetch_add(n, Ordering::Relaxed);
-    }
-
-    static OPS: abi::MempoolOps = abi::MempoolOps {
-        size: std::mem::size_of::<abi::MempoolOps>() as u32,
-        reserved: 0,
-        alloc_bulk: None,
-        free_bulk: Some(count_free),
-    };
-
-    static POOL: abi::Mempool = abi::Mempool {
-        ops: &OPS,
-        name: std::ptr::null(),
-        buf_len: 0,
-        headroom: 0,
-        size: 0,
-        region_va: std::ptr::null_mut(),
-        region_iova: 0,
-        region_len: 0,
-    };
-
-    fn fake_mbuf(len: u32) -> Mbuf {
-        // SAFETY: every field of `Mbuf` is an integer, a raw pointer or an AtomicU16,
-        // for all of which all-zero bytes are a valid value.
-        let mut m: Mbuf = unsafe { std::mem::zeroed() };
-        m.pkt_len = len;
-        m.data_len = len as u16;
-        m.pool = &POOL;
-        m
-    }
-
     #[test]
     fn reflects_in_order_refuses_when_full_and_frees_leftovers() {
+        // A stand-in for a host pool, so the fast path runs without the host.
+        let tp = TestPool::new(16, 2048, 128);
         let mut d = probe("depth=4").unwrap();
         d.configure(&abi::DevConf { nb_rx_queues: 1, nb_tx_queues: 1, port_id: 3, ..Default::default() }).unwrap();
         let (rs, ts) = (Arc::new(QueueStats::default()), Arc::new(QueueStats::default()));
-        let mut rx = TmplRx { refl: d.reflector(0).unwrap(), port_id: 3, stats: rs.clone() };
+        let mut rx = d.rx_queue_setup(0, 0, tp.pool(), rs.clone()).unwrap();
         let mut tx = d.tx_queue_setup(0, 0, ts.clone()).unwrap();
 
-        let mut bufs: Vec<Mbuf> = (0..6).map(|i| fake_mbuf(60 + i)).collect();
-        let mut pkts: Vec<*mut Mbuf> = bufs.iter_mut().map(std::ptr::from_mut).collect();
+        let pkts: Vec<_> = (0..6u8).map(|i| tp.packet(&vec![i; 60 + usize::from(i)])).collect();
         // Six offered, four fit: the driver takes the first four, the caller keeps two.
-        assert_eq!(tx.tx_burst(&mut pkts), 4);
+        let left = run_tx(&mut tx, pkts);
+        assert_eq!(left.len(), 2);
         assert_eq!(d.xstats(), vec![("reflector_q0_fill".to_string(), 4)]);
-        let mut out = [std::ptr::null_mut(); 8];
-        assert_eq!(rx.rx_burst(&mut out[..2]), 2);
-        assert_eq!(&out[..2], &pkts[..2], "received in the order sent");
-        // SAFETY: `out[0]` points into `bufs`, which is alive.
-        assert_eq!(unsafe { (*out[0]).port }, 3);
-        assert_eq!(tx.tx_burst(&mut pkts[4..]), 2);
+        let got = run_rx(&mut rx, 2, 3);
+        assert_eq!(got.iter().map(|p| p.data()[0]).collect::<Vec<_>>(), vec![0, 1], "received in the order sent");
+        assert!(got.iter().all(|p| p.mbuf().port == 3), "stamped with the port id");
+        assert!(run_tx(&mut tx, left).is_empty());
         assert_eq!((ts.packets.get(), ts.bytes.get()), (6, 60 + 61 + 62 + 63 + 64 + 65));
         assert_eq!((rs.packets.get(), rs.bytes.get()), (2, 60 + 61));
+        drop(got);
+        assert_eq!(tp.in_use(), 4);
 
         // Four packets are still parked: releasing both queues frees them.
         drop(rx);
-        assert_eq!(FREED.load(Ordering::Relaxed), 0, "TX still holds the reflector");
+        assert_eq!(tp.in_use(), 4, "TX still holds the reflector");
         drop(tx);
-        assert_eq!(FREED.load(Ordering::Relaxed), 4);
+        assert_eq!(tp.in_use(), 0);
         assert_eq!(d.xstats(), vec![("reflector_q0_fill".to_string(), 0)]);
     }
 }
