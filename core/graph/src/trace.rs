@@ -29,7 +29,7 @@ impl TraceBuf {
     }
 }
 
-/// A one-line summary of a frame: length, addresses and protocol.
+/// A one-line summary of a frame: its length and its first 16 bytes in hex.
 pub fn summarize(frame: &[u8]) -> String {
     crate::summary::summarize(frame)
 }

@@ -18,13 +18,14 @@
 //!   SACK-permitted and SACK blocks from the out-of-order queue (RFC 2018);
 //!   ISNs per RFC 6528 (SipHash-2-4 of the 4-tuple under the secret, plus a 4 µs clock);
 //! * RTO per RFC 6298 (Karn's algorithm without timestamps, backoff, bounds);
-//!   NewReno (RFC 5681, 6582): slow start with byte counting, congestion avoidance,
-//!   initial window of 10 segments, fast retransmit, fast recovery, partial ACKs;
+//! * congestion control chosen per connection ([`Congestion`]): CUBIC (RFC 9438, the
+//!   default, as in Linux) or NewReno (RFC 5681) congestion avoidance; both share slow
+//!   start with byte counting, an initial window of 10 segments, fast retransmit and
+//!   NewReno fast recovery with partial ACKs (RFC 6582); SACK-aware duplicate ACK
+//!   counting (RFC 6675's DupAck); PAWS lets reordered pure duplicate ACKs through
+//!   (as Linux);
 //! * delayed ACKs (every second segment, or after `ack_delay`; at once for out-of-order
 //!   data, hole fills and FINs) counting the original segments of GRO/LRO aggregates;
-//! * CUBIC (RFC 9438, the default) or NewReno per connection ([`Congestion`]); SACK-aware
-//!   duplicate ACK counting (RFC 6675's DupAck); PAWS lets reordered pure duplicate
-//!   ACKs through (as Linux);
 //! * SYN cookies (RFC 4987) when a listener's backlog is full;
 //! * keep-alive probes ([`Keepalive`], off by default), an idle timeout and a
 //!   FIN-WAIT-2 timeout (60 s by default), each ending in a RST ([`ConnError`] says which);
@@ -34,12 +35,14 @@
 //!   payload-to-memory ratio; a send timeout for peers that accept nothing;
 //! * out-of-order reassembly; zero-window probes (persist timer), window updates, receiver and sender SWS
 //!   avoidance, Nagle;
-//! * TSO-sized segments (`Config::tso_max`) for the port to cut;
+//! * TSO: with [`Config::tso_max`] set (0, off, by default) new data leaves in segments
+//!   of several MSSs marked with [`Segment::tso_segsz`] for the NIC or the kernel to cut;
+//!   retransmissions stay one MSS;
 //! * per-connection [`Counters`];
 //! * a compact TIME-WAIT form ([`TimeWait`], from [`Connection::time_wait`]) that
 //!   answers the peer as the connection would, for a caller that keeps thousands.
 //!
-//! Not implemented yet (or simplified):
+//! Not implemented (or simplified):
 //! * the sender has no RFC 6675 scoreboard (recovery resends one segment per RTT), no
 //!   D-SACK, no RACK-TLP, no limited transmit (RFC 3042), no F-RTO, no pacing; cwnd is
 //!   not reduced after idle (RFC 5681 §4.1), only kept from growing while under-used;
@@ -48,7 +51,7 @@
 //!   discovery;
 //! * data carried on a SYN is not taken (the peer resends it); the RTO after a
 //!   retransmitted SYN is not raised to 3 s (RFC 6298 §5.7); RTT samples are not
-//!   weighted per window (RFC 7323 Appendix G);
+//!   weighted per window (RFC 7323 Appendix G).
 //!
 //! Choices worth knowing: pure ACKs carry `snd_max` (BSD's SND.NXT) so that they stay
 //! acceptable while data is resent; unacceptable pure ACKs are answered at most every
