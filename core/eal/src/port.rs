@@ -2,7 +2,7 @@
 //! (`net_null0,size=64`), with a control API (configure, queues, start/stop/close,
 //! stats, xstats, link, MAC, MTU, promiscuous) and copyable fast-path queue handles.
 
-use crate::loader::{closest, Driver, Registry};
+use crate::loader::{Driver, Registry};
 use crate::mempool::Mempool;
 use ironpath_abi as abi;
 use ironpath_abi::{DevOps, Mbuf as RawMbuf};
@@ -304,8 +304,7 @@ impl Port {
         let Some(driver) = reg.find_for_instance(name) else {
             let names: Vec<&str> = reg.drivers().iter().map(|d| d.name.as_str()).collect();
             let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
-            let hint =
-                closest(stem, names.iter().copied()).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
+            let hint = ironpath_util::suggest::did_you_mean(stem, names.iter().copied());
             return Err(PortError::NoDriver {
                 name: name.to_string(),
                 loaded: if names.is_empty() { "none (check -d or IRONPATH_PMD_PATH)".into() } else { names.join(", ") },

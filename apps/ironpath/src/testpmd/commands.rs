@@ -4,6 +4,7 @@
 use super::params::{parse_txpkts, MODES};
 use super::{device_cmds, display, App};
 use ironpath_eal::{PortError, PortState};
+use ironpath_util::suggest::did_you_mean;
 use std::time::{Duration, Instant};
 
 /// One command's documentation.
@@ -458,7 +459,7 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
             out = device_cmds::dump_mempools(app);
         }
         _ => {
-            let hint = ironpath_eal::loader::closest(
+            let hint = did_you_mean(
                 first,
                 [
                     "start",
@@ -477,9 +478,7 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
                     "vlan",
                     "rx_vlan",
                 ],
-            )
-            .map(|c| format!(" (did you mean `{c}`?)"))
-            .unwrap_or_default();
+            );
             return Err(format!("Bad arguments: unknown command `{first}`{hint}\nUsage: help [COMMAND]"));
         }
     }
@@ -750,9 +749,7 @@ fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
         Some("fwd") => {
             let m = arg(2).ok_or_else(|| bad("set fwd", "missing mode"))?;
             if !MODES.contains(&m) {
-                let hint = ironpath_eal::loader::closest(m, MODES.iter().copied())
-                    .map(|c| format!(" (did you mean `{c}`?)"))
-                    .unwrap_or_default();
+                let hint = did_you_mean(m, MODES.iter().copied());
                 return Err(bad("set fwd", format!("unknown mode `{m}`{hint}")));
             }
             let retry = match arg(3) {
