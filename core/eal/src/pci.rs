@@ -9,27 +9,9 @@ use std::path::Path;
 /// Where the kernel lists PCI functions.
 pub const SYSFS_PCI_DEVICES: &str = "/sys/bus/pci/devices";
 
-/// Parse a PCI address; returns it in the long form `DDDD:BB:DD.F` (lower case), or
-/// `None` if `s` is not one (so `-a net_null0` stays a device name).
-pub fn parse_addr(s: &str) -> Option<String> {
-    let (dom, rest) = match s.matches(':').count() {
-        2 => s.split_once(':')?,
-        1 => ("0000", s),
-        _ => return None,
-    };
-    let (bus, rest) = rest.split_once(':')?;
-    let (dev, func) = rest.split_once('.')?;
-    let hex = |t: &str, max_len: usize| {
-        (!t.is_empty() && t.len() <= max_len && t.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| u32::from_str_radix(t, 16).ok())
-            .flatten()
-    };
-    let (dom, bus, dev, func) = (hex(dom, 4)?, hex(bus, 2)?, hex(dev, 2)?, hex(func, 1)?);
-    if dev > 0x1f || func > 7 {
-        return None;
-    }
-    Some(format!("{dom:04x}:{bus:02x}:{dev:02x}.{func:x}"))
-}
+/// Parse a PCI address into the long form `DDDD:BB:DD.F` (lower case), or `None` if
+/// `s` is not one (so `-a net_null0` stays a device name).
+pub use ironpath_util::pci::parse_addr;
 
 /// Why an allowed PCI address cannot be given to a driver.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -76,16 +58,6 @@ pub fn fmt_id(id: PciId) -> String {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses() {
-        assert_eq!(parse_addr("0000:00:01.0").as_deref(), Some("0000:00:01.0"));
-        assert_eq!(parse_addr("00:1F.7").as_deref(), Some("0000:00:1f.7"));
-        assert_eq!(parse_addr("1:2:3.4").as_deref(), Some("0001:02:03.4"));
-        for bad in ["net_null0", "00:20.0", "00:01.8", "00:01", "0000:00:01.0.1", "x:00:01.0", "00000:00:01.0", ""] {
-            assert_eq!(parse_addr(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn ids_from_sysfs() {

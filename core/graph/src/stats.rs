@@ -1,26 +1,7 @@
 //! Per-node counters: written by the one lcore that runs the node, read by anyone.
 
 use crate::node::CounterSpec;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// A single-writer counter: the owning lcore adds with a plain load + store
-/// (no locked instruction); readers see a value at most one update old.
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Add `n` (only the owning lcore calls this).
-    #[inline(always)]
-    pub fn add(&self, n: u64) {
-        // Relaxed is enough: one writer, and readers only need some recent value.
-        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
-
-    /// Current value.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
+pub use ironpath_util::Counter;
 
 /// The counters of one node, like VPP's `show runtime` row plus the node's own.
 #[derive(Debug)]
@@ -88,7 +69,7 @@ impl NodeStats {
     #[inline(always)]
     pub(crate) fn set_gauge(&self, k: usize, v: u64) {
         if let Some(c) = self.gauges.get(k) {
-            c.0.store(v, std::sync::atomic::Ordering::Relaxed);
+            c.set(v);
         }
     }
 

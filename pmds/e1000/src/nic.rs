@@ -20,22 +20,7 @@ pub const SYSFS_PCI_DEVICES: &str = "/sys/bus/pci/devices";
 const MIN_BAR0_LEN: usize = 0x6000;
 
 /// Parse a PCI address (`0000:00:01.0` or `00:01.0`) into the long lower-case form.
-pub fn parse_pci_addr(s: &str) -> Option<String> {
-    let (dom, rest) = match s.matches(':').count() {
-        2 => s.split_once(':')?,
-        1 => ("0000", s),
-        _ => return None,
-    };
-    let (bus, rest) = rest.split_once(':')?;
-    let (dev, func) = rest.split_once('.')?;
-    let hex = |t: &str, max_len: usize| {
-        (!t.is_empty() && t.len() <= max_len && t.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| u32::from_str_radix(t, 16).ok())
-            .flatten()
-    };
-    let (dom, bus, dev, func) = (hex(dom, 4)?, hex(bus, 2)?, hex(dev, 2)?, hex(func, 1)?);
-    (dev <= 0x1f && func <= 7).then(|| format!("{dom:04x}:{bus:02x}:{dev:02x}.{func:x}"))
-}
+pub use ironpath_pmd_sdk::util::pci::parse_addr as parse_pci_addr;
 
 /// How to bind `addr` to vfio-pci, as shell commands.
 fn bind_hint(addr: &str) -> String {
@@ -338,15 +323,6 @@ mod tests {
     use super::*;
 
     const E1000: &[abi::PciId] = &[abi::PciId { vendor: 0x8086, device: 0x100e }];
-
-    #[test]
-    fn pci_addresses() {
-        assert_eq!(parse_pci_addr("0000:00:01.0").as_deref(), Some("0000:00:01.0"));
-        assert_eq!(parse_pci_addr("00:1F.7").as_deref(), Some("0000:00:1f.7"));
-        for bad in ["", "00:01", "00:20.0", "00:01.8", "0000:00:01.0.0", "g0:01.0", "00000:00:01.0"] {
-            assert_eq!(parse_pci_addr(bad), None, "{bad}");
-        }
-    }
 
     /// A fake sysfs tree with one function in it.
     struct FakeSysfs(std::path::PathBuf);

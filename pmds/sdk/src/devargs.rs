@@ -10,19 +10,6 @@ pub struct DevArgs {
     accepted: &'static [&'static str],
 }
 
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 impl DevArgs {
     /// Parse `args` (`size=64,copy=1`); keys outside `accepted` are refused with the
     /// list of accepted keys and the closest one. A key may appear once.
@@ -37,13 +24,7 @@ impl DevArgs {
             };
             let (k, v) = (k.trim(), v.trim());
             if !accepted.contains(&k) {
-                let hint = accepted
-                    .iter()
-                    .map(|a| (distance(k, a), *a))
-                    .filter(|(d, a)| *d <= (a.len() / 2).max(2))
-                    .min_by_key(|(d, _)| *d)
-                    .map(|(_, a)| format!(" (did you mean `{a}`?)"))
-                    .unwrap_or_default();
+                let hint = ironpath_util::suggest::did_you_mean(k, accepted.iter().copied());
                 return Err(PmdError::invalid(format!(
                     "unknown device argument `{k}`{hint}; accepted: {}",
                     if accepted.is_empty() { "none".to_string() } else { accepted.join(", ") }

@@ -26,7 +26,9 @@
 //! See `docs/writing-a-pmd.md` for a walk-through.
 
 pub use ironpath_abi as abi;
-use std::sync::atomic::{AtomicU64, Ordering};
+/// Helpers shared with the host: `Counter`, "did you mean", PCI addresses.
+pub use ironpath_util as util;
+pub use ironpath_util::Counter;
 
 mod devargs;
 pub mod glue;
@@ -81,24 +83,6 @@ impl std::fmt::Display for PmdError {
 }
 
 impl std::error::Error for PmdError {}
-
-/// A counter with one writer (the queue's lcore) and any number of readers.
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Add `n` (single writer: a load and a store, no locked instruction).
-    #[inline(always)]
-    pub fn add(&self, n: u64) {
-        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
-
-    /// Current value.
-    #[inline]
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// Counters of one queue, written by the queue, read by the control path.
 #[derive(Debug, Default)]

@@ -4,25 +4,9 @@
 //! own file under `fwd/` and is one value of [`FwdEngine`].
 
 use ironpath_eal::{Burst, Mempool, RxQ, TxBatchStats, TxBatcher, TxQ};
-use std::sync::atomic::{AtomicU64, Ordering};
+pub use ironpath_util::Counter;
 use std::sync::Arc;
 use std::sync::Mutex;
-
-/// A counter written by one lcore and read by the shell.
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Add (single writer: load + store).
-    #[inline(always)]
-    pub fn add(&self, n: u64) {
-        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
-    /// Read.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// Per-stream counters.
 #[derive(Debug, Default)]

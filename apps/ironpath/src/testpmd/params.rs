@@ -179,9 +179,7 @@ impl Params {
             };
             let Some(&(canon, takes, _)) = OPTIONS.iter().find(|(n, _, _)| *n == name) else {
                 let names: Vec<&str> = OPTIONS.iter().map(|(n, _, _)| *n).collect();
-                let hint = ironpath_eal::loader::closest(&name, names.iter().copied())
-                    .map(|c| format!(" (did you mean `{c}`?)"))
-                    .unwrap_or_default();
+                let hint = ironpath_util::suggest::did_you_mean(&name, names.iter().copied());
                 return Err(format!("unknown application argument `{a}`{hint}\n{}", usage()));
             };
             let value = if takes {

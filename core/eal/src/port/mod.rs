@@ -1,11 +1,17 @@
 //! Ports: instances of loaded drivers, created from DPDK-style device arguments
 //! (`net_null0,size=64`), with a control API (configure, queues, start/stop/close,
 //! stats, xstats, link, MAC, MTU, promiscuous) and copyable fast-path queue handles.
+//!
+//! The fast path ([`RxQ`], [`TxQ`]: one burst call through a driver's pointer) lives
+//! in `fastpath`, apart from the control path, as DPDK keeps `rte_eth_rx_burst` apart
+//! from `rte_eth_dev_configure`; the device settings (stats, link, MAC, modes, RSS)
+//! are in `settings`.
 
-use crate::loader::{closest, Driver, Registry};
+use crate::loader::{Driver, Registry};
 use crate::mempool::Mempool;
+use fastpath::Lease;
 use ironpath_abi as abi;
-use ironpath_abi::{DevOps, Mbuf as RawMbuf};
+use ironpath_abi::DevOps;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::Arc;
 
@@ -105,96 +111,6 @@ pub enum PortState {
     Started,
 }
 
-/// A lease on one queue: while a handle holds it, the port refuses to stop,
-/// reconfigure or close, so the driver's queue stays valid under the handle.
-#[derive(Debug, Default)]
-struct Lease;
-
-/// Fast-path receive handle: the queue pointer, its burst function and a lease.
-/// Only one handle per queue exists at a time (see [`Port::rx_queue`]).
-pub struct RxQ {
-    q: *mut c_void,
-    f: abi::RxBurstFn,
-    /// Port of this queue.
-    pub port: PortId,
-    /// Queue index.
-    pub queue: u16,
-    _lease: Arc<Lease>,
-}
-
-/// Fast-path transmit handle.
-pub struct TxQ {
-    q: *mut c_void,
-    f: abi::TxBurstFn,
-    cleanup: Option<unsafe extern "C" fn(*mut c_void, u32) -> i32>,
-    inflight: Option<unsafe extern "C" fn(*mut c_void) -> i32>,
-    /// Port of this queue.
-    pub port: PortId,
-    /// Queue index.
-    pub queue: u16,
-    _lease: Arc<Lease>,
-    /// Keeps an in-process test device alive ([`testing::sink_txq`]).
-    _keep: Option<Arc<testing::SinkDevice>>,
-}
-
-// SAFETY: a handle is the only one for its queue (leases are exclusive), so one thread
-// bursts on a queue at a time; the driver's queue state has no thread affinity.
-unsafe impl Send for RxQ {}
-// SAFETY: as above.
-unsafe impl Send for TxQ {}
-
-impl RxQ {
-    /// Receive up to `pkts.len()` (at most 65535) packets; returns how many.
-    #[inline(always)]
-    pub fn rx_burst(&self, pkts: &mut [*mut RawMbuf]) -> usize {
-        let n = pkts.len().min(u16::MAX as usize) as u16;
-        // SAFETY: the handle was made for a set-up queue of a started port, and its lease
-        // keeps the port from stopping or closing; `pkts` has room for n pointers.
-        let got = unsafe { (self.f)(self.q, pkts.as_mut_ptr(), n) };
-        (got as usize).min(n as usize)
-    }
-}
-
-impl TxQ {
-    /// Send packets; returns how many the driver took. The rest stay with the caller.
-    #[inline(always)]
-    pub fn tx_burst(&self, pkts: &mut [*mut RawMbuf]) -> usize {
-        let n = pkts.len().min(u16::MAX as usize) as u16;
-        // SAFETY: as for `RxQ::rx_burst`; the caller owns the packets it passes.
-        let sent = unsafe { (self.f)(self.q, pkts.as_mut_ptr(), n) };
-        (sent as usize).min(n as usize)
-    }
-
-    /// Ask the driver to free up to `max` (0 = all) sent packets the device is done
-    /// with (DPDK's `rte_eth_tx_done_cleanup`); returns how many it freed (0 for a
-    /// driver that frees packets as it takes them).
-    #[inline]
-    pub fn done_cleanup(&self, max: u32) -> usize {
-        match self.cleanup {
-            // SAFETY: as for `tx_burst`; the op touches only this queue, on our thread.
-            Some(f) => unsafe { f(self.q, max) }.max(0) as usize,
-            None => 0,
-        }
-    }
-
-    /// Whether the driver keeps sent packets until the device is done with them (it
-    /// implements [`TxQ::done_cleanup`]); otherwise it frees them as it takes them.
-    #[inline]
-    pub fn holds_packets(&self) -> bool {
-        self.cleanup.is_some()
-    }
-
-    /// Packets the driver holds that are not completed (or not yet freed).
-    #[inline]
-    pub fn inflight(&self) -> usize {
-        match self.inflight {
-            // SAFETY: as for `done_cleanup`.
-            Some(f) => unsafe { f(self.q) }.max(0) as usize,
-            None => 0,
-        }
-    }
-}
-
 /// One port.
 pub struct Port {
     id: PortId,
@@ -276,6 +192,8 @@ static HOST_API: abi::HostApi = abi::HostApi {
     log: Some(host_log),
 };
 
+/// The driver's op `$slot`, or the error a closed port or a missing op gives (a
+/// missing op means "not supported", as in DPDK's `eth_dev_ops`).
 macro_rules! op {
     ($self:ident, $slot:ident, $name:expr) => {
         match $self.ops.$slot {
@@ -289,6 +207,15 @@ macro_rules! op {
         }
     };
 }
+
+// After `op!`, which `settings` uses.
+mod fastpath;
+mod settings;
+/// In-process transmit queues for tests (the `testing` feature of `ironpath-eal`).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use fastpath::{RxQ, TxQ};
 
 impl Port {
     /// Probe a device from a devargs string using the drivers in `reg`.
@@ -304,8 +231,7 @@ impl Port {
         let Some(driver) = reg.find_for_instance(name) else {
             let names: Vec<&str> = reg.drivers().iter().map(|d| d.name.as_str()).collect();
             let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
-            let hint =
-                closest(stem, names.iter().copied()).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
+            let hint = ironpath_util::suggest::did_you_mean(stem, names.iter().copied());
             return Err(PortError::NoDriver {
                 name: name.to_string(),
                 loaded: if names.is_empty() { "none (check -d or IRONPATH_PMD_PATH)".into() } else { names.join(", ") },
@@ -678,7 +604,7 @@ impl Port {
             return None;
         }
         let q = self.rxqs.get(qid as usize)?.as_ref()?;
-        Some(RxQ { q: q.queue, f: q.rx_burst?, port: self.id, queue: qid, _lease: lease.clone() })
+        Some(RxQ::new(q.queue, q.rx_burst?, self.id, qid, lease.clone()))
     }
 
     /// The fast-path handle of TX queue `qid` (same rules as [`Port::rx_queue`]).
@@ -691,246 +617,8 @@ impl Port {
             return None;
         }
         let q = self.txqs.get(qid as usize)?.as_ref()?;
-        Some(TxQ {
-            q: q.queue,
-            f: q.tx_burst?,
-            cleanup: self.ops.tx_done_cleanup,
-            inflight: self.ops.tx_inflight,
-            port: self.id,
-            queue: qid,
-            _lease: lease.clone(),
-            _keep: None,
-        })
-    }
-
-    /// Basic counters.
-    pub fn stats(&self) -> Result<abi::Stats, PortError> {
-        let f = op!(self, stats_get, "stats_get");
-        let mut s = abi::Stats::default();
-        // SAFETY: live device, valid out-pointer.
-        let rc = unsafe { f(self.dev, &mut s) };
-        if rc < 0 {
-            return Err(self.fail("stats_get", rc));
-        }
-        Ok(s)
-    }
-
-    /// Reset basic counters.
-    pub fn stats_reset(&mut self) -> Result<(), PortError> {
-        let f = op!(self, stats_reset, "stats_reset");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev) };
-        if rc < 0 {
-            return Err(self.fail("stats_reset", rc));
-        }
-        Ok(())
-    }
-
-    /// Extended counters as (name, value) pairs.
-    pub fn xstats(&self) -> Result<Vec<(String, u64)>, PortError> {
-        let fnames = op!(self, xstats_names, "xstats_names");
-        let fvals = op!(self, xstats_get, "xstats_get");
-        // SAFETY: live device; a NULL buffer of length 0 asks for the count.
-        let n = unsafe { fnames(self.dev, std::ptr::null_mut(), 0) };
-        if n < 0 {
-            return Err(self.fail("xstats_names", n));
-        }
-        let n = n as u32;
-        let mut names = vec![abi::XstatName { name: [0; abi::XSTAT_NAME_LEN] }; n as usize];
-        let mut vals = vec![0u64; n as usize];
-        // SAFETY: buffers of `n` entries each.
-        let (a, b) = unsafe { (fnames(self.dev, names.as_mut_ptr(), n), fvals(self.dev, vals.as_mut_ptr(), n)) };
-        if a < 0 {
-            return Err(self.fail("xstats_names", a));
-        }
-        if b < 0 {
-            return Err(self.fail("xstats_get", b));
-        }
-        let k = (a as u32).min(b as u32).min(n) as usize;
-        Ok(names[..k]
-            .iter_mut()
-            .zip(&vals[..k])
-            .map(|(nm, v)| {
-                nm.name[abi::XSTAT_NAME_LEN - 1] = 0;
-                // SAFETY: NUL-terminated (forced above).
-                (unsafe { CStr::from_ptr(nm.name.as_ptr()) }.to_string_lossy().into_owned(), *v)
-            })
-            .collect())
-    }
-
-    /// Reset extended counters.
-    pub fn xstats_reset(&mut self) -> Result<(), PortError> {
-        let f = op!(self, xstats_reset, "xstats_reset");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev) };
-        if rc < 0 {
-            return Err(self.fail("xstats_reset", rc));
-        }
-        Ok(())
-    }
-
-    /// Link state.
-    pub fn link(&self) -> Result<abi::Link, PortError> {
-        let f = op!(self, link_get, "link_get");
-        let mut l = abi::Link::default();
-        // SAFETY: live device, valid out-pointer.
-        let rc = unsafe { f(self.dev, &mut l) };
-        if rc < 0 {
-            return Err(self.fail("link_get", rc));
-        }
-        Ok(l)
-    }
-
-    /// MAC address.
-    pub fn mac(&self) -> Result<[u8; 6], PortError> {
-        let f = op!(self, mac_addr_get, "mac_addr_get");
-        let mut m = [0u8; 6];
-        // SAFETY: live device, valid out-pointer.
-        let rc = unsafe { f(self.dev, &mut m) };
-        if rc < 0 {
-            return Err(self.fail("mac_addr_get", rc));
-        }
-        Ok(m)
-    }
-
-    /// Set the MAC address.
-    pub fn set_mac(&mut self, mac: [u8; 6]) -> Result<(), PortError> {
-        let f = op!(self, mac_addr_set, "mac_addr_set");
-        // SAFETY: live device, valid pointer.
-        let rc = unsafe { f(self.dev, &mac) };
-        if rc < 0 {
-            return Err(self.fail("mac_addr_set", rc));
-        }
-        Ok(())
-    }
-
-    /// Set the MTU.
-    pub fn set_mtu(&mut self, mtu: u16) -> Result<(), PortError> {
-        let f = op!(self, mtu_set, "mtu_set");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev, mtu) };
-        if rc < 0 {
-            return Err(self.fail("mtu_set", rc));
-        }
-        Ok(())
-    }
-
-    /// Promiscuous mode on or off.
-    pub fn set_promiscuous(&mut self, on: bool) -> Result<(), PortError> {
-        let f = op!(self, promiscuous_set, "promiscuous_set");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev, u8::from(on)) };
-        if rc < 0 {
-            return Err(self.fail("promiscuous_set", rc));
-        }
-        Ok(())
-    }
-
-    /// Promiscuous mode.
-    pub fn promiscuous(&self) -> Result<bool, PortError> {
-        let f = op!(self, promiscuous_get, "promiscuous_get");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev) };
-        if rc < 0 {
-            return Err(self.fail("promiscuous_get", rc));
-        }
-        Ok(rc != 0)
-    }
-
-    /// All-multicast mode on or off (ABI 1.5).
-    pub fn set_allmulticast(&mut self, on: bool) -> Result<(), PortError> {
-        let f = op!(self, allmulticast_set, "allmulticast_set");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev, u8::from(on)) };
-        if rc < 0 {
-            return Err(self.fail("allmulticast_set", rc));
-        }
-        Ok(())
-    }
-
-    /// All-multicast mode (ABI 1.5).
-    pub fn allmulticast(&self) -> Result<bool, PortError> {
-        let f = op!(self, allmulticast_get, "allmulticast_get");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev) };
-        if rc < 0 {
-            return Err(self.fail("allmulticast_get", rc));
-        }
-        Ok(rc != 0)
-    }
-
-    /// Also receive for unicast `mac` (ABI 1.5).
-    pub fn add_mac(&mut self, mac: [u8; 6]) -> Result<(), PortError> {
-        let f = op!(self, mac_addr_add, "mac_addr_add");
-        // SAFETY: live device; `mac` outlives the call.
-        let rc = unsafe { f(self.dev, &mac) };
-        if rc < 0 {
-            return Err(self.fail("mac_addr_add", rc));
-        }
-        Ok(())
-    }
-
-    /// Stop receiving for an added `mac` (ABI 1.5).
-    pub fn remove_mac(&mut self, mac: [u8; 6]) -> Result<(), PortError> {
-        let f = op!(self, mac_addr_remove, "mac_addr_remove");
-        // SAFETY: live device; `mac` outlives the call.
-        let rc = unsafe { f(self.dev, &mac) };
-        if rc < 0 {
-            return Err(self.fail("mac_addr_remove", rc));
-        }
-        Ok(())
-    }
-
-    /// Bring the link up or down administratively (ABI 1.5).
-    pub fn set_link(&mut self, up: bool) -> Result<(), PortError> {
-        let f = op!(self, dev_set_link, "dev_set_link");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev, u8::from(up)) };
-        if rc < 0 {
-            return Err(self.fail("dev_set_link", rc));
-        }
-        Ok(())
-    }
-
-    /// RSS hash functions: (those the device can use, those in use) (ABI 1.5).
-    pub fn rss_hash(&self) -> Result<(u64, u64), PortError> {
-        let f = op!(self, rss_hash_get, "rss_hash_get");
-        let (mut capa, mut cur) = (0u64, 0u64);
-        // SAFETY: live device, valid out-pointers.
-        let rc = unsafe { f(self.dev, &mut capa, &mut cur) };
-        if rc < 0 {
-            return Err(self.fail("rss_hash_get", rc));
-        }
-        Ok((capa, cur))
-    }
-
-    /// Use RSS hash functions `rss_hf` (ABI 1.5).
-    pub fn set_rss_hash(&mut self, rss_hf: u64) -> Result<(), PortError> {
-        let f = op!(self, rss_hash_set, "rss_hash_set");
-        // SAFETY: live device.
-        let rc = unsafe { f(self.dev, rss_hf) };
-        if rc < 0 {
-            return Err(self.fail("rss_hash_set", rc));
-        }
-        Ok(())
-    }
-
-    /// Everything about the port, for `show port info`.
-    pub fn info(&self) -> PortInfo {
-        PortInfo {
-            id: self.id,
-            name: self.name.clone(),
-            devargs: self.devargs.clone(),
-            driver: self.driver.name.clone(),
-            plugin: self.driver.path.clone(),
-            state: self.state,
-            dev_info: self.dev_info().unwrap_or_default(),
-            nb_rxq: self.nb_rxq(),
-            nb_txq: self.nb_txq(),
-            mac: self.mac().ok(),
-            promisc: self.promiscuous().ok(),
-            allmulti: self.allmulticast().ok(),
-        }
+        let ops = (self.ops.tx_done_cleanup, self.ops.tx_inflight);
+        Some(TxQ::new(q.queue, q.tx_burst?, ops, (self.id, qid), lease.clone()))
     }
 }
 
@@ -941,122 +629,5 @@ impl Drop for Port {
             // the device instead (a bug in the caller, never undefined behaviour).
             log::warn!("port {} dropped while in use, not closed: {e}", self.id);
         }
-    }
-}
-
-/// In-process transmit queues for tests of nodes and batching: no plugin, no port.
-pub mod testing {
-    use super::{Lease, TxQ};
-    use crate::mbuf::Mbuf;
-    use ironpath_abi::Mbuf as RawMbuf;
-    use std::ffi::c_void;
-    use std::sync::{Arc, Mutex, MutexGuard};
-
-    /// A fake device behind a [`TxQ`] from [`sink_txq`]: it takes packets while it has
-    /// room, logs their bytes, and (with `hold`) keeps them until the test says the
-    /// device finished sending ([`SinkDevice::finish`]) and the queue reclaims them.
-    #[derive(Default)]
-    pub struct SinkDevice {
-        inner: Mutex<SinkInner>,
-    }
-
-    #[derive(Default)]
-    struct SinkInner {
-        room: usize,
-        hold: bool,
-        sending: Vec<Mbuf>,
-        finished: Vec<Mbuf>,
-        log: Vec<Vec<u8>>,
-    }
-
-    impl SinkDevice {
-        fn lock(&self) -> MutexGuard<'_, SinkInner> {
-            self.inner.lock().unwrap_or_else(|e| e.into_inner())
-        }
-
-        /// Take the bytes of every packet sent so far (in order).
-        pub fn take_log(&self) -> Vec<Vec<u8>> {
-            std::mem::take(&mut self.lock().log)
-        }
-
-        /// Packets sent so far and not yet taken with [`SinkDevice::take_log`].
-        pub fn logged(&self) -> usize {
-            self.lock().log.len()
-        }
-
-        /// The device finished sending the oldest `n` held packets (they wait for a
-        /// reclaim: `TxQ::done_cleanup`).
-        pub fn finish(&self, n: usize) {
-            let mut g = self.lock();
-            let n = n.min(g.sending.len());
-            let done: Vec<Mbuf> = g.sending.drain(..n).collect();
-            g.finished.extend(done);
-        }
-
-        /// Packets the device holds.
-        pub fn holding(&self) -> usize {
-            let g = self.lock();
-            g.sending.len() + g.finished.len()
-        }
-
-        /// Change how many packets the device holds at most (a ring size).
-        pub fn set_room(&self, room: usize) {
-            self.lock().room = room;
-        }
-    }
-
-    unsafe extern "C" fn burst(q: *mut c_void, pkts: *mut *mut RawMbuf, n: u16) -> u16 {
-        // SAFETY: `q` is the `SinkDevice` kept alive by the TxQ; `pkts` holds n packets
-        // the caller hands over.
-        let (dev, pkts) = unsafe { (&*q.cast::<SinkDevice>(), std::slice::from_raw_parts(pkts, n as usize)) };
-        let mut g = dev.lock();
-        let held = g.sending.len() + g.finished.len();
-        let take = (n as usize).min(g.room.saturating_sub(held));
-        for &p in &pkts[..take] {
-            // SAFETY: each packet's reference now belongs to the device.
-            let m = unsafe { Mbuf::from_raw(p) };
-            g.log.push(m.to_vec());
-            if g.hold {
-                g.sending.push(m);
-            }
-        }
-        take as u16
-    }
-
-    unsafe extern "C" fn cleanup(q: *mut c_void, max: u32) -> i32 {
-        // SAFETY: as in `burst`.
-        let dev = unsafe { &*q.cast::<SinkDevice>() };
-        let mut g = dev.lock();
-        let n = if max == 0 { g.finished.len() } else { g.finished.len().min(max as usize) };
-        g.finished.drain(..n);
-        n as i32
-    }
-
-    unsafe extern "C" fn inflight(q: *mut c_void) -> i32 {
-        // SAFETY: as in `burst`.
-        let dev = unsafe { &*q.cast::<SinkDevice>() };
-        dev.holding() as i32
-    }
-
-    /// A TX queue on a fresh [`SinkDevice`] with room for `room` packets; with `hold`
-    /// the device keeps sent packets until [`SinkDevice::finish`], else frees them at once.
-    pub fn sink_txq(room: usize, hold: bool) -> (TxQ, Arc<SinkDevice>) {
-        let dev = Arc::new(SinkDevice::default());
-        {
-            let mut g = dev.lock();
-            g.room = room;
-            g.hold = hold;
-        }
-        let q = TxQ {
-            q: Arc::as_ptr(&dev) as *mut c_void,
-            f: burst,
-            cleanup: Some(cleanup),
-            inflight: Some(inflight),
-            port: 0,
-            queue: 0,
-            _lease: Arc::new(Lease),
-            _keep: Some(dev.clone()),
-        };
-        (q, dev)
     }
 }
