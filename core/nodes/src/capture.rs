@@ -8,11 +8,14 @@ use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_pmd_pcap::file::Writer;
 use std::path::Path;
 
-static COUNTERS: [CounterSpec; 3] = [
-    CounterSpec { name: "captured", unit: "packets" },
-    CounterSpec { name: "not_captured", unit: "packets (limit reached or write error)" },
-    CounterSpec { name: "write_errors", unit: "errors" },
-];
+ironpath_graph::counters! {
+    /// What `pcap_capture` counts.
+    pub enum CaptureCounter {
+        Captured("captured", "packets"),
+        NotCaptured("not_captured", "packets (limit reached or write error)"),
+        WriteErrors("write_errors", "errors"),
+    }
+}
 
 /// The capture node.
 pub struct Capture {
@@ -34,11 +37,11 @@ impl Node for Capture {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         for i in 0..pkts.len() {
             let Some(w) = self.w.as_mut() else {
-                cx.count(1, (pkts.len() - i) as u64);
+                cx.count(CaptureCounter::NotCaptured, (pkts.len() - i) as u64);
                 break;
             };
             if self.limit != 0 && w.written() >= self.limit {
-                cx.count(1, 1);
+                cx.count(CaptureCounter::NotCaptured, 1);
                 continue;
             }
             self.buf.clear();
@@ -50,10 +53,10 @@ impl Node for Capture {
                 }
             }
             match w.write_with_len(&self.buf, pkts.pkt_len(i)) {
-                Ok(()) => cx.count(0, 1),
+                Ok(()) => cx.count(CaptureCounter::Captured, 1),
                 Err(_) => {
-                    cx.count(2, 1);
-                    cx.count(1, 1);
+                    cx.count(CaptureCounter::WriteErrors, 1);
+                    cx.count(CaptureCounter::NotCaptured, 1);
                     self.w = None;
                 }
             }
@@ -62,13 +65,13 @@ impl Node for Capture {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        CaptureCounter::SPECS
     }
 
     fn idle(&mut self, cx: &mut NodeCx<'_>) {
         if let Some(w) = self.w.as_mut() {
             if w.flush().is_err() {
-                cx.count(2, 1);
+                cx.count(CaptureCounter::WriteErrors, 1);
                 self.w = None;
             }
         }

@@ -28,13 +28,16 @@ impl Node for PortRx {
     }
 }
 
-static TX_COUNTERS: [CounterSpec; 5] = [
-    CounterSpec { name: "sent", unit: "packets" },
-    CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
-    CounterSpec { name: "csum_sw", unit: "checksums completed in software (the port cannot)" },
-    CounterSpec { name: "gso_split", unit: "GSO frames or aggregates cut into segments in software" },
-    CounterSpec { name: "offload_dropped", unit: "packets dropped: an offload neither the port nor software could do" },
-];
+ironpath_graph::counters! {
+    /// What `port_tx` counts.
+    pub enum TxCounter {
+        Sent("sent", "packets"),
+        TxFull("tx_full", "packets dropped (queue full)"),
+        CsumSw("csum_sw", "checksums completed in software (the port cannot)"),
+        GsoSplit("gso_split", "GSO frames or aggregates cut into segments in software"),
+        OffloadDropped("offload_dropped", "packets dropped: an offload neither the port nor software could do"),
+    }
+}
 
 /// Send to one port queue.
 pub struct PortTx {
@@ -92,16 +95,16 @@ impl Node for PortTx {
             let (s, f) = self.send(pkts);
             (sent, full) = (sent + s, full + f);
         }
-        cx.count(0, sent);
+        cx.count(TxCounter::Sent, sent);
         if full > 0 {
-            cx.count(1, full);
+            cx.count(TxCounter::TxFull, full);
             cx.dropped(full);
         }
         let st = self.fixup.stats;
         if st != self.seen {
-            cx.count(2, st.csum_sw - self.seen.csum_sw);
-            cx.count(3, st.gso_split - self.seen.gso_split);
-            cx.count(4, st.dropped - self.seen.dropped);
+            cx.count(TxCounter::CsumSw, st.csum_sw - self.seen.csum_sw);
+            cx.count(TxCounter::GsoSplit, st.gso_split - self.seen.gso_split);
+            cx.count(TxCounter::OffloadDropped, st.dropped - self.seen.dropped);
             cx.dropped(st.dropped - self.seen.dropped);
             self.seen = st;
         }
@@ -109,7 +112,7 @@ impl Node for PortTx {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &TX_COUNTERS
+        TxCounter::SPECS
     }
 
     fn idle(&mut self, _cx: &mut NodeCx<'_>) {

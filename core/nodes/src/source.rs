@@ -14,10 +14,13 @@ use ironpath_wire::udp::{UdpPacket, UdpRepr};
 use ironpath_wire::{IpAddress, IpProtocol};
 use std::net::Ipv4Addr;
 
-static COUNTERS: [CounterSpec; 2] = [
-    CounterSpec { name: "generated", unit: "packets" },
-    CounterSpec { name: "alloc_failed", unit: "bursts not generated (mempool empty)" },
-];
+ironpath_graph::counters! {
+    /// What `source` counts.
+    pub enum SourceCounter {
+        Generated("generated", "packets"),
+        AllocFailed("alloc_failed", "bursts not generated (mempool empty)"),
+    }
+}
 
 /// Settings of a `source` node.
 #[derive(Clone, Debug)]
@@ -122,7 +125,7 @@ impl Node for Source {
         }
         let start = pkts.len();
         if pkts.alloc(&self.pool, want as usize).is_err() {
-            cx.count(1, 1);
+            cx.count(SourceCounter::AllocFailed, 1);
             return Dispatch::All(0);
         }
         let len = self.template.len();
@@ -152,12 +155,12 @@ impl Node for Source {
         let n = (pkts.len() - start) as u64;
         self.sent += n;
         self.tokens -= n as f64;
-        cx.count(0, n);
+        cx.count(SourceCounter::Generated, n);
         Dispatch::All(0)
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        SourceCounter::SPECS
     }
 }
 

@@ -10,21 +10,24 @@ use crate::offload::{FixupStats, TxFixup};
 use ironpath_eal::{Burst, Mbuf, TxBatchStats, TxBatcher, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
-static COUNTERS: [CounterSpec; 13] = [
-    CounterSpec { name: "sent", unit: "packets" },
-    CounterSpec { name: "bytes", unit: "bytes sent" },
-    CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
-    CounterSpec { name: "flush_full", unit: "flushes (coalesce reached)" },
-    CounterSpec { name: "flush_timeout", unit: "flushes (flush_us)" },
-    CounterSpec { name: "flush_idle", unit: "flushes (idle lcore)" },
-    CounterSpec { name: "flush_push", unit: "flushes (pushed packet)" },
-    CounterSpec { name: "flush_stop", unit: "flushes (stop)" },
-    CounterSpec { name: "completions", unit: "packets reported complete" },
-    CounterSpec { name: "max_wait_us", unit: "longest wait in the buffer (raised, never lowered)" },
-    CounterSpec { name: "csum_sw", unit: "checksums completed in software (the port cannot)" },
-    CounterSpec { name: "gso_split", unit: "GSO frames or aggregates cut into segments in software" },
-    CounterSpec { name: "offload_dropped", unit: "packets dropped: an offload neither the port nor software could do" },
-];
+ironpath_graph::counters! {
+    /// What `tx_batch` counts.
+    pub enum TxBatchCounter {
+        Sent("sent", "packets"),
+        Bytes("bytes", "bytes sent"),
+        TxFull("tx_full", "packets dropped (queue full)"),
+        FlushFull("flush_full", "flushes (coalesce reached)"),
+        FlushTimeout("flush_timeout", "flushes (flush_us)"),
+        FlushIdle("flush_idle", "flushes (idle lcore)"),
+        FlushPush("flush_push", "flushes (pushed packet)"),
+        FlushStop("flush_stop", "flushes (stop)"),
+        Completions("completions", "packets reported complete"),
+        MaxWaitUs("max_wait_us", "longest wait in the buffer (raised, never lowered)"),
+        CsumSw("csum_sw", "checksums completed in software (the port cannot)"),
+        GsoSplit("gso_split", "GSO frames or aggregates cut into segments in software"),
+        OffloadDropped("offload_dropped", "packets dropped: an offload neither the port nor software could do"),
+    }
+}
 
 /// The `tx_batch` node.
 pub struct TxBatch {
@@ -63,9 +66,9 @@ impl TxBatch {
     fn sync_fixup(&mut self, cx: &NodeCx<'_>) {
         let (st, old) = (self.fixup.stats, self.fixup_seen);
         if st != old {
-            cx.count(10, st.csum_sw - old.csum_sw);
-            cx.count(11, st.gso_split - old.gso_split);
-            cx.count(12, st.dropped - old.dropped);
+            cx.count(TxBatchCounter::CsumSw, st.csum_sw - old.csum_sw);
+            cx.count(TxBatchCounter::GsoSplit, st.gso_split - old.gso_split);
+            cx.count(TxBatchCounter::OffloadDropped, st.dropped - old.dropped);
             cx.dropped(st.dropped - old.dropped);
             self.fixup_seen = st;
         }
@@ -96,7 +99,7 @@ impl TxBatch {
         if s.max_wait_tsc != old.max_wait_tsc {
             let wait_us = ironpath_eal::txbatch::tsc_to_us(s.max_wait_tsc, self.hz);
             if wait_us > self.shown_wait_us {
-                cx.count(9, wait_us - self.shown_wait_us);
+                cx.count(TxBatchCounter::MaxWaitUs, wait_us - self.shown_wait_us);
                 self.shown_wait_us = wait_us;
             }
         }
@@ -131,7 +134,7 @@ impl Node for TxBatch {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        TxBatchCounter::SPECS
     }
 
     fn idle(&mut self, cx: &mut NodeCx<'_>) {

@@ -6,56 +6,57 @@ use super::{AggrStats, Aggregator};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
-static AGGR_COUNTERS: [CounterSpec; 20] = [
-    CounterSpec { name: "packets_in", unit: "packets" },
-    CounterSpec { name: "packets_out", unit: "packets" },
-    CounterSpec { name: "tcp_in", unit: "TCP segments considered" },
-    CounterSpec { name: "aggregates", unit: "outputs of 2+ segments" },
-    CounterSpec { name: "merged", unit: "segments inside aggregates" },
-    CounterSpec { name: "segs_per_aggregate_x100", unit: "average segments per aggregate x 100" },
-    CounterSpec { name: "flush_burst", unit: "flow flushes (end of burst)" },
-    CounterSpec { name: "flush_timeout", unit: "flow flushes (flush_us)" },
-    CounterSpec { name: "flush_end", unit: "flow flushes (PSH/FIN/short segment)" },
-    CounterSpec { name: "flush_limit", unit: "flow flushes (max_bytes/max_segments)" },
-    CounterSpec { name: "flush_mismatch", unit: "flow flushes (a packet that could not join)" },
-    CounterSpec { name: "flows_evicted", unit: "flows flushed for room (max_flows)" },
-    CounterSpec { name: "reordered", unit: "segments held out of order" },
-    CounterSpec { name: "bad_checksum", unit: "packets (never merged)" },
-    CounterSpec { name: "malformed", unit: "packets (never merged)" },
-    CounterSpec { name: "passed", unit: "packets not aggregated (not TCP, pure ACKs ...)" },
-    CounterSpec { name: "lro_alloc_failed", unit: "LRO buffers not available" },
-    CounterSpec { name: "dropped", unit: "bad packets dropped (bad: drop) or freed at stop" },
-    CounterSpec { name: "flows_held", unit: "flows held now" },
-    CounterSpec { name: "flush_held", unit: "flow flushes (the flows held max_held packets)" },
-];
-const FLUSH_HELD: usize = 19;
+ironpath_graph::counters! {
+    /// What `rx_aggregate` counts.
+    pub enum AggrCounter {
+        PacketsIn("packets_in", "packets"),
+        PacketsOut("packets_out", "packets"),
+        TcpIn("tcp_in", "TCP segments considered"),
+        Aggregates("aggregates", "outputs of 2+ segments"),
+        Merged("merged", "segments inside aggregates"),
+        SegsPerAggregateX100("segs_per_aggregate_x100", "average segments per aggregate x 100"),
+        FlushBurst("flush_burst", "flow flushes (end of burst)"),
+        FlushTimeout("flush_timeout", "flow flushes (flush_us)"),
+        FlushEnd("flush_end", "flow flushes (PSH/FIN/short segment)"),
+        FlushLimit("flush_limit", "flow flushes (max_bytes/max_segments)"),
+        FlushMismatch("flush_mismatch", "flow flushes (a packet that could not join)"),
+        FlowsEvicted("flows_evicted", "flows flushed for room (max_flows)"),
+        Reordered("reordered", "segments held out of order"),
+        BadChecksum("bad_checksum", "packets (never merged)"),
+        Malformed("malformed", "packets (never merged)"),
+        Passed("passed", "packets not aggregated (not TCP, pure ACKs ...)"),
+        LroAllocFailed("lro_alloc_failed", "LRO buffers not available"),
+        Dropped("dropped", "bad packets dropped (bad: drop) or freed at stop"),
+        FlowsHeld("flows_held", "flows held now"),
+        FlushHeld("flush_held", "flow flushes (the flows held max_held packets)"),
+    }
+}
 
-fn fields(s: &AggrStats) -> [u64; 17] {
+fn fields(s: &AggrStats) -> [(AggrCounter, u64); 16] {
     [
-        s.packets_in,
-        s.packets_out,
-        s.tcp_in,
-        s.aggregates,
-        s.merged,
-        0,
-        s.flush_burst,
-        s.flush_timeout,
-        s.flush_end,
-        s.flush_limit,
-        s.flush_mismatch,
-        s.flows_evicted,
-        s.reordered,
-        s.bad_checksum,
-        s.malformed,
-        s.passed,
-        s.lro_alloc_failed,
+        (AggrCounter::PacketsIn, s.packets_in),
+        (AggrCounter::PacketsOut, s.packets_out),
+        (AggrCounter::TcpIn, s.tcp_in),
+        (AggrCounter::Aggregates, s.aggregates),
+        (AggrCounter::Merged, s.merged),
+        (AggrCounter::FlushBurst, s.flush_burst),
+        (AggrCounter::FlushTimeout, s.flush_timeout),
+        (AggrCounter::FlushEnd, s.flush_end),
+        (AggrCounter::FlushLimit, s.flush_limit),
+        (AggrCounter::FlushMismatch, s.flush_mismatch),
+        (AggrCounter::FlowsEvicted, s.flows_evicted),
+        (AggrCounter::Reordered, s.reordered),
+        (AggrCounter::BadChecksum, s.bad_checksum),
+        (AggrCounter::Malformed, s.malformed),
+        (AggrCounter::Passed, s.passed),
+        (AggrCounter::LroAllocFailed, s.lro_alloc_failed),
     ]
 }
 
 /// `rx_aggregate`: GRO or LRO on every burst (or a counted pass-through for `off`).
 pub struct RxAggregate {
     agg: Option<Aggregator>,
-    reported: [u64; 17],
+    reported: [u64; 16],
     dropped: u64,
     flush_held: u64,
     flows_held: u64,
@@ -66,7 +67,7 @@ pub struct RxAggregate {
 impl RxAggregate {
     /// A node around `agg` (`None`: mode `off`).
     pub fn new(agg: Option<Aggregator>) -> Self {
-        Self { agg, reported: [0; 17], dropped: 0, flush_held: 0, flows_held: 0, avg: 0, off_packets: 0 }
+        Self { agg, reported: [0; 16], dropped: 0, flush_held: 0, flows_held: 0, avg: 0, off_packets: 0 }
     }
 }
 
@@ -77,8 +78,8 @@ impl Node for RxAggregate {
             let n = pkts.len() as u64;
             if n > 0 {
                 self.off_packets += n;
-                cx.count(0, n);
-                cx.count(1, n);
+                cx.count(AggrCounter::PacketsIn, n);
+                cx.count(AggrCounter::PacketsOut, n);
             }
             return Dispatch::All(0);
         };
@@ -87,7 +88,7 @@ impl Node for RxAggregate {
         }
         agg.process(pkts, cx.now_tsc);
         let now = fields(&agg.stats);
-        for (k, (&v, r)) in now.iter().zip(self.reported.iter_mut()).enumerate() {
+        for (&(k, v), r) in now.iter().zip(self.reported.iter_mut()) {
             if v != *r {
                 cx.count(k, v - *r);
                 *r = v;
@@ -96,27 +97,27 @@ impl Node for RxAggregate {
         // Gauges kept as counters: add the change.
         let avg = (agg.stats.merged * 100).checked_div(agg.stats.aggregates).unwrap_or(0);
         if avg != self.avg {
-            cx.count(5, avg.wrapping_sub(self.avg));
+            cx.count(AggrCounter::SegsPerAggregateX100, avg.wrapping_sub(self.avg));
             self.avg = avg;
         }
         let held = agg.flows() as u64;
         if held != self.flows_held {
-            cx.count(18, held.wrapping_sub(self.flows_held));
+            cx.count(AggrCounter::FlowsHeld, held.wrapping_sub(self.flows_held));
             self.flows_held = held;
         }
         if agg.stats.flush_held != self.flush_held {
-            cx.count(FLUSH_HELD, agg.stats.flush_held - self.flush_held);
+            cx.count(AggrCounter::FlushHeld, agg.stats.flush_held - self.flush_held);
             self.flush_held = agg.stats.flush_held;
         }
         if agg.stats.dropped != self.dropped {
-            cx.count(17, agg.stats.dropped - self.dropped);
+            cx.count(AggrCounter::Dropped, agg.stats.dropped - self.dropped);
             self.dropped = agg.stats.dropped;
         }
         Dispatch::All(0)
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &AGGR_COUNTERS
+        AggrCounter::SPECS
     }
 
     fn stop(&mut self) {
@@ -126,12 +127,15 @@ impl Node for RxAggregate {
     }
 }
 
-static GSO_COUNTERS: [CounterSpec; 4] = [
-    CounterSpec { name: "split", unit: "aggregates split" },
-    CounterSpec { name: "segments_out", unit: "segments made" },
-    CounterSpec { name: "passed", unit: "packets not split (not aggregates, or small)" },
-    CounterSpec { name: "no_mbuf", unit: "aggregates sent whole (mempool empty)" },
-];
+ironpath_graph::counters! {
+    /// What `gso` counts.
+    pub enum GsoCounter {
+        Split("split", "aggregates split"),
+        SegmentsOut("segments_out", "segments made"),
+        Passed("passed", "packets not split (not aggregates, or small)"),
+        NoMbuf("no_mbuf", "aggregates sent whole (mempool empty)"),
+    }
+}
 
 /// `gso`: split aggregates back into MSS-sized segments.
 pub struct Gso {
@@ -166,11 +170,11 @@ impl Node for Gso {
         for m in pkts.drain() {
             match segment(m, &self.pool, self.mss, &mut emit) {
                 Ok(n) => {
-                    cx.count(0, 1);
-                    cx.count(1, n as u64);
+                    cx.count(GsoCounter::Split, 1);
+                    cx.count(GsoCounter::SegmentsOut, n as u64);
                 }
                 Err((m, why)) => {
-                    cx.count(if why == GsoSkip::NoMbuf { 3 } else { 2 }, 1);
+                    cx.count(if why == GsoSkip::NoMbuf { GsoCounter::NoMbuf } else { GsoCounter::Passed }, 1);
                     emit(m);
                 }
             }
@@ -180,6 +184,6 @@ impl Node for Gso {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &GSO_COUNTERS
+        GsoCounter::SPECS
     }
 }

@@ -48,115 +48,51 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::PathBuf;
 
-static COUNTERS: [CounterSpec; 40] = [
-    CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
-    CounterSpec { name: "segs_out", unit: "TCP segments sent" },
-    CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
-    CounterSpec { name: "bad_checksum", unit: "packets dropped (IPv4 header or TCP checksum)" },
-    CounterSpec { name: "not_ours", unit: "packets dropped (not TCP to one of our addresses)" },
-    CounterSpec { name: "rst_sent", unit: "RSTs for segments no connection or listener wants" },
-    CounterSpec { name: "conns_opened", unit: "connections accepted or opened" },
-    CounterSpec { name: "conns_closed", unit: "connections removed (closed, aborted, timed out)" },
-    CounterSpec { name: "conns_failed", unit: "connections closed by a RST, a timeout or a refusal" },
-    CounterSpec { name: "retransmits", unit: "segments sent again" },
-    CounterSpec { name: "rto_timeouts", unit: "retransmission timer expiries" },
-    CounterSpec { name: "alloc_failed", unit: "frames not built (mempool empty; sent later)" },
-    CounterSpec { name: "tx_full", unit: "immediate replies dropped (output burst full)" },
-    CounterSpec { name: "syn_dropped", unit: "SYNs refused (backlog or connection table full)" },
-    CounterSpec { name: "app_bytes_in", unit: "payload bytes the applications read" },
-    CounterSpec { name: "app_bytes_out", unit: "payload bytes the applications queued" },
-    CounterSpec { name: "http_requests", unit: "HTTP requests answered or completed" },
-    CounterSpec { name: "http_errors", unit: "HTTP answers >= 400, or failed client requests" },
-    CounterSpec { name: "clients_done", unit: "client connections that finished" },
-    CounterSpec { name: "time_wait_reused", unit: "TIME-WAIT connections replaced by a new SYN" },
-    CounterSpec { name: "tsq_throttled", unit: "times a connection waited for TX completions (tx_inflight_limit)" },
-    CounterSpec { name: "syn_cookies_sent", unit: "SYN-ACKs with a SYN cookie (backlog full, no state kept)" },
-    CounterSpec { name: "syn_cookies_valid", unit: "connections made from a valid SYN cookie" },
-    CounterSpec { name: "keepalive_probes", unit: "keep-alive probes sent" },
-    CounterSpec { name: "idle_resets", unit: "connections reset by idle_timeout or fin_wait2_timeout" },
-    CounterSpec { name: "keepalive_resets", unit: "connections reset after unanswered keep-alive probes" },
-    CounterSpec {
-        name: "challenge_acks",
-        unit: "RFC 5961 challenge ACKs sent (RST or SYN in window, unacceptable ACK)",
-    },
-    CounterSpec {
-        name: "mem_dropped",
-        unit: "data segments dropped: memory held by all connections' received data over the node's limit (memory_limit, pool_share; out-of-order first)",
-    },
-    CounterSpec { name: "mem_refused", unit: "SYNs refused: received data's memory over the node's limit" },
-    CounterSpec { name: "tso_sent", unit: "TSO packets sent (up to 64 KiB, cut into MSS-sized segments by the port)" },
-    CounterSpec {
-        name: "time_wait_overflow",
-        unit: "connections closed without TIME-WAIT (max_time_wait connections already in it)",
-    },
-    CounterSpec {
-        name: "rcv_collapsed",
-        unit: "received pieces copied into compact buffers (each pinned a packet buffer for a few bytes)",
-    },
-    CounterSpec { name: "ooo_pruned", unit: "out-of-order bytes dropped to make room, highest first (resent by the peer)" },
-    CounterSpec {
-        name: "rcv_mem_drops",
-        unit: "data segments dropped: the connection's recv_buffer still full after collapsing and pruning",
-    },
-    CounterSpec { name: "send_timeouts", unit: "connections reset: the peer accepted nothing for send_timeout" },
-    CounterSpec {
-        name: "header_timeouts",
-        unit: "HTTP connections closed: no complete request head within header_timeout (408 if one had begun)",
-    },
-    CounterSpec {
-        name: "keepalive_timeouts",
-        unit: "HTTP connections closed: no new request within keepalive_timeout",
-    },
-    CounterSpec { name: "peer_capped", unit: "connections refused: the peer address held max_per_peer already" },
-    CounterSpec {
-        name: "neigh_evicted",
-        unit: "neighbour entries dropped to stay within max_neighbours (none had a connection)",
-    },
-    CounterSpec {
-        name: "neigh_refused",
-        unit: "MAC changes refused: from a segment no connection or handshake accepted, for an address with connections",
-    },
-];
-const SEGS_IN: usize = 0;
-const SEGS_OUT: usize = 1;
-const MALFORMED: usize = 2;
-const BAD_CKSUM: usize = 3;
-const NOT_OURS: usize = 4;
-const RST_SENT: usize = 5;
-const OPENED: usize = 6;
-const CLOSED: usize = 7;
-const FAILED: usize = 8;
-const RETRANSMITS: usize = 9;
-const RTO_TIMEOUTS: usize = 10;
-const ALLOC_FAILED: usize = 11;
-const TX_FULL: usize = 12;
-const SYN_DROPPED: usize = 13;
-const APP_IN: usize = 14;
-const APP_OUT: usize = 15;
-const HTTP_REQ: usize = 16;
-const HTTP_ERR: usize = 17;
-const CLIENTS_DONE: usize = 18;
-const TW_REUSED: usize = 19;
-const TSQ_THROTTLED: usize = 20;
-const COOKIES_SENT: usize = 21;
-const COOKIES_VALID: usize = 22;
-const KEEPALIVE_PROBES: usize = 23;
-const IDLE_RESETS: usize = 24;
-const KEEPALIVE_RESETS: usize = 25;
-const CHALLENGE_ACKS: usize = 26;
-const MEM_DROPPED: usize = 27;
-const MEM_REFUSED: usize = 28;
-const TSO_SENT: usize = 29;
-const TW_OVERFLOW: usize = 30;
-const RCV_COLLAPSED: usize = 31;
-const OOO_PRUNED: usize = 32;
-const RCV_MEM_DROPS: usize = 33;
-const SEND_TIMEOUTS: usize = 34;
-const HEADER_TIMEOUTS: usize = 35;
-const KEEPALIVE_TIMEOUTS: usize = 36;
-const PEER_CAPPED: usize = 37;
-const NEIGH_EVICTED: usize = 38;
-const NEIGH_REFUSED: usize = 39;
+ironpath_graph::counters! {
+    /// What the `tcp` node counts.
+    pub enum TcpCounter {
+        SegsIn("segs_in", "TCP segments received (an aggregate counts once)"),
+        SegsOut("segs_out", "TCP segments sent"),
+        Malformed("malformed", "packets dropped (bad or truncated headers, fragments, VLAN)"),
+        BadChecksum("bad_checksum", "packets dropped (IPv4 header or TCP checksum)"),
+        NotOurs("not_ours", "packets dropped (not TCP to one of our addresses)"),
+        RstSent("rst_sent", "RSTs for segments no connection or listener wants"),
+        ConnsOpened("conns_opened", "connections accepted or opened"),
+        ConnsClosed("conns_closed", "connections removed (closed, aborted, timed out)"),
+        ConnsFailed("conns_failed", "connections closed by a RST, a timeout or a refusal"),
+        Retransmits("retransmits", "segments sent again"),
+        RtoTimeouts("rto_timeouts", "retransmission timer expiries"),
+        AllocFailed("alloc_failed", "frames not built (mempool empty; sent later)"),
+        TxFull("tx_full", "immediate replies dropped (output burst full)"),
+        SynDropped("syn_dropped", "SYNs refused (backlog or connection table full)"),
+        AppBytesIn("app_bytes_in", "payload bytes the applications read"),
+        AppBytesOut("app_bytes_out", "payload bytes the applications queued"),
+        HttpRequests("http_requests", "HTTP requests answered or completed"),
+        HttpErrors("http_errors", "HTTP answers >= 400, or failed client requests"),
+        ClientsDone("clients_done", "client connections that finished"),
+        TimeWaitReused("time_wait_reused", "TIME-WAIT connections replaced by a new SYN"),
+        TsqThrottled("tsq_throttled", "times a connection waited for TX completions (tx_inflight_limit)"),
+        SynCookiesSent("syn_cookies_sent", "SYN-ACKs with a SYN cookie (backlog full, no state kept)"),
+        SynCookiesValid("syn_cookies_valid", "connections made from a valid SYN cookie"),
+        KeepaliveProbes("keepalive_probes", "keep-alive probes sent"),
+        IdleResets("idle_resets", "connections reset by idle_timeout or fin_wait2_timeout"),
+        KeepaliveResets("keepalive_resets", "connections reset after unanswered keep-alive probes"),
+        ChallengeAcks("challenge_acks", "RFC 5961 challenge ACKs sent (RST or SYN in window, unacceptable ACK)"),
+        MemDropped("mem_dropped", "data segments dropped: memory held by all connections' received data over the node's limit (memory_limit, pool_share; out-of-order first)"),
+        MemRefused("mem_refused", "SYNs refused: received data's memory over the node's limit"),
+        TsoSent("tso_sent", "TSO packets sent (up to 64 KiB, cut into MSS-sized segments by the port)"),
+        TimeWaitOverflow("time_wait_overflow", "connections closed without TIME-WAIT (max_time_wait connections already in it)"),
+        RcvCollapsed("rcv_collapsed", "received pieces copied into compact buffers (each pinned a packet buffer for a few bytes)"),
+        OooPruned("ooo_pruned", "out-of-order bytes dropped to make room, highest first (resent by the peer)"),
+        RcvMemDrops("rcv_mem_drops", "data segments dropped: the connection's recv_buffer still full after collapsing and pruning"),
+        SendTimeouts("send_timeouts", "connections reset: the peer accepted nothing for send_timeout"),
+        HeaderTimeouts("header_timeouts", "HTTP connections closed: no complete request head within header_timeout (408 if one had begun)"),
+        KeepaliveTimeouts("keepalive_timeouts", "HTTP connections closed: no new request within keepalive_timeout"),
+        PeerCapped("peer_capped", "connections refused: the peer address held max_per_peer already"),
+        NeighEvicted("neigh_evicted", "neighbour entries dropped to stay within max_neighbours (none had a connection)"),
+        NeighRefused("neigh_refused", "MAC changes refused: from a segment no connection or handshake accepted, for an address with connections"),
+    }
+}
 
 /// A listening port.
 #[derive(Clone, Debug)]
@@ -292,37 +228,39 @@ struct Entry {
     counted: State,
 }
 
-/// The node's gauges: connections by state (RFC 9293 names), as `ss -s` counts.
-static GAUGES: [CounterSpec; 9] = [
-    CounterSpec { name: "syn_sent", unit: "connections in SYN-SENT" },
-    CounterSpec { name: "syn_received", unit: "connections in SYN-RECEIVED" },
-    CounterSpec { name: "established", unit: "connections in ESTABLISHED" },
-    CounterSpec { name: "fin_wait_1", unit: "connections in FIN-WAIT-1" },
-    CounterSpec { name: "fin_wait_2", unit: "connections in FIN-WAIT-2" },
-    CounterSpec { name: "close_wait", unit: "connections in CLOSE-WAIT" },
-    CounterSpec { name: "closing", unit: "connections in CLOSING" },
-    CounterSpec { name: "last_ack", unit: "connections in LAST-ACK" },
-    CounterSpec { name: "time_wait", unit: "connections in TIME-WAIT (the compact table)" },
-];
+ironpath_graph::counters! {
+    /// The `tcp` node's gauges: connections by state (RFC 9293 names), as `ss -s` counts.
+    pub enum TcpGauge {
+        SynSent("syn_sent", "connections in SYN-SENT"),
+        SynReceived("syn_received", "connections in SYN-RECEIVED"),
+        Established("established", "connections in ESTABLISHED"),
+        FinWait1("fin_wait_1", "connections in FIN-WAIT-1"),
+        FinWait2("fin_wait_2", "connections in FIN-WAIT-2"),
+        CloseWait("close_wait", "connections in CLOSE-WAIT"),
+        Closing("closing", "connections in CLOSING"),
+        LastAck("last_ack", "connections in LAST-ACK"),
+        TimeWait("time_wait", "connections in TIME-WAIT (the compact table)"),
+    }
+}
 
-/// The gauge of a state (`None`: CLOSED, about to leave the table).
+/// The gauge of a state (`None`: TcpCounter::ConnsClosed, about to leave the table).
 fn state_gauge(s: State) -> Option<usize> {
-    Some(match s {
+    Some(usize::from(match s {
         State::Closed => return None,
-        State::SynSent => 0,
-        State::SynReceived => 1,
-        State::Established => 2,
-        State::FinWait1 => 3,
-        State::FinWait2 => 4,
-        State::CloseWait => 5,
-        State::Closing => 6,
-        State::LastAck => 7,
-        State::TimeWait => 8,
-    })
+        State::SynSent => TcpGauge::SynSent,
+        State::SynReceived => TcpGauge::SynReceived,
+        State::Established => TcpGauge::Established,
+        State::FinWait1 => TcpGauge::FinWait1,
+        State::FinWait2 => TcpGauge::FinWait2,
+        State::CloseWait => TcpGauge::CloseWait,
+        State::Closing => TcpGauge::Closing,
+        State::LastAck => TcpGauge::LastAck,
+        State::TimeWait => TcpGauge::TimeWait,
+    }))
 }
 
 /// Moves `e` to the count of the state its connection is in now.
-fn count_state(states: &mut [u64; 9], e: &mut Entry) {
+fn count_state(states: &mut [u64; TcpGauge::COUNT], e: &mut Entry) {
     let now = e.conn.state();
     if now != e.counted {
         if let Some(k) = state_gauge(e.counted) {
@@ -336,7 +274,7 @@ fn count_state(states: &mut [u64; 9], e: &mut Entry) {
 }
 
 /// Takes `e` out of the state counts (it leaves the table).
-fn uncount_state(states: &mut [u64; 9], e: &Entry) {
+fn uncount_state(states: &mut [u64; TcpGauge::COUNT], e: &Entry) {
     if let Some(k) = state_gauge(e.counted) {
         states[k] -= 1;
     }
@@ -350,34 +288,27 @@ fn account_rx(total: &mut u64, e: &mut Entry) {
     e.rx_held = held;
 }
 
-/// The node's counters that add up a connection's own, in [`SYNCED`] order.
-fn synced(c: &ironpath_tcp::Counters) -> [u64; 7] {
+/// The node's counters that add up a connection's own, with the connection's values.
+fn synced(c: &ironpath_tcp::Counters) -> [(TcpCounter, u64); 7] {
     [
-        c.retransmits,
-        c.rto_timeouts,
-        c.keepalive_probes,
-        c.challenge_acks,
-        c.rcv_collapsed,
-        c.ooo_pruned,
-        c.rcv_mem_drops,
+        (TcpCounter::Retransmits, c.retransmits),
+        (TcpCounter::RtoTimeouts, c.rto_timeouts),
+        (TcpCounter::KeepaliveProbes, c.keepalive_probes),
+        (TcpCounter::ChallengeAcks, c.challenge_acks),
+        (TcpCounter::RcvCollapsed, c.rcv_collapsed),
+        (TcpCounter::OooPruned, c.ooo_pruned),
+        (TcpCounter::RcvMemDrops, c.rcv_mem_drops),
     ]
 }
-
-/// Where [`synced`]'s values go.
-const SYNCED: [usize; 7] =
-    [RETRANSMITS, RTO_TIMEOUTS, KEEPALIVE_PROBES, CHALLENGE_ACKS, RCV_COLLAPSED, OOO_PRUNED, RCV_MEM_DROPS];
 
 /// Adds what `e`'s connection counted since the last call to the node's counters.
 #[inline]
 fn sync_counters(cx: &NodeCx<'_>, e: &mut Entry) {
-    let now = synced(e.conn.counters());
-    if now != e.seen {
-        for ((k, v), before) in SYNCED.iter().zip(now).zip(e.seen) {
-            if v != before {
-                cx.count(*k, v - before);
-            }
+    for ((k, v), before) in synced(e.conn.counters()).into_iter().zip(e.seen.iter_mut()) {
+        if v != *before {
+            cx.count(k, v - *before);
+            *before = v;
         }
-        e.seen = now;
     }
 }
 
@@ -427,9 +358,9 @@ pub struct TcpNode {
     /// What `rx_held` may reach: `memory_limit` and the pool share.
     mem_limit: u64,
     /// Connections in the table by state ([`GAUGES`]; TIME-WAIT from its own table).
-    states: [u64; 9],
+    states: [u64; TcpGauge::COUNT],
     /// The gauges as last published.
-    published: [u64; 9],
+    published: [u64; TcpGauge::COUNT],
 }
 
 /// Frames built during one poll.
@@ -905,8 +836,8 @@ impl TcpNode {
             pending: std::collections::VecDeque::new(),
             next_id: 1,
             rx_held: 0,
-            states: [0; 9],
-            published: [0; 9],
+            states: [0; TcpGauge::COUNT],
+            published: [0; TcpGauge::COUNT],
             cfg,
         })
     }
@@ -990,7 +921,7 @@ impl TcpNode {
             for i in 0..c.count {
                 let remote = Endpoint::new(c.to, c.port);
                 let Some(local) = self.ephemeral(local_addr, remote) else {
-                    cx.count(FAILED, 1);
+                    cx.count(TcpCounter::ConnsFailed, 1);
                     continue;
                 };
                 let app = match c.app.as_str() {
@@ -1006,7 +937,7 @@ impl TcpNode {
                             Ok(g) => App::HttpGet(Box::new(g)),
                             Err(e) => {
                                 log::error!("tcp: {e}");
-                                cx.count(FAILED, 1);
+                                cx.count(TcpCounter::ConnsFailed, 1);
                                 continue;
                             }
                         }
@@ -1018,10 +949,10 @@ impl TcpNode {
                 ccfg.congestion = c.congestion.unwrap_or(ccfg.congestion);
                 match Connection::connect(now, local, remote, &ccfg, &self.isn) {
                     Ok(conn) => {
-                        cx.count(OPENED, 1);
+                        cx.count(TcpCounter::ConnsOpened, 1);
                         self.insert(conn, app);
                     }
-                    Err(_) => cx.count(FAILED, 1),
+                    Err(_) => cx.count(TcpCounter::ConnsFailed, 1),
                 }
             }
         }
@@ -1045,11 +976,11 @@ impl TcpNode {
     fn input(&mut self, cx: &NodeCx<'_>, now: Time, m: Mbuf, out: &mut Out<'_>) {
         let rx = match parse_frame(&m, &self.cfg.addresses) {
             Ok(rx) => rx,
-            Err(Refused::Malformed) => return cx.count(MALFORMED, 1),
-            Err(Refused::Checksum) => return cx.count(BAD_CKSUM, 1),
-            Err(Refused::NotOurs) => return cx.count(NOT_OURS, 1),
+            Err(Refused::Malformed) => return cx.count(TcpCounter::Malformed, 1),
+            Err(Refused::Checksum) => return cx.count(TcpCounter::BadChecksum, 1),
+            Err(Refused::NotOurs) => return cx.count(TcpCounter::NotOurs, 1),
         };
-        cx.count(SEGS_IN, 1);
+        cx.count(TcpCounter::SegsIn, 1);
         let plen = rx.repr.payload_len;
         let payload = (plen > 0).then(|| Chunk::from_mbuf(m, rx.off, plen));
         let key = (Endpoint::new(rx.dst, rx.repr.dst_port), Endpoint::new(rx.src, rx.repr.src_port));
@@ -1075,7 +1006,7 @@ impl TcpNode {
                         _ => fills_hole && self.rx_held < limit + limit / 4,
                     };
                     if !room {
-                        cx.count(MEM_DROPPED, 1);
+                        cx.count(TcpCounter::MemDropped, 1);
                         self.touch(slot);
                         return;
                     }
@@ -1086,13 +1017,13 @@ impl TcpNode {
                 self.learn(cx, rx.src, rx.src_mac, accepted);
                 if let Some(r) = reply {
                     if self.wire.reply(out, r, rx.src_mac).is_err() {
-                        cx.count(TX_FULL, 1);
+                        cx.count(TcpCounter::TxFull, 1);
                     }
                 }
                 self.touch(slot);
                 return;
             }
-            cx.count(TW_REUSED, 1);
+            cx.count(TcpCounter::TimeWaitReused, 1);
             self.remove(cx, slot);
         } else if let Some(tw) = self.time_wait.get_mut(&key) {
             let reuse = syn_replaces(&rx.repr, tw.rcv_nxt());
@@ -1100,17 +1031,17 @@ impl TcpNode {
             if !reuse && !over {
                 let challenges = tw.challenge_acks();
                 let reply = tw.process::<Chunk>(now, &rx.repr, plen);
-                cx.count(CHALLENGE_ACKS, u64::from(tw.challenge_acks() - challenges));
+                cx.count(TcpCounter::ChallengeAcks, u64::from(tw.challenge_acks() - challenges));
                 match reply {
                     TimeWaitReply::None => {}
                     TimeWaitReply::Ack(r) => {
                         if self.wire.reply(out, r, rx.src_mac).is_err() {
-                            cx.count(TX_FULL, 1);
+                            cx.count(TcpCounter::TxFull, 1);
                         }
                     }
                     TimeWaitReply::Closed => {
                         self.time_wait.remove(&key);
-                        cx.count(CLOSED, 1);
+                        cx.count(TcpCounter::ConnsClosed, 1);
                     }
                 }
                 return;
@@ -1118,31 +1049,31 @@ impl TcpNode {
             // Its 2 MSL are over (the expiry queue gets to it later) or a new SYN
             // replaces it: the segment goes on as if it were gone.
             if !over {
-                cx.count(TW_REUSED, 1);
+                cx.count(TcpCounter::TimeWaitReused, 1);
             }
-            cx.count(CLOSED, 1);
+            cx.count(TcpCounter::ConnsClosed, 1);
             self.time_wait.remove(&key);
         }
         let Some(&li) = self.by_port.get(&rx.repr.dst_port) else {
             if let Some(r) = rst_reply::<Chunk>(rx.src, rx.dst, &rx.repr, plen) {
-                cx.count(RST_SENT, 1);
+                cx.count(TcpCounter::RstSent, 1);
                 if self.wire.reply(out, r, rx.src_mac).is_err() {
-                    cx.count(TX_FULL, 1);
+                    cx.count(TcpCounter::TxFull, 1);
                 }
             }
             return;
         };
         if rx.repr.control == TcpControl::Syn {
             if self.flows.len() >= self.cfg.max_connections {
-                cx.count(SYN_DROPPED, 1);
+                cx.count(TcpCounter::SynDropped, 1);
                 return;
             }
             if self.rx_held >= self.mem_limit {
-                cx.count(MEM_REFUSED, 1);
+                cx.count(TcpCounter::MemRefused, 1);
                 return;
             }
             if self.peer_full(rx.src) {
-                cx.count(PEER_CAPPED, 1);
+                cx.count(TcpCounter::PeerCapped, 1);
                 return;
             }
             // A SYN may name the MAC of an address without connections (the SYN-ACK
@@ -1154,20 +1085,20 @@ impl TcpNode {
         let reply = lis.process(now, rx.src, rx.dst, &rx.repr, payload, rx.segs);
         let after = *lis.counters();
         if after.backlog_drops != before.backlog_drops {
-            cx.count(SYN_DROPPED, 1);
+            cx.count(TcpCounter::SynDropped, 1);
         }
         if after.cookies_sent != before.cookies_sent {
-            cx.count(COOKIES_SENT, 1);
+            cx.count(TcpCounter::SynCookiesSent, 1);
         }
         if after.cookies_valid != before.cookies_valid {
-            cx.count(COOKIES_VALID, 1);
+            cx.count(TcpCounter::SynCookiesValid, 1);
         }
         if let Some(r) = reply {
             if r.repr.control == TcpControl::Rst {
-                cx.count(RST_SENT, 1);
+                cx.count(TcpCounter::RstSent, 1);
             }
             if self.wire.reply(out, r, rx.src_mac).is_err() {
-                cx.count(TX_FULL, 1);
+                cx.count(TcpCounter::TxFull, 1);
             }
         }
         self.listeners_due = true;
@@ -1187,10 +1118,10 @@ impl TcpNode {
     fn learn(&mut self, cx: &NodeCx<'_>, ip: IpAddress, mac: [u8; 6], accepted: bool) {
         let done = self.wire.learn(ip, mac, accepted);
         if done.evicted > 0 {
-            cx.count(NEIGH_EVICTED, done.evicted);
+            cx.count(TcpCounter::NeighEvicted, done.evicted);
         }
         if done.refused {
-            cx.count(NEIGH_REFUSED, 1);
+            cx.count(TcpCounter::NeighRefused, 1);
         }
     }
 
@@ -1199,12 +1130,12 @@ impl TcpNode {
             if self.peer_full(conn.remote().addr) {
                 // A handshake (a SYN cookie's, say) completed for a peer at its cap:
                 // no state is kept; the peer's data finds no connection.
-                cx.count(PEER_CAPPED, 1);
+                cx.count(TcpCounter::PeerCapped, 1);
                 continue;
             }
             let (_, l, site) = &self.listeners[li];
             let app = App::server(&l.app, l.bytes, *site);
-            cx.count(OPENED, 1);
+            cx.count(TcpCounter::ConnsOpened, 1);
             self.insert(conn, app);
         }
     }
@@ -1221,8 +1152,8 @@ impl TcpNode {
             self.wire.peer_conns(key.1.addr, false);
             self.free.push(slot);
             if self.time_wait.len() >= self.cfg.max_time_wait {
-                cx.count(TW_OVERFLOW, 1);
-                cx.count(CLOSED, 1);
+                cx.count(TcpCounter::TimeWaitOverflow, 1);
+                cx.count(TcpCounter::ConnsClosed, 1);
                 return;
             }
             self.tw_ends.push_back((tw.expires(), key));
@@ -1242,7 +1173,7 @@ impl TcpNode {
                 None => {}
                 Some(end) if end <= now => {
                     self.time_wait.remove(&key);
-                    cx.count(CLOSED, 1);
+                    cx.count(TcpCounter::ConnsClosed, 1);
                 }
                 // A retransmitted FIN restarted its wait: it ends after everything
                 // queued (the same 2 MSL from a later time).
@@ -1259,15 +1190,15 @@ impl TcpNode {
             self.flows.remove(&(e.conn.local(), e.conn.remote()));
             self.wire.peer_conns(e.conn.remote().addr, false);
             self.free.push(slot);
-            cx.count(CLOSED, 1);
+            cx.count(TcpCounter::ConnsClosed, 1);
             match e.conn.error() {
-                Some(ConnError::IdleTimeout) => cx.count(IDLE_RESETS, 1),
-                Some(ConnError::KeepaliveTimeout) => cx.count(KEEPALIVE_RESETS, 1),
-                Some(ConnError::SendTimeout) => cx.count(SEND_TIMEOUTS, 1),
+                Some(ConnError::IdleTimeout) => cx.count(TcpCounter::IdleResets, 1),
+                Some(ConnError::KeepaliveTimeout) => cx.count(TcpCounter::KeepaliveResets, 1),
+                Some(ConnError::SendTimeout) => cx.count(TcpCounter::SendTimeouts, 1),
                 _ => {}
             }
             if e.conn.error().is_some() {
-                cx.count(FAILED, 1);
+                cx.count(TcpCounter::ConnsFailed, 1);
             }
         }
     }
@@ -1313,7 +1244,7 @@ impl TcpNode {
         }
         if e.tsq_blocked {
             // Not a full burst: completions, not the next poll, bring it back.
-            cx.count(TSQ_THROTTLED, 1);
+            cx.count(TcpCounter::TsqThrottled, 1);
             complete = true;
         }
         if sent_data && complete && !out.pkts.is_empty() {
@@ -1415,7 +1346,7 @@ impl TcpNode {
     /// Publishes the state gauges that changed (TIME-WAIT: the compact table).
     fn publish_states(&mut self, cx: &NodeCx<'_>) {
         let mut now = self.states;
-        now[8] += self.time_wait.len() as u64;
+        now[usize::from(TcpGauge::TimeWait)] += self.time_wait.len() as u64;
         for (k, (v, p)) in now.iter().zip(self.published.iter_mut()).enumerate() {
             if v != p {
                 cx.gauge(k, *v);
@@ -1427,13 +1358,13 @@ impl TcpNode {
     fn flush_stats(&mut self, cx: &NodeCx<'_>) {
         let s = std::mem::take(&mut self.env.stats);
         for (k, v) in [
-            (APP_IN, s.bytes_in),
-            (APP_OUT, s.bytes_out),
-            (HTTP_REQ, s.http_requests),
-            (HTTP_ERR, s.http_errors),
-            (CLIENTS_DONE, s.clients_done),
-            (HEADER_TIMEOUTS, s.header_timeouts),
-            (KEEPALIVE_TIMEOUTS, s.keepalive_timeouts),
+            (TcpCounter::AppBytesIn, s.bytes_in),
+            (TcpCounter::AppBytesOut, s.bytes_out),
+            (TcpCounter::HttpRequests, s.http_requests),
+            (TcpCounter::HttpErrors, s.http_errors),
+            (TcpCounter::ClientsDone, s.clients_done),
+            (TcpCounter::HeaderTimeouts, s.header_timeouts),
+            (TcpCounter::KeepaliveTimeouts, s.keepalive_timeouts),
         ] {
             if v != 0 {
                 cx.count(k, v);
@@ -1493,13 +1424,13 @@ impl Node for TcpNode {
         dirty.append(&mut self.dirty);
         self.dirty = dirty;
         if out.sent != 0 {
-            cx.count(SEGS_OUT, out.sent);
+            cx.count(TcpCounter::SegsOut, out.sent);
         }
         if out.alloc_failed != 0 {
-            cx.count(ALLOC_FAILED, out.alloc_failed);
+            cx.count(TcpCounter::AllocFailed, out.alloc_failed);
         }
         if out.tso != 0 {
-            cx.count(TSO_SENT, out.tso);
+            cx.count(TcpCounter::TsoSent, out.tso);
         }
         self.flush_stats(cx);
         self.publish_states(cx);
@@ -1507,11 +1438,11 @@ impl Node for TcpNode {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        TcpCounter::SPECS
     }
 
     fn gauges(&self) -> &'static [CounterSpec] {
-        &GAUGES
+        TcpGauge::SPECS
     }
 }
 
