@@ -13,6 +13,8 @@
 //! Everything runs on the node's lcore: no lock. The node is polled so retries
 //! and timeouts happen without traffic.
 
+use crate::kind::{param, NodeError, NodeKind, MEMPOOL, PORT};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
@@ -286,6 +288,55 @@ impl Node for Arp {
         ArpCounter::SPECS
     }
 }
+
+/// `arp`: ARP replies and IPv4 neighbour resolution.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "arp",
+        doc: "answer ARP for our addresses; resolve the MAC of IPv4 packets sent through it (neighbour cache, held packets)",
+        params: &[
+            PORT,
+            param("addresses", ParamKind::IpList, true, None, "our IPv4 addresses (the first is the sender of our requests)"),
+            MEMPOOL,
+            param("hold", ParamKind::Uint { min: 0, max: 256 }, false, Some("8"), "packets held per unresolved neighbour"),
+            param("retry", ParamKind::Duration, false, Some("1s"), "time between requests for one neighbour"),
+            param("max_tries", ParamKind::Uint { min: 1, max: 100 }, false, Some("3"), "requests before giving up"),
+            param("max_entries", ParamKind::Uint { min: 1, max: 1_000_000 }, false, Some("1024"), "neighbour cache size"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let port = p.port("port")?;
+        let addresses: Vec<Ipv4Addr> = p
+            .ip_list("addresses")?
+            .iter()
+            .filter_map(|a| match a {
+                std::net::IpAddr::V4(v) => Some(*v),
+                std::net::IpAddr::V6(_) => None,
+            })
+            .collect();
+        if addresses.is_empty() {
+            return Err(NodeError::Param {
+                param: "addresses",
+                reason: "holds no IPv4 address (ARP is IPv4 only; IPv6 neighbours are answered by icmp_echo)".into(),
+            });
+        }
+        let cfg = ArpConfig {
+            mac: env.port_mac(port)?,
+            addresses,
+            hold: p.int("hold")?,
+            retry_tsc: p.tsc("retry", env.tsc_hz())?,
+            max_tries: p.int("max_tries")?,
+            max_entries: p.int("max_entries")?,
+        };
+        Ok(Box::new(Arp::new(cfg, env.mempool(p.raw().mempool("mempool"), Some(port))?)))
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,8 @@
 //! when the lcore is idle and at stop; a write error stops the capture (counted)
 //! but never the traffic.
 
+use crate::kind::{param, NodeError, NodeKind};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_pmd_pcap::file::Writer;
@@ -83,6 +85,37 @@ impl Node for Capture {
         }
     }
 }
+
+/// `pcap_capture`.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "pcap_capture",
+        doc: "write the packets passing through to a pcap file (nanosecond timestamps), pass them on",
+        params: &[
+            param("file", ParamKind::Path, true, None, "output file (created or truncated)"),
+            param("snaplen", ParamKind::Uint { min: 64, max: 262_144 }, false, Some("65535"), "bytes kept per packet"),
+            param(
+                "max_packets",
+                ParamKind::Uint { min: 0, max: u64::MAX },
+                false,
+                Some("0"),
+                "stop capturing after this many (0: no limit)",
+            ),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, _env| {
+        let p = b.params();
+        let file = p.path("file")?;
+        let c = Capture::create(file, p.int("snaplen")?, p.uint("max_packets")?)
+            .map_err(|source| NodeError::Create { path: file.to_owned(), source })?;
+        Ok(Box::new(c))
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,8 @@
 //! neighbour solicitations (IPv6) addressed to our addresses, rewriting each
 //! request into its reply in place. Everything else is dropped and counted.
 
+use crate::kind::{param, NodeKind, PORT};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
@@ -286,6 +288,31 @@ impl IcmpEcho {
         Some((ip.src_addr(), Ipv6Addr::from(target), mac))
     }
 }
+
+/// `icmp_echo`: echo replies and IPv6 neighbour advertisements.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "icmp_echo",
+        doc: "answer ICMP/ICMPv6 echo requests and IPv6 neighbour solicitations for our addresses, in place",
+        params: &[PORT, param("addresses", ParamKind::IpList, true, None, "our IPv4 and IPv6 addresses")],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        for a in p.ip_list("addresses")? {
+            match a {
+                std::net::IpAddr::V4(v) => v4.push(*v),
+                std::net::IpAddr::V6(v) => v6.push(*v),
+            }
+        }
+        Ok(Box::new(IcmpEcho::new(v4, v6, env.port_mac(p.port("port")?)?)))
+    },
+};
 
 #[cfg(test)]
 mod tests {

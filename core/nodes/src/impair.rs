@@ -17,6 +17,8 @@
 //! (`tcp`'s `tx_inflight_limit`) sees them as this node forwards, not as the port
 //! sends.
 
+use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{abi, Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use std::cmp::Reverse;
@@ -259,6 +261,76 @@ impl Node for Impair {
         self.held.clear();
     }
 }
+
+/// `impair`.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "impair",
+        doc: "a bad link on purpose (as netem): seeded loss, delay with jitter (reordering), duplication, corruption",
+        params: &[
+            param(
+                "seed",
+                ParamKind::Uint { min: 0, max: u64::MAX },
+                false,
+                Some("1"),
+                "generator seed (same seed, same decisions)",
+            ),
+            param(
+                "loss",
+                ParamKind::Str,
+                false,
+                Some("0%"),
+                "probability a packet is dropped (`1%`, `0.1%` or a fraction like `0.01`)",
+            ),
+            param("duplicate", ParamKind::Str, false, Some("0%"), "probability a packet is sent twice"),
+            param(
+                "corrupt",
+                ParamKind::Str,
+                false,
+                Some("0%"),
+                "probability one bit (past the Ethernet header) is flipped",
+            ),
+            param("delay", ParamKind::Duration, false, Some("0us"), "base delay"),
+            param(
+                "jitter",
+                ParamKind::Duration,
+                false,
+                Some("0us"),
+                "each packet's delay is uniform in delay ± jitter (reorders)",
+            ),
+            param(
+                "max_held",
+                ParamKind::Uint { min: 1, max: 1_000_000 },
+                false,
+                Some("65536"),
+                "most packets waiting (beyond: dropped, counted)",
+            ),
+            MEMPOOL,
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let ppm = |k: &'static str| -> Result<u32, NodeError> {
+            parse_ppm(p.str(k)?).map_err(|reason| NodeError::Param { param: k, reason })
+        };
+        let hz = env.tsc_hz();
+        let cfg = ImpairConfig {
+            seed: p.uint("seed")?,
+            loss_ppm: ppm("loss")?,
+            duplicate_ppm: ppm("duplicate")?,
+            corrupt_ppm: ppm("corrupt")?,
+            delay_tsc: p.tsc("delay", hz)?,
+            jitter_tsc: p.tsc("jitter", hz)?,
+            max_held: p.int("max_held")?,
+        };
+        Ok(Box::new(Impair::new(cfg, env.mempool(p.raw().mempool("mempool"), None)?)))
+    },
+};
 
 #[cfg(test)]
 mod tests {

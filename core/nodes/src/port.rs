@@ -2,7 +2,9 @@
 //! send to one queue; what the queue refuses is dropped and counted, never held;
 //! completions are reclaimed when the lcore is idle).
 
+use crate::kind::{param, NodeKind, PORT, QUEUE};
 use crate::offload::{FixupStats, TxFixup};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, Mbuf, RxQ, TxQ, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -122,3 +124,55 @@ impl Node for PortTx {
         self.q.done_cleanup(0);
     }
 }
+
+/// `port_rx`: receive bursts from one queue of a port.
+pub const PORT_RX: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "port_rx",
+        doc: "receive bursts from one queue of a port (polled)",
+        params: &[
+            PORT,
+            QUEUE,
+            param("burst", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "packets per poll"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::Rx,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        Ok(Box::new(PortRx::new(env.rx_queue(p.port("port")?, p.int("queue")?)?, p.int("burst")?)))
+    },
+};
+
+/// `port_tx`: send to one queue of a port.
+pub const PORT_TX: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "port_tx",
+        doc: "send to one queue of a port; what the queue refuses is dropped and counted (tx_full)",
+        params: &[
+            PORT,
+            QUEUE,
+            param(
+                "retries",
+                ParamKind::Uint { min: 0, max: 1024 },
+                false,
+                Some("0"),
+                "retries of a full queue before dropping",
+            ),
+        ],
+        nexts: Nexts::Fixed(&[]),
+        source: false,
+        sink: true,
+        queue: QueueUse::Tx,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let port = p.port("port")?;
+        let fixup = TxFixup::new(env.port_tx_offloads(port), env.mempool(None, Some(port))?);
+        Ok(Box::new(PortTx::new(env.tx_queue(port, p.int("queue")?)?, p.int("retries")?, fixup)))
+    },
+};

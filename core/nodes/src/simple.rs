@@ -1,5 +1,7 @@
 //! Small nodes: `macswap`, `counter`, `drop`.
 
+use crate::kind::NodeKind;
+use ironpath_config::{Nexts, NodeSpec, QueueUse};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -101,6 +103,51 @@ impl Node for DropNode {
         DropCounter::SPECS
     }
 }
+
+/// `macswap`.
+pub const MACSWAP: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "macswap",
+        doc: "swap source and destination MAC addresses (testpmd's macswap)",
+        params: &[],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |_, _| Ok(Box::new(MacSwap)),
+};
+
+/// `drop`.
+pub const DROP: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "drop",
+        doc: "free every packet; `show runtime` counts them by the edge they came from",
+        params: &[],
+        nexts: Nexts::Fixed(&[]),
+        source: false,
+        sink: true,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |_, _| Ok(Box::new(DropNode)),
+};
+
+/// `counter`.
+pub const COUNTER: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "counter",
+        doc: "count packets and bytes passing through",
+        params: &[],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |_, _| Ok(Box::new(CounterNode)),
+};
 
 #[cfg(test)]
 mod tests {

@@ -49,13 +49,14 @@ pub enum Mode {
     Lro,
 }
 
-/// When held aggregates leave.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flush {
-    /// At the end of every burst (nothing is held between calls).
-    Burst,
-    /// When the flow's first segment has waited `flush_tsc` ticks (or limits hit).
-    Timeout,
+ironpath_config::choice! {
+    /// When held aggregates leave (`rx_aggregate`'s `flush`).
+    pub enum Flush {
+        /// At the end of every burst (nothing is held between calls).
+        Burst = "burst",
+        /// When the flow's first segment has waited `flush_tsc` ticks (or limits hit).
+        Timeout = "timeout",
+    }
 }
 
 /// Settings of an aggregator.

@@ -2,7 +2,9 @@
 //! [`super::gso::segment`].
 
 use super::gso::{segment, GsoSkip};
-use super::{AggrStats, Aggregator};
+use super::{AggrConfig, AggrStats, Aggregator, Flush, Mode};
+use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
+use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -187,3 +189,106 @@ impl Node for Gso {
         GsoCounter::SPECS
     }
 }
+
+ironpath_config::choice! {
+    /// `rx_aggregate`'s `mode`.
+    pub enum AggrMode {
+        /// Chain the segments.
+        Gro = "gro",
+        /// Copy payloads into one large buffer.
+        Lro = "lro",
+        /// Pass everything on, counted.
+        Off = "off",
+    }
+}
+
+ironpath_config::choice! {
+    /// `rx_aggregate`'s `bad`: what happens to malformed or bad-checksum packets.
+    pub enum BadPackets {
+        /// Passed on, unmerged.
+        Pass = "pass",
+        /// Dropped.
+        Drop = "drop",
+    }
+}
+
+/// `rx_aggregate`: GRO/LRO.
+pub const RX_AGGREGATE: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "rx_aggregate",
+        doc: "merge TCP segments (IPv4/IPv6) into large packets: gro keeps them as an mbuf chain, lro copies payloads into one buffer; only what can be split back exactly",
+        params: &[
+            param("mode", ParamKind::Enum(AggrMode::NAMES), false, Some("gro"), "how to merge (`off`: pass everything on, counted)"),
+            param("max_bytes", ParamKind::Uint { min: 1024, max: 65535 }, false, Some("65535"), "most bytes of IP payload in an aggregate"),
+            param("max_segments", ParamKind::Uint { min: 2, max: 1024 }, false, Some("64"), "most segments in an aggregate"),
+            param("max_flows", ParamKind::Uint { min: 1, max: 65536 }, false, Some("64"), "flows held at once (the oldest is flushed for a new one)"),
+            param("max_held", ParamKind::Uint { min: 64, max: 1 << 20 }, false, Some("4096"), "packets the flows may hold between bursts (flush: timeout); beyond it the oldest flows leave early (counted: flush_held), so a peer's out-of-order segments cannot pin more of the pool"),
+            param("flush", ParamKind::Enum(Flush::NAMES), false, Some("burst"), "flush at the end of every burst, or after `flush_us`"),
+            param("flush_us", ParamKind::Duration, false, Some("100us"), "how long a flow may be held (flush: timeout)"),
+            param("bad", ParamKind::Enum(BadPackets::NAMES), false, Some("pass"), "what to do with malformed or bad-checksum packets (never merged, always counted)"),
+            param("lro_mempool", ParamKind::Mempool, false, None, "large buffers for lro (data_room >= the largest aggregate + headers, e.g. 65535)"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let mode = match p.choice::<AggrMode>("mode")? {
+            AggrMode::Off => return Ok(Box::new(RxAggregate::new(None))),
+            AggrMode::Gro => Mode::Gro,
+            AggrMode::Lro => Mode::Lro,
+        };
+        let lro_pool = match (mode, p.raw().mempool("lro_mempool")) {
+            (Mode::Lro, None) => {
+                return Err(NodeError::Param {
+                    param: "lro_mempool",
+                    reason: "mode lro needs it (a mempool of large buffers)".into(),
+                })
+            }
+            (_, Some(name)) => Some(env.mempool(Some(name), None)?),
+            _ => None,
+        };
+        let ac = AggrConfig {
+            mode,
+            max_bytes: p.int("max_bytes")?,
+            max_segments: p.int("max_segments")?,
+            max_flows: p.int("max_flows")?,
+            max_held: p.int("max_held")?,
+            flush: p.choice("flush")?,
+            flush_tsc: p.tsc("flush_us", env.tsc_hz())?,
+            drop_bad: p.choice::<BadPackets>("bad")? == BadPackets::Drop,
+        };
+        Ok(Box::new(RxAggregate::new(Some(Aggregator::new(ac, lro_pool)))))
+    },
+};
+
+/// `gso`: split aggregates back into segments.
+pub const GSO: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "gso",
+        doc:
+            "split aggregated TCP packets back into segments of their MSS (headers copied, payload shared by reference)",
+        params: &[
+            MEMPOOL,
+            param(
+                "mss",
+                ParamKind::Uint { min: 0, max: 65535 },
+                false,
+                Some("0"),
+                "segment payload size (0: each aggregate's own, tso_segsz)",
+            ),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        Ok(Box::new(Gso::new(env.mempool(p.raw().mempool("mempool"), None)?, p.int("mss")?)))
+    },
+};

@@ -25,6 +25,7 @@
 
 mod apps;
 mod hash;
+mod kind;
 pub mod payload;
 
 pub use apps::Site;
@@ -43,6 +44,7 @@ use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use ironpath_wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use ironpath_wire::tcp::{TcpControl, TcpPacket, TcpRepr};
 use ironpath_wire::{IpAddress, IpProtocol};
+pub use kind::{config, defaults, ClientApp, CongestionChoice, ServerApp, KIND};
 pub use payload::Chunk;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -99,8 +101,8 @@ ironpath_graph::counters! {
 pub struct ListenCfg {
     /// The port.
     pub port: u16,
-    /// The application: `http`, `echo`, `discard` or `source`.
-    pub app: String,
+    /// The application.
+    pub app: ServerApp,
     /// Connections in the handshake or not yet accepted, at most.
     pub backlog: usize,
     /// `source`: bytes per connection (0: until the peer closes).
@@ -122,8 +124,8 @@ pub struct ConnectCfg {
     pub to: IpAddress,
     /// The peer's port.
     pub port: u16,
-    /// `source`, `discard` or `http_get`.
-    pub app: String,
+    /// What the connections do.
+    pub app: ClientApp,
     /// `source`: bytes to send (0: until the peer closes).
     pub bytes: u64,
     /// `http_get`: the path.
@@ -187,20 +189,6 @@ pub struct TcpLimits {
     pub header_timeout: Option<std::time::Duration>,
     /// `http`: an idle keep-alive connection is closed after this long; `None`: never.
     pub keepalive_timeout: Option<std::time::Duration>,
-}
-
-/// The catalog's defaults (`pool_share`, `max_per_peer`, `max_neighbours`,
-/// `header_timeout`, `keepalive_timeout`).
-impl Default for TcpLimits {
-    fn default() -> Self {
-        TcpLimits {
-            pool_share: 50,
-            max_per_peer: 16384,
-            max_neighbours: 65536,
-            header_timeout: Some(std::time::Duration::from_secs(60)),
-            keepalive_timeout: Some(std::time::Duration::from_secs(75)),
-        }
-    }
 }
 
 /// One connection and its application.
@@ -777,7 +765,7 @@ impl TcpNode {
                 return Err(format!("port {} is listed twice in `listen`", l.port));
             }
             let site = sites.len();
-            if l.app == "http" {
+            if l.app == ServerApp::Http {
                 sites.push(Site::new(l.root.clone(), &l.objects, l.dotfiles)?);
             }
             let mut lcfg = cfg.tcp.clone();
@@ -924,8 +912,8 @@ impl TcpNode {
                     cx.count(TcpCounter::ConnsFailed, 1);
                     continue;
                 };
-                let app = match c.app.as_str() {
-                    "http_get" => {
+                let app = match c.app {
+                    ClientApp::HttpGet => {
                         let save = c.save.as_ref().map(|p| {
                             if c.count > 1 {
                                 PathBuf::from(format!("{}.{i}", p.display()))
@@ -942,8 +930,8 @@ impl TcpNode {
                             }
                         }
                     }
-                    "source" => App::Source { left: (c.bytes != 0).then_some(c.bytes), sent: 0 },
-                    _ => App::Discard,
+                    ClientApp::Source => App::Source { left: (c.bytes != 0).then_some(c.bytes), sent: 0 },
+                    ClientApp::Discard => App::Discard,
                 };
                 let mut ccfg = self.cfg.tcp.clone();
                 ccfg.congestion = c.congestion.unwrap_or(ccfg.congestion);
@@ -1134,7 +1122,7 @@ impl TcpNode {
                 continue;
             }
             let (_, l, site) = &self.listeners[li];
-            let app = App::server(&l.app, l.bytes, *site);
+            let app = App::server(l.app, l.bytes, *site);
             cx.count(TcpCounter::ConnsOpened, 1);
             self.insert(conn, app);
         }
