@@ -27,6 +27,7 @@ mod apps;
 mod hash;
 mod kind;
 pub mod payload;
+pub mod trace;
 
 pub use apps::Site;
 use apps::{App, AppEnv, HttpGet};
@@ -1431,6 +1432,12 @@ impl Node for TcpNode {
 
     fn gauges(&self) -> &'static [CounterSpec] {
         TcpGauge::SPECS
+    }
+
+    fn trace(&self, frame: &[u8], out: &mut String) {
+        if !trace::format_segment(frame, out) {
+            out.push_str(&ironpath_graph::summarize(frame));
+        }
     }
 }
 
