@@ -385,7 +385,7 @@ mod tests {
         let ip = Ipv6Packet::new_checked(&f[14..]).expect("ipv6");
         assert_eq!((ip.src_addr(), ip.dst_addr(), ip.hop_limit(), ip.payload_len()), (US6, PEER6, 255, 32));
         let icmp = Icmpv6Packet::new_checked(&f[54..]).expect("icmpv6");
-        let repr = Icmpv6Repr::parse(&icmp, &US6, &PEER6, true).expect("valid IcmpCounter::NaSent, checksum included");
+        let repr = Icmpv6Repr::parse(&icmp, &US6, &PEER6, true).expect("valid NA, checksum included");
         assert_eq!(
             repr,
             Icmpv6Repr::NeighborAdvert {
