@@ -3,7 +3,7 @@
 
 use super::gso::{segment, GsoSkip};
 use super::{AggrConfig, AggrStats, Aggregator, Flush, Mode};
-use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
+use crate::kind::{param, NodeError, NodeKind, Values, MEMPOOL};
 use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
@@ -236,12 +236,11 @@ pub const RX_AGGREGATE: NodeKind = NodeKind {
     },
     build: |b, env| {
         let p = b.params();
-        let mode = match p.choice::<AggrMode>("mode")? {
-            AggrMode::Off => return Ok(Box::new(RxAggregate::new(None))),
-            AggrMode::Gro => Mode::Gro,
-            AggrMode::Lro => Mode::Lro,
-        };
-        let lro_pool = match (mode, p.raw().mempool("lro_mempool")) {
+        let (mode, ac) = config(p, env.tsc_hz())?;
+        if mode == AggrMode::Off {
+            return Ok(Box::new(RxAggregate::new(None)));
+        }
+        let lro_pool = match (ac.mode, p.raw().mempool("lro_mempool")) {
             (Mode::Lro, None) => {
                 return Err(NodeError::Param {
                     param: "lro_mempool",
@@ -251,19 +250,38 @@ pub const RX_AGGREGATE: NodeKind = NodeKind {
             (_, Some(name)) => Some(env.mempool(Some(name), None)?),
             _ => None,
         };
-        let ac = AggrConfig {
-            mode,
-            max_bytes: p.int("max_bytes")?,
-            max_segments: p.int("max_segments")?,
-            max_flows: p.int("max_flows")?,
-            max_held: p.int("max_held")?,
-            flush: p.choice("flush")?,
-            flush_tsc: p.tsc("flush_us", env.tsc_hz())?,
-            drop_bad: p.choice::<BadPackets>("bad")? == BadPackets::Drop,
-        };
         Ok(Box::new(RxAggregate::new(Some(Aggregator::new(ac, lro_pool)))))
     },
 };
+
+/// The aggregator's settings from `rx_aggregate`'s parameters (`mode: off` comes
+/// with the settings of `gro`).
+fn config(p: Values<'_>, hz: u64) -> Result<(AggrMode, AggrConfig), NodeError> {
+    let mode = p.choice::<AggrMode>("mode")?;
+    let cfg = AggrConfig {
+        mode: if mode == AggrMode::Lro { Mode::Lro } else { Mode::Gro },
+        max_bytes: p.int("max_bytes")?,
+        max_segments: p.int("max_segments")?,
+        max_flows: p.int("max_flows")?,
+        max_held: p.int("max_held")?,
+        flush: p.choice("flush")?,
+        flush_tsc: p.tsc("flush_us", hz)?,
+        drop_bad: p.choice::<BadPackets>("bad")? == BadPackets::Drop,
+    };
+    Ok((mode, cfg))
+}
+
+/// The catalog's defaults of `rx_aggregate` (read from [`RX_AGGREGATE`]'s specs
+/// through the pipeline validation), with `flush_tsc` 0 (no TSC rate here: set it
+/// for `Flush::Timeout`).
+impl Default for AggrConfig {
+    fn default() -> Self {
+        let yaml = "lcores: [{id: 0}]\nnodes: [{name: a, type: rx_aggregate, lcore: 0}]\n";
+        let catalog = ironpath_config::Catalog { nodes: &[RX_AGGREGATE.spec], drivers: None };
+        let p = ironpath_config::parse_str(yaml, std::path::Path::new("a.yaml"), &catalog).expect("valid");
+        config(Values(&p.nodes[0].params), 0).expect("defaults").1
+    }
+}
 
 /// `gso`: split aggregates back into segments.
 pub const GSO: NodeKind = NodeKind {
