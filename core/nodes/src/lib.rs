@@ -21,6 +21,8 @@ pub mod arp;
 pub mod capture;
 pub mod classify;
 pub mod doc;
+#[cfg(test)]
+mod example;
 pub mod icmp;
 pub mod impair;
 pub mod kind;
@@ -290,6 +292,61 @@ pub(crate) mod tests {
     pub(crate) fn ping6(dst: Ipv6Addr, seq_no: u16, data: &[u8]) -> Vec<u8> {
         let repr = Icmpv6Repr::EchoRequest { ident: 0x4321, seq_no, data_len: data.len() };
         eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(PEER6, dst, 58, 64, &icmp6(repr, PEER6, dst, data)))
+    }
+
+    /// An [`Env`] without ports or pools (for nodes that need neither).
+    struct NoEnv;
+
+    impl Env for NoEnv {
+        fn rx_queue(&mut self, port: &str, _: u16) -> Result<RxQ, String> {
+            Err(format!("no port `{port}`"))
+        }
+        fn tx_queue(&mut self, port: &str, _: u16) -> Result<TxQ, String> {
+            Err(format!("no port `{port}`"))
+        }
+        fn port_mac(&self, port: &str) -> Result<[u8; 6], String> {
+            Err(format!("no port `{port}`"))
+        }
+        fn mempool(&self, _: Option<&str>, _: Option<&str>) -> Result<Mempool, String> {
+            Err("no mempool".into())
+        }
+        fn tsc_hz(&self) -> u64 {
+            1_000_000_000
+        }
+    }
+
+    /// The example node kind of docs/graph.md, registered in a registry of its own,
+    /// goes from YAML (its default filled in by the validation) to a running node.
+    #[test]
+    fn the_example_kind_builds_from_yaml_and_runs() {
+        let kinds: &[&NodeKind] = &[&example::KIND];
+        let catalog = ironpath_config::Catalog { nodes: &[example::KIND.spec], drivers: None };
+        let yaml = "lcores: [{id: 0}]\nnodes:\n  - {name: s3, type: sample, lcore: 0, params: {every: 3}}\n  - {name: s, type: sample, lcore: 0}\n";
+        let p = ironpath_config::parse_str(yaml, std::path::Path::new("s.yaml"), &catalog).expect("valid");
+        assert_eq!(p.nodes[1].params.uint("every"), Some(10), "the spec's default");
+        let mut d = make_from(kinds, &p.nodes[0], &[], &mut NoEnv).expect("built");
+        assert_eq!(d.nexts, ["out"]);
+        let pool = pool(16);
+        let st = stats(&*d.node);
+        let frames: Vec<Vec<u8>> = (0..7u8).map(|k| eth(US_MAC, PEER_MAC, 0x0800, &[k; 46])).collect();
+        let mut pkts = burst(&pool, &frames);
+        let c = call(&mut *d.node, &st, &mut pkts, 0);
+        let out = outputs(&c, &mut pkts);
+        assert_eq!(out, [(0, frames[2].clone()), (0, frames[5].clone())]);
+        assert_eq!((counter(&st, "passed"), counter(&st, "dropped")), (2, 5));
+        assert!(matches!(make(&p.nodes[0], &[], &mut NoEnv), Err(NodeError::UnknownType(t)) if t == "sample"));
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    /// docs/graph.md shows `src/example.rs` whole: the documentation's example is
+    /// the code built and tested here.
+    #[test]
+    fn docs_show_the_example_node_as_built() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(root.join("../../docs/graph.md")).expect("docs/graph.md");
+        let code = std::fs::read_to_string(root.join("src/example.rs")).expect("example.rs");
+        let block = format!("```rust\n{code}```\n");
+        assert!(doc.contains(&block), "docs/graph.md must hold core/nodes/src/example.rs verbatim in a rust block");
     }
 
     #[test]
