@@ -25,7 +25,7 @@ use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, MemPolicy, Mempool, MempoolConfig};
 use ironpath_graph::testing::call;
 use ironpath_graph::{Node, NodeStats};
-use ironpath_nodes::tcp::{ListenCfg, TcpConfig, TcpNode};
+use ironpath_nodes::tcp::{ListenCfg, ServerApp, TcpConfig, TcpNode};
 use ironpath_wire::ethernet::HEADER_LEN as ETH_LEN;
 use ironpath_wire::{IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr};
 use libfuzzer_sys::fuzz_target;
@@ -89,12 +89,12 @@ fn config(flags: u8) -> TcpConfig {
         listen: vec![
             ListenCfg {
                 port: 80,
-                app: "http".into(),
+                app: ServerApp::Http,
                 backlog,
                 bytes: 0,
                 root: None,
                 objects: "/empty=0,/obj=5000".into(), congestion: None, dotfiles: false },
-            ListenCfg { port: 7, app: "echo".into(), backlog, bytes: 0, root: None, objects: String::new(), congestion: None, dotfiles: false },
+            ListenCfg { port: 7, app: ServerApp::Echo, backlog, bytes: 0, root: None, objects: String::new(), congestion: None, dotfiles: false },
         ],
         connect: Vec::new(),
         max_connections: if tight { 2 } else { 8 },

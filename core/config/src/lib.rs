@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+mod choice;
 mod error;
 mod model;
 mod params;
@@ -47,6 +48,7 @@ mod validate;
 use std::path::Path;
 
 pub use catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse, VariantSpec};
+pub use choice::Choice;
 pub use error::{ConfigError, ConfigErrors, Loc};
 pub use model::{EdgeCfg, HugePages, LcoreCfg, MempoolCfg, NodeCfg, Pipeline, PortCfg, DEFAULT_MEMPOOL};
 pub use params::{ParamValue, Params};

@@ -104,6 +104,18 @@ impl Params {
         }
     }
 
+    /// The variant of a [`crate::ParamKind::Enum`] parameter declared with
+    /// `ParamKind::Enum(T::NAMES)` ([`crate::choice!`]). Like the typed getters, it
+    /// panics when the value is not one of `T`'s words: the node's code disagrees
+    /// with its own [`crate::ParamSpec`].
+    pub fn choice<T: crate::Choice>(&self, name: &str) -> Option<T> {
+        let word = self.str(name)?;
+        match T::from_name(word) {
+            Some(v) => Some(v),
+            None => kind_mismatch(name, std::any::type_name::<T>(), &ParamValue::Str(word.to_owned())),
+        }
+    }
+
     /// Every set parameter, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ParamValue, Loc)> {
         self.values.iter().map(|(k, (v, l))| (k.as_str(), v, *l))
@@ -190,6 +202,32 @@ mod tests {
         p.insert("listen", ParamValue::Records(vec![rec]), Loc::new(5, 9));
         let listen = p.records("listen").unwrap();
         assert_eq!((listen[0].uint("port"), listen[0].loc("port")), (Some(80), Some(Loc::new(5, 18))));
+    }
+
+    crate::choice! {
+        enum Algo {
+            Cubic = "cubic",
+            NewReno = "newreno",
+        }
+    }
+
+    #[test]
+    fn choices_are_enums() {
+        use crate::Choice;
+        let mut p = Params::new();
+        p.insert("congestion", ParamValue::Str("newreno".into()), Loc::new(1, 1));
+        assert_eq!(p.choice::<Algo>("congestion"), Some(Algo::NewReno));
+        assert_eq!(p.choice::<Algo>("absent"), None);
+        assert_eq!(Algo::NAMES, ["cubic", "newreno"]);
+        assert_eq!(Algo::Cubic.name(), "cubic");
+    }
+
+    #[test]
+    #[should_panic(expected = "parameter `congestion` read as")]
+    fn a_word_outside_the_choice_is_a_programming_error() {
+        let mut p = Params::new();
+        p.insert("congestion", ParamValue::Str("reno".into()), Loc::new(1, 1));
+        let _ = p.choice::<Algo>("congestion");
     }
 
     #[test]

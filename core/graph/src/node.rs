@@ -47,16 +47,18 @@ impl NodeCx<'_> {
         self.stats.drops.add(n);
     }
 
-    /// Set the node's declared gauge `k` (index into [`Node::gauges`]) to `v`.
+    /// Set the node's declared gauge `k` to `v`: a variant of the enum its
+    /// [`crate::counters!`] declaration made, or an index into [`Node::gauges`].
     #[inline(always)]
-    pub fn gauge(&self, k: usize, v: u64) {
-        self.stats.set_gauge(k, v);
+    pub fn gauge(&self, k: impl Into<usize>, v: u64) {
+        self.stats.set_gauge(k.into(), v);
     }
 
-    /// Add `n` to the node's declared counter `k` (index into [`Node::counters`]).
+    /// Add `n` to the node's declared counter `k`: a variant of the enum its
+    /// [`crate::counters!`] declaration made, or an index into [`Node::counters`].
     #[inline(always)]
-    pub fn count(&self, k: usize, n: u64) {
-        self.stats.add_extra(k, n);
+    pub fn count(&self, k: impl Into<usize>, n: u64) {
+        self.stats.add_extra(k.into(), n);
     }
 
     /// The TSC now (read again, not the walk's start): for a node that must not count
@@ -99,4 +101,71 @@ pub trait Node: Send {
 
     /// Called once when the graph stops: flush files, return held packets.
     fn stop(&mut self) {}
+
+    /// Appends a one-line trace record of `frame` (the packet's first segment) to
+    /// `out`, for `trace on NODE N`. The default is the frame's length and a hex
+    /// prefix ([`crate::summarize`]); a node that knows its protocol says more (the
+    /// `tcp` node prints flags, sequence numbers, window and length as tcpdump does).
+    /// Only called while a trace is armed.
+    fn trace(&self, frame: &[u8], out: &mut String) {
+        out.push_str(&crate::summarize(frame));
+    }
+}
+
+/// Declares a node's counters (or gauges) once: a `#[repr(usize)]` enum whose
+/// variants index them (each documented by its name and unit), and its `SPECS`
+/// (names and units, in declaration order) for [`Node::counters`]. No index is
+/// written by hand:
+///
+/// ```
+/// ironpath_graph::counters! {
+///     /// What `my_node` counts.
+///     pub enum MyCounter {
+///         /// Packets passed on.
+///         Passed("passed", "packets"),
+///         /// Packets too short.
+///         Short("short", "packets dropped (< 14 bytes)"),
+///     }
+/// }
+/// assert_eq!(MyCounter::SPECS[MyCounter::Short as usize].name, "short");
+/// assert_eq!(MyCounter::COUNT, 2);
+/// // In `process`: cx.count(MyCounter::Passed, n);
+/// ```
+#[macro_export]
+macro_rules! counters {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident($cname:literal, $unit:literal) ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(usize)]
+        $vis enum $name {
+            $(
+                #[doc = concat!("`", $cname, "`: ", $unit, ".")]
+                $(#[$vmeta])*
+                $variant,
+            )*
+        }
+
+        #[allow(dead_code, reason = "a declaration need not use every constant it gets")]
+        impl $name {
+            /// Every value's name and unit, in declaration order (the index is the variant's).
+            pub const SPECS: &'static [$crate::CounterSpec] =
+                &[$( $crate::CounterSpec { name: $cname, unit: $unit }, )*];
+            /// How many there are.
+            pub const COUNT: usize = Self::SPECS.len();
+            /// Every variant, in declaration order.
+            pub const ALL: [Self; Self::COUNT] = [$( Self::$variant, )*];
+        }
+
+        impl From<$name> for usize {
+            #[inline(always)]
+            fn from(c: $name) -> usize {
+                c as usize
+            }
+        }
+    };
 }

@@ -6,9 +6,20 @@ use crate::node::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_eal::spsc::{SpscConsumer, SpscProducer};
 use ironpath_eal::{Burst, MAX_BURST};
 
-static TX_COUNTERS: [CounterSpec; 2] =
-    [CounterSpec { name: "enqueued", unit: "packets" }, CounterSpec { name: "ring_full", unit: "packets dropped" }];
-static RX_COUNTERS: [CounterSpec; 1] = [CounterSpec { name: "dequeued", unit: "packets" }];
+crate::counters! {
+    /// What `ring_tx` counts.
+    enum TxCounter {
+        Enqueued("enqueued", "packets"),
+        RingFull("ring_full", "packets dropped"),
+    }
+}
+
+crate::counters! {
+    /// What `ring_rx` counts.
+    enum RxCounter {
+        Dequeued("dequeued", "packets"),
+    }
+}
 
 /// Sending end of a cross-lcore edge (a sink).
 pub(crate) struct RingTx(pub SpscProducer);
@@ -16,16 +27,16 @@ pub(crate) struct RingTx(pub SpscProducer);
 impl Node for RingTx {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let n = self.0.enqueue_from(pkts);
-        cx.count(0, n as u64);
+        cx.count(TxCounter::Enqueued, n as u64);
         if !pkts.is_empty() {
-            cx.count(1, pkts.len() as u64);
+            cx.count(TxCounter::RingFull, pkts.len() as u64);
             pkts.free_all();
         }
         Dispatch::Consumed
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &TX_COUNTERS
+        TxCounter::SPECS
     }
 }
 
@@ -37,13 +48,13 @@ impl Node for RingRx {
         let room = pkts.room().min(64);
         let n = self.0.dequeue_into(pkts, room);
         if n > 0 {
-            cx.count(0, n as u64);
+            cx.count(RxCounter::Dequeued, n as u64);
         }
         Dispatch::All(0)
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &RX_COUNTERS
+        RxCounter::SPECS
     }
 
     fn stop(&mut self) {

@@ -5,7 +5,7 @@
 use crate::info::{EdgeStats, LcoreStats};
 use crate::node::{Dispatch, Node, NodeCx, DROP};
 use crate::stats::NodeStats;
-use crate::trace::{summarize, TraceBuf};
+use crate::trace::TraceBuf;
 use ironpath_eal::tsc::rdtsc;
 use ironpath_eal::{Burst, MAX_BURST};
 use std::panic::AssertUnwindSafe;
@@ -125,7 +125,7 @@ impl LcoreGraph {
             }
             let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
             let pre: Vec<String> =
-                if tracing { (0..n_in).map(|k| summarize(input.data(k))).collect() } else { Vec::new() };
+                if tracing { (0..n_in).map(|k| trace_record(&*rt.node, input.data(k))).collect() } else { Vec::new() };
             if rt.failed {
                 rt.stats.failed_drops.add(n_in as u64);
                 input.free_all();
@@ -285,6 +285,14 @@ fn send(rt: &RtNode, k: u16, from: &mut Box<Burst>, right: &mut [Box<Burst>], i:
     }
 }
 
+/// The node's trace record of `frame` ([`Node::trace`]).
+#[cold]
+fn trace_record(node: &dyn Node, frame: &[u8]) -> String {
+    let mut s = String::new();
+    node.trace(frame, &mut s);
+    s
+}
+
 #[allow(clippy::too_many_arguments)]
 #[cold]
 fn trace_call(
@@ -309,7 +317,7 @@ fn trace_call(
     };
     // Inputs as they arrived, then packets the node produced (a source's receive).
     let mut lines: Vec<String> = pre;
-    lines.extend((n_in..out.len()).map(|k| summarize(out.data(k))));
+    lines.extend((n_in..out.len()).map(|k| trace_record(&*rt.node, out.data(k))));
     let same = out.len() == n_in || n_in == 0;
     for (k, s) in lines.into_iter().enumerate() {
         if rt.trace_left.load(Ordering::Relaxed) == 0 {

@@ -29,13 +29,17 @@ impl Node for Seq {
 
 /// Sends even numbers to next 0, odd ones to next 1, multiples of 10 are dropped.
 struct Parity;
-static PARITY_COUNTERS: [CounterSpec; 1] = [CounterSpec { name: "tens", unit: "packets dropped" }];
+ironpath_graph::counters! {
+    enum ParityCounter {
+        Tens("tens", "packets dropped"),
+    }
+}
 impl Node for Parity {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         for (i, slot) in next.iter_mut().enumerate().take(pkts.len()) {
             let v = u64::from_le_bytes(pkts.data(i)[..8].try_into().unwrap());
             *slot = if v % 10 == 0 {
-                cx.count(0, 1);
+                cx.count(ParityCounter::Tens, 1);
                 DROP
             } else {
                 (v % 2) as u16
@@ -44,7 +48,7 @@ impl Node for Parity {
         Dispatch::Each
     }
     fn counters(&self) -> &'static [CounterSpec] {
-        &PARITY_COUNTERS
+        ParityCounter::SPECS
     }
 }
 
@@ -198,6 +202,33 @@ fn trace_records_the_armed_number_of_packets() {
     assert!(t[0].contains("par: len 64") && t[0].ends_with("-> drop"), "{}", t[0]);
     assert!(t[1].ends_with("-> odd (unconnected: drop)"), "{}", t[1]);
     assert!(t[2].ends_with("-> sink") || t[2].ends_with("-> even"), "{}", t[2]);
+}
+
+/// Passes everything on; traces each packet by its sequence number.
+struct Numbered;
+impl Node for Numbered {
+    fn process(&mut self, _cx: &mut NodeCx<'_>, _pkts: &mut Burst, _n: &mut [u16; MAX_BURST]) -> Dispatch {
+        Dispatch::All(0)
+    }
+    fn trace(&self, frame: &[u8], out: &mut String) {
+        out.push_str(&format!("packet #{}", u64::from_le_bytes(frame[..8].try_into().unwrap())));
+    }
+}
+
+#[test]
+fn a_node_formats_its_own_trace_records() {
+    let p = pool(64);
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 4, per_call: 4 })),
+        decl("num", 0, &["out"], false, Box::new(Numbered)),
+        decl("sink", 0, &[], false, Box::new(Sink(got))),
+    ];
+    let edges = [edge("src", "out", "num"), edge("num", "out", "sink")];
+    let mut g = build(nodes, &edges, &[(0, None)]).unwrap();
+    g.info.trace("num", 2).unwrap();
+    while g.lcores[0].run_once() > 0 {}
+    assert_eq!(g.info.take_trace(), ["lcore 0 num: packet #0 -> out", "lcore 0 num: packet #1 -> out"]);
 }
 
 #[test]

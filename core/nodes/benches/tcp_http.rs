@@ -25,7 +25,7 @@ use ironpath_eal::tsc::{rdtsc, tsc_hz};
 use ironpath_eal::{Burst, MemPolicy, Mempool, MempoolConfig};
 use ironpath_graph::testing::call;
 use ironpath_graph::{Node, NodeStats};
-use ironpath_nodes::tcp::{ConnectCfg, ListenCfg, TcpConfig, TcpNode};
+use ironpath_nodes::tcp::{ClientApp, ConnectCfg, ListenCfg, ServerApp, TcpConfig, TcpNode};
 use ironpath_tcp::Config;
 use ironpath_wire::IpAddress;
 use std::net::Ipv4Addr;
@@ -83,7 +83,7 @@ fn main() {
     let mut s = cfg([2, 0, 0, 0, 0, 2], SERVER, hz);
     s.listen = vec![ListenCfg {
         port: 80,
-        app: "http".into(),
+        app: ServerApp::Http,
         backlog: 1024,
         bytes: 0,
         root: None,
@@ -95,7 +95,7 @@ fn main() {
     c.connect = vec![ConnectCfg {
         to: IpAddress::V4(SERVER),
         port: 80,
-        app: "http_get".into(),
+        app: ClientApp::HttpGet,
         bytes: 0,
         path: "/empty".into(),
         save: None,

@@ -13,6 +13,8 @@
 //! Everything runs on the node's lcore: no lock. The node is polled so retries
 //! and timeouts happen without traffic.
 
+use crate::kind::{param, NodeError, NodeKind, MEMPOOL, PORT};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
@@ -20,28 +22,21 @@ use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, Etherne
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
-static COUNTERS: [CounterSpec; 10] = [
-    CounterSpec { name: "replies_sent", unit: "ARP replies" },
-    CounterSpec { name: "requests_sent", unit: "ARP requests" },
-    CounterSpec { name: "learned", unit: "neighbour entries added or updated" },
-    CounterSpec { name: "resolved", unit: "IPv4 packets sent with a cached MAC" },
-    CounterSpec { name: "held", unit: "IPv4 packets held awaiting resolution" },
-    CounterSpec { name: "hold_full", unit: "packets dropped (hold queue full)" },
-    CounterSpec { name: "unresolved", unit: "packets dropped (no reply after max_tries)" },
-    CounterSpec { name: "malformed", unit: "packets dropped" },
-    CounterSpec { name: "ignored", unit: "ARP packets not for us" },
-    CounterSpec { name: "alloc_failed", unit: "ARP requests not sent (mempool empty)" },
-];
-const REPLIES: usize = 0;
-const REQUESTS: usize = 1;
-const LEARNED: usize = 2;
-const RESOLVED: usize = 3;
-const HELD: usize = 4;
-const HOLD_FULL: usize = 5;
-const UNRESOLVED: usize = 6;
-const MALFORMED: usize = 7;
-const IGNORED: usize = 8;
-const ALLOC_FAILED: usize = 9;
+ironpath_graph::counters! {
+    /// What `arp` counts.
+    pub enum ArpCounter {
+        RepliesSent("replies_sent", "ARP replies"),
+        RequestsSent("requests_sent", "ARP requests"),
+        Learned("learned", "neighbour entries added or updated"),
+        Resolved("resolved", "IPv4 packets sent with a cached MAC"),
+        Held("held", "IPv4 packets held awaiting resolution"),
+        HoldFull("hold_full", "packets dropped (hold queue full)"),
+        Unresolved("unresolved", "packets dropped (no reply after max_tries)"),
+        Malformed("malformed", "packets dropped"),
+        Ignored("ignored", "ARP packets not for us"),
+        AllocFailed("alloc_failed", "ARP requests not sent (mempool empty)"),
+    }
+}
 
 /// Settings of an `arp` node.
 #[derive(Clone, Debug)]
@@ -98,7 +93,7 @@ impl Arp {
             }
         }
         self.cache.insert(ip, (mac, cx.now_tsc));
-        cx.count(LEARNED, 1);
+        cx.count(ArpCounter::Learned, 1);
         if let Some(p) = self.pending.remove(&ip) {
             for m in p.held {
                 self.send_resolved(cx, m, mac);
@@ -113,7 +108,7 @@ impl Arp {
             // Already addressed (a sender that knows its neighbour): nothing to write,
             // so a frame another holder still references passes as it is.
             self.out.push_back(m);
-            cx.count(RESOLVED, 1);
+            cx.count(ArpCounter::Resolved, 1);
             return;
         }
         if !m.is_writable() {
@@ -121,7 +116,7 @@ impl Arp {
             match Mbuf::from_slice(&self.pool, &m.to_vec()) {
                 Ok(c) => m = c,
                 Err(_) => {
-                    cx.count(ALLOC_FAILED, 1);
+                    cx.count(ArpCounter::AllocFailed, 1);
                     return;
                 }
             }
@@ -130,17 +125,17 @@ impl Arp {
             d[0..6].copy_from_slice(&mac);
             d[6..12].copy_from_slice(&ours);
             self.out.push_back(m);
-            cx.count(RESOLVED, 1);
+            cx.count(ArpCounter::Resolved, 1);
             return;
         }
-        cx.count(MALFORMED, 1);
+        cx.count(ArpCounter::Malformed, 1);
     }
 
     fn handle_arp(&mut self, cx: &NodeCx<'_>, mut m: Mbuf) {
         let repr = match ArpPacket::new_checked(&m.data()[HEADER_LEN..]).and_then(|p| ArpRepr::parse(&p)) {
             Ok(r) => r,
             Err(_) => {
-                cx.count(MALFORMED, 1);
+                cx.count(ArpCounter::Malformed, 1);
                 return;
             }
         };
@@ -151,7 +146,7 @@ impl Arp {
             self.learn(cx, sender, repr.source_hardware_addr.0);
         }
         if !(for_us && repr.operation == ArpOperation::Request) {
-            cx.count(IGNORED, u64::from(!for_us));
+            cx.count(ArpCounter::Ignored, u64::from(!for_us));
             return;
         }
         let reply = ArpRepr {
@@ -162,7 +157,7 @@ impl Arp {
             target_protocol_addr: repr.source_protocol_addr,
         };
         let Ok(d) = m.data_mut() else {
-            cx.count(MALFORMED, 1);
+            cx.count(ArpCounter::Malformed, 1);
             return;
         };
         let mut f = EthernetFrame::new_unchecked(&mut d[..]);
@@ -170,16 +165,16 @@ impl Arp {
         f.set_src_addr(EthernetAddress(self.cfg.mac));
         reply.emit(&mut ArpPacket::new_unchecked(&mut d[HEADER_LEN..]));
         self.out.push_back(m);
-        cx.count(REPLIES, 1);
+        cx.count(ArpCounter::RepliesSent, 1);
     }
 
     fn request(&mut self, cx: &NodeCx<'_>, target: Ipv4Addr) {
         let Ok(mut m) = Mbuf::alloc(&self.pool) else {
-            cx.count(ALLOC_FAILED, 1);
+            cx.count(ArpCounter::AllocFailed, 1);
             return;
         };
         let Ok(d) = m.append(60) else {
-            cx.count(ALLOC_FAILED, 1);
+            cx.count(ArpCounter::AllocFailed, 1);
             return;
         };
         d.fill(0);
@@ -198,7 +193,7 @@ impl Arp {
         }
         .emit(&mut ArpPacket::new_unchecked(&mut d[HEADER_LEN..]));
         self.out.push_back(m);
-        cx.count(REQUESTS, 1);
+        cx.count(ArpCounter::RequestsSent, 1);
     }
 
     fn resolve(&mut self, cx: &NodeCx<'_>, m: Mbuf) {
@@ -207,7 +202,7 @@ impl Arp {
         let dst = match m.data().get(HEADER_LEN..HEADER_LEN + 20) {
             Some(ip) if ip[0] >> 4 == 4 && ip[0] & 0x0f >= 5 => Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
             _ => {
-                cx.count(MALFORMED, 1);
+                cx.count(ArpCounter::Malformed, 1);
                 return;
             }
         };
@@ -229,9 +224,9 @@ impl Arp {
         });
         if p.held.len() < self.cfg.hold {
             p.held.push_back(m);
-            cx.count(HELD, 1);
+            cx.count(ArpCounter::Held, 1);
         } else {
-            cx.count(HOLD_FULL, 1);
+            cx.count(ArpCounter::HoldFull, 1);
         }
         if first {
             self.request(cx, dst);
@@ -247,7 +242,7 @@ impl Arp {
                 return true;
             }
             if p.tries >= max {
-                cx.count(UNRESOLVED, p.held.len() as u64);
+                cx.count(ArpCounter::Unresolved, p.held.len() as u64);
                 return false;
             }
             p.tries += 1;
@@ -267,13 +262,13 @@ impl Node for Arp {
             for m in pkts.drain() {
                 let d = m.data();
                 if d.len() < HEADER_LEN {
-                    cx.count(MALFORMED, 1);
+                    cx.count(ArpCounter::Malformed, 1);
                     continue;
                 }
                 match EtherType(u16::from_be_bytes([d[12], d[13]])) {
                     EtherType::ARP => self.handle_arp(cx, m),
                     EtherType::IPV4 => self.resolve(cx, m),
-                    _ => cx.count(MALFORMED, 1),
+                    _ => cx.count(ArpCounter::Malformed, 1),
                 }
             }
         }
@@ -290,9 +285,58 @@ impl Node for Arp {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        ArpCounter::SPECS
     }
 }
+
+/// `arp`: ARP replies and IPv4 neighbour resolution.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "arp",
+        doc: "answer ARP for our addresses; resolve the MAC of IPv4 packets sent through it (neighbour cache, held packets)",
+        params: &[
+            PORT,
+            param("addresses", ParamKind::IpList, true, None, "our IPv4 addresses (the first is the sender of our requests)"),
+            MEMPOOL,
+            param("hold", ParamKind::Uint { min: 0, max: 256 }, false, Some("8"), "packets held per unresolved neighbour"),
+            param("retry", ParamKind::Duration, false, Some("1s"), "time between requests for one neighbour"),
+            param("max_tries", ParamKind::Uint { min: 1, max: 100 }, false, Some("3"), "requests before giving up"),
+            param("max_entries", ParamKind::Uint { min: 1, max: 1_000_000 }, false, Some("1024"), "neighbour cache size"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let port = p.port("port")?;
+        let addresses: Vec<Ipv4Addr> = p
+            .ip_list("addresses")?
+            .iter()
+            .filter_map(|a| match a {
+                std::net::IpAddr::V4(v) => Some(*v),
+                std::net::IpAddr::V6(_) => None,
+            })
+            .collect();
+        if addresses.is_empty() {
+            return Err(NodeError::Param {
+                param: "addresses",
+                reason: "holds no IPv4 address (ARP is IPv4 only; IPv6 neighbours are answered by icmp_echo)".into(),
+            });
+        }
+        let cfg = ArpConfig {
+            mac: env.port_mac(port)?,
+            addresses,
+            hold: p.int("hold")?,
+            retry_tsc: p.tsc("retry", env.tsc_hz())?,
+            max_tries: p.int("max_tries")?,
+            max_entries: p.int("max_entries")?,
+        };
+        Ok(Box::new(Arp::new(cfg, env.mempool(p.raw().mempool("mempool"), Some(port))?)))
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -3,16 +3,21 @@
 //! when the lcore is idle and at stop; a write error stops the capture (counted)
 //! but never the traffic.
 
+use crate::kind::{param, NodeError, NodeKind};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_pcapfile::Writer;
 use std::path::Path;
 
-static COUNTERS: [CounterSpec; 3] = [
-    CounterSpec { name: "captured", unit: "packets" },
-    CounterSpec { name: "not_captured", unit: "packets (limit reached or write error)" },
-    CounterSpec { name: "write_errors", unit: "errors" },
-];
+ironpath_graph::counters! {
+    /// What `pcap_capture` counts.
+    pub enum CaptureCounter {
+        Captured("captured", "packets"),
+        NotCaptured("not_captured", "packets (limit reached or write error)"),
+        WriteErrors("write_errors", "errors"),
+    }
+}
 
 /// The capture node.
 pub struct Capture {
@@ -34,11 +39,11 @@ impl Node for Capture {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         for i in 0..pkts.len() {
             let Some(w) = self.w.as_mut() else {
-                cx.count(1, (pkts.len() - i) as u64);
+                cx.count(CaptureCounter::NotCaptured, (pkts.len() - i) as u64);
                 break;
             };
             if self.limit != 0 && w.written() >= self.limit {
-                cx.count(1, 1);
+                cx.count(CaptureCounter::NotCaptured, 1);
                 continue;
             }
             self.buf.clear();
@@ -50,10 +55,10 @@ impl Node for Capture {
                 }
             }
             match w.write_with_len(&self.buf, pkts.pkt_len(i)) {
-                Ok(()) => cx.count(0, 1),
+                Ok(()) => cx.count(CaptureCounter::Captured, 1),
                 Err(_) => {
-                    cx.count(2, 1);
-                    cx.count(1, 1);
+                    cx.count(CaptureCounter::WriteErrors, 1);
+                    cx.count(CaptureCounter::NotCaptured, 1);
                     self.w = None;
                 }
             }
@@ -62,13 +67,13 @@ impl Node for Capture {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        CaptureCounter::SPECS
     }
 
     fn idle(&mut self, cx: &mut NodeCx<'_>) {
         if let Some(w) = self.w.as_mut() {
             if w.flush().is_err() {
-                cx.count(2, 1);
+                cx.count(CaptureCounter::WriteErrors, 1);
                 self.w = None;
             }
         }
@@ -80,6 +85,37 @@ impl Node for Capture {
         }
     }
 }
+
+/// `pcap_capture`.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "pcap_capture",
+        doc: "write the packets passing through to a pcap file (nanosecond timestamps), pass them on",
+        params: &[
+            param("file", ParamKind::Path, true, None, "output file (created or truncated)"),
+            param("snaplen", ParamKind::Uint { min: 64, max: 262_144 }, false, Some("65535"), "bytes kept per packet"),
+            param(
+                "max_packets",
+                ParamKind::Uint { min: 0, max: u64::MAX },
+                false,
+                Some("0"),
+                "stop capturing after this many (0: no limit)",
+            ),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, _env| {
+        let p = b.params();
+        let file = p.path("file")?;
+        let c = Capture::create(file, p.int("snaplen")?, p.uint("max_packets")?)
+            .map_err(|source| NodeError::Create { path: file.to_owned(), source })?;
+        Ok(Box::new(c))
+    },
+};
 
 #[cfg(test)]
 mod tests {

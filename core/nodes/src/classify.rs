@@ -4,6 +4,8 @@
 //! (or `ipv6`), those to `other`. Truncated or malformed headers and IPv4 headers
 //! with a bad checksum are dropped and counted.
 
+use crate::kind::NodeKind;
+use ironpath_config::{Nexts, NodeSpec, QueueUse};
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
@@ -23,11 +25,14 @@ const ICMP6: usize = 5;
 const IPV6: usize = 6;
 const OTHER: usize = 7;
 
-static COUNTERS: [CounterSpec; 3] = [
-    CounterSpec { name: "malformed", unit: "packets dropped (truncated or bad header)" },
-    CounterSpec { name: "bad_ip_checksum", unit: "packets dropped" },
-    CounterSpec { name: "vlan", unit: "packets with a VLAN tag" },
-];
+ironpath_graph::counters! {
+    /// What `classify` counts.
+    pub enum ClassifyCounter {
+        Malformed("malformed", "packets dropped (truncated or bad header)"),
+        BadIpChecksum("bad_ip_checksum", "packets dropped"),
+        Vlan("vlan", "packets with a VLAN tag"),
+    }
+}
 
 /// The classifier.
 pub struct Classify {
@@ -66,11 +71,11 @@ impl Classify {
     #[inline(always)]
     fn one(&self, ol_flags: u64, frame: &[u8], pkt_len: usize, cx: &NodeCx<'_>) -> (u16, u8, u16) {
         let Ok((et, off)) = l3_offset(frame) else {
-            cx.count(0, 1);
+            cx.count(ClassifyCounter::Malformed, 1);
             return (DROP, 0, 0);
         };
         if off > 14 {
-            cx.count(2, 1);
+            cx.count(ClassifyCounter::Vlan, 1);
         }
         let l2 = off as u8;
         let l3 = &frame[off..];
@@ -80,7 +85,7 @@ impl Classify {
             return match self.chained(et, l3, pkt_len - off, ol_flags) {
                 Some((k, l3len)) => (k, l2, l3len),
                 None => {
-                    cx.count(0, 1);
+                    cx.count(ClassifyCounter::Malformed, 1);
                     (DROP, l2, 0)
                 }
             };
@@ -88,24 +93,24 @@ impl Classify {
         match et {
             EtherType::IPV4 => {
                 let Ok(ip) = Ipv4Packet::new_checked(l3) else {
-                    cx.count(0, 1);
+                    cx.count(ClassifyCounter::Malformed, 1);
                     return (DROP, l2, 0);
                 };
                 if ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && !ip.verify_checksum() {
-                    cx.count(1, 1);
+                    cx.count(ClassifyCounter::BadIpChecksum, 1);
                     return (DROP, l2, 0);
                 }
                 (self.v4[l4_class(ip.next_header())], l2, ip.header_len() as u16)
             }
             EtherType::IPV6 => {
                 let Ok(ip) = Ipv6Packet::new_checked(l3) else {
-                    cx.count(0, 1);
+                    cx.count(ClassifyCounter::Malformed, 1);
                     return (DROP, l2, 0);
                 };
                 match upper_layer(&ip) {
                     Ok((proto, l4off)) => (self.v6[l4_class6(proto)], l2, l4off as u16),
                     Err(_) => {
-                        cx.count(0, 1);
+                        cx.count(ClassifyCounter::Malformed, 1);
                         (DROP, l2, 0)
                     }
                 }
@@ -193,9 +198,24 @@ impl Node for Classify {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        ClassifyCounter::SPECS
     }
 }
+
+/// `classify`: by ethertype and IP protocol.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "classify",
+        doc: "by ethertype and IP protocol (VLAN tags skipped); an unconnected class falls back: icmp/tcp/udp -> ipv4 or ipv6 -> other",
+        params: &[],
+        nexts: Nexts::Fixed(NEXTS),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, _env| Ok(Box::new(Classify::new(b.connected))),
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,8 @@
 //! neighbour solicitations (IPv6) addressed to our addresses, rewriting each
 //! request into its reply in place. Everything else is dropped and counted.
 
+use crate::kind::{param, NodeKind, PORT};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
@@ -12,24 +14,19 @@ use ironpath_wire::ipv6::{upper_layer, Ipv6Packet};
 use ironpath_wire::IpProtocol;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-static COUNTERS: [CounterSpec; 8] = [
-    CounterSpec { name: "echo_replies", unit: "ICMP echo replies" },
-    CounterSpec { name: "echo6_replies", unit: "ICMPv6 echo replies" },
-    CounterSpec { name: "na_sent", unit: "neighbour advertisements" },
-    CounterSpec { name: "not_ours", unit: "packets dropped (other destination)" },
-    CounterSpec { name: "not_echo", unit: "packets dropped (other ICMP types)" },
-    CounterSpec { name: "bad_checksum", unit: "packets dropped" },
-    CounterSpec { name: "malformed", unit: "packets dropped" },
-    CounterSpec { name: "shared", unit: "packets dropped (data shared, cannot rewrite)" },
-];
-const ECHO: usize = 0;
-const ECHO6: usize = 1;
-const NA: usize = 2;
-const NOT_OURS: usize = 3;
-const NOT_ECHO: usize = 4;
-const BAD_CKSUM: usize = 5;
-const MALFORMED: usize = 6;
-const SHARED: usize = 7;
+ironpath_graph::counters! {
+    /// What `icmp_echo` counts.
+    pub enum IcmpCounter {
+        EchoReplies("echo_replies", "ICMP echo replies"),
+        Echo6Replies("echo6_replies", "ICMPv6 echo replies"),
+        NaSent("na_sent", "neighbour advertisements"),
+        NotOurs("not_ours", "packets dropped (other destination)"),
+        NotEcho("not_echo", "packets dropped (other ICMP types)"),
+        BadChecksum("bad_checksum", "packets dropped"),
+        Malformed("malformed", "packets dropped"),
+        Shared("shared", "packets dropped (data shared, cannot rewrite)"),
+    }
+}
 
 /// Length of a neighbour advertisement frame with a target link-layer address option.
 const NA_FRAME_LEN: usize = HEADER_LEN + 40 + 32;
@@ -43,10 +40,10 @@ pub struct IcmpEcho {
 
 enum Verdict {
     /// Reply written in place; the frame keeps its length.
-    Reply(usize),
+    Reply(IcmpCounter),
     /// Reply written; the frame now has this length.
-    Resized(usize, usize),
-    Drop(usize),
+    Resized(IcmpCounter, usize),
+    Drop(IcmpCounter),
 }
 
 impl IcmpEcho {
@@ -57,12 +54,12 @@ impl IcmpEcho {
 
     fn one(&self, d: &mut [u8], l4_good: bool) -> Verdict {
         if d.len() < HEADER_LEN {
-            return Verdict::Drop(MALFORMED);
+            return Verdict::Drop(IcmpCounter::Malformed);
         }
         match EtherType(u16::from_be_bytes([d[12], d[13]])) {
             EtherType::IPV4 => self.v4_echo(d, l4_good),
             EtherType::IPV6 => self.v6(d, l4_good),
-            _ => Verdict::Drop(MALFORMED),
+            _ => Verdict::Drop(IcmpCounter::Malformed),
         }
     }
 
@@ -71,21 +68,21 @@ impl IcmpEcho {
             Ok(ip) if ip.next_header() == IpProtocol::ICMP && !ip.more_frags() && ip.frag_offset() == 0 => {
                 (ip.header_len() as usize, ip.total_len() as usize, ip.dst_addr())
             }
-            Ok(_) => return Verdict::Drop(NOT_ECHO),
-            Err(_) => return Verdict::Drop(MALFORMED),
+            Ok(_) => return Verdict::Drop(IcmpCounter::NotEcho),
+            Err(_) => return Verdict::Drop(IcmpCounter::Malformed),
         };
         if !self.v4.contains(&dst) {
-            return Verdict::Drop(NOT_OURS);
+            return Verdict::Drop(IcmpCounter::NotOurs);
         }
         let icmp = HEADER_LEN + hl..HEADER_LEN + tl;
         if icmp.len() < 8 {
-            return Verdict::Drop(MALFORMED);
+            return Verdict::Drop(IcmpCounter::Malformed);
         }
         if d[icmp.start] != 8 || d[icmp.start + 1] != 0 {
-            return Verdict::Drop(NOT_ECHO);
+            return Verdict::Drop(IcmpCounter::NotEcho);
         }
         if !l4_good && checksum::data(&d[icmp.clone()]) != 0xffff {
-            return Verdict::Drop(BAD_CKSUM);
+            return Verdict::Drop(IcmpCounter::BadChecksum);
         }
         self.reply_macs(d);
         {
@@ -102,7 +99,7 @@ impl IcmpEcho {
         d[c] = 0;
         let new = checksum::update16(old, 0x0800, 0x0000);
         d[c + 2..c + 4].copy_from_slice(&new.to_be_bytes());
-        Verdict::Reply(ECHO)
+        Verdict::Reply(IcmpCounter::EchoReplies)
     }
 
     fn v6(&self, d: &mut [u8], l4_good: bool) -> Verdict {
@@ -111,29 +108,29 @@ impl IcmpEcho {
                 Ok((IpProtocol::ICMPV6, off)) => {
                     (ip.src_addr(), ip.dst_addr(), ip.payload_len() as usize, ip.hop_limit(), off)
                 }
-                Ok(_) => return Verdict::Drop(NOT_ECHO),
-                Err(_) => return Verdict::Drop(MALFORMED),
+                Ok(_) => return Verdict::Drop(IcmpCounter::NotEcho),
+                Err(_) => return Verdict::Drop(IcmpCounter::Malformed),
             },
-            Err(_) => return Verdict::Drop(MALFORMED),
+            Err(_) => return Verdict::Drop(IcmpCounter::Malformed),
         };
         let icmp = HEADER_LEN + off..HEADER_LEN + 40 + plen;
         if icmp.start >= icmp.end || icmp.len() < 8 || icmp.end > d.len() {
-            return Verdict::Drop(MALFORMED);
+            return Verdict::Drop(IcmpCounter::Malformed);
         }
         let ty = d[icmp.start];
         if ty != 128 && ty != 135 {
-            return Verdict::Drop(NOT_ECHO);
+            return Verdict::Drop(IcmpCounter::NotEcho);
         }
         if !l4_good {
             let sum = checksum::pseudo_header_v6(&src, &dst, IpProtocol::ICMPV6, icmp.len() as u32)
                 + checksum::sum(&d[icmp.clone()]);
             if checksum::fold(sum) != 0xffff {
-                return Verdict::Drop(BAD_CKSUM);
+                return Verdict::Drop(IcmpCounter::BadChecksum);
             }
         }
         if ty == 128 {
             if !self.v6.contains(&dst) {
-                return Verdict::Drop(NOT_OURS);
+                return Verdict::Drop(IcmpCounter::NotOurs);
             }
             self.reply_macs(d);
             {
@@ -144,18 +141,18 @@ impl IcmpEcho {
             }
             d[icmp.start] = 129;
             fill_icmp6_checksum(d, icmp, &dst, &src);
-            return Verdict::Reply(ECHO6);
+            return Verdict::Reply(IcmpCounter::Echo6Replies);
         }
         // Neighbour solicitation: hop limit 255, target at offset 8.
         if hop != 255 || icmp.len() < 24 || d[icmp.start + 1] != 0 {
-            return Verdict::Drop(MALFORMED);
+            return Verdict::Drop(IcmpCounter::Malformed);
         }
         let mut t = [0u8; 16];
         t.copy_from_slice(&d[icmp.start + 8..icmp.start + 24]);
         let target = Ipv6Addr::from(t);
         if !self.v6.contains(&target) || src.is_unspecified() {
             // Not ours, or duplicate address detection (nothing to answer).
-            return Verdict::Drop(NOT_OURS);
+            return Verdict::Drop(IcmpCounter::NotOurs);
         }
         // Source link-layer address option (type 1), else the frame's source MAC.
         let mut peer_mac = [0u8; 6];
@@ -164,7 +161,7 @@ impl IcmpEcho {
         while o + 8 <= icmp.end {
             let (ot, ol) = (d[o], d[o + 1] as usize * 8);
             if ol == 0 || o + ol > icmp.end {
-                return Verdict::Drop(MALFORMED);
+                return Verdict::Drop(IcmpCounter::Malformed);
             }
             if ot == 1 && ol == 8 {
                 peer_mac.copy_from_slice(&d[o + 2..o + 8]);
@@ -172,10 +169,10 @@ impl IcmpEcho {
             o += ol;
         }
         if d.len() < NA_FRAME_LEN {
-            return Verdict::Resized(NA, NA_FRAME_LEN);
+            return Verdict::Resized(IcmpCounter::NaSent, NA_FRAME_LEN);
         }
         self.write_na(d, src, target, peer_mac);
-        Verdict::Resized(NA, NA_FRAME_LEN)
+        Verdict::Resized(IcmpCounter::NaSent, NA_FRAME_LEN)
     }
 
     /// Address a reply in place: to the sender's MAC, from ours. (Not a swap: the
@@ -226,7 +223,7 @@ impl Node for IcmpEcho {
             let l4_good = pkts.header(i).ol_flags & abi::RX_L4_CKSUM_GOOD != 0;
             let v = match pkts.data_mut(i) {
                 Some(d) => self.one(d, l4_good),
-                None => Verdict::Drop(SHARED),
+                None => Verdict::Drop(IcmpCounter::Shared),
             };
             *slot = match v {
                 Verdict::Reply(k) => {
@@ -249,7 +246,7 @@ impl Node for IcmpEcho {
                             0
                         }
                         _ => {
-                            cx.count(MALFORMED, 1);
+                            cx.count(IcmpCounter::Malformed, 1);
                             DROP
                         }
                     }
@@ -264,7 +261,7 @@ impl Node for IcmpEcho {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        IcmpCounter::SPECS
     }
 }
 
@@ -291,6 +288,31 @@ impl IcmpEcho {
         Some((ip.src_addr(), Ipv6Addr::from(target), mac))
     }
 }
+
+/// `icmp_echo`: echo replies and IPv6 neighbour advertisements.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "icmp_echo",
+        doc: "answer ICMP/ICMPv6 echo requests and IPv6 neighbour solicitations for our addresses, in place",
+        params: &[PORT, param("addresses", ParamKind::IpList, true, None, "our IPv4 and IPv6 addresses")],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        for a in p.ip_list("addresses")? {
+            match a {
+                std::net::IpAddr::V4(v) => v4.push(*v),
+                std::net::IpAddr::V6(v) => v6.push(*v),
+            }
+        }
+        Ok(Box::new(IcmpEcho::new(v4, v6, env.port_mac(p.port("port")?)?)))
+    },
+};
 
 #[cfg(test)]
 mod tests {

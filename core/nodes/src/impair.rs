@@ -17,27 +17,25 @@
 //! (`tcp`'s `tx_inflight_limit`) sees them as this node forwards, not as the port
 //! sends.
 
+use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{abi, Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-static COUNTERS: [CounterSpec; 7] = [
-    CounterSpec { name: "passed", unit: "packets sent on" },
-    CounterSpec { name: "lost", unit: "packets dropped on purpose" },
-    CounterSpec { name: "duplicated", unit: "extra copies sent" },
-    CounterSpec { name: "corrupted", unit: "packets with one bit flipped" },
-    CounterSpec { name: "delayed", unit: "packets held for a delay" },
-    CounterSpec { name: "held_full", unit: "packets dropped (max_held reached)" },
-    CounterSpec { name: "no_mbuf", unit: "duplicates or copies not made (mempool empty)" },
-];
-const PASSED: usize = 0;
-const LOST: usize = 1;
-const DUPLICATED: usize = 2;
-const CORRUPTED: usize = 3;
-const DELAYED: usize = 4;
-const HELD_FULL: usize = 5;
-const NO_MBUF: usize = 6;
+ironpath_graph::counters! {
+    /// What `impair` counts.
+    pub enum ImpairCounter {
+        Passed("passed", "packets sent on"),
+        Lost("lost", "packets dropped on purpose"),
+        Duplicated("duplicated", "extra copies sent"),
+        Corrupted("corrupted", "packets with one bit flipped"),
+        Delayed("delayed", "packets held for a delay"),
+        HeldFull("held_full", "packets dropped (max_held reached)"),
+        NoMbuf("no_mbuf", "duplicates or copies not made (mempool empty)"),
+    }
+}
 
 /// Probabilities are in parts per million.
 pub const PPM: u32 = 1_000_000;
@@ -123,7 +121,7 @@ impl Impair {
             match Mbuf::from_slice(&self.pool, &m.to_vec()) {
                 Ok(c) => c,
                 Err(_) => {
-                    cx.count(NO_MBUF, 1);
+                    cx.count(ImpairCounter::NoMbuf, 1);
                     return m;
                 }
             }
@@ -133,7 +131,7 @@ impl Impair {
             if d.len() > 14 {
                 let at = 14 + (r as usize >> 8) % (d.len() - 14);
                 d[at] ^= 1 << (r & 7);
-                cx.count(CORRUPTED, 1);
+                cx.count(ImpairCounter::Corrupted, 1);
                 // Whatever the port verified no longer holds: let the checksums find it.
                 m.header_mut().ol_flags &= !(abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD | abi::RX_L4_CKSUM_NONE);
             }
@@ -154,7 +152,7 @@ impl Impair {
     /// Loss, corruption and duplication of one frame, then on (now or delayed).
     fn one(&mut self, cx: &NodeCx<'_>, m: Mbuf, out: &mut Burst, arrival: u64) {
         if self.chance(self.cfg.loss_ppm) {
-            cx.count(LOST, 1);
+            cx.count(ImpairCounter::Lost, 1);
             return;
         }
         let m = if self.chance(self.cfg.corrupt_ppm) { self.corrupt(cx, m) } else { m };
@@ -162,10 +160,10 @@ impl Impair {
             match Mbuf::from_slice(&self.pool, &m.to_vec()) {
                 Ok(mut copy) => {
                     copy.header_mut().ol_flags = m.header().ol_flags & !abi::RX_AGGREGATED;
-                    cx.count(DUPLICATED, 1);
+                    cx.count(ImpairCounter::Duplicated, 1);
                     self.forward(cx, copy, out, arrival);
                 }
-                Err(_) => cx.count(NO_MBUF, 1),
+                Err(_) => cx.count(ImpairCounter::NoMbuf, 1),
             }
         }
         self.forward(cx, m, out, arrival);
@@ -175,18 +173,18 @@ impl Impair {
         let delay = self.delay_of();
         if delay == 0 && self.queue.is_empty() {
             match out.push(m) {
-                Ok(()) => cx.count(PASSED, 1),
+                Ok(()) => cx.count(ImpairCounter::Passed, 1),
                 Err(m) => self.hold(cx, arrival, m),
             }
             return;
         }
-        cx.count(DELAYED, 1);
+        cx.count(ImpairCounter::Delayed, 1);
         self.hold(cx, arrival.wrapping_add(delay), m);
     }
 
     fn hold(&mut self, cx: &NodeCx<'_>, at: u64, m: Mbuf) {
         if self.held.len() >= self.cfg.max_held {
-            cx.count(HELD_FULL, 1);
+            cx.count(ImpairCounter::HeldFull, 1);
             return;
         }
         self.seq += 1;
@@ -201,7 +199,7 @@ impl Node for Impair {
             // Idle (no impairment configured, nothing held): every packet passes as
             // it is, as `one` would pass it, without building a second burst (that
             // costs a 2 KiB clear each call, on every walk of the graph).
-            cx.count(PASSED, pkts.len() as u64);
+            cx.count(ImpairCounter::Passed, pkts.len() as u64);
             return Dispatch::All(0);
         }
         if pkts.is_empty() && self.queue.peek().is_none_or(|Reverse((at, _))| *at > cx.now_tsc) {
@@ -247,7 +245,7 @@ impl Node for Impair {
                     self.queue.push(Reverse((at, id)));
                     break;
                 }
-                cx.count(PASSED, 1);
+                cx.count(ImpairCounter::Passed, 1);
             }
         }
         out.move_to(pkts);
@@ -255,7 +253,7 @@ impl Node for Impair {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        ImpairCounter::SPECS
     }
 
     fn stop(&mut self) {
@@ -263,6 +261,76 @@ impl Node for Impair {
         self.held.clear();
     }
 }
+
+/// `impair`.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "impair",
+        doc: "a bad link on purpose (as netem): seeded loss, delay with jitter (reordering), duplication, corruption",
+        params: &[
+            param(
+                "seed",
+                ParamKind::Uint { min: 0, max: u64::MAX },
+                false,
+                Some("1"),
+                "generator seed (same seed, same decisions)",
+            ),
+            param(
+                "loss",
+                ParamKind::Str,
+                false,
+                Some("0%"),
+                "probability a packet is dropped (`1%`, `0.1%` or a fraction like `0.01`)",
+            ),
+            param("duplicate", ParamKind::Str, false, Some("0%"), "probability a packet is sent twice"),
+            param(
+                "corrupt",
+                ParamKind::Str,
+                false,
+                Some("0%"),
+                "probability one bit (past the Ethernet header) is flipped",
+            ),
+            param("delay", ParamKind::Duration, false, Some("0us"), "base delay"),
+            param(
+                "jitter",
+                ParamKind::Duration,
+                false,
+                Some("0us"),
+                "each packet's delay is uniform in delay ± jitter (reorders)",
+            ),
+            param(
+                "max_held",
+                ParamKind::Uint { min: 1, max: 1_000_000 },
+                false,
+                Some("65536"),
+                "most packets waiting (beyond: dropped, counted)",
+            ),
+            MEMPOOL,
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let ppm = |k: &'static str| -> Result<u32, NodeError> {
+            parse_ppm(p.str(k)?).map_err(|reason| NodeError::Param { param: k, reason })
+        };
+        let hz = env.tsc_hz();
+        let cfg = ImpairConfig {
+            seed: p.uint("seed")?,
+            loss_ppm: ppm("loss")?,
+            duplicate_ppm: ppm("duplicate")?,
+            corrupt_ppm: ppm("corrupt")?,
+            delay_tsc: p.tsc("delay", hz)?,
+            jitter_tsc: p.tsc("jitter", hz)?,
+            max_held: p.int("max_held")?,
+        };
+        Ok(Box::new(Impair::new(cfg, env.mempool(p.raw().mempool("mempool"), None)?)))
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,9 @@
 //! send to one queue; what the queue refuses is dropped and counted, never held;
 //! completions are reclaimed when the lcore is idle).
 
+use crate::kind::{param, NodeKind, PORT, QUEUE};
 use crate::offload::{FixupStats, TxFixup};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, Mbuf, RxQ, TxQ, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -28,13 +30,16 @@ impl Node for PortRx {
     }
 }
 
-static TX_COUNTERS: [CounterSpec; 5] = [
-    CounterSpec { name: "sent", unit: "packets" },
-    CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
-    CounterSpec { name: "csum_sw", unit: "checksums completed in software (the port cannot)" },
-    CounterSpec { name: "gso_split", unit: "GSO frames or aggregates cut into segments in software" },
-    CounterSpec { name: "offload_dropped", unit: "packets dropped: an offload neither the port nor software could do" },
-];
+ironpath_graph::counters! {
+    /// What `port_tx` counts.
+    pub enum TxCounter {
+        Sent("sent", "packets"),
+        TxFull("tx_full", "packets dropped (queue full)"),
+        CsumSw("csum_sw", "checksums completed in software (the port cannot)"),
+        GsoSplit("gso_split", "GSO frames or aggregates cut into segments in software"),
+        OffloadDropped("offload_dropped", "packets dropped: an offload neither the port nor software could do"),
+    }
+}
 
 /// Send to one port queue.
 pub struct PortTx {
@@ -92,16 +97,16 @@ impl Node for PortTx {
             let (s, f) = self.send(pkts);
             (sent, full) = (sent + s, full + f);
         }
-        cx.count(0, sent);
+        cx.count(TxCounter::Sent, sent);
         if full > 0 {
-            cx.count(1, full);
+            cx.count(TxCounter::TxFull, full);
             cx.dropped(full);
         }
         let st = self.fixup.stats;
         if st != self.seen {
-            cx.count(2, st.csum_sw - self.seen.csum_sw);
-            cx.count(3, st.gso_split - self.seen.gso_split);
-            cx.count(4, st.dropped - self.seen.dropped);
+            cx.count(TxCounter::CsumSw, st.csum_sw - self.seen.csum_sw);
+            cx.count(TxCounter::GsoSplit, st.gso_split - self.seen.gso_split);
+            cx.count(TxCounter::OffloadDropped, st.dropped - self.seen.dropped);
             cx.dropped(st.dropped - self.seen.dropped);
             self.seen = st;
         }
@@ -109,7 +114,7 @@ impl Node for PortTx {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &TX_COUNTERS
+        TxCounter::SPECS
     }
 
     fn idle(&mut self, _cx: &mut NodeCx<'_>) {
@@ -119,3 +124,55 @@ impl Node for PortTx {
         self.q.done_cleanup(0);
     }
 }
+
+/// `port_rx`: receive bursts from one queue of a port.
+pub const PORT_RX: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "port_rx",
+        doc: "receive bursts from one queue of a port (polled)",
+        params: &[
+            PORT,
+            QUEUE,
+            param("burst", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "packets per poll"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::Rx,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        Ok(Box::new(PortRx::new(env.rx_queue(p.port("port")?, p.int("queue")?)?, p.int("burst")?)))
+    },
+};
+
+/// `port_tx`: send to one queue of a port.
+pub const PORT_TX: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "port_tx",
+        doc: "send to one queue of a port; what the queue refuses is dropped and counted (tx_full)",
+        params: &[
+            PORT,
+            QUEUE,
+            param(
+                "retries",
+                ParamKind::Uint { min: 0, max: 1024 },
+                false,
+                Some("0"),
+                "retries of a full queue before dropping",
+            ),
+        ],
+        nexts: Nexts::Fixed(&[]),
+        source: false,
+        sink: true,
+        queue: QueueUse::Tx,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let port = p.port("port")?;
+        let fixup = TxFixup::new(env.port_tx_offloads(port), env.mempool(None, Some(port))?);
+        Ok(Box::new(PortTx::new(env.tx_queue(port, p.int("queue")?)?, p.int("retries")?, fixup)))
+    },
+};

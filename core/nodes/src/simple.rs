@@ -1,5 +1,7 @@
 //! Small nodes: `macswap`, `counter`, `drop`.
 
+use crate::kind::NodeKind;
+use ironpath_config::{Nexts, NodeSpec, QueueUse};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -9,7 +11,12 @@ use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 #[derive(Default)]
 pub struct MacSwap;
 
-static MACSWAP_COUNTERS: [CounterSpec; 1] = [CounterSpec { name: "short", unit: "packets dropped (< 12 bytes)" }];
+ironpath_graph::counters! {
+    /// What `macswap` counts.
+    pub enum MacSwapCounter {
+        Short("short", "packets dropped (< 12 bytes)"),
+    }
+}
 
 impl Node for MacSwap {
     #[inline]
@@ -33,7 +40,7 @@ impl Node for MacSwap {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &MACSWAP_COUNTERS
+        MacSwapCounter::SPECS
     }
 }
 
@@ -42,27 +49,32 @@ impl Node for MacSwap {
 #[cold]
 #[inline(never)]
 fn drop_runts(cx: &NodeCx<'_>, pkts: &mut Burst) {
-    cx.count(0, pkts.retain(|_, d| d.len() >= 12) as u64);
+    cx.count(MacSwapCounter::Short, pkts.retain(|_, d| d.len() >= 12) as u64);
 }
 
 /// Count packets and bytes passing through.
 #[derive(Default)]
 pub struct CounterNode;
 
-static COUNTER_COUNTERS: [CounterSpec; 2] =
-    [CounterSpec { name: "packets", unit: "packets" }, CounterSpec { name: "bytes", unit: "bytes" }];
+ironpath_graph::counters! {
+    /// What `counter` counts.
+    pub enum CounterCounter {
+        Packets("packets", "packets"),
+        Bytes("bytes", "bytes"),
+    }
+}
 
 impl Node for CounterNode {
     #[inline]
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let bytes: u64 = (0..pkts.len()).map(|i| pkts.pkt_len(i) as u64).sum();
-        cx.count(0, pkts.len() as u64);
-        cx.count(1, bytes);
+        cx.count(CounterCounter::Packets, pkts.len() as u64);
+        cx.count(CounterCounter::Bytes, bytes);
         Dispatch::All(0)
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTER_COUNTERS
+        CounterCounter::SPECS
     }
 }
 
@@ -71,21 +83,71 @@ impl Node for CounterNode {
 #[derive(Default)]
 pub struct DropNode;
 
-static DROP_COUNTERS: [CounterSpec; 1] = [CounterSpec { name: "dropped", unit: "packets" }];
+ironpath_graph::counters! {
+    /// What `drop` counts.
+    pub enum DropCounter {
+        Dropped("dropped", "packets"),
+    }
+}
 
 impl Node for DropNode {
     #[inline]
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
-        cx.count(0, pkts.len() as u64);
+        cx.count(DropCounter::Dropped, pkts.len() as u64);
         cx.dropped(pkts.len() as u64);
         pkts.free_all();
         Dispatch::Consumed
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &DROP_COUNTERS
+        DropCounter::SPECS
     }
 }
+
+/// `macswap`.
+pub const MACSWAP: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "macswap",
+        doc: "swap source and destination MAC addresses (testpmd's macswap)",
+        params: &[],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |_, _| Ok(Box::new(MacSwap)),
+};
+
+/// `drop`.
+pub const DROP: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "drop",
+        doc: "free every packet; `show runtime` counts them by the edge they came from",
+        params: &[],
+        nexts: Nexts::Fixed(&[]),
+        source: false,
+        sink: true,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |_, _| Ok(Box::new(DropNode)),
+};
+
+/// `counter`.
+pub const COUNTER: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "counter",
+        doc: "count packets and bytes passing through",
+        params: &[],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |_, _| Ok(Box::new(CounterNode)),
+};
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,8 @@
 //! loss and order; checksums stay valid (RFC 1624 updates). An empty mempool is
 //! counted (`alloc_failed`), never fatal.
 
+use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_wire::checksum;
@@ -14,10 +16,13 @@ use ironpath_wire::udp::{UdpPacket, UdpRepr};
 use ironpath_wire::{IpAddress, IpProtocol};
 use std::net::Ipv4Addr;
 
-static COUNTERS: [CounterSpec; 2] = [
-    CounterSpec { name: "generated", unit: "packets" },
-    CounterSpec { name: "alloc_failed", unit: "bursts not generated (mempool empty)" },
-];
+ironpath_graph::counters! {
+    /// What `source` counts.
+    pub enum SourceCounter {
+        Generated("generated", "packets"),
+        AllocFailed("alloc_failed", "bursts not generated (mempool empty)"),
+    }
+}
 
 /// Settings of a `source` node.
 #[derive(Clone, Debug)]
@@ -122,7 +127,7 @@ impl Node for Source {
         }
         let start = pkts.len();
         if pkts.alloc(&self.pool, want as usize).is_err() {
-            cx.count(1, 1);
+            cx.count(SourceCounter::AllocFailed, 1);
             return Dispatch::All(0);
         }
         let len = self.template.len();
@@ -152,14 +157,81 @@ impl Node for Source {
         let n = (pkts.len() - start) as u64;
         self.sent += n;
         self.tokens -= n as f64;
-        cx.count(0, n);
+        cx.count(SourceCounter::Generated, n);
         Dispatch::All(0)
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        SourceCounter::SPECS
     }
 }
+
+/// `source`: a traffic generator.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "source",
+        doc: "generate UDP/IPv4 frames (as testpmd's txonly), at a rate and up to a count",
+        params: &[
+            MEMPOOL,
+            param("size", ParamKind::Uint { min: 42, max: 9000 }, false, Some("60"), "frame bytes without FCS"),
+            param("burst", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "packets per poll"),
+            param("flows", ParamKind::Uint { min: 1, max: 65535 }, false, Some("1"), "distinct UDP source ports"),
+            param("src_mac", ParamKind::Mac, false, Some("02:00:00:00:00:01"), "Ethernet source"),
+            param("dst_mac", ParamKind::Mac, false, Some("02:00:00:00:00:02"), "Ethernet destination"),
+            param("src_ip", ParamKind::Ipv4, false, Some("198.18.0.1"), "IPv4 source"),
+            param("dst_ip", ParamKind::Ipv4, false, Some("198.18.0.2"), "IPv4 destination"),
+            param(
+                "rate_pps",
+                ParamKind::Uint { min: 0, max: 1_000_000_000 },
+                false,
+                Some("0"),
+                "packets per second (0: unlimited)",
+            ),
+            param(
+                "count",
+                ParamKind::Uint { min: 0, max: u64::MAX },
+                false,
+                Some("0"),
+                "packets in all (0: unlimited)",
+            ),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let sc = SourceConfig {
+            size: p.int("size")?,
+            burst: p.int("burst")?,
+            flows: p.int("flows")?,
+            src_mac: p.mac("src_mac")?,
+            dst_mac: p.mac("dst_mac")?,
+            src_ip: p.ipv4("src_ip")?,
+            dst_ip: p.ipv4("dst_ip")?,
+            rate_pps: p.uint("rate_pps")?,
+            count: p.uint("count")?,
+        };
+        let pool = env.mempool(p.raw().mempool("mempool"), None)?;
+        let room = usize::from(pool.data_room()).saturating_sub(usize::from(ironpath_eal::abi::PKTMBUF_HEADROOM));
+        if sc.size > room {
+            return Err(NodeError::Param {
+                param: "size",
+                reason: format!(
+                    "{} does not fit mempool `{}` (data room {} minus headroom {}); raise its data_room",
+                    sc.size,
+                    pool.name(),
+                    pool.data_room(),
+                    ironpath_eal::abi::PKTMBUF_HEADROOM
+                ),
+            });
+        }
+        let hz = env.tsc_hz();
+        Ok(Box::new(Source::new(sc, pool, hz)))
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -6,25 +6,30 @@
 //! completion policy (see [`ironpath_eal::txbatch`]). Counters say why each flush
 //! happened and how many packets a flush carried.
 
+use crate::kind::{param, NodeError, NodeKind, PORT, QUEUE};
 use crate::offload::{FixupStats, TxFixup};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse, VariantSpec};
 use ironpath_eal::{Burst, Mbuf, TxBatchStats, TxBatcher, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
-static COUNTERS: [CounterSpec; 13] = [
-    CounterSpec { name: "sent", unit: "packets" },
-    CounterSpec { name: "bytes", unit: "bytes sent" },
-    CounterSpec { name: "tx_full", unit: "packets dropped (queue full)" },
-    CounterSpec { name: "flush_full", unit: "flushes (coalesce reached)" },
-    CounterSpec { name: "flush_timeout", unit: "flushes (flush_us)" },
-    CounterSpec { name: "flush_idle", unit: "flushes (idle lcore)" },
-    CounterSpec { name: "flush_push", unit: "flushes (pushed packet)" },
-    CounterSpec { name: "flush_stop", unit: "flushes (stop)" },
-    CounterSpec { name: "completions", unit: "packets reported complete" },
-    CounterSpec { name: "max_wait_us", unit: "longest wait in the buffer (raised, never lowered)" },
-    CounterSpec { name: "csum_sw", unit: "checksums completed in software (the port cannot)" },
-    CounterSpec { name: "gso_split", unit: "GSO frames or aggregates cut into segments in software" },
-    CounterSpec { name: "offload_dropped", unit: "packets dropped: an offload neither the port nor software could do" },
-];
+ironpath_graph::counters! {
+    /// What `tx_batch` counts.
+    pub enum TxBatchCounter {
+        Sent("sent", "packets"),
+        Bytes("bytes", "bytes sent"),
+        TxFull("tx_full", "packets dropped (queue full)"),
+        FlushFull("flush_full", "flushes (coalesce reached)"),
+        FlushTimeout("flush_timeout", "flushes (flush_us)"),
+        FlushIdle("flush_idle", "flushes (idle lcore)"),
+        FlushPush("flush_push", "flushes (pushed packet)"),
+        FlushStop("flush_stop", "flushes (stop)"),
+        Completions("completions", "packets reported complete"),
+        MaxWaitUs("max_wait_us", "longest wait in the buffer (raised, never lowered)"),
+        CsumSw("csum_sw", "checksums completed in software (the port cannot)"),
+        GsoSplit("gso_split", "GSO frames or aggregates cut into segments in software"),
+        OffloadDropped("offload_dropped", "packets dropped: an offload neither the port nor software could do"),
+    }
+}
 
 /// The `tx_batch` node.
 pub struct TxBatch {
@@ -63,9 +68,9 @@ impl TxBatch {
     fn sync_fixup(&mut self, cx: &NodeCx<'_>) {
         let (st, old) = (self.fixup.stats, self.fixup_seen);
         if st != old {
-            cx.count(10, st.csum_sw - old.csum_sw);
-            cx.count(11, st.gso_split - old.gso_split);
-            cx.count(12, st.dropped - old.dropped);
+            cx.count(TxBatchCounter::CsumSw, st.csum_sw - old.csum_sw);
+            cx.count(TxBatchCounter::GsoSplit, st.gso_split - old.gso_split);
+            cx.count(TxBatchCounter::OffloadDropped, st.dropped - old.dropped);
             cx.dropped(st.dropped - old.dropped);
             self.fixup_seen = st;
         }
@@ -96,7 +101,7 @@ impl TxBatch {
         if s.max_wait_tsc != old.max_wait_tsc {
             let wait_us = ironpath_eal::txbatch::tsc_to_us(s.max_wait_tsc, self.hz);
             if wait_us > self.shown_wait_us {
-                cx.count(9, wait_us - self.shown_wait_us);
+                cx.count(TxBatchCounter::MaxWaitUs, wait_us - self.shown_wait_us);
                 self.shown_wait_us = wait_us;
             }
         }
@@ -131,7 +136,7 @@ impl Node for TxBatch {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        TxBatchCounter::SPECS
     }
 
     fn idle(&mut self, cx: &mut NodeCx<'_>) {
@@ -143,6 +148,59 @@ impl Node for TxBatch {
         self.b.stop(ironpath_eal::tsc::rdtsc());
     }
 }
+
+/// `tx_batch`'s completion policies.
+const COMPLETION: &[VariantSpec] = &[
+    VariantSpec { name: "immediate", arg: None },
+    VariantSpec { name: "every", arg: Some((1, 65_536)) },
+    VariantSpec { name: "timer_us", arg: Some((1, 10_000_000)) },
+];
+
+/// `tx_batch`: batched TX with bounded delay and explicit completions.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "tx_batch",
+        doc: "send to one queue of a port in batches: flush at `coalesce` packets, after `flush_us`, when the lcore is idle, or on a push (SYN/FIN/PSH segments of `tcp`); reclaims completions every poll and can emulate a NIC's completion coalescing",
+        params: &[
+            PORT,
+            QUEUE,
+            param("coalesce", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "flush when this many packets are buffered"),
+            param("flush_us", ParamKind::Duration, false, Some("100us"), "flush when the oldest buffered packet has waited this long"),
+            param("flush_on_idle", ParamKind::Bool, false, Some("true"), "flush when a walk of the lcore finds no work (a lone ACK leaves within one poll)"),
+            param("completion", ParamKind::Variant(COMPLETION), false, Some("immediate"), "when sent packets are reported complete (freed): as soon as the driver frees them, or emulating a NIC's coalescing: every N packets (`tx-frames`) or T microseconds after the oldest (`tx-usecs`)"),
+            param("retries", ParamKind::Uint { min: 0, max: 1024 }, false, Some("0"), "retries of a full queue (after reclaiming completions) before dropping"),
+        ],
+        nexts: Nexts::Fixed(&[]),
+        source: true,
+        sink: true,
+        queue: QueueUse::Tx,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let port = p.port("port")?;
+        let hz = env.tsc_hz();
+        let completion = match p.raw().variant("completion").ok_or(NodeError::Missing("completion"))? {
+            ("immediate", None) => ironpath_eal::Completion::Immediate,
+            ("every", Some(n)) => ironpath_eal::Completion::Every(n as u32),
+            ("timer_us", Some(t)) => ironpath_eal::Completion::Timer(ironpath_eal::txbatch::us_to_tsc(t, hz)),
+            (other, _) => {
+                return Err(NodeError::Param { param: "completion", reason: format!("`{other}` is not a form of it") })
+            }
+        };
+        let cfg = ironpath_eal::TxBatchConfig {
+            coalesce: p.int("coalesce")?,
+            flush_tsc: p.tsc("flush_us", hz)?,
+            flush_on_idle: p.bool("flush_on_idle")?,
+            completion,
+            retries: p.int("retries")?,
+            hz,
+        };
+        let q = env.tx_queue(port, p.int("queue")?)?;
+        let fixup = TxFixup::new(env.port_tx_offloads(port), env.mempool(None, Some(port))?);
+        Ok(Box::new(TxBatch::new(ironpath_eal::TxBatcher::new(q, cfg), hz, fixup)))
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,60 +2,63 @@
 //! [`super::gso::segment`].
 
 use super::gso::{segment, GsoSkip};
-use super::{AggrStats, Aggregator};
+use super::{AggrConfig, AggrStats, Aggregator, Flush, Mode};
+use crate::kind::{param, NodeError, NodeKind, Values, MEMPOOL};
+use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
-static AGGR_COUNTERS: [CounterSpec; 20] = [
-    CounterSpec { name: "packets_in", unit: "packets" },
-    CounterSpec { name: "packets_out", unit: "packets" },
-    CounterSpec { name: "tcp_in", unit: "TCP segments considered" },
-    CounterSpec { name: "aggregates", unit: "outputs of 2+ segments" },
-    CounterSpec { name: "merged", unit: "segments inside aggregates" },
-    CounterSpec { name: "segs_per_aggregate_x100", unit: "average segments per aggregate x 100" },
-    CounterSpec { name: "flush_burst", unit: "flow flushes (end of burst)" },
-    CounterSpec { name: "flush_timeout", unit: "flow flushes (flush_us)" },
-    CounterSpec { name: "flush_end", unit: "flow flushes (PSH/FIN/short segment)" },
-    CounterSpec { name: "flush_limit", unit: "flow flushes (max_bytes/max_segments)" },
-    CounterSpec { name: "flush_mismatch", unit: "flow flushes (a packet that could not join)" },
-    CounterSpec { name: "flows_evicted", unit: "flows flushed for room (max_flows)" },
-    CounterSpec { name: "reordered", unit: "segments held out of order" },
-    CounterSpec { name: "bad_checksum", unit: "packets (never merged)" },
-    CounterSpec { name: "malformed", unit: "packets (never merged)" },
-    CounterSpec { name: "passed", unit: "packets not aggregated (not TCP, pure ACKs ...)" },
-    CounterSpec { name: "lro_alloc_failed", unit: "LRO buffers not available" },
-    CounterSpec { name: "dropped", unit: "bad packets dropped (bad: drop) or freed at stop" },
-    CounterSpec { name: "flows_held", unit: "flows held now" },
-    CounterSpec { name: "flush_held", unit: "flow flushes (the flows held max_held packets)" },
-];
-const FLUSH_HELD: usize = 19;
+ironpath_graph::counters! {
+    /// What `rx_aggregate` counts.
+    pub enum AggrCounter {
+        PacketsIn("packets_in", "packets"),
+        PacketsOut("packets_out", "packets"),
+        TcpIn("tcp_in", "TCP segments considered"),
+        Aggregates("aggregates", "outputs of 2+ segments"),
+        Merged("merged", "segments inside aggregates"),
+        SegsPerAggregateX100("segs_per_aggregate_x100", "average segments per aggregate x 100"),
+        FlushBurst("flush_burst", "flow flushes (end of burst)"),
+        FlushTimeout("flush_timeout", "flow flushes (flush_us)"),
+        FlushEnd("flush_end", "flow flushes (PSH/FIN/short segment)"),
+        FlushLimit("flush_limit", "flow flushes (max_bytes/max_segments)"),
+        FlushMismatch("flush_mismatch", "flow flushes (a packet that could not join)"),
+        FlowsEvicted("flows_evicted", "flows flushed for room (max_flows)"),
+        Reordered("reordered", "segments held out of order"),
+        BadChecksum("bad_checksum", "packets (never merged)"),
+        Malformed("malformed", "packets (never merged)"),
+        Passed("passed", "packets not aggregated (not TCP, pure ACKs ...)"),
+        LroAllocFailed("lro_alloc_failed", "LRO buffers not available"),
+        Dropped("dropped", "bad packets dropped (bad: drop) or freed at stop"),
+        FlowsHeld("flows_held", "flows held now"),
+        FlushHeld("flush_held", "flow flushes (the flows held max_held packets)"),
+    }
+}
 
-fn fields(s: &AggrStats) -> [u64; 17] {
+fn fields(s: &AggrStats) -> [(AggrCounter, u64); 16] {
     [
-        s.packets_in,
-        s.packets_out,
-        s.tcp_in,
-        s.aggregates,
-        s.merged,
-        0,
-        s.flush_burst,
-        s.flush_timeout,
-        s.flush_end,
-        s.flush_limit,
-        s.flush_mismatch,
-        s.flows_evicted,
-        s.reordered,
-        s.bad_checksum,
-        s.malformed,
-        s.passed,
-        s.lro_alloc_failed,
+        (AggrCounter::PacketsIn, s.packets_in),
+        (AggrCounter::PacketsOut, s.packets_out),
+        (AggrCounter::TcpIn, s.tcp_in),
+        (AggrCounter::Aggregates, s.aggregates),
+        (AggrCounter::Merged, s.merged),
+        (AggrCounter::FlushBurst, s.flush_burst),
+        (AggrCounter::FlushTimeout, s.flush_timeout),
+        (AggrCounter::FlushEnd, s.flush_end),
+        (AggrCounter::FlushLimit, s.flush_limit),
+        (AggrCounter::FlushMismatch, s.flush_mismatch),
+        (AggrCounter::FlowsEvicted, s.flows_evicted),
+        (AggrCounter::Reordered, s.reordered),
+        (AggrCounter::BadChecksum, s.bad_checksum),
+        (AggrCounter::Malformed, s.malformed),
+        (AggrCounter::Passed, s.passed),
+        (AggrCounter::LroAllocFailed, s.lro_alloc_failed),
     ]
 }
 
 /// `rx_aggregate`: GRO or LRO on every burst (or a counted pass-through for `off`).
 pub struct RxAggregate {
     agg: Option<Aggregator>,
-    reported: [u64; 17],
+    reported: [u64; 16],
     dropped: u64,
     flush_held: u64,
     flows_held: u64,
@@ -66,7 +69,7 @@ pub struct RxAggregate {
 impl RxAggregate {
     /// A node around `agg` (`None`: mode `off`).
     pub fn new(agg: Option<Aggregator>) -> Self {
-        Self { agg, reported: [0; 17], dropped: 0, flush_held: 0, flows_held: 0, avg: 0, off_packets: 0 }
+        Self { agg, reported: [0; 16], dropped: 0, flush_held: 0, flows_held: 0, avg: 0, off_packets: 0 }
     }
 }
 
@@ -77,8 +80,8 @@ impl Node for RxAggregate {
             let n = pkts.len() as u64;
             if n > 0 {
                 self.off_packets += n;
-                cx.count(0, n);
-                cx.count(1, n);
+                cx.count(AggrCounter::PacketsIn, n);
+                cx.count(AggrCounter::PacketsOut, n);
             }
             return Dispatch::All(0);
         };
@@ -87,7 +90,7 @@ impl Node for RxAggregate {
         }
         agg.process(pkts, cx.now_tsc);
         let now = fields(&agg.stats);
-        for (k, (&v, r)) in now.iter().zip(self.reported.iter_mut()).enumerate() {
+        for (&(k, v), r) in now.iter().zip(self.reported.iter_mut()) {
             if v != *r {
                 cx.count(k, v - *r);
                 *r = v;
@@ -96,27 +99,27 @@ impl Node for RxAggregate {
         // Gauges kept as counters: add the change.
         let avg = (agg.stats.merged * 100).checked_div(agg.stats.aggregates).unwrap_or(0);
         if avg != self.avg {
-            cx.count(5, avg.wrapping_sub(self.avg));
+            cx.count(AggrCounter::SegsPerAggregateX100, avg.wrapping_sub(self.avg));
             self.avg = avg;
         }
         let held = agg.flows() as u64;
         if held != self.flows_held {
-            cx.count(18, held.wrapping_sub(self.flows_held));
+            cx.count(AggrCounter::FlowsHeld, held.wrapping_sub(self.flows_held));
             self.flows_held = held;
         }
         if agg.stats.flush_held != self.flush_held {
-            cx.count(FLUSH_HELD, agg.stats.flush_held - self.flush_held);
+            cx.count(AggrCounter::FlushHeld, agg.stats.flush_held - self.flush_held);
             self.flush_held = agg.stats.flush_held;
         }
         if agg.stats.dropped != self.dropped {
-            cx.count(17, agg.stats.dropped - self.dropped);
+            cx.count(AggrCounter::Dropped, agg.stats.dropped - self.dropped);
             self.dropped = agg.stats.dropped;
         }
         Dispatch::All(0)
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &AGGR_COUNTERS
+        AggrCounter::SPECS
     }
 
     fn stop(&mut self) {
@@ -126,12 +129,15 @@ impl Node for RxAggregate {
     }
 }
 
-static GSO_COUNTERS: [CounterSpec; 4] = [
-    CounterSpec { name: "split", unit: "aggregates split" },
-    CounterSpec { name: "segments_out", unit: "segments made" },
-    CounterSpec { name: "passed", unit: "packets not split (not aggregates, or small)" },
-    CounterSpec { name: "no_mbuf", unit: "aggregates sent whole (mempool empty)" },
-];
+ironpath_graph::counters! {
+    /// What `gso` counts.
+    pub enum GsoCounter {
+        Split("split", "aggregates split"),
+        SegmentsOut("segments_out", "segments made"),
+        Passed("passed", "packets not split (not aggregates, or small)"),
+        NoMbuf("no_mbuf", "aggregates sent whole (mempool empty)"),
+    }
+}
 
 /// `gso`: split aggregates back into MSS-sized segments.
 pub struct Gso {
@@ -166,11 +172,11 @@ impl Node for Gso {
         for m in pkts.drain() {
             match segment(m, &self.pool, self.mss, &mut emit) {
                 Ok(n) => {
-                    cx.count(0, 1);
-                    cx.count(1, n as u64);
+                    cx.count(GsoCounter::Split, 1);
+                    cx.count(GsoCounter::SegmentsOut, n as u64);
                 }
                 Err((m, why)) => {
-                    cx.count(if why == GsoSkip::NoMbuf { 3 } else { 2 }, 1);
+                    cx.count(if why == GsoSkip::NoMbuf { GsoCounter::NoMbuf } else { GsoCounter::Passed }, 1);
                     emit(m);
                 }
             }
@@ -180,6 +186,127 @@ impl Node for Gso {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &GSO_COUNTERS
+        GsoCounter::SPECS
     }
 }
+
+ironpath_config::choice! {
+    /// `rx_aggregate`'s `mode`.
+    pub enum AggrMode {
+        /// Chain the segments.
+        Gro = "gro",
+        /// Copy payloads into one large buffer.
+        Lro = "lro",
+        /// Pass everything on, counted.
+        Off = "off",
+    }
+}
+
+ironpath_config::choice! {
+    /// `rx_aggregate`'s `bad`: what happens to malformed or bad-checksum packets.
+    pub enum BadPackets {
+        /// Passed on, unmerged.
+        Pass = "pass",
+        /// Dropped.
+        Drop = "drop",
+    }
+}
+
+/// `rx_aggregate`: GRO/LRO.
+pub const RX_AGGREGATE: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "rx_aggregate",
+        doc: "merge TCP segments (IPv4/IPv6) into large packets: gro keeps them as an mbuf chain, lro copies payloads into one buffer; only what can be split back exactly",
+        params: &[
+            param("mode", ParamKind::Enum(AggrMode::NAMES), false, Some("gro"), "how to merge (`off`: pass everything on, counted)"),
+            param("max_bytes", ParamKind::Uint { min: 1024, max: 65535 }, false, Some("65535"), "most bytes of IP payload in an aggregate"),
+            param("max_segments", ParamKind::Uint { min: 2, max: 1024 }, false, Some("64"), "most segments in an aggregate"),
+            param("max_flows", ParamKind::Uint { min: 1, max: 65536 }, false, Some("64"), "flows held at once (the oldest is flushed for a new one)"),
+            param("max_held", ParamKind::Uint { min: 64, max: 1 << 20 }, false, Some("4096"), "packets the flows may hold between bursts (flush: timeout); beyond it the oldest flows leave early (counted: flush_held), so a peer's out-of-order segments cannot pin more of the pool"),
+            param("flush", ParamKind::Enum(Flush::NAMES), false, Some("burst"), "flush at the end of every burst, or after `flush_us`"),
+            param("flush_us", ParamKind::Duration, false, Some("100us"), "how long a flow may be held (flush: timeout)"),
+            param("bad", ParamKind::Enum(BadPackets::NAMES), false, Some("pass"), "what to do with malformed or bad-checksum packets (never merged, always counted)"),
+            param("lro_mempool", ParamKind::Mempool, false, None, "large buffers for lro (data_room >= the largest aggregate + headers, e.g. 65535)"),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let (mode, ac) = config(p, env.tsc_hz())?;
+        if mode == AggrMode::Off {
+            return Ok(Box::new(RxAggregate::new(None)));
+        }
+        let lro_pool = match (ac.mode, p.raw().mempool("lro_mempool")) {
+            (Mode::Lro, None) => {
+                return Err(NodeError::Param {
+                    param: "lro_mempool",
+                    reason: "mode lro needs it (a mempool of large buffers)".into(),
+                })
+            }
+            (_, Some(name)) => Some(env.mempool(Some(name), None)?),
+            _ => None,
+        };
+        Ok(Box::new(RxAggregate::new(Some(Aggregator::new(ac, lro_pool)))))
+    },
+};
+
+/// The aggregator's settings from `rx_aggregate`'s parameters (`mode: off` comes
+/// with the settings of `gro`).
+fn config(p: Values<'_>, hz: u64) -> Result<(AggrMode, AggrConfig), NodeError> {
+    let mode = p.choice::<AggrMode>("mode")?;
+    let cfg = AggrConfig {
+        mode: if mode == AggrMode::Lro { Mode::Lro } else { Mode::Gro },
+        max_bytes: p.int("max_bytes")?,
+        max_segments: p.int("max_segments")?,
+        max_flows: p.int("max_flows")?,
+        max_held: p.int("max_held")?,
+        flush: p.choice("flush")?,
+        flush_tsc: p.tsc("flush_us", hz)?,
+        drop_bad: p.choice::<BadPackets>("bad")? == BadPackets::Drop,
+    };
+    Ok((mode, cfg))
+}
+
+/// The catalog's defaults of `rx_aggregate` (read from [`RX_AGGREGATE`]'s specs
+/// through the pipeline validation), with `flush_tsc` 0 (no TSC rate here: set it
+/// for `Flush::Timeout`).
+impl Default for AggrConfig {
+    fn default() -> Self {
+        let yaml = "lcores: [{id: 0}]\nnodes: [{name: a, type: rx_aggregate, lcore: 0}]\n";
+        let catalog = ironpath_config::Catalog { nodes: &[RX_AGGREGATE.spec], drivers: None };
+        let p = ironpath_config::parse_str(yaml, std::path::Path::new("a.yaml"), &catalog).expect("valid");
+        config(Values(&p.nodes[0].params), 0).expect("defaults").1
+    }
+}
+
+/// `gso`: split aggregates back into segments.
+pub const GSO: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "gso",
+        doc:
+            "split aggregated TCP packets back into segments of their MSS (headers copied, payload shared by reference)",
+        params: &[
+            MEMPOOL,
+            param(
+                "mss",
+                ParamKind::Uint { min: 0, max: 65535 },
+                false,
+                Some("0"),
+                "segment payload size (0: each aggregate's own, tso_segsz)",
+            ),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        Ok(Box::new(Gso::new(env.mempool(p.raw().mempool("mempool"), None)?, p.int("mss")?)))
+    },
+};

@@ -227,9 +227,9 @@ pub enum App {
 impl App {
     /// The server application `name` of a listener (`site`: its index in
     /// [`AppEnv::sites`] for `http`).
-    pub fn server(name: &str, bytes: u64, site: usize) -> App {
+    pub fn server(name: super::ServerApp, bytes: u64, site: usize) -> App {
         match name {
-            "http" => App::Http(Box::new(HttpConn {
+            super::ServerApp::Http => App::Http(Box::new(HttpConn {
                 site,
                 head: Vec::new(),
                 skip: 0,
@@ -241,9 +241,9 @@ impl App {
                 body_since: None,
                 deadline: None,
             })),
-            "echo" => App::Echo(Sender::default()),
-            "source" => App::Source { left: (bytes != 0).then_some(bytes), sent: 0 },
-            _ => App::Discard,
+            super::ServerApp::Echo => App::Echo(Sender::default()),
+            super::ServerApp::Source => App::Source { left: (bytes != 0).then_some(bytes), sent: 0 },
+            super::ServerApp::Discard => App::Discard,
         }
     }
 

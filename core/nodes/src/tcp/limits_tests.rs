@@ -28,7 +28,7 @@ fn server_cfg(root: Option<std::path::PathBuf>, limits: TcpLimits) -> TcpConfig 
         tcp: Config { send_timeout: Some(Duration::from_secs(4)), ..Config::default() },
         listen: vec![ListenCfg {
             port: 80,
-            app: "http".into(),
+            app: ServerApp::Http,
             backlog: 1024,
             bytes: 0,
             root,

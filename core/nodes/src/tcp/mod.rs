@@ -24,11 +24,22 @@
 //! it; ends are queued in order, no heap).
 
 mod apps;
+mod config;
+mod counters;
+mod frame;
 mod hash;
+mod kind;
 pub mod payload;
+pub mod trace;
+mod wire;
 
 pub use apps::Site;
 use apps::{App, AppEnv, HttpGet};
+pub use config::{ConnectCfg, ListenCfg, TcpConfig, TcpLimits};
+use counters::*;
+pub use counters::{TcpCounter, TcpGauge};
+pub use frame::build_frame;
+use frame::*;
 use hash::KeyedState;
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
@@ -43,229 +54,12 @@ use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use ironpath_wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use ironpath_wire::tcp::{TcpControl, TcpPacket, TcpRepr};
 use ironpath_wire::{IpAddress, IpProtocol};
+pub use kind::{config, defaults, ClientApp, CongestionChoice, ServerApp, KIND};
 pub use payload::Chunk;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::PathBuf;
-
-static COUNTERS: [CounterSpec; 40] = [
-    CounterSpec { name: "segs_in", unit: "TCP segments received (an aggregate counts once)" },
-    CounterSpec { name: "segs_out", unit: "TCP segments sent" },
-    CounterSpec { name: "malformed", unit: "packets dropped (bad or truncated headers, fragments, VLAN)" },
-    CounterSpec { name: "bad_checksum", unit: "packets dropped (IPv4 header or TCP checksum)" },
-    CounterSpec { name: "not_ours", unit: "packets dropped (not TCP to one of our addresses)" },
-    CounterSpec { name: "rst_sent", unit: "RSTs for segments no connection or listener wants" },
-    CounterSpec { name: "conns_opened", unit: "connections accepted or opened" },
-    CounterSpec { name: "conns_closed", unit: "connections removed (closed, aborted, timed out)" },
-    CounterSpec { name: "conns_failed", unit: "connections closed by a RST, a timeout or a refusal" },
-    CounterSpec { name: "retransmits", unit: "segments sent again" },
-    CounterSpec { name: "rto_timeouts", unit: "retransmission timer expiries" },
-    CounterSpec { name: "alloc_failed", unit: "frames not built (mempool empty; sent later)" },
-    CounterSpec { name: "tx_full", unit: "immediate replies dropped (output burst full)" },
-    CounterSpec { name: "syn_dropped", unit: "SYNs refused (backlog or connection table full)" },
-    CounterSpec { name: "app_bytes_in", unit: "payload bytes the applications read" },
-    CounterSpec { name: "app_bytes_out", unit: "payload bytes the applications queued" },
-    CounterSpec { name: "http_requests", unit: "HTTP requests answered or completed" },
-    CounterSpec { name: "http_errors", unit: "HTTP answers >= 400, or failed client requests" },
-    CounterSpec { name: "clients_done", unit: "client connections that finished" },
-    CounterSpec { name: "time_wait_reused", unit: "TIME-WAIT connections replaced by a new SYN" },
-    CounterSpec { name: "tsq_throttled", unit: "times a connection waited for TX completions (tx_inflight_limit)" },
-    CounterSpec { name: "syn_cookies_sent", unit: "SYN-ACKs with a SYN cookie (backlog full, no state kept)" },
-    CounterSpec { name: "syn_cookies_valid", unit: "connections made from a valid SYN cookie" },
-    CounterSpec { name: "keepalive_probes", unit: "keep-alive probes sent" },
-    CounterSpec { name: "idle_resets", unit: "connections reset by idle_timeout or fin_wait2_timeout" },
-    CounterSpec { name: "keepalive_resets", unit: "connections reset after unanswered keep-alive probes" },
-    CounterSpec {
-        name: "challenge_acks",
-        unit: "RFC 5961 challenge ACKs sent (RST or SYN in window, unacceptable ACK)",
-    },
-    CounterSpec {
-        name: "mem_dropped",
-        unit: "data segments dropped: memory held by all connections' received data over the node's limit (memory_limit, pool_share; out-of-order first)",
-    },
-    CounterSpec { name: "mem_refused", unit: "SYNs refused: received data's memory over the node's limit" },
-    CounterSpec { name: "tso_sent", unit: "TSO packets sent (up to 64 KiB, cut into MSS-sized segments by the port)" },
-    CounterSpec {
-        name: "time_wait_overflow",
-        unit: "connections closed without TIME-WAIT (max_time_wait connections already in it)",
-    },
-    CounterSpec {
-        name: "rcv_collapsed",
-        unit: "received pieces copied into compact buffers (each pinned a packet buffer for a few bytes)",
-    },
-    CounterSpec { name: "ooo_pruned", unit: "out-of-order bytes dropped to make room, highest first (resent by the peer)" },
-    CounterSpec {
-        name: "rcv_mem_drops",
-        unit: "data segments dropped: the connection's recv_buffer still full after collapsing and pruning",
-    },
-    CounterSpec { name: "send_timeouts", unit: "connections reset: the peer accepted nothing for send_timeout" },
-    CounterSpec {
-        name: "header_timeouts",
-        unit: "HTTP connections closed: no complete request head within header_timeout (408 if one had begun)",
-    },
-    CounterSpec {
-        name: "keepalive_timeouts",
-        unit: "HTTP connections closed: no new request within keepalive_timeout",
-    },
-    CounterSpec { name: "peer_capped", unit: "connections refused: the peer address held max_per_peer already" },
-    CounterSpec {
-        name: "neigh_evicted",
-        unit: "neighbour entries dropped to stay within max_neighbours (none had a connection)",
-    },
-    CounterSpec {
-        name: "neigh_refused",
-        unit: "MAC changes refused: from a segment no connection or handshake accepted, for an address with connections",
-    },
-];
-const SEGS_IN: usize = 0;
-const SEGS_OUT: usize = 1;
-const MALFORMED: usize = 2;
-const BAD_CKSUM: usize = 3;
-const NOT_OURS: usize = 4;
-const RST_SENT: usize = 5;
-const OPENED: usize = 6;
-const CLOSED: usize = 7;
-const FAILED: usize = 8;
-const RETRANSMITS: usize = 9;
-const RTO_TIMEOUTS: usize = 10;
-const ALLOC_FAILED: usize = 11;
-const TX_FULL: usize = 12;
-const SYN_DROPPED: usize = 13;
-const APP_IN: usize = 14;
-const APP_OUT: usize = 15;
-const HTTP_REQ: usize = 16;
-const HTTP_ERR: usize = 17;
-const CLIENTS_DONE: usize = 18;
-const TW_REUSED: usize = 19;
-const TSQ_THROTTLED: usize = 20;
-const COOKIES_SENT: usize = 21;
-const COOKIES_VALID: usize = 22;
-const KEEPALIVE_PROBES: usize = 23;
-const IDLE_RESETS: usize = 24;
-const KEEPALIVE_RESETS: usize = 25;
-const CHALLENGE_ACKS: usize = 26;
-const MEM_DROPPED: usize = 27;
-const MEM_REFUSED: usize = 28;
-const TSO_SENT: usize = 29;
-const TW_OVERFLOW: usize = 30;
-const RCV_COLLAPSED: usize = 31;
-const OOO_PRUNED: usize = 32;
-const RCV_MEM_DROPS: usize = 33;
-const SEND_TIMEOUTS: usize = 34;
-const HEADER_TIMEOUTS: usize = 35;
-const KEEPALIVE_TIMEOUTS: usize = 36;
-const PEER_CAPPED: usize = 37;
-const NEIGH_EVICTED: usize = 38;
-const NEIGH_REFUSED: usize = 39;
-
-/// A listening port.
-#[derive(Clone, Debug)]
-pub struct ListenCfg {
-    /// The port.
-    pub port: u16,
-    /// The application: `http`, `echo`, `discard` or `source`.
-    pub app: String,
-    /// Connections in the handshake or not yet accepted, at most.
-    pub backlog: usize,
-    /// `source`: bytes per connection (0: until the peer closes).
-    pub bytes: u64,
-    /// `http`: the directory served.
-    pub root: Option<PathBuf>,
-    /// `http`: in-memory objects, `/path=size,...`.
-    pub objects: String,
-    /// Congestion control of accepted connections (`None`: the node's).
-    pub congestion: Option<ironpath_tcp::Congestion>,
-    /// `http`: serve files and directories whose names start with `.` (off: 404).
-    pub dotfiles: bool,
-}
-
-/// Connections the node opens when it starts.
-#[derive(Clone, Debug)]
-pub struct ConnectCfg {
-    /// The peer.
-    pub to: IpAddress,
-    /// The peer's port.
-    pub port: u16,
-    /// `source`, `discard` or `http_get`.
-    pub app: String,
-    /// `source`: bytes to send (0: until the peer closes).
-    pub bytes: u64,
-    /// `http_get`: the path.
-    pub path: String,
-    /// `http_get`: where to write the body (a connection's index is appended when `count` > 1).
-    pub save: Option<PathBuf>,
-    /// Connections to open.
-    pub count: u32,
-    /// `http_get`: requests per connection (keep-alive).
-    pub requests: u64,
-    /// Congestion control of these connections (`None`: the node's).
-    pub congestion: Option<ironpath_tcp::Congestion>,
-}
-
-/// Settings of a `tcp` node.
-#[derive(Clone, Debug)]
-pub struct TcpConfig {
-    /// Our MAC (the port's).
-    pub mac: [u8; 6],
-    /// Our addresses (the first of each family is the source of our connections).
-    pub addresses: Vec<IpAddress>,
-    /// Per-connection engine settings.
-    pub tcp: Config,
-    /// Listening ports.
-    pub listen: Vec<ListenCfg>,
-    /// Connections to open.
-    pub connect: Vec<ConnectCfg>,
-    /// Connections held at most (established and closing; listeners' backlogs apart).
-    pub max_connections: usize,
-    /// TSC ticks per second.
-    pub tsc_hz: u64,
-    /// Key of the initial sequence numbers (RFC 6528).
-    pub isn_secret: [u8; 16],
-    /// Bytes per connection handed to TX and not yet completed, at most (0: no limit).
-    pub tx_inflight_limit: u64,
-    /// Received payload bytes all connections may hold (unread and out of order)
-    /// before the node drops out-of-order data and refuses SYNs; 1/8 above it, all
-    /// data (0: no limit; each connection is bounded by its `recv_buffer` anyway).
-    pub memory_limit: u64,
-    /// Connections held in TIME-WAIT at most (in a compact form, outside the
-    /// connection table); beyond it a connection closes without TIME-WAIT, counted.
-    pub max_time_wait: usize,
-    /// What a peer may make the node hold, beyond the per-connection buffers.
-    pub limits: TcpLimits,
-}
-
-/// Bounds on what peers may make a `tcp` node hold, and for how long.
-#[derive(Clone, Debug)]
-pub struct TcpLimits {
-    /// Percent of the node's mempool the received data of all connections may pin
-    /// at most (the rest stays for RX, ARP, ICMP and new connections).
-    pub pool_share: u32,
-    /// Connections (established or closing, not TIME-WAIT) one peer address may
-    /// hold; 0: no cap.
-    pub max_per_peer: u32,
-    /// Neighbour (IP to MAC) entries held at most; entries of addresses without a
-    /// connection are evicted to make room.
-    pub max_neighbours: usize,
-    /// `http`: a request head must be complete this long after it began (after the
-    /// connection opened, for the first); `None`: no limit.
-    pub header_timeout: Option<std::time::Duration>,
-    /// `http`: an idle keep-alive connection is closed after this long; `None`: never.
-    pub keepalive_timeout: Option<std::time::Duration>,
-}
-
-/// The catalog's defaults (`pool_share`, `max_per_peer`, `max_neighbours`,
-/// `header_timeout`, `keepalive_timeout`).
-impl Default for TcpLimits {
-    fn default() -> Self {
-        TcpLimits {
-            pool_share: 50,
-            max_per_peer: 16384,
-            max_neighbours: 65536,
-            header_timeout: Some(std::time::Duration::from_secs(60)),
-            keepalive_timeout: Some(std::time::Duration::from_secs(75)),
-        }
-    }
-}
+use wire::*;
 
 /// One connection and its application.
 struct Entry {
@@ -290,95 +84,6 @@ struct Entry {
     tsq_blocked: bool,
     /// The state the connection is counted in ([`TcpNode::states`]).
     counted: State,
-}
-
-/// The node's gauges: connections by state (RFC 9293 names), as `ss -s` counts.
-static GAUGES: [CounterSpec; 9] = [
-    CounterSpec { name: "syn_sent", unit: "connections in SYN-SENT" },
-    CounterSpec { name: "syn_received", unit: "connections in SYN-RECEIVED" },
-    CounterSpec { name: "established", unit: "connections in ESTABLISHED" },
-    CounterSpec { name: "fin_wait_1", unit: "connections in FIN-WAIT-1" },
-    CounterSpec { name: "fin_wait_2", unit: "connections in FIN-WAIT-2" },
-    CounterSpec { name: "close_wait", unit: "connections in CLOSE-WAIT" },
-    CounterSpec { name: "closing", unit: "connections in CLOSING" },
-    CounterSpec { name: "last_ack", unit: "connections in LAST-ACK" },
-    CounterSpec { name: "time_wait", unit: "connections in TIME-WAIT (the compact table)" },
-];
-
-/// The gauge of a state (`None`: CLOSED, about to leave the table).
-fn state_gauge(s: State) -> Option<usize> {
-    Some(match s {
-        State::Closed => return None,
-        State::SynSent => 0,
-        State::SynReceived => 1,
-        State::Established => 2,
-        State::FinWait1 => 3,
-        State::FinWait2 => 4,
-        State::CloseWait => 5,
-        State::Closing => 6,
-        State::LastAck => 7,
-        State::TimeWait => 8,
-    })
-}
-
-/// Moves `e` to the count of the state its connection is in now.
-fn count_state(states: &mut [u64; 9], e: &mut Entry) {
-    let now = e.conn.state();
-    if now != e.counted {
-        if let Some(k) = state_gauge(e.counted) {
-            states[k] -= 1;
-        }
-        if let Some(k) = state_gauge(now) {
-            states[k] += 1;
-        }
-        e.counted = now;
-    }
-}
-
-/// Takes `e` out of the state counts (it leaves the table).
-fn uncount_state(states: &mut [u64; 9], e: &Entry) {
-    if let Some(k) = state_gauge(e.counted) {
-        states[k] -= 1;
-    }
-}
-
-/// Brings `total` (memory all connections' received data holds) up to date with
-/// what `e`'s connection holds now.
-fn account_rx(total: &mut u64, e: &mut Entry) {
-    let held = e.conn.recv_mem() as u64;
-    *total = *total + held - e.rx_held;
-    e.rx_held = held;
-}
-
-/// The node's counters that add up a connection's own, in [`SYNCED`] order.
-fn synced(c: &ironpath_tcp::Counters) -> [u64; 7] {
-    [
-        c.retransmits,
-        c.rto_timeouts,
-        c.keepalive_probes,
-        c.challenge_acks,
-        c.rcv_collapsed,
-        c.ooo_pruned,
-        c.rcv_mem_drops,
-    ]
-}
-
-/// Where [`synced`]'s values go.
-const SYNCED: [usize; 7] =
-    [RETRANSMITS, RTO_TIMEOUTS, KEEPALIVE_PROBES, CHALLENGE_ACKS, RCV_COLLAPSED, OOO_PRUNED, RCV_MEM_DROPS];
-
-/// Adds what `e`'s connection counted since the last call to the node's counters.
-#[inline]
-fn sync_counters(cx: &NodeCx<'_>, e: &mut Entry) {
-    let now = synced(e.conn.counters());
-    if now != e.seen {
-        for ((k, v), before) in SYNCED.iter().zip(now).zip(e.seen) {
-            if v != before {
-                cx.count(*k, v - before);
-            }
-        }
-        e.seen = now;
-    }
 }
 
 /// A sent frame whose completion (its last other reference released) the node awaits.
@@ -427,142 +132,9 @@ pub struct TcpNode {
     /// What `rx_held` may reach: `memory_limit` and the pool share.
     mem_limit: u64,
     /// Connections in the table by state ([`GAUGES`]; TIME-WAIT from its own table).
-    states: [u64; 9],
+    states: [u64; TcpGauge::COUNT],
     /// The gauges as last published.
-    published: [u64; 9],
-}
-
-/// Frames built during one poll.
-struct Out<'a> {
-    pkts: &'a mut Burst,
-    sent: u64,
-    alloc_failed: u64,
-    tso: u64,
-}
-
-/// What building a frame needs: the pool, our MAC, the peers' MACs.
-struct Wire {
-    pool: Mempool,
-    mac: [u8; 6],
-    /// Neighbours: the MAC each peer address is reached at. Set by segments that a
-    /// connection or a handshake accepted; other segments may only fill in an address
-    /// that has no connection (see [`Wire::learn`]).
-    neigh: HashMap<IpAddress, [u8; 6], KeyedState>,
-    /// Connections (established or closing) per peer address: their neighbour entries
-    /// stay, and `max_per_peer` caps them.
-    peers: HashMap<IpAddress, u32, KeyedState>,
-    max_neigh: usize,
-}
-
-/// What [`Wire::learn`] did that the node counts.
-#[derive(Default)]
-struct Learned {
-    evicted: u64,
-    refused: bool,
-}
-
-impl Wire {
-    /// Builds and queues the frame of `seg`; `Err` when the burst is full or the pool
-    /// is empty (the engine keeps the segment for the next dispatch).
-    fn emit(&self, out: &mut Out<'_>, seg: Segment<Chunk>, ip_id: u16) -> Result<(), ()> {
-        self.emit_tracked(out, seg, ip_id, None)
-    }
-
-    /// As [`Wire::emit`] for a reply to a received frame from `src_mac`: to the
-    /// neighbour entry of the address if there is one (a forged source never
-    /// redirects a reply to a known peer), else back to where the frame came from.
-    fn reply(&self, out: &mut Out<'_>, seg: Segment<Chunk>, src_mac: [u8; 6]) -> Result<(), ()> {
-        let dst_mac = self.neigh.get(&seg.dst_addr).copied().unwrap_or(src_mac);
-        self.emit_frame(out, seg, 0, dst_mac, None)
-    }
-
-    /// As [`Wire::emit`]; a data frame to a known neighbour also leaves a reference in
-    /// `track` (with its length) so that its completion can be seen.
-    fn emit_tracked(
-        &self,
-        out: &mut Out<'_>,
-        seg: Segment<Chunk>,
-        ip_id: u16,
-        track: Option<&mut Option<(Mbuf, u64)>>,
-    ) -> Result<(), ()> {
-        let dst_mac = self.neigh.get(&seg.dst_addr).copied().unwrap_or([0; 6]);
-        self.emit_frame(out, seg, ip_id, dst_mac, track)
-    }
-
-    fn emit_frame(
-        &self,
-        out: &mut Out<'_>,
-        seg: Segment<Chunk>,
-        ip_id: u16,
-        dst_mac: [u8; 6],
-        track: Option<&mut Option<(Mbuf, u64)>>,
-    ) -> Result<(), ()> {
-        if out.pkts.room() == 0 {
-            return Err(());
-        }
-        let known = (dst_mac != [0; 6]).then_some(dst_mac);
-        let data = seg.payload.is_some();
-        let push = seg.repr.control != TcpControl::None;
-        match build_frame(&self.pool, self.mac, dst_mac, &seg, ip_id) {
-            Some(mut m) => {
-                out.sent += 1;
-                out.tso += u64::from(seg.tso_segsz > 0);
-                if push {
-                    m.header_mut().ol_flags |= ironpath_eal::TX_PUSH;
-                }
-                // A frame whose MAC the arp node fills must stay writable: not tracked.
-                if let (Some(t), true, Some(_)) = (track, data, known) {
-                    *t = Some((m.share(), m.pkt_len() as u64));
-                }
-                out.pkts.push(m).map_err(drop)
-            }
-            None => {
-                out.alloc_failed += 1;
-                Err(())
-            }
-        }
-    }
-
-    /// Records that `ip` sent from `mac`. A segment a connection or a handshake
-    /// `accepted` sets the entry; any other (a SYN, a segment no connection wants, a
-    /// forgery) only for an address without connections, so that a forged source
-    /// cannot redirect a connection's frames. Makes room by evicting every entry of an
-    /// address without connections when `max_neigh` is reached.
-    fn learn(&mut self, ip: IpAddress, mac: [u8; 6], accepted: bool) -> Learned {
-        let mut done = Learned::default();
-        match self.neigh.get_mut(&ip) {
-            Some(m) if *m == mac => {}
-            Some(m) => {
-                if accepted || !self.peers.contains_key(&ip) {
-                    *m = mac;
-                } else {
-                    done.refused = true;
-                }
-            }
-            None => {
-                if self.neigh.len() >= self.max_neigh {
-                    let before = self.neigh.len();
-                    let peers = &self.peers;
-                    self.neigh.retain(|a, _| peers.contains_key(a));
-                    done.evicted = (before - self.neigh.len()) as u64;
-                }
-                self.neigh.insert(ip, mac);
-            }
-        }
-        done
-    }
-
-    /// Counts a connection of peer `ip` (opened: `+1`, gone: `-1`).
-    fn peer_conns(&mut self, ip: IpAddress, opened: bool) {
-        if opened {
-            *self.peers.entry(ip).or_insert(0) += 1;
-        } else if let Some(n) = self.peers.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                self.peers.remove(&ip);
-            }
-        }
-    }
+    published: [u64; TcpGauge::COUNT],
 }
 
 /// A starting IPv4 identification for a connection (from its ports: not guessable
@@ -576,251 +148,6 @@ fn slot_hint(conn: &Connection<Chunk>) -> u32 {
 /// Linux does; RFC 9293 §3.10.7.4 allows it).
 fn syn_replaces(seg: &TcpRepr, rcv_nxt: ironpath_tcp::SeqNum) -> bool {
     seg.control == TcpControl::Syn && seg.ack_number.is_none() && ironpath_tcp::SeqNum(seg.seq_number) > rcv_nxt
-}
-
-fn is_v4(a: &IpAddress) -> bool {
-    matches!(a, IpAddress::V4(_))
-}
-
-/// Ethernet and IP headers for `seg` (whose TCP header and payload make `tcp_len`
-/// bytes) at the start of `d`; returns the offset of the TCP header.
-fn emit_l2_l3(
-    d: &mut [u8],
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    seg: &Segment<Chunk>,
-    ip_id: u16,
-    tcp_len: usize,
-) -> usize {
-    let (ethertype, ip_len) = match seg.dst_addr {
-        IpAddress::V4(_) => (EtherType::IPV4, 20),
-        IpAddress::V6(_) => (EtherType::IPV6, 40),
-    };
-    EthernetRepr { src_addr: EthernetAddress(src_mac), dst_addr: EthernetAddress(dst_mac), ethertype }
-        .emit(&mut EthernetFrame::new_unchecked(&mut d[..ETH_LEN]));
-    match (seg.src_addr, seg.dst_addr) {
-        (IpAddress::V4(s), IpAddress::V4(t)) => {
-            let mut ip = Ipv4Packet::new_unchecked(&mut d[ETH_LEN..ETH_LEN + 20]);
-            Ipv4Repr { src_addr: s, dst_addr: t, next_header: IpProtocol::TCP, payload_len: tcp_len, hop_limit: 64 }
-                .emit(&mut ip);
-            if ip_id != 0 {
-                ip.set_ident(ip_id);
-                ip.fill_checksum();
-            }
-        }
-        (s, t) => Ipv6Repr {
-            src_addr: s.to_ipv6(),
-            dst_addr: t.to_ipv6(),
-            next_header: IpProtocol::TCP,
-            payload_len: tcp_len,
-            hop_limit: 64,
-        }
-        .emit(&mut Ipv6Packet::new_unchecked(&mut d[ETH_LEN..ETH_LEN + 40])),
-    }
-    ETH_LEN + ip_len
-}
-
-/// The frame carrying `seg` (Ethernet, IPv4 or IPv6, TCP with its checksum); `None`
-/// if the pool is empty or the frame does not fit one buffer. `ip_id` is the IPv4
-/// identification: a connection's frames carry consecutive ones (as Linux sends
-/// them), which receive aggregation (GRO) expects. A TSO segment
-/// (`seg.tso_segsz > 0`) becomes a chained packet for the port to cut
-/// (`build_tso_frame`).
-pub fn build_frame(
-    pool: &Mempool,
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    seg: &Segment<Chunk>,
-    ip_id: u16,
-) -> Option<Mbuf> {
-    if seg.tso_segsz > 0 {
-        return build_tso_frame(pool, src_mac, dst_mac, seg, ip_id);
-    }
-    let hl = seg.repr.header_len();
-    let plen = seg.payload.as_ref().map_or(0, ironpath_tcp::Payload::len);
-    let tcp_len = hl + plen;
-    let ip_len = if is_v4(&seg.dst_addr) { 20 } else { 40 };
-    let mut m = Mbuf::alloc(pool).ok()?;
-    let d = m.append(ETH_LEN + ip_len + tcp_len).ok()?;
-    let l4 = emit_l2_l3(d, src_mac, dst_mac, seg, ip_id, tcp_len);
-    let psum = match &seg.payload {
-        Some(p) => p.copy_and_sum(&mut d[l4 + hl..]),
-        None => 0,
-    };
-    let mut tcp = TcpPacket::new_unchecked(&mut d[l4..l4 + hl]);
-    seg.repr.emit_header(&mut tcp);
-    tcp.set_checksum(0);
-    let hsum = checksum::sum(tcp.into_inner());
-    let pseudo = checksum::pseudo_header(&seg.src_addr, &seg.dst_addr, IpProtocol::TCP, tcp_len as u32);
-    let total = u64::from(pseudo) + u64::from(hsum) + u64::from(psum);
-    let folded = checksum::fold(((total & 0xffff_ffff) + (total >> 32)) as u32);
-    d[l4 + 16..l4 + 18].copy_from_slice(&(!folded).to_be_bytes());
-    Some(m)
-}
-
-/// A TSO segment as one packet for the port to cut into `seg.tso_segsz`-byte
-/// segments: headers in the first buffer, the payload in chained segments that point
-/// into the data's own buffers (external and indirect segments, no copy),
-/// `TX_TCP_SEG | TX_TCP_CKSUM` with the header lengths and `tso_segsz`, and in the
-/// checksum field the pseudo-header sum over the whole TCP length (what a NIC or the
-/// kernel's GSO completes per segment). `None` if the pool ran out or the IP length
-/// would not fit.
-fn build_tso_frame(
-    pool: &Mempool,
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    seg: &Segment<Chunk>,
-    ip_id: u16,
-) -> Option<Mbuf> {
-    let p = seg.payload.as_ref()?;
-    let hl = seg.repr.header_len();
-    let tcp_len = hl + ironpath_tcp::Payload::len(p);
-    let v4 = is_v4(&seg.dst_addr);
-    let ip_len = if v4 { 20 } else { 40 };
-    if tcp_len + if v4 { ip_len } else { 0 } > 65535 {
-        return None;
-    }
-    let mut m = Mbuf::alloc(pool).ok()?;
-    let d = m.append(ETH_LEN + ip_len + hl).ok()?;
-    let l4 = emit_l2_l3(d, src_mac, dst_mac, seg, ip_id, tcp_len);
-    let mut tcp = TcpPacket::new_unchecked(&mut d[l4..l4 + hl]);
-    seg.repr.emit_header(&mut tcp);
-    let pseudo = checksum::pseudo_header(&seg.src_addr, &seg.dst_addr, IpProtocol::TCP, tcp_len as u32);
-    tcp.set_checksum(checksum::fold(pseudo));
-    // The payload: segments pointing into the application's buffers (or the received
-    // packets it echoes), no copy; the port's driver copies once, into the kernel.
-    let mut tails: Vec<Mbuf> = Vec::with_capacity(4);
-    if p.to_segments(pool, &mut tails).is_err() || m.chain_many(&mut tails).is_err() {
-        return None;
-    }
-    let h = m.header_mut();
-    h.ol_flags |= abi::TX_TCP_SEG | abi::TX_TCP_CKSUM | if v4 { abi::TX_IPV4 } else { abi::TX_IPV6 };
-    h.l2_len = ETH_LEN as u8;
-    h.l3_len = ip_len as u16;
-    h.l4_len = hl as u8;
-    h.tso_segsz = seg.tso_segsz;
-    Some(m)
-}
-
-/// A received segment after the IP layer.
-struct Rx {
-    src: IpAddress,
-    dst: IpAddress,
-    repr: TcpRepr,
-    /// Offset of the payload in the packet.
-    off: usize,
-    segs: u16,
-    src_mac: [u8; 6],
-}
-
-/// Why a frame was refused.
-enum Refused {
-    Malformed,
-    Checksum,
-    NotOurs,
-}
-
-/// The Internet checksum sum of `len` bytes of `m` from `off`, across segments.
-fn sum_chain(m: &Mbuf, off: usize, len: usize) -> u32 {
-    let (mut skip, mut left, mut at) = (off, len, 0usize);
-    let mut acc: u64 = 0;
-    for s in m.segments() {
-        if left == 0 {
-            break;
-        }
-        if skip >= s.len() {
-            skip -= s.len();
-            continue;
-        }
-        let n = (s.len() - skip).min(left);
-        let sum = checksum::fold(checksum::sum(&s[skip..skip + n]));
-        acc += u64::from(if at % 2 == 1 { sum.swap_bytes() } else { sum });
-        at += n;
-        left -= n;
-        skip = 0;
-    }
-    ((acc & 0xffff_ffff) + (acc >> 32)) as u32
-}
-
-/// Parses the headers of a TCP frame addressed to one of `ours`.
-fn parse_frame(m: &Mbuf, ours: &[IpAddress]) -> Result<Rx, Refused> {
-    let d = m.data();
-    let pkt_len = m.pkt_len();
-    if d.len() < ETH_LEN {
-        return Err(Refused::Malformed);
-    }
-    let mut src_mac = [0; 6];
-    src_mac.copy_from_slice(&d[6..12]);
-    let h = m.header();
-    let (src, dst, l4, l4_len) = match EtherType(u16::from_be_bytes([d[12], d[13]])) {
-        EtherType::IPV4 => {
-            // Only the headers need to be in the first segment: an aggregate's payload
-            // continues in a chain, so lengths are checked against the whole packet.
-            if d.len() < ETH_LEN + 20 {
-                return Err(Refused::Malformed);
-            }
-            let ip = Ipv4Packet::new_unchecked(&d[ETH_LEN..]);
-            if usize::from(ip.header_len()) < 20 || d.len() < ETH_LEN + usize::from(ip.header_len()) {
-                return Err(Refused::Malformed);
-            }
-            let verify = h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0;
-            if h.ol_flags & abi::RX_IP_CKSUM_BAD != 0 {
-                return Err(Refused::Checksum);
-            }
-            let ihl = usize::from(ip.header_len());
-            let total = usize::from(ip.total_len());
-            if ip.version() != 4 || ip.is_fragment() || total < ihl || total > pkt_len - ETH_LEN {
-                return Err(Refused::Malformed);
-            }
-            if verify && !ip.verify_checksum() {
-                return Err(Refused::Checksum);
-            }
-            if ip.next_header() != IpProtocol::TCP {
-                return Err(Refused::NotOurs);
-            }
-            (IpAddress::V4(ip.src_addr()), IpAddress::V4(ip.dst_addr()), ETH_LEN + ihl, total - ihl)
-        }
-        EtherType::IPV6 => {
-            if d.len() < ETH_LEN + 40 {
-                return Err(Refused::Malformed);
-            }
-            let ip = Ipv6Packet::new_unchecked(&d[ETH_LEN..]);
-            let plen = usize::from(ip.payload_len());
-            if ip.version() != 6 || plen + 40 > pkt_len - ETH_LEN {
-                return Err(Refused::Malformed);
-            }
-            if ip.next_header() != IpProtocol::TCP {
-                return Err(Refused::NotOurs);
-            }
-            (IpAddress::V6(ip.src_addr()), IpAddress::V6(ip.dst_addr()), ETH_LEN + 40, plen)
-        }
-        _ => return Err(Refused::Malformed),
-    };
-    if !ours.contains(&dst) {
-        return Err(Refused::NotOurs);
-    }
-    if l4_len < 20 || d.len() < l4 + 20 {
-        return Err(Refused::Malformed);
-    }
-    let hl = usize::from(d[l4 + 12] >> 4) * 4;
-    if hl < 20 || hl > l4_len || d.len() < l4 + hl {
-        return Err(Refused::Malformed);
-    }
-    if h.ol_flags & abi::RX_L4_CKSUM_BAD != 0 {
-        return Err(Refused::Checksum);
-    }
-    if h.ol_flags & (abi::RX_L4_CKSUM_GOOD | abi::RX_L4_CKSUM_NONE) == 0 {
-        let pseudo = checksum::pseudo_header(&src, &dst, IpProtocol::TCP, l4_len as u32);
-        let total = u64::from(pseudo) + u64::from(sum_chain(m, l4, l4_len));
-        if checksum::fold(((total & 0xffff_ffff) + (total >> 32)) as u32) != 0xffff {
-            return Err(Refused::Checksum);
-        }
-    }
-    let mut repr = TcpRepr::parse(&TcpPacket::new_unchecked(&d[l4..l4 + hl]), &src, &dst, false)
-        .map_err(|_| Refused::Malformed)?;
-    repr.payload_len = l4_len - hl;
-    let segs = if h.ol_flags & abi::RX_AGGREGATED != 0 { h.aggr_segs.max(1) } else { 1 };
-    Ok(Rx { src, dst, repr, off: l4 + hl, segs, src_mac })
 }
 
 impl TcpNode {
@@ -846,7 +173,7 @@ impl TcpNode {
                 return Err(format!("port {} is listed twice in `listen`", l.port));
             }
             let site = sites.len();
-            if l.app == "http" {
+            if l.app == ServerApp::Http {
                 sites.push(Site::new(l.root.clone(), &l.objects, l.dotfiles)?);
             }
             let mut lcfg = cfg.tcp.clone();
@@ -905,8 +232,8 @@ impl TcpNode {
             pending: std::collections::VecDeque::new(),
             next_id: 1,
             rx_held: 0,
-            states: [0; 9],
-            published: [0; 9],
+            states: [0; TcpGauge::COUNT],
+            published: [0; TcpGauge::COUNT],
             cfg,
         })
     }
@@ -990,11 +317,11 @@ impl TcpNode {
             for i in 0..c.count {
                 let remote = Endpoint::new(c.to, c.port);
                 let Some(local) = self.ephemeral(local_addr, remote) else {
-                    cx.count(FAILED, 1);
+                    cx.count(TcpCounter::ConnsFailed, 1);
                     continue;
                 };
-                let app = match c.app.as_str() {
-                    "http_get" => {
+                let app = match c.app {
+                    ClientApp::HttpGet => {
                         let save = c.save.as_ref().map(|p| {
                             if c.count > 1 {
                                 PathBuf::from(format!("{}.{i}", p.display()))
@@ -1006,22 +333,22 @@ impl TcpNode {
                             Ok(g) => App::HttpGet(Box::new(g)),
                             Err(e) => {
                                 log::error!("tcp: {e}");
-                                cx.count(FAILED, 1);
+                                cx.count(TcpCounter::ConnsFailed, 1);
                                 continue;
                             }
                         }
                     }
-                    "source" => App::Source { left: (c.bytes != 0).then_some(c.bytes), sent: 0 },
-                    _ => App::Discard,
+                    ClientApp::Source => App::Source { left: (c.bytes != 0).then_some(c.bytes), sent: 0 },
+                    ClientApp::Discard => App::Discard,
                 };
                 let mut ccfg = self.cfg.tcp.clone();
                 ccfg.congestion = c.congestion.unwrap_or(ccfg.congestion);
                 match Connection::connect(now, local, remote, &ccfg, &self.isn) {
                     Ok(conn) => {
-                        cx.count(OPENED, 1);
+                        cx.count(TcpCounter::ConnsOpened, 1);
                         self.insert(conn, app);
                     }
-                    Err(_) => cx.count(FAILED, 1),
+                    Err(_) => cx.count(TcpCounter::ConnsFailed, 1),
                 }
             }
         }
@@ -1045,11 +372,11 @@ impl TcpNode {
     fn input(&mut self, cx: &NodeCx<'_>, now: Time, m: Mbuf, out: &mut Out<'_>) {
         let rx = match parse_frame(&m, &self.cfg.addresses) {
             Ok(rx) => rx,
-            Err(Refused::Malformed) => return cx.count(MALFORMED, 1),
-            Err(Refused::Checksum) => return cx.count(BAD_CKSUM, 1),
-            Err(Refused::NotOurs) => return cx.count(NOT_OURS, 1),
+            Err(Refused::Malformed) => return cx.count(TcpCounter::Malformed, 1),
+            Err(Refused::Checksum) => return cx.count(TcpCounter::BadChecksum, 1),
+            Err(Refused::NotOurs) => return cx.count(TcpCounter::NotOurs, 1),
         };
-        cx.count(SEGS_IN, 1);
+        cx.count(TcpCounter::SegsIn, 1);
         let plen = rx.repr.payload_len;
         let payload = (plen > 0).then(|| Chunk::from_mbuf(m, rx.off, plen));
         let key = (Endpoint::new(rx.dst, rx.repr.dst_port), Endpoint::new(rx.src, rx.repr.src_port));
@@ -1075,7 +402,7 @@ impl TcpNode {
                         _ => fills_hole && self.rx_held < limit + limit / 4,
                     };
                     if !room {
-                        cx.count(MEM_DROPPED, 1);
+                        cx.count(TcpCounter::MemDropped, 1);
                         self.touch(slot);
                         return;
                     }
@@ -1086,13 +413,13 @@ impl TcpNode {
                 self.learn(cx, rx.src, rx.src_mac, accepted);
                 if let Some(r) = reply {
                     if self.wire.reply(out, r, rx.src_mac).is_err() {
-                        cx.count(TX_FULL, 1);
+                        cx.count(TcpCounter::TxFull, 1);
                     }
                 }
                 self.touch(slot);
                 return;
             }
-            cx.count(TW_REUSED, 1);
+            cx.count(TcpCounter::TimeWaitReused, 1);
             self.remove(cx, slot);
         } else if let Some(tw) = self.time_wait.get_mut(&key) {
             let reuse = syn_replaces(&rx.repr, tw.rcv_nxt());
@@ -1100,17 +427,17 @@ impl TcpNode {
             if !reuse && !over {
                 let challenges = tw.challenge_acks();
                 let reply = tw.process::<Chunk>(now, &rx.repr, plen);
-                cx.count(CHALLENGE_ACKS, u64::from(tw.challenge_acks() - challenges));
+                cx.count(TcpCounter::ChallengeAcks, u64::from(tw.challenge_acks() - challenges));
                 match reply {
                     TimeWaitReply::None => {}
                     TimeWaitReply::Ack(r) => {
                         if self.wire.reply(out, r, rx.src_mac).is_err() {
-                            cx.count(TX_FULL, 1);
+                            cx.count(TcpCounter::TxFull, 1);
                         }
                     }
                     TimeWaitReply::Closed => {
                         self.time_wait.remove(&key);
-                        cx.count(CLOSED, 1);
+                        cx.count(TcpCounter::ConnsClosed, 1);
                     }
                 }
                 return;
@@ -1118,31 +445,31 @@ impl TcpNode {
             // Its 2 MSL are over (the expiry queue gets to it later) or a new SYN
             // replaces it: the segment goes on as if it were gone.
             if !over {
-                cx.count(TW_REUSED, 1);
+                cx.count(TcpCounter::TimeWaitReused, 1);
             }
-            cx.count(CLOSED, 1);
+            cx.count(TcpCounter::ConnsClosed, 1);
             self.time_wait.remove(&key);
         }
         let Some(&li) = self.by_port.get(&rx.repr.dst_port) else {
             if let Some(r) = rst_reply::<Chunk>(rx.src, rx.dst, &rx.repr, plen) {
-                cx.count(RST_SENT, 1);
+                cx.count(TcpCounter::RstSent, 1);
                 if self.wire.reply(out, r, rx.src_mac).is_err() {
-                    cx.count(TX_FULL, 1);
+                    cx.count(TcpCounter::TxFull, 1);
                 }
             }
             return;
         };
         if rx.repr.control == TcpControl::Syn {
             if self.flows.len() >= self.cfg.max_connections {
-                cx.count(SYN_DROPPED, 1);
+                cx.count(TcpCounter::SynDropped, 1);
                 return;
             }
             if self.rx_held >= self.mem_limit {
-                cx.count(MEM_REFUSED, 1);
+                cx.count(TcpCounter::MemRefused, 1);
                 return;
             }
             if self.peer_full(rx.src) {
-                cx.count(PEER_CAPPED, 1);
+                cx.count(TcpCounter::PeerCapped, 1);
                 return;
             }
             // A SYN may name the MAC of an address without connections (the SYN-ACK
@@ -1154,20 +481,20 @@ impl TcpNode {
         let reply = lis.process(now, rx.src, rx.dst, &rx.repr, payload, rx.segs);
         let after = *lis.counters();
         if after.backlog_drops != before.backlog_drops {
-            cx.count(SYN_DROPPED, 1);
+            cx.count(TcpCounter::SynDropped, 1);
         }
         if after.cookies_sent != before.cookies_sent {
-            cx.count(COOKIES_SENT, 1);
+            cx.count(TcpCounter::SynCookiesSent, 1);
         }
         if after.cookies_valid != before.cookies_valid {
-            cx.count(COOKIES_VALID, 1);
+            cx.count(TcpCounter::SynCookiesValid, 1);
         }
         if let Some(r) = reply {
             if r.repr.control == TcpControl::Rst {
-                cx.count(RST_SENT, 1);
+                cx.count(TcpCounter::RstSent, 1);
             }
             if self.wire.reply(out, r, rx.src_mac).is_err() {
-                cx.count(TX_FULL, 1);
+                cx.count(TcpCounter::TxFull, 1);
             }
         }
         self.listeners_due = true;
@@ -1187,10 +514,10 @@ impl TcpNode {
     fn learn(&mut self, cx: &NodeCx<'_>, ip: IpAddress, mac: [u8; 6], accepted: bool) {
         let done = self.wire.learn(ip, mac, accepted);
         if done.evicted > 0 {
-            cx.count(NEIGH_EVICTED, done.evicted);
+            cx.count(TcpCounter::NeighEvicted, done.evicted);
         }
         if done.refused {
-            cx.count(NEIGH_REFUSED, 1);
+            cx.count(TcpCounter::NeighRefused, 1);
         }
     }
 
@@ -1199,12 +526,12 @@ impl TcpNode {
             if self.peer_full(conn.remote().addr) {
                 // A handshake (a SYN cookie's, say) completed for a peer at its cap:
                 // no state is kept; the peer's data finds no connection.
-                cx.count(PEER_CAPPED, 1);
+                cx.count(TcpCounter::PeerCapped, 1);
                 continue;
             }
             let (_, l, site) = &self.listeners[li];
-            let app = App::server(&l.app, l.bytes, *site);
-            cx.count(OPENED, 1);
+            let app = App::server(l.app, l.bytes, *site);
+            cx.count(TcpCounter::ConnsOpened, 1);
             self.insert(conn, app);
         }
     }
@@ -1221,8 +548,8 @@ impl TcpNode {
             self.wire.peer_conns(key.1.addr, false);
             self.free.push(slot);
             if self.time_wait.len() >= self.cfg.max_time_wait {
-                cx.count(TW_OVERFLOW, 1);
-                cx.count(CLOSED, 1);
+                cx.count(TcpCounter::TimeWaitOverflow, 1);
+                cx.count(TcpCounter::ConnsClosed, 1);
                 return;
             }
             self.tw_ends.push_back((tw.expires(), key));
@@ -1242,7 +569,7 @@ impl TcpNode {
                 None => {}
                 Some(end) if end <= now => {
                     self.time_wait.remove(&key);
-                    cx.count(CLOSED, 1);
+                    cx.count(TcpCounter::ConnsClosed, 1);
                 }
                 // A retransmitted FIN restarted its wait: it ends after everything
                 // queued (the same 2 MSL from a later time).
@@ -1259,15 +586,15 @@ impl TcpNode {
             self.flows.remove(&(e.conn.local(), e.conn.remote()));
             self.wire.peer_conns(e.conn.remote().addr, false);
             self.free.push(slot);
-            cx.count(CLOSED, 1);
+            cx.count(TcpCounter::ConnsClosed, 1);
             match e.conn.error() {
-                Some(ConnError::IdleTimeout) => cx.count(IDLE_RESETS, 1),
-                Some(ConnError::KeepaliveTimeout) => cx.count(KEEPALIVE_RESETS, 1),
-                Some(ConnError::SendTimeout) => cx.count(SEND_TIMEOUTS, 1),
+                Some(ConnError::IdleTimeout) => cx.count(TcpCounter::IdleResets, 1),
+                Some(ConnError::KeepaliveTimeout) => cx.count(TcpCounter::KeepaliveResets, 1),
+                Some(ConnError::SendTimeout) => cx.count(TcpCounter::SendTimeouts, 1),
                 _ => {}
             }
             if e.conn.error().is_some() {
-                cx.count(FAILED, 1);
+                cx.count(TcpCounter::ConnsFailed, 1);
             }
         }
     }
@@ -1313,7 +640,7 @@ impl TcpNode {
         }
         if e.tsq_blocked {
             // Not a full burst: completions, not the next poll, bring it back.
-            cx.count(TSQ_THROTTLED, 1);
+            cx.count(TcpCounter::TsqThrottled, 1);
             complete = true;
         }
         if sent_data && complete && !out.pkts.is_empty() {
@@ -1415,7 +742,7 @@ impl TcpNode {
     /// Publishes the state gauges that changed (TIME-WAIT: the compact table).
     fn publish_states(&mut self, cx: &NodeCx<'_>) {
         let mut now = self.states;
-        now[8] += self.time_wait.len() as u64;
+        now[usize::from(TcpGauge::TimeWait)] += self.time_wait.len() as u64;
         for (k, (v, p)) in now.iter().zip(self.published.iter_mut()).enumerate() {
             if v != p {
                 cx.gauge(k, *v);
@@ -1427,13 +754,13 @@ impl TcpNode {
     fn flush_stats(&mut self, cx: &NodeCx<'_>) {
         let s = std::mem::take(&mut self.env.stats);
         for (k, v) in [
-            (APP_IN, s.bytes_in),
-            (APP_OUT, s.bytes_out),
-            (HTTP_REQ, s.http_requests),
-            (HTTP_ERR, s.http_errors),
-            (CLIENTS_DONE, s.clients_done),
-            (HEADER_TIMEOUTS, s.header_timeouts),
-            (KEEPALIVE_TIMEOUTS, s.keepalive_timeouts),
+            (TcpCounter::AppBytesIn, s.bytes_in),
+            (TcpCounter::AppBytesOut, s.bytes_out),
+            (TcpCounter::HttpRequests, s.http_requests),
+            (TcpCounter::HttpErrors, s.http_errors),
+            (TcpCounter::ClientsDone, s.clients_done),
+            (TcpCounter::HeaderTimeouts, s.header_timeouts),
+            (TcpCounter::KeepaliveTimeouts, s.keepalive_timeouts),
         ] {
             if v != 0 {
                 cx.count(k, v);
@@ -1493,13 +820,13 @@ impl Node for TcpNode {
         dirty.append(&mut self.dirty);
         self.dirty = dirty;
         if out.sent != 0 {
-            cx.count(SEGS_OUT, out.sent);
+            cx.count(TcpCounter::SegsOut, out.sent);
         }
         if out.alloc_failed != 0 {
-            cx.count(ALLOC_FAILED, out.alloc_failed);
+            cx.count(TcpCounter::AllocFailed, out.alloc_failed);
         }
         if out.tso != 0 {
-            cx.count(TSO_SENT, out.tso);
+            cx.count(TcpCounter::TsoSent, out.tso);
         }
         self.flush_stats(cx);
         self.publish_states(cx);
@@ -1507,11 +834,17 @@ impl Node for TcpNode {
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
-        &COUNTERS
+        TcpCounter::SPECS
     }
 
     fn gauges(&self) -> &'static [CounterSpec] {
-        &GAUGES
+        TcpGauge::SPECS
+    }
+
+    fn trace(&self, frame: &[u8], out: &mut String) {
+        if !trace::format_segment(frame, out) {
+            out.push_str(&ironpath_graph::summarize(frame));
+        }
     }
 }
 

@@ -31,7 +31,7 @@ fn server(pool: &Mempool, objects: &str) -> TcpNode {
     c.listen = vec![
         ListenCfg {
             port: 80,
-            app: "http".into(),
+            app: ServerApp::Http,
             backlog: 16,
             bytes: 0,
             root: None,
@@ -41,7 +41,7 @@ fn server(pool: &Mempool, objects: &str) -> TcpNode {
         },
         ListenCfg {
             port: 7,
-            app: "echo".into(),
+            app: ServerApp::Echo,
             backlog: 16,
             bytes: 0,
             root: None,
@@ -63,7 +63,7 @@ fn get(path: &str, save: &std::path::Path, count: u32, requests: u64) -> Connect
     ConnectCfg {
         to: IpAddress::V4(US4),
         port: 80,
-        app: "http_get".into(),
+        app: ClientApp::HttpGet,
         bytes: 0,
         path: path.into(),
         save: Some(save.to_owned()),
@@ -78,7 +78,7 @@ fn source_to(port: u16, bytes: u64) -> ConnectCfg {
     ConnectCfg {
         to: IpAddress::V4(US4),
         port,
-        app: "source".into(),
+        app: ClientApp::Source,
         bytes,
         path: String::new(),
         save: None,
@@ -92,7 +92,7 @@ fn source_to(port: u16, bytes: u64) -> ConnectCfg {
 fn discard_on(port: u16, congestion: Option<ironpath_tcp::Congestion>) -> ListenCfg {
     ListenCfg {
         port,
-        app: "discard".into(),
+        app: ServerApp::Discard,
         backlog: 16,
         bytes: 0,
         root: None,
@@ -200,7 +200,7 @@ fn file_server(pool: &Mempool, root: &std::path::Path) -> TcpNode {
     let mut c = cfg(US_MAC, US4);
     c.listen = vec![ListenCfg {
         port: 80,
-        app: "http".into(),
+        app: ServerApp::Http,
         backlog: 16,
         bytes: 0,
         root: Some(root.to_owned()),
@@ -546,7 +546,7 @@ fn keepalive_probes_an_idle_peer_and_resets_one_that_vanished() {
     c.listen = vec![discard_on(9, None)];
     let mut b = TcpNode::new(c, pool.clone()).unwrap();
     // The client connects and sends nothing (its app only reads).
-    let mut a = client(&pool, vec![ConnectCfg { app: "discard".into(), ..source_to(9, 0) }]);
+    let mut a = client(&pool, vec![ConnectCfg { app: ClientApp::Discard, ..source_to(9, 0) }]);
     // 3.5 s with the client answering: a probe after each quiet second, answered.
     let (_, sb) = run(&mut a, &mut b, 35_000, |_, _| true);
     assert_eq!(counter(&sb, "conns_opened"), 1);
@@ -570,7 +570,7 @@ fn idle_timeout_resets_a_silent_connection() {
     c.tcp.idle_timeout = Some(std::time::Duration::from_millis(500));
     c.listen = vec![discard_on(9, None)];
     let mut b = TcpNode::new(c, pool.clone()).unwrap();
-    let mut a = client(&pool, vec![ConnectCfg { app: "discard".into(), ..source_to(9, 0) }]);
+    let mut a = client(&pool, vec![ConnectCfg { app: ClientApp::Discard, ..source_to(9, 0) }]);
     let (sa, sb) = run(&mut a, &mut b, 10_000, |_, _| true);
     assert_eq!(counter(&sb, "conns_opened"), 1);
     assert_eq!(counter(&sb, "idle_resets"), 1);

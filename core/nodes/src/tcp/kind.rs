@@ -1,0 +1,332 @@
+//! The `tcp` node kind: its parameters (defaults written here only), the choices
+//! they offer as enums, and the constructor from a validated configuration.
+
+use super::{ConnectCfg, ListenCfg, TcpConfig, TcpLimits, TcpNode};
+use crate::kind::{param, NodeError, NodeKind, Values, MEMPOOL, PORT};
+use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
+use std::time::Duration;
+
+ironpath_config::choice! {
+    /// The application of each connection a listener accepts.
+    pub enum ServerApp {
+        /// Serve files (`root`) and in-memory objects (`objects`).
+        Http = "http",
+        /// Send back what arrives.
+        Echo = "echo",
+        /// Read and forget.
+        Discard = "discard",
+        /// Send `bytes` (0: until the peer closes).
+        Source = "source",
+    }
+}
+
+ironpath_config::choice! {
+    /// What a connection the node opens does.
+    pub enum ClientApp {
+        /// Send `bytes` (0: until the peer closes).
+        Source = "source",
+        /// Read and forget.
+        Discard = "discard",
+        /// GET `path`, `requests` times (keep-alive).
+        HttpGet = "http_get",
+    }
+}
+
+ironpath_config::choice! {
+    /// Congestion control, as written in the pipeline file.
+    pub enum CongestionChoice {
+        /// CUBIC (RFC 9438).
+        Cubic = "cubic",
+        /// NewReno (RFC 6582).
+        NewReno = "newreno",
+    }
+}
+
+impl From<CongestionChoice> for ironpath_tcp::Congestion {
+    fn from(c: CongestionChoice) -> Self {
+        match c {
+            CongestionChoice::Cubic => ironpath_tcp::Congestion::Cubic,
+            CongestionChoice::NewReno => ironpath_tcp::Congestion::NewReno,
+        }
+    }
+}
+
+const LISTEN: &[ParamSpec] = &[
+    param("port", ParamKind::Uint { min: 1, max: 65535 }, true, None, "TCP port"),
+    param(
+        "congestion",
+        ParamKind::Enum(CongestionChoice::NAMES),
+        false,
+        None,
+        "congestion control of accepted connections (default: the node's)",
+    ),
+    param("app", ParamKind::Enum(ServerApp::NAMES), true, None, "application of each accepted connection"),
+    param("root", ParamKind::Path, false, None, "http: directory served (relative to the YAML file); paths resolve beneath it only: a symlink that leaves it is a 404"),
+    param(
+        "dotfiles",
+        ParamKind::Bool,
+        false,
+        Some("false"),
+        "http: serve files and directories whose names start with `.` (`/.git/config`, `/.env`); off: 404",
+    ),
+    param(
+        "objects",
+        ParamKind::Str,
+        false,
+        Some("/empty=0"),
+        "http: in-memory objects, `/path=bytes,...` (pattern bytes; `/empty=0` is empty)",
+    ),
+    param(
+        "bytes",
+        ParamKind::Uint { min: 0, max: u64::MAX },
+        false,
+        Some("0"),
+        "source: bytes sent per connection before closing (0: until the peer closes)",
+    ),
+    param(
+        "backlog",
+        ParamKind::Uint { min: 1, max: 1_000_000 },
+        false,
+        Some("1024"),
+        "connections in the handshake or not yet accepted, at most",
+    ),
+];
+
+const CONNECT: &[ParamSpec] = &[
+    param("to", ParamKind::IpList, true, None, "the peer's address"),
+    param(
+        "congestion",
+        ParamKind::Enum(CongestionChoice::NAMES),
+        false,
+        None,
+        "congestion control of these connections (default: the node's)",
+    ),
+    param("port", ParamKind::Uint { min: 1, max: 65535 }, true, None, "the peer's port"),
+    param("app", ParamKind::Enum(ClientApp::NAMES), true, None, "what the connection does"),
+    param(
+        "bytes",
+        ParamKind::Uint { min: 0, max: u64::MAX },
+        false,
+        Some("0"),
+        "source: bytes to send, then close (0: until the peer closes)",
+    ),
+    param("path", ParamKind::Str, false, Some("/"), "http_get: the path requested"),
+    param(
+        "save",
+        ParamKind::Path,
+        false,
+        None,
+        "http_get: file the body is written to (`.N` appended per connection when count > 1)",
+    ),
+    param("count", ParamKind::Uint { min: 1, max: 100_000 }, false, Some("1"), "connections opened"),
+    param(
+        "requests",
+        ParamKind::Uint { min: 1, max: u64::MAX },
+        false,
+        Some("1"),
+        "http_get: requests per connection (keep-alive)",
+    ),
+];
+
+/// The node's parameters.
+const PARAMS: &[ParamSpec] = &[
+    PORT,
+    param("addresses", ParamKind::IpList, true, None, "our IPv4 and IPv6 addresses (the first of each family opens our connections)"),
+    MEMPOOL,
+    param("listen", ParamKind::Records(LISTEN), false, Some("[]"), "listening ports, each with its application"),
+    param("connect", ParamKind::Records(CONNECT), false, Some("[]"), "connections opened at start, each with its application"),
+    param("mss", ParamKind::Uint { min: 536, max: 9000 }, false, Some("1460"), "MSS we announce and send (path MTU minus 40 for IPv4); must fit the pool's buffers"),
+    param("send_buffer", ParamKind::Uint { min: 4096, max: 1 << 30 }, false, Some("1048576"), "bytes queued or unacknowledged per connection"),
+    param("recv_buffer", ParamKind::Uint { min: 4096, max: 1 << 30 }, false, Some("1048576"), "largest receive window per connection (bytes of payload)"),
+    param("initial_window", ParamKind::Uint { min: 1, max: 100 }, false, Some("10"), "initial congestion window, segments (RFC 6928)"),
+    param("congestion", ParamKind::Enum(CongestionChoice::NAMES), false, Some("cubic"), "congestion control: CUBIC (RFC 9438) or NewReno (RFC 6582); `listen`/`connect` entries may override it"),
+    param("syn_cookies", ParamKind::Bool, false, Some("true"), "answer SYNs with SYN cookies when a listener's backlog is full (the connection keeps the MSS only), instead of dropping them"),
+    param("rto_min", ParamKind::Duration, false, Some("200ms"), "lower bound of the retransmission timeout"),
+    param("rto_initial", ParamKind::Duration, false, Some("1s"), "retransmission timeout before an RTT sample (RFC 6298)"),
+    param("ack_delay", ParamKind::Duration, false, Some("40ms"), "longest delay of an ACK (every second segment is ACKed at once; 0: never delayed)"),
+    param("time_wait", ParamKind::Duration, false, Some("60s"), "TIME-WAIT length (2 x MSL)"),
+    param("keepalive_idle", ParamKind::Duration, false, Some("0s"), "keep-alive: quiet time before the first probe of a connection with nothing outstanding (Linux tcp_keepalive_time, 7200s); 0: no probes"),
+    param("keepalive_interval", ParamKind::Duration, false, Some("75s"), "keep-alive: time between unanswered probes"),
+    param("keepalive_probes", ParamKind::Uint { min: 1, max: 1000 }, false, Some("9"), "keep-alive: unanswered probes before the connection is reset"),
+    param("idle_timeout", ParamKind::Duration, false, Some("0s"), "reset a connection from which nothing arrived for this long (0: never)"),
+    param("fin_wait2_timeout", ParamKind::Duration, false, Some("60s"), "reset a connection whose peer never closes after our FIN was acknowledged (Linux tcp_fin_timeout); 0: wait forever"),
+    param("nagle", ParamKind::Bool, false, Some("false"), "Nagle's algorithm (off: as TCP_NODELAY, what servers set)"),
+    param("timestamps", ParamKind::Bool, false, Some("true"), "offer/accept RFC 7323 timestamps"),
+    param("window_scaling", ParamKind::Bool, false, Some("true"), "offer/accept RFC 7323 window scaling"),
+    param("sack", ParamKind::Bool, false, Some("true"), "offer/accept SACK (blocks are sent, not used)"),
+    param("max_connections", ParamKind::Uint { min: 1, max: 10_000_000 }, false, Some("65536"), "connections held at most (SYNs beyond are dropped, counted)"),
+    param("seed", ParamKind::Uint { min: 0, max: u64::MAX }, false, Some("0"), "key of the initial sequence numbers, SYN cookies and hash tables (0: 128 bits from the kernel's getrandom; any other value makes them predictable: for tests only, warned at start)"),
+    param("tx_inflight_limit", ParamKind::Uint { min: 0, max: 1 << 30 }, false, Some("262144"), "bytes per connection handed to TX and not yet completed (freed by the driver or the completion policy), like Linux's TCP Small Queues; the connection sends again the moment completions arrive; 0: no limit"),
+    param("tso", ParamKind::Bool, false, Some("true"), "send up to 64 KiB per packet for the port to cut into MSS-sized segments (TSO), when the port offers TX_TCP_SEG (af_packet and tap do, through the kernel's GSO)"),
+    param("max_time_wait", ParamKind::Uint { min: 0, max: 10_000_000 }, false, Some("262144"), "connections kept in TIME-WAIT at most (each ~250 bytes with its table entry, outside the connection table and max_connections); beyond it a connection closes without TIME-WAIT (counted: time_wait_overflow), as Linux's tcp_max_tw_buckets"),
+    param("memory_limit", ParamKind::Uint { min: 0, max: 1 << 40 }, false, Some("67108864"), "memory all connections' received data may pin (unread or out of order), each piece charged the buffer it holds (truesize); beyond it a connection's small pieces are collapsed, then out-of-order data is dropped and SYNs refused, 1/8 beyond it all data but segments that fill a hole, 1/4 beyond it those too (counted: rcv_collapsed, mem_dropped, mem_refused); 0: only pool_share bounds it"),
+    param("pool_share", ParamKind::Uint { min: 1, max: 100 }, false, Some("50"), "percent of the node's mempool that received data may pin at most, whatever memory_limit says: RX, ARP, ICMP and new connections always find buffers"),
+    param("send_timeout", ParamKind::Duration, false, Some("60s"), "reset a connection whose peer accepts nothing of what waits for it (a zero window, or no ACK) for this long (nginx send_timeout); 0: never"),
+    param("header_timeout", ParamKind::Duration, false, Some("60s"), "http: close a connection whose request head is not complete this long after it began (after the connection opened, for the first); 408 if some of it came (nginx client_header_timeout); 0: never"),
+    param("keepalive_timeout", ParamKind::Duration, false, Some("75s"), "http: close a keep-alive connection idle this long between requests (nginx keepalive_timeout); 0: never"),
+    param("max_per_peer", ParamKind::Uint { min: 0, max: 10_000_000 }, false, Some("16384"), "connections one peer address may hold (SYNs beyond are dropped, counted: peer_capped); 0: no cap"),
+    param("max_neighbours", ParamKind::Uint { min: 16, max: 10_000_000 }, false, Some("65536"), "IP-to-MAC entries kept; entries of addresses without a connection are evicted to make room (counted: neigh_evicted)"),
+];
+
+/// The `tcp` node kind.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "tcp",
+        doc: "TCP termination: connection table, listening ports with applications (http, echo, discard, source), client connections; frames out with full checksums",
+        params: PARAMS,
+        nexts: Nexts::Fixed(&["out"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: true,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let port = p.port("port")?;
+        let tso = p.bool("tso")? && env.port_tx_offloads(port) & ironpath_eal::abi::TX_TCP_SEG != 0;
+        let cfg = TcpConfig {
+            mac: env.port_mac(port)?,
+            isn_secret: secret(&b.cfg.name, p.uint("seed")?)?,
+            tsc_hz: env.tsc_hz(),
+            ..config(p, tso)?
+        };
+        Ok(Box::new(TcpNode::new(cfg, env.mempool(p.raw().mempool("mempool"), Some(port))?).map_err(NodeError::Refused)?))
+    },
+};
+
+/// The node's settings from its parameters; `tso`: the port cuts segments. The MAC,
+/// the secret and the clock are left for the caller.
+pub fn config(p: Values<'_>, tso: bool) -> Result<TcpConfig, NodeError> {
+    let dur = |k: &'static str| p.duration_us(k).map(Duration::from_micros);
+    let addresses: Vec<ironpath_wire::IpAddress> = p.ip_list("addresses")?.iter().map(|a| (*a).into()).collect();
+    let keepalive_idle = p.nonzero_duration("keepalive_idle")?;
+    let tcp = ironpath_tcp::Config {
+        mss: p.int("mss")?,
+        send_buffer: p.int("send_buffer")?,
+        recv_buffer: p.int("recv_buffer")?,
+        initial_window: p.int("initial_window")?,
+        rto_min: dur("rto_min")?,
+        rto_initial: dur("rto_initial")?,
+        ack_delay: dur("ack_delay")?,
+        msl: dur("time_wait")? / 2,
+        nagle: p.bool("nagle")?,
+        timestamps: p.bool("timestamps")?,
+        window_scaling: p.bool("window_scaling")?,
+        sack: p.bool("sack")?,
+        congestion: p.choice::<CongestionChoice>("congestion")?.into(),
+        syn_cookies: p.bool("syn_cookies")?,
+        keepalive: match keepalive_idle {
+            Some(idle) => Some(ironpath_tcp::Keepalive {
+                idle,
+                interval: dur("keepalive_interval")?,
+                probes: p.int("keepalive_probes")?,
+            }),
+            None => None,
+        },
+        idle_timeout: p.nonzero_duration("idle_timeout")?,
+        fin_wait2_timeout: p.nonzero_duration("fin_wait2_timeout")?,
+        send_timeout: p.nonzero_duration("send_timeout")?,
+        // TSO when the port can cut segments: up to 64 KiB of payload per packet
+        // (IPv4's total length leaves 65535 - 20 - 60 for the data).
+        tso_max: if tso { 65_000 } else { 0 },
+        ..ironpath_tcp::Config::default()
+    };
+    let listen = p.records("listen")?.iter().map(|r| listen(Values(r))).collect::<Result<_, _>>()?;
+    let connect = p.records("connect")?.iter().map(|r| connect(Values(r), &addresses)).collect::<Result<_, _>>()?;
+    Ok(TcpConfig {
+        mac: [0; 6],
+        addresses,
+        tcp,
+        listen,
+        connect,
+        max_connections: p.int("max_connections")?,
+        tsc_hz: 0,
+        isn_secret: [0; 16],
+        tx_inflight_limit: p.uint("tx_inflight_limit")?,
+        memory_limit: p.uint("memory_limit")?,
+        max_time_wait: p.int("max_time_wait")?,
+        limits: TcpLimits {
+            pool_share: p.int("pool_share")?,
+            max_per_peer: p.int("max_per_peer")?,
+            max_neighbours: p.int("max_neighbours")?,
+            header_timeout: p.nonzero_duration("header_timeout")?,
+            keepalive_timeout: p.nonzero_duration("keepalive_timeout")?,
+        },
+    })
+}
+
+fn listen(r: Values<'_>) -> Result<ListenCfg, NodeError> {
+    Ok(ListenCfg {
+        port: r.int("port")?,
+        app: r.choice("app")?,
+        backlog: r.int("backlog")?,
+        bytes: r.uint("bytes")?,
+        root: r.raw().path("root").map(|x| x.to_owned()),
+        objects: r.str("objects")?.to_owned(),
+        congestion: r.opt_choice::<CongestionChoice>("congestion").map(Into::into),
+        dotfiles: r.bool("dotfiles")?,
+    })
+}
+
+fn connect(r: Values<'_>, ours: &[ironpath_wire::IpAddress]) -> Result<ConnectCfg, NodeError> {
+    let to = r.ip_list("to")?.first().copied().map(Into::into);
+    Ok(ConnectCfg {
+        to: to.or(ours.first().copied()).ok_or(NodeError::Missing("to"))?,
+        port: r.int("port")?,
+        app: r.choice("app")?,
+        bytes: r.uint("bytes")?,
+        path: r.str("path")?.to_owned(),
+        save: r.raw().path("save").map(|x| x.to_owned()),
+        count: r.int("count")?,
+        requests: r.uint("requests")?,
+        congestion: r.opt_choice::<CongestionChoice>("congestion").map(Into::into),
+    })
+}
+
+/// The key of the node's initial sequence numbers, SYN cookies and hash tables:
+/// from the kernel, or from `seed` (warned: predictable) when it is not 0.
+fn secret(node: &str, seed: u64) -> Result<[u8; 16], NodeError> {
+    let mut secret = [0u8; 16];
+    if seed == 0 {
+        random_secret(&mut secret)?;
+    } else {
+        log::warn!(
+            "tcp node `{node}`: a fixed `seed` ({seed}) makes initial sequence numbers, SYN cookies and \
+             hash keys predictable to anyone who knows it; use it for tests only"
+        );
+        secret[..8].copy_from_slice(&seed.to_le_bytes());
+    }
+    Ok(secret)
+}
+
+/// Fills `secret` from the kernel's random source (`getrandom(2)`, blocking only
+/// until the kernel's pool is first seeded, at boot).
+fn random_secret(secret: &mut [u8]) -> Result<(), NodeError> {
+    let mut got = 0;
+    while got < secret.len() {
+        match rustix::rand::getrandom(&mut secret[got..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(NodeError::Random(e.into())),
+        }
+    }
+    Ok(())
+}
+
+/// The settings of a `tcp` node whose parameters are all defaults (with the
+/// address 198.18.0.2), read from [`KIND`]'s specs through the pipeline
+/// validation: for tests, benchmarks and fuzz targets that vary a few.
+pub fn defaults() -> TcpConfig {
+    let yaml = "ports: [{name: p0, driver: net_null}]\nlcores: [{id: 0}]\n\
+                nodes: [{name: t, type: tcp, lcore: 0, params: {port: p0, addresses: 198.18.0.2}}]\n";
+    let catalog = ironpath_config::Catalog { nodes: crate::CATALOG, drivers: None };
+    let p = ironpath_config::parse_str(yaml, std::path::Path::new("t.yaml"), &catalog).expect("valid");
+    config(Values(&p.nodes[0].params), false).expect("defaults")
+}
+
+/// The catalog's defaults ([`defaults`]).
+impl Default for TcpLimits {
+    fn default() -> Self {
+        defaults().limits
+    }
+}
