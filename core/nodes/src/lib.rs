@@ -16,22 +16,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod aggregate;
-pub mod arp;
-pub mod capture;
-pub mod classify;
 pub mod doc;
 #[cfg(test)]
 mod example;
-pub mod icmp;
-pub mod impair;
 pub mod kind;
 pub mod offload;
-pub mod port;
-pub mod simple;
-pub mod source;
-pub mod tcp;
-pub mod txbatch;
 
 pub use kind::{Build, NodeError, NodeKind};
 
@@ -39,33 +28,32 @@ use ironpath_config::{NodeCfg, NodeSpec};
 use ironpath_eal::{Mempool, RxQ, TxQ};
 use ironpath_graph::NodeDecl;
 
-/// Lists the node kinds once: [`KINDS`] and [`CATALOG`] (their specs) both come
-/// from this list, in the order the documentation shows them.
+/// The registry, one line per module: `module: KIND, ...;` declares the module
+/// (`pub mod module;`, its file `src/module.rs` or `src/module/mod.rs`) and lists
+/// the node kinds it defines. [`KINDS`] and [`CATALOG`] (their specs) both come from
+/// this list, in the order the documentation shows them.
 macro_rules! kinds {
-    ($($kind:path),* $(,)?) => {
+    ($($module:ident: $($($seg:ident)::+),+;)*) => {
+        $(pub mod $module;)*
         /// Every node kind, in the order the documentation lists them.
-        pub static KINDS: &[&NodeKind] = &[$(&$kind),*];
+        pub static KINDS: &[&NodeKind] = &[$($(&$module::$($seg)::+),+),*];
         /// Every node kind's spec (what `core/config` checks pipeline files against).
-        pub static CATALOG: &[NodeSpec] = &[$($kind.spec),*];
+        pub static CATALOG: &[NodeSpec] = &[$($($module::$($seg)::+.spec),+),*];
     };
 }
 
 kinds! {
-    port::PORT_RX,
-    port::PORT_TX,
-    txbatch::KIND,
-    classify::KIND,
-    arp::KIND,
-    icmp::KIND,
-    simple::MACSWAP,
-    capture::KIND,
-    aggregate::node::RX_AGGREGATE,
-    aggregate::node::GSO,
-    impair::KIND,
-    tcp::KIND,
-    simple::DROP,
-    simple::COUNTER,
-    source::KIND,
+    port: PORT_RX, PORT_TX;
+    txbatch: KIND;
+    classify: KIND;
+    arp: KIND;
+    icmp: KIND;
+    simple: MACSWAP, DROP, COUNTER;
+    capture: KIND;
+    aggregate: node::RX_AGGREGATE, node::GSO;
+    impair: KIND;
+    tcp: KIND;
+    source: KIND;
 }
 
 /// What building a node needs from the application: port queues, MACs, pools.
