@@ -24,16 +24,19 @@
 //! it; ends are queued in order, no heap).
 
 mod apps;
+mod http_server;
 mod config;
 mod counters;
 mod frame;
 mod hash;
+mod input;
 mod kind;
 pub mod payload;
+mod service;
 pub mod trace;
 mod wire;
 
-pub use apps::Site;
+pub use http_server::Site;
 use apps::{App, AppEnv, HttpGet};
 pub use config::{ConnectCfg, ListenCfg, TcpConfig, TcpLimits};
 use counters::*;
@@ -141,13 +144,6 @@ pub struct TcpNode {
 /// across connections, never 0).
 fn slot_hint(conn: &Connection<Chunk>) -> u32 {
     u32::from(conn.local().port).wrapping_mul(40503) ^ u32::from(conn.remote().port).wrapping_mul(2_654_435_761)
-}
-
-/// Whether `seg`, arriving for a connection in TIME-WAIT that expects `rcv_nxt`, is
-/// a new SYN beyond what it received: it then starts a new connection in its place (as
-/// Linux does; RFC 9293 §3.10.7.4 allows it).
-fn syn_replaces(seg: &TcpRepr, rcv_nxt: ironpath_tcp::SeqNum) -> bool {
-    seg.control == TcpControl::Syn && seg.ack_number.is_none() && ironpath_tcp::SeqNum(seg.seq_number) > rcv_nxt
 }
 
 impl TcpNode {
@@ -369,173 +365,6 @@ impl TcpNode {
         None
     }
 
-    fn input(&mut self, cx: &NodeCx<'_>, now: Time, m: Mbuf, out: &mut Out<'_>) {
-        let rx = match parse_frame(&m, &self.cfg.addresses) {
-            Ok(rx) => rx,
-            Err(Refused::Malformed) => return cx.count(TcpCounter::Malformed, 1),
-            Err(Refused::Checksum) => return cx.count(TcpCounter::BadChecksum, 1),
-            Err(Refused::NotOurs) => return cx.count(TcpCounter::NotOurs, 1),
-        };
-        cx.count(TcpCounter::SegsIn, 1);
-        let plen = rx.repr.payload_len;
-        let payload = (plen > 0).then(|| Chunk::from_mbuf(m, rx.off, plen));
-        let key = (Endpoint::new(rx.dst, rx.repr.dst_port), Endpoint::new(rx.src, rx.repr.src_port));
-        if let Some(&slot) = self.flows.get(&key) {
-            let e = self.slots[slot as usize].as_mut().expect("flow table points at a live slot");
-            let reuse = e.conn.state() == State::TimeWait && syn_replaces(&rx.repr, e.conn.info().rcv_nxt);
-            if !reuse {
-                let limit = self.mem_limit;
-                if payload.is_some() && self.rx_held >= limit {
-                    // Under memory pressure this connection's small pieces are copied
-                    // into compact buffers first (Linux's collapse); then out-of-order
-                    // data goes (it cannot be read until the hole fills); well over the
-                    // limit, all data. The peer sends it again.
-                    e.conn.collapse_recv();
-                    account_rx(&mut self.rx_held, e);
-                    let in_order = e.conn.in_order(ironpath_tcp::SeqNum(rx.repr.seq_number));
-                    // A segment that fills a hole is taken up to 1/4 beyond the limit:
-                    // it turns held out-of-order data into data the application reads.
-                    let fills_hole = in_order && e.conn.recv_held() > e.conn.recv_queue();
-                    let room = match () {
-                        _ if self.rx_held < limit => true,
-                        _ if self.rx_held < limit + limit / 8 => in_order,
-                        _ => fills_hole && self.rx_held < limit + limit / 4,
-                    };
-                    if !room {
-                        cx.count(TcpCounter::MemDropped, 1);
-                        self.touch(slot);
-                        return;
-                    }
-                }
-                let reply = e.conn.process(now, &rx.repr, payload, rx.segs);
-                account_rx(&mut self.rx_held, e);
-                let accepted = e.conn.accepted();
-                self.learn(cx, rx.src, rx.src_mac, accepted);
-                if let Some(r) = reply {
-                    if self.wire.reply(out, r, rx.src_mac).is_err() {
-                        cx.count(TcpCounter::TxFull, 1);
-                    }
-                }
-                self.touch(slot);
-                return;
-            }
-            cx.count(TcpCounter::TimeWaitReused, 1);
-            self.remove(cx, slot);
-        } else if let Some(tw) = self.time_wait.get_mut(&key) {
-            let reuse = syn_replaces(&rx.repr, tw.rcv_nxt());
-            let over = tw.expires() <= now;
-            if !reuse && !over {
-                let challenges = tw.challenge_acks();
-                let reply = tw.process::<Chunk>(now, &rx.repr, plen);
-                cx.count(TcpCounter::ChallengeAcks, u64::from(tw.challenge_acks() - challenges));
-                match reply {
-                    TimeWaitReply::None => {}
-                    TimeWaitReply::Ack(r) => {
-                        if self.wire.reply(out, r, rx.src_mac).is_err() {
-                            cx.count(TcpCounter::TxFull, 1);
-                        }
-                    }
-                    TimeWaitReply::Closed => {
-                        self.time_wait.remove(&key);
-                        cx.count(TcpCounter::ConnsClosed, 1);
-                    }
-                }
-                return;
-            }
-            // Its 2 MSL are over (the expiry queue gets to it later) or a new SYN
-            // replaces it: the segment goes on as if it were gone.
-            if !over {
-                cx.count(TcpCounter::TimeWaitReused, 1);
-            }
-            cx.count(TcpCounter::ConnsClosed, 1);
-            self.time_wait.remove(&key);
-        }
-        let Some(&li) = self.by_port.get(&rx.repr.dst_port) else {
-            if let Some(r) = rst_reply::<Chunk>(rx.src, rx.dst, &rx.repr, plen) {
-                cx.count(TcpCounter::RstSent, 1);
-                if self.wire.reply(out, r, rx.src_mac).is_err() {
-                    cx.count(TcpCounter::TxFull, 1);
-                }
-            }
-            return;
-        };
-        if rx.repr.control == TcpControl::Syn {
-            if self.flows.len() >= self.cfg.max_connections {
-                cx.count(TcpCounter::SynDropped, 1);
-                return;
-            }
-            if self.rx_held >= self.mem_limit {
-                cx.count(TcpCounter::MemRefused, 1);
-                return;
-            }
-            if self.peer_full(rx.src) {
-                cx.count(TcpCounter::PeerCapped, 1);
-                return;
-            }
-            // A SYN may name the MAC of an address without connections (the SYN-ACK
-            // and its retransmissions go there); never that of one with connections.
-            self.learn(cx, rx.src, rx.src_mac, false);
-        }
-        let lis = &mut self.listeners[li].0;
-        let before = *lis.counters();
-        let reply = lis.process(now, rx.src, rx.dst, &rx.repr, payload, rx.segs);
-        let after = *lis.counters();
-        if after.backlog_drops != before.backlog_drops {
-            cx.count(TcpCounter::SynDropped, 1);
-        }
-        if after.cookies_sent != before.cookies_sent {
-            cx.count(TcpCounter::SynCookiesSent, 1);
-        }
-        if after.cookies_valid != before.cookies_valid {
-            cx.count(TcpCounter::SynCookiesValid, 1);
-        }
-        if let Some(r) = reply {
-            if r.repr.control == TcpControl::Rst {
-                cx.count(TcpCounter::RstSent, 1);
-            }
-            if self.wire.reply(out, r, rx.src_mac).is_err() {
-                cx.count(TcpCounter::TxFull, 1);
-            }
-        }
-        self.listeners_due = true;
-        self.accept(cx, li);
-        if self.flows.contains_key(&key) {
-            // This segment completed a valid handshake (or carried a valid cookie).
-            self.learn(cx, rx.src, rx.src_mac, true);
-        }
-    }
-
-    /// Whether `peer` holds `max_per_peer` connections already.
-    fn peer_full(&self, peer: IpAddress) -> bool {
-        let cap = self.cfg.limits.max_per_peer;
-        cap > 0 && self.wire.peers.get(&peer).is_some_and(|&n| n >= cap)
-    }
-
-    fn learn(&mut self, cx: &NodeCx<'_>, ip: IpAddress, mac: [u8; 6], accepted: bool) {
-        let done = self.wire.learn(ip, mac, accepted);
-        if done.evicted > 0 {
-            cx.count(TcpCounter::NeighEvicted, done.evicted);
-        }
-        if done.refused {
-            cx.count(TcpCounter::NeighRefused, 1);
-        }
-    }
-
-    fn accept(&mut self, cx: &NodeCx<'_>, li: usize) {
-        while let Some(conn) = self.listeners[li].0.accept() {
-            if self.peer_full(conn.remote().addr) {
-                // A handshake (a SYN cookie's, say) completed for a peer at its cap:
-                // no state is kept; the peer's data finds no connection.
-                cx.count(TcpCounter::PeerCapped, 1);
-                continue;
-            }
-            let (_, l, site) = &self.listeners[li];
-            let app = App::server(l.app, l.bytes, *site);
-            cx.count(TcpCounter::ConnsOpened, 1);
-            self.insert(conn, app);
-        }
-    }
-
     /// Moves the connection of `slot` to the TIME-WAIT table (or closes it, if that
     /// is full).
     fn enter_time_wait(&mut self, cx: &NodeCx<'_>, slot: u32, tw: TimeWait) {
@@ -595,146 +424,6 @@ impl TcpNode {
             }
             if e.conn.error().is_some() {
                 cx.count(TcpCounter::ConnsFailed, 1);
-            }
-        }
-    }
-
-    /// Runs the application of `slot`, sends what is due, re-arms its timer. Returns
-    /// false if the output burst filled before everything was sent.
-    fn service(&mut self, cx: &NodeCx<'_>, now: Time, slot: u32, out: &mut Out<'_>) -> bool {
-        let Some(e) = self.slots[slot as usize].as_mut() else { return true };
-        self.env.now = now;
-        e.app.poll(&mut e.conn, &mut self.env);
-        let wire = &self.wire;
-        let ip_id = &mut e.ip_id;
-        let limit = self.cfg.tx_inflight_limit;
-        let (inflight, blocked, id) = (&mut e.inflight, &mut e.tsq_blocked, e.id);
-        let pending = &mut self.pending;
-        let mut sent_data = false;
-        let mut emit = |s: Segment<Chunk>| {
-            let data = s.payload.is_some();
-            if limit == 0 {
-                wire.emit(out, s, *ip_id)?;
-            } else {
-                if s.payload.is_some() && *inflight >= limit {
-                    // Like TCP Small Queues: wait for completions (they wake us).
-                    *blocked = true;
-                    return Err(());
-                }
-                let mut t = None;
-                wire.emit_tracked(out, s, *ip_id, Some(&mut t))?;
-                if let Some((m, bytes)) = t {
-                    *inflight += bytes;
-                    pending.push_back(Pending { slot, id, bytes, m });
-                }
-            }
-            *ip_id = ip_id.wrapping_add(1).max(1);
-            sent_data |= data;
-            Ok::<(), ()>(())
-        };
-        let mut complete = e.conn.dispatch(now, &mut emit).is_ok();
-        if complete {
-            // Sending may have freed room the application can fill at once.
-            e.app.poll(&mut e.conn, &mut self.env);
-            complete = e.conn.dispatch(now, &mut emit).is_ok();
-        }
-        if e.tsq_blocked {
-            // Not a full burst: completions, not the next poll, bring it back.
-            cx.count(TcpCounter::TsqThrottled, 1);
-            complete = true;
-        }
-        if sent_data && complete && !out.pkts.is_empty() {
-            // The connection sent what it could and now waits (for ACKs, a window, or
-            // completions): nothing it sends later can join these segments, so they go
-            // out with this burst rather than wait for `tx_batch`'s timer (a download
-            // limited by tx_inflight_limit sat out flush_us every few segments). The
-            // last packet of the burst is this connection's last segment.
-            let last = out.pkts.len() - 1;
-            out.pkts.header_mut(last).ol_flags |= ironpath_eal::TX_PUSH;
-        }
-        sync_counters(cx, e);
-        count_state(&mut self.states, e);
-        account_rx(&mut self.rx_held, e);
-        if e.conn.state() == State::TimeWait {
-            // Nothing more to send or read for 2 MSL: the connection leaves the table
-            // for the compact TIME-WAIT one, its slot and buffers to the next
-            // connections (short connections keep tens of thousands in TIME-WAIT).
-            if let Some(tw) = e.conn.time_wait() {
-                self.enter_time_wait(cx, slot, tw);
-                return complete;
-            }
-            if e.conn.recv_queue() == 0 && !matches!(e.app, App::Discard) {
-                // Not settled yet (an ACK owed, say): it stays, without its
-                // application and its queues' memory, and moves at its next service.
-                e.app = App::Discard;
-                e.conn.release_buffers();
-            }
-        }
-        let at = e.conn.poll_at();
-        if e.conn.state() == State::Closed && at.is_none() {
-            self.remove(cx, slot);
-            return complete;
-        }
-        // The application's own deadline (an HTTP timeout) counts as a timer too.
-        let at = match (at, e.app.deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if let Some(t) = at {
-            if t <= now && e.tsq_blocked {
-                // Due only for data the limit holds back: a completion wakes it.
-                e.armed = None;
-            } else if t <= now {
-                // Due now (e.g. the burst filled): the next poll comes back to it.
-                e.armed = None;
-                return false;
-            } else if e.armed != Some(t) {
-                // A deadline that moved later waits for the entry already armed: when
-                // that fires the connection is serviced and the later time armed. (A
-                // send timeout or a keep-alive deadline 60-75 s away alternating with
-                // each request's retransmission timer left an entry in the heap per
-                // request for that long.)
-                let later = e.armed.is_some_and(|a| a > now && a < t);
-                if !later {
-                    e.armed = Some(t);
-                    self.timers.push(Reverse((t, slot)));
-                }
-            }
-        } else {
-            e.armed = None;
-        }
-        complete
-    }
-
-    fn service_listeners(&mut self, cx: &NodeCx<'_>, now: Time, out: &mut Out<'_>) {
-        let wire = &self.wire;
-        let mut complete = true;
-        for (lis, _, _) in &mut self.listeners {
-            complete &= lis.dispatch(now, |s| wire.emit(out, s, 0)).is_ok();
-        }
-        for li in 0..self.listeners.len() {
-            self.accept(cx, li);
-        }
-        self.listeners_due = !complete;
-        self.listeners_armed = self.listeners.iter().filter_map(|(l, _, _)| l.poll_at()).min();
-    }
-
-    /// Frames the driver (and any completion policy) released: their connections'
-    /// in-flight bytes go down, and a connection stopped by the limit is woken.
-    fn completions(&mut self) {
-        while let Some(p) = self.pending.front() {
-            if p.m.refcnt() != 1 {
-                break; // in order: a later frame's completion waits for this one
-            }
-            let p = self.pending.pop_front().expect("front exists");
-            let Some(Some(e)) = self.slots.get_mut(p.slot as usize) else { continue };
-            if e.id != p.id {
-                continue;
-            }
-            e.inflight -= p.bytes;
-            if e.tsq_blocked && e.inflight < self.cfg.tx_inflight_limit {
-                e.tsq_blocked = false;
-                self.touch(p.slot);
             }
         }
     }
