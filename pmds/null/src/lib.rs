@@ -158,17 +158,14 @@ impl RxQueue for NullRx {
         if self.no_rx || n == 0 {
             return;
         }
-        let port = burst.port_id();
-        let Some(fresh) = burst.alloc(&self.pool, n) else {
+        let size = self.size;
+        // `size` fits the data room (checked at queue setup).
+        let Some(fresh) = burst.alloc_len(&self.pool, n, size) else {
             self.stats.nombuf.add(n as u64);
             return;
         };
-        let size = self.size;
-        for p in fresh.iter_mut() {
-            // `size` fits the data room (checked at queue setup).
-            p.set_len(size);
-            p.set_port(port);
-            if self.copy {
+        if self.copy {
+            for p in fresh.iter_mut() {
                 p.room_mut()[..self.template.len()].copy_from_slice(&self.template);
             }
         }

@@ -289,6 +289,38 @@ impl<'a> RxBurst<'a> {
         Some(unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<Fresh>(), n) })
     }
 
+    /// Allocate `n` (at most [`RxBurst::room`]) fresh packets from `pool` like
+    /// [`RxBurst::alloc`], each `len` bytes long (capped at the pool's data room) and
+    /// stamped with this port: a generator's burst in one pass over the packets.
+    #[inline(always)]
+    pub fn alloc_len(&mut self, pool: &Pool, n: usize, len: u16) -> Option<&mut [Fresh]> {
+        let len = len.min(pool.buf_len().saturating_sub(pool.headroom()));
+        let n = n.min(self.room());
+        let (at, port) = (self.filled, self.port_id);
+        let s = &mut self.slots[at..at + n];
+        if n == 0 || !pool.alloc_bulk(s) {
+            return None;
+        }
+        let stamp = |m: *mut Mbuf| {
+            // SAFETY: a fresh packet of `pool` has `data_off` = headroom, so `len`
+            // bytes fit its buffer; it is ours alone.
+            unsafe {
+                (*m).data_len = len;
+                (*m).pkt_len = u32::from(len);
+                (*m).port = port;
+            }
+        };
+        // Four at a time: the loop a generator spends its time in, unrolled.
+        let mut quads = s.chunks_exact(4);
+        for q in &mut quads {
+            q.iter().for_each(|&m| stamp(m));
+        }
+        quads.remainder().iter().for_each(|&m| stamp(m));
+        self.filled += n;
+        // SAFETY: as in `alloc`: `n` valid packets, owned by the burst.
+        Some(unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<Fresh>(), n) })
+    }
+
     /// Receive `p`; gives it back when the burst is full.
     #[inline(always)]
     pub fn push(&mut self, p: Packet) -> Result<(), Packet> {
@@ -493,7 +525,9 @@ impl RingProducer {
         // taken, so each reference moves from the host to the ring once.
         unsafe {
             std::ptr::copy_nonoverlapping(src.as_ptr(), a.as_mut_ptr().cast::<*mut Mbuf>(), na);
-            std::ptr::copy_nonoverlapping(src.as_ptr().add(na), b.as_mut_ptr().cast::<*mut Mbuf>(), nb);
+            if nb > 0 {
+                std::ptr::copy_nonoverlapping(src.as_ptr().add(na), b.as_mut_ptr().cast::<*mut Mbuf>(), nb);
+            }
             self.0.advance_write_index(na + nb);
         }
         burst.taken += na + nb;
