@@ -8,3 +8,15 @@ pub mod out;
 pub mod pipeline;
 pub mod telemetry;
 pub mod testpmd;
+
+/// What to say when no PMD plugin could be loaded, `refused` of them having been
+/// refused (each said why on its own line already).
+pub fn no_plugin_message(refused: usize) -> String {
+    if refused == 0 {
+        "no PMD plugin found (searched -d paths, $IRONPATH_PMD_PATH and next to the executable; \
+         build them with `cargo build --workspace`)"
+            .to_string()
+    } else {
+        format!("no PMD plugin loaded: {refused} found and refused (the reason of each is above)")
+    }
+}

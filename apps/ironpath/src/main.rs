@@ -23,7 +23,7 @@ fn plugins(args: &[String]) -> i32 {
         }
     };
     let mut eal = ironpath_eal::Eal::new(eal_args.mem_policy());
-    let errs = eal.load_plugins(&eal_args.plugin_paths);
+    let refused = eal.load_plugins(&eal_args.plugin_paths, !eal_args.no_default_plugins);
     for d in eal.drivers() {
         ironpath::outln!(
             "{:<12} ABI 1.{}  {}\n             {},{}",
@@ -38,11 +38,34 @@ fn plugins(args: &[String]) -> i32 {
             ironpath::outln!("             PCI {} (-a DDDD:BB:DD.F)", ids.join(", "));
         }
     }
-    for e in &errs {
-        ironpath::outln!("refused: {e}");
+    let (found, searched) = eal.plugin_search();
+    ironpath::outln!(
+        "\nsearched (in order; this host implements ABI {}.{}):",
+        ironpath_eal::abi::ABI_MAJOR,
+        ironpath_eal::abi::ABI_MINOR
+    );
+    for (path, origin) in searched {
+        ironpath::outln!("  {} ({origin})", path.display());
+    }
+    if eal_args.no_default_plugins {
+        ironpath::outln!(
+            "  (--no-default-plugins: $IRONPATH_PMD_PATH and the directory next to the executable skipped)"
+        );
+    }
+    ironpath::outln!("files:");
+    for f in found {
+        match &f.outcome {
+            ironpath_eal::loader::Outcome::Loaded(name) => {
+                ironpath::outln!("  loaded   {} ({name})", f.path.display())
+            }
+            ironpath_eal::loader::Outcome::Skipped(name) => {
+                ironpath::outln!("  skipped  {} ({name} is provided by a plugin loaded before it)", f.path.display())
+            }
+            ironpath_eal::loader::Outcome::Refused(_, why) => ironpath::outln!("  refused  {why}"),
+        }
     }
     if eal.drivers().is_empty() {
-        eprintln!("no plugin found (searched -d paths, $IRONPATH_PMD_PATH and next to the executable)");
+        eprintln!("{}", ironpath::no_plugin_message(refused.len()));
         return 1;
     }
     0

@@ -1,61 +1,12 @@
 //! Drives `ironpath testpmd` as a user would: commands on standard input, from a
 //! command file, and in a real terminal (tmux), with null and ring ports.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
-
-struct Out {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
-
-/// Run testpmd with `args`, feeding `input` line by line (a line `@sleep SECS` pauses
-/// the feeder, as a user would wait between commands); killed after 60 s.
-fn testpmd(args: &str, input: &str) -> Out {
-    let mut child = Command::new(BIN)
-        .arg("testpmd")
-        .args(args.split_whitespace())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ironpath");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_string();
-    let feeder = std::thread::spawn(move || {
-        for line in input.lines() {
-            if let Some(secs) = line.strip_prefix("@sleep ") {
-                std::thread::sleep(Duration::from_secs_f64(secs.parse().unwrap()));
-            } else if writeln!(stdin, "{line}").is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("testpmd did not exit within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = feeder.join();
-    let o = child.wait_with_output().unwrap();
-    Out {
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        code: o.status.code().unwrap_or(-1),
-    }
-}
+use common::{testpmd, BIN};
 
 const NULL2: &str = "-l 0-1 --no-huge --vdev net_null0,size=64 --vdev net_null1,size=64 -- -i";
 

@@ -12,7 +12,12 @@
 //!   The host refuses a plugin of another major.
 //! * [`ABI_MINOR`] changes when a field is appended to a table. Tables carry their own
 //!   size in their first field, so a host reads only the slots a plugin knows and
-//!   treats the rest as NULL ("not supported").
+//!   treats the rest as NULL ("not supported"). A plugin built against an older minor
+//!   loads on a newer host. A plugin built against a *newer* minor than the host's is
+//!   refused, unless its entry says, in [`PmdEntry::min_abi_minor`] (1.6), the oldest
+//!   minor whose host it runs correctly on and the host is at least that: the SDK
+//!   sets it from what the driver uses (a driver that holds sent packets needs 1.2's
+//!   `tx_done_cleanup`, a PCI driver 1.1's `pci_ids`).
 //! * [`Mbuf`], [`Mempool`] and [`Stats`] are shared memory layouts (the host hands
 //!   buffers of them to plugins): their sizes must be equal on both sides, so changing
 //!   one is a major change. [`PmdEntry`] may grow (the host reads the prefix it knows,
@@ -43,7 +48,9 @@ pub const ABI_MAJOR: u16 = 1;
 ///   [`DevOps::dev_set_link`] (testpmd's `set allmulti`, `mac_addr add|remove`,
 ///   `set link-up|link-down`), [`DevOps::rss_hash_get`] and [`DevOps::rss_hash_set`]
 ///   (`show port N rss-hash`, `port config all rss`).
-pub const ABI_MINOR: u16 = 5;
+/// * 1.6: [`PmdEntry::min_abi_minor`]: the oldest host minor a plugin runs on (a
+///   host refuses a plugin of a newer minor that does not name one it meets).
+pub const ABI_MINOR: u16 = 6;
 /// Name of the one symbol every plugin exports: `extern "C" fn() -> *const PmdEntry`.
 pub const ENTRY_SYMBOL: &str = "ironpath_pmd_entry";
 /// The entry symbol as a NUL-terminated byte string (for `dlsym`).
@@ -440,6 +447,12 @@ pub struct PmdEntry {
     /// Check device arguments without creating a device; NULL (and in a 1.0-1.3
     /// plugin, absent): the driver cannot, only `probe` finds bad arguments.
     pub check_args: Option<CheckArgsFn>,
+    // ---- 1.6 ----
+    /// The oldest ABI minor of a host this plugin runs correctly on (0: not said; a
+    /// host older than the plugin's `abi_minor` then refuses it).
+    pub min_abi_minor: u16,
+    /// Reserved, zero.
+    pub reserved_1_6: [u16; 3],
 }
 
 /// Size of a [`PmdEntry`] of ABI 1.0 (the smallest a host accepts).
@@ -619,7 +632,8 @@ const _: () = {
     assert!(offset_of!(PmdEntry, entry_size) == 4);
     assert!(offset_of!(PmdEntry, pci_ids) == PMD_ENTRY_SIZE_V1_0 as usize);
     assert!(offset_of!(PmdEntry, check_args) == 64);
-    assert!(size_of::<PmdEntry>() == 72);
+    assert!(offset_of!(PmdEntry, min_abi_minor) == 72);
+    assert!(size_of::<PmdEntry>() == 80);
     assert!(size_of::<PciId>() == 4);
     assert!(size_of::<DevOps>() == 8 + 30 * 8);
 };

@@ -1,7 +1,8 @@
 //! DPDK-style runtime (EAL) arguments, the part before `--` on a command line:
 //! `-l 0-1` or `-c 0x3` (neither: every CPU this process may run on, as DPDK),
 //! `--vdev net_null0,size=64` (repeatable), `-a`/`-b` (repeatable), `-d PATH`
-//! (repeatable, file or directory), `--no-huge`, `-m MB`, `--log-level`,
+//! (repeatable, file or directory, added to the default plugins),
+//! `--no-default-plugins`, `--no-huge`, `-m MB`, `--log-level`,
 //! `--file-prefix`, `--no-pci` (accepted; no PCI bus scan exists).
 
 use crate::lcore::{parse_lcore_list, LcoreError};
@@ -16,7 +17,10 @@ runtime arguments (before `--`):
   --vdev DEVARGS       add a virtual device, e.g. net_null0,size=64 (repeatable)
   -a, --allow DEVARGS  add a device by bus address (PCI PMDs) (repeatable)
   -b, --block ADDR     never probe the device at ADDR (repeatable; not with -a)
-  -d PATH              load a PMD plugin file or every plugin in a directory (repeatable)
+  -d PATH              also load a PMD plugin file or every plugin in a directory
+                       (repeatable; before the default ones: $IRONPATH_PMD_PATH and
+                       the directory next to the executable)
+  --no-default-plugins only the -d plugins
   --no-huge            use ordinary pages instead of hugepages
   -m MB                memory to reserve, in MiB (checked against pool sizes)
   --no-pci             accepted for DPDK compatibility (no PCI scan is done)
@@ -39,8 +43,10 @@ pub struct EalArgs {
     pub vdevs: Vec<String>,
     /// Devices added with `-a`.
     pub allow: Vec<String>,
-    /// Plugin paths.
+    /// Plugin paths (`-d`), loaded before the default ones.
     pub plugin_paths: Vec<PathBuf>,
+    /// `--no-default-plugins`: only the `-d` plugins.
+    pub no_default_plugins: bool,
     /// `--no-huge`.
     pub no_huge: bool,
     /// `-m`.
@@ -159,6 +165,7 @@ impl EalArgs {
                 }
                 "-d" => out.plugin_paths.push(PathBuf::from(value(&opt)?)),
                 "--no-huge" => out.no_huge = true,
+                "--no-default-plugins" => out.no_default_plugins = true,
                 "--no-pci" => {}
                 "--no-telemetry" => out.no_telemetry = true,
                 "--metrics" => {

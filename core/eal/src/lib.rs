@@ -62,22 +62,30 @@ impl Eal {
         Self { registry: Registry::default(), ports: Vec::new(), policy }
     }
 
-    /// Load plugins from each path (file or directory); when `paths` is empty, from
-    /// `$IRONPATH_PMD_PATH` and the executable-relative directories
-    /// ([`loader::exe_dirs`]). Returns the refusals.
-    pub fn load_plugins(&mut self, paths: &[PathBuf]) -> Vec<LoadError> {
-        if !paths.is_empty() {
-            return paths.iter().flat_map(|p| self.registry.load_path(p)).collect();
+    /// Load plugins from each path (file or directory), then, unless `defaults` is
+    /// false, the default ones: every `$IRONPATH_PMD_PATH` entry, then the first of
+    /// the executable-relative directories ([`loader::exe_dirs`]) that holds plugins,
+    /// as DPDK's `-d` adds to its default driver directory. A default plugin whose
+    /// driver a `-d` plugin provides already is skipped. Returns the refusals (what
+    /// every file became: [`Eal::plugin_search`]).
+    pub fn load_plugins(&mut self, paths: &[PathBuf], defaults: bool) -> Vec<LoadError> {
+        let mut errs: Vec<LoadError> =
+            paths.iter().flat_map(|p| self.registry.search(p, loader::Origin::Arg)).collect();
+        if !defaults {
+            return errs;
         }
-        // Defaults: every `$IRONPATH_PMD_PATH` entry, then the first of the
-        // executable-relative directories that holds plugins (a build tree, or an
-        // install's lib/ironpath).
-        let mut errs: Vec<LoadError> = loader::env_paths().iter().flat_map(|p| self.registry.load_path(p)).collect();
+        errs.extend(loader::env_paths().iter().flat_map(|p| self.registry.search(p, loader::Origin::Env)));
         if let Some(dir) = loader::exe_dirs().into_iter().find(|d| loader::plugin_files(d).is_ok_and(|f| !f.is_empty()))
         {
-            errs.extend(self.registry.load_path(&dir));
+            errs.extend(self.registry.search(&dir, loader::Origin::Exe));
         }
         errs
+    }
+
+    /// What the plugin searches found (each file: loaded, refused or skipped) and
+    /// where they looked.
+    pub fn plugin_search(&self) -> (&[loader::Found], &[(PathBuf, loader::Origin)]) {
+        (self.registry.found(), self.registry.searched())
     }
 
     /// Load one plugin file.

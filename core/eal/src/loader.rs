@@ -119,6 +119,26 @@ pub enum LoadError {
         /// Ours.
         expected: u16,
     },
+    /// Built against a newer ABI minor than this host's, without naming an older
+    /// minor it runs on.
+    #[error(
+        "plugin {path}: refused: built for ABI {major}.{found}, newer than this host's {major}.{host}, \
+         and it {min_says}; rebuild it against ironpath-abi {major}.{host} or use a newer host"
+    )]
+    AbiMinor {
+        /// File.
+        path: PathBuf,
+        /// Major (both sides).
+        major: u16,
+        /// Plugin's minor.
+        found: u16,
+        /// The oldest minor the plugin says it runs on (0: not said).
+        min: u16,
+        /// Ours.
+        host: u16,
+        /// "does not say it runs on an older host" or "needs 1.N".
+        min_says: String,
+    },
     /// A shared struct has another size.
     #[error("plugin {path}: refused: size of {what} is {found} bytes, this host expects {expected}")]
     Size {
@@ -292,6 +312,12 @@ fn open_checked(path: &Path) -> Result<std::os::fd::OwnedFd, LoadError> {
 
 /// Load one plugin file.
 pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
+    load_file_named(path, &mut None)
+}
+
+/// Load one plugin file; `name_out` gets the driver name as soon as the entry table
+/// shows it (so that a refusal can name the driver it would have provided).
+fn load_file_named(path: &Path, name_out: &mut Option<String>) -> Result<Arc<Driver>, LoadError> {
     // The descriptor stays open for the life of the process (as the library stays
     // mapped): the loader knows a library by its name, and a number closed and
     // reused would make a later plugin's `/proc/self/fd/N` the name of this one.
@@ -320,6 +346,12 @@ pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
     if major != abi::ABI_MAJOR {
         return Err(LoadError::AbiMajor { path: path.to_path_buf(), found: major, expected: abi::ABI_MAJOR });
     }
+    // SAFETY: the name is in the 1.0 part of every major-1 table.
+    let name_ptr = unsafe { (*ep).name };
+    if !name_ptr.is_null() {
+        // SAFETY: a non-NULL name is a NUL-terminated static string (ABI contract).
+        *name_out = Some(unsafe { CStr::from_ptr(name_ptr) }.to_string_lossy().into_owned());
+    }
     // SAFETY: every version has the frozen header; `entry_size` is at offset 4.
     let entry_size = unsafe { (*ep).entry_size };
     if entry_size < abi::PMD_ENTRY_SIZE_V1_0 {
@@ -342,6 +374,29 @@ pub fn load_file(path: &Path) -> Result<Arc<Driver>, LoadError> {
     }
     let e = &e;
     check_sizes(path, e)?;
+    if minor > abi::ABI_MINOR {
+        // A 1.6+ table says the oldest host minor it runs on; ours must reach it.
+        let min = if entry_size as usize >= std::mem::offset_of!(abi::PmdEntry, min_abi_minor) + 2 {
+            e.min_abi_minor
+        } else {
+            0
+        };
+        if min == 0 || min > abi::ABI_MINOR {
+            let min_says = if min == 0 {
+                "does not say it runs on an older host".to_string()
+            } else {
+                format!("needs a host of at least {}.{min}", abi::ABI_MAJOR)
+            };
+            return Err(LoadError::AbiMinor {
+                path: path.to_path_buf(),
+                major,
+                found: minor,
+                min,
+                host: abi::ABI_MINOR,
+                min_says,
+            });
+        }
+    }
     let Some(probe) = e.probe else {
         return Err(LoadError::Incomplete { path: path.to_path_buf(), what: "probe" });
     };
@@ -414,28 +469,104 @@ pub fn exe_dirs() -> Vec<PathBuf> {
     v
 }
 
-/// A set of loaded drivers with their load errors.
+/// Where a plugin search looked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `-d PATH`.
+    Arg,
+    /// `$IRONPATH_PMD_PATH`.
+    Env,
+    /// The directory next to the executable (or its install's `lib/ironpath`).
+    Exe,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Origin::Arg => "-d",
+            Origin::Env => "$IRONPATH_PMD_PATH",
+            Origin::Exe => "next to the executable",
+        })
+    }
+}
+
+/// What became of one plugin file.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Loaded: it provides this driver.
+    Loaded(String),
+    /// Refused, with the one reason (the refusal's message); the driver it would
+    /// have provided, if its entry table got that far.
+    Refused(Option<String>, String),
+    /// Not loaded because the driver is provided already (a `-d` plugin goes before
+    /// the default ones).
+    Skipped(String),
+}
+
+/// One plugin file the search found, and what became of it.
+#[derive(Debug)]
+pub struct Found {
+    /// The file.
+    pub path: PathBuf,
+    /// Where it was found.
+    pub origin: Origin,
+    /// Loaded, refused or skipped.
+    pub outcome: Outcome,
+}
+
+/// A set of loaded drivers, and what the plugin search found.
 #[derive(Default, Debug)]
 pub struct Registry {
     drivers: Vec<Arc<Driver>>,
+    found: Vec<Found>,
+    searched: Vec<(PathBuf, Origin)>,
 }
 
 impl Registry {
     /// Load a file, or every plugin file in a directory. Returns the errors of files
     /// that were refused (the others are loaded).
     pub fn load_path(&mut self, path: &Path) -> Vec<LoadError> {
-        if path.is_dir() {
+        self.search(path, Origin::Arg)
+    }
+
+    /// Load a file, or every plugin file in a directory, found through `origin`; a
+    /// default (`Env`, `Exe`) plugin whose driver is loaded already is skipped, an
+    /// explicit (`Arg`) one refused. Returns the refusals.
+    pub fn search(&mut self, path: &Path, origin: Origin) -> Vec<LoadError> {
+        self.searched.push((path.to_path_buf(), origin.clone()));
+        let files = if path.is_dir() {
             match plugin_files(path) {
-                Ok(files) => files.iter().filter_map(|f| self.load_one(f).err()).collect(),
-                Err(err) => vec![LoadError::Io { path: path.to_path_buf(), err }],
+                Ok(files) => files,
+                Err(err) => return vec![LoadError::Io { path: path.to_path_buf(), err }],
             }
         } else {
-            self.load_one(path).err().into_iter().collect()
+            vec![path.to_path_buf()]
+        };
+        let mut errs = Vec::new();
+        for f in files {
+            let mut name = None;
+            let outcome = match self.load_named(&f, &mut name) {
+                Ok(d) => Outcome::Loaded(d.name.clone()),
+                Err(LoadError::Duplicate { name, .. }) if origin != Origin::Arg => Outcome::Skipped(name),
+                Err(e) => {
+                    let why = e.to_string();
+                    errs.push(e);
+                    Outcome::Refused(name, why)
+                }
+            };
+            if !self.found.iter().any(|x| x.path == f) {
+                self.found.push(Found { path: f, origin: origin.clone(), outcome });
+            }
         }
+        errs
     }
 
     /// Load one file; a driver name already present is refused.
     pub fn load_one(&mut self, path: &Path) -> Result<Arc<Driver>, LoadError> {
+        self.load_named(path, &mut None)
+    }
+
+    fn load_named(&mut self, path: &Path, name_out: &mut Option<String>) -> Result<Arc<Driver>, LoadError> {
         // The directory resolved, the file's own name kept: a link to a plugin is
         // refused, not followed.
         let canon = match (
@@ -448,7 +579,7 @@ impl Registry {
         if let Some(d) = self.drivers.iter().find(|d| d.path == canon) {
             return Ok(d.clone());
         }
-        let d = load_file(&canon)?;
+        let d = load_file_named(&canon, name_out)?;
         if let Some(other) = self.drivers.iter().find(|o| o.name == d.name) {
             return Err(LoadError::Duplicate { path: canon, name: d.name.clone(), other: other.path.clone() });
         }
@@ -459,6 +590,35 @@ impl Registry {
     /// Loaded drivers.
     pub fn drivers(&self) -> &[Arc<Driver>] {
         &self.drivers
+    }
+
+    /// Every plugin file the searches found, in order, with what became of it.
+    pub fn found(&self) -> &[Found] {
+        &self.found
+    }
+
+    /// The paths searched, in order, with where each came from.
+    pub fn searched(&self) -> &[(PathBuf, Origin)] {
+        &self.searched
+    }
+
+    /// The refusal of the plugin that would have provided instance `instance`: its
+    /// driver name (from its entry table or, failing that, its file name
+    /// `libironpath_pmd_X.so` for `net_X`) prefixes the instance name.
+    pub fn refusal_for(&self, instance: &str) -> Option<(String, &str)> {
+        self.found
+            .iter()
+            .filter_map(|f| match &f.outcome {
+                Outcome::Refused(name, e) => {
+                    let name = name.clone().or_else(|| {
+                        let stem = f.path.file_name()?.to_str()?.strip_prefix(PLUGIN_PREFIX)?.strip_suffix(".so")?;
+                        Some(format!("net_{stem}"))
+                    })?;
+                    instance.starts_with(name.as_str()).then_some((name, e.as_str()))
+                }
+                _ => None,
+            })
+            .max_by_key(|(n, _)| n.len())
     }
 
     /// The driver for an instance name: the longest driver name that prefixes it
@@ -495,6 +655,8 @@ mod tests {
             nb_pci_ids: 0,
             reserved: 0,
             check_args: None,
+            min_abi_minor: 0,
+            reserved_1_6: [0; 3],
         };
         assert!(entry > abi::PMD_ENTRY_SIZE_V1_0);
         assert!(check_sizes(Path::new("p.so"), &e).is_ok());

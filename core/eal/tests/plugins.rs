@@ -28,7 +28,7 @@ fn plugin(name: &str) -> PathBuf {
 
 fn eal() -> Eal {
     let mut e = Eal::new(MemPolicy::NoHuge);
-    let errs = e.load_plugins(&[plugin("ironpath_pmd_null"), plugin("ironpath_pmd_ring")]);
+    let errs = e.load_plugins(&[plugin("ironpath_pmd_null"), plugin("ironpath_pmd_ring")], false);
     assert!(errs.is_empty(), "{errs:?}");
     e
 }
@@ -56,7 +56,7 @@ fn default_search_is_the_executables_directory_and_lib_ironpath_beside_it() {
     let dirs = ironpath_eal::loader::exe_dirs();
     assert_eq!(dirs, vec![dir.to_path_buf(), dir.parent().unwrap().join("lib/ironpath")]);
     let mut e = Eal::new(MemPolicy::NoHuge);
-    let errs = e.load_plugins(&[plugin_dir()]);
+    let errs = e.load_plugins(&[plugin_dir()], false);
     assert!(errs.is_empty(), "{errs:?}");
     let names: Vec<&str> = e.drivers().iter().map(|d| d.name.as_str()).collect();
     assert!(names.contains(&"net_null") && names.contains(&"net_ring"), "{names:?}");
@@ -333,16 +333,26 @@ fn panicking_probe_is_an_error_and_the_host_keeps_running() {
     assert_eq!(mp.stats().in_use, 0, "the packets the panicking RX burst allocated went back to the pool");
     let err = e.port(id).unwrap().mac().unwrap_err().to_string();
     assert!(err.contains("mac_addr_get failed: driver panicked: deliberate panic in mac_addr_get"), "{err}");
-    // A TX burst that panics claims the packets (leaked, never freed twice). Their
-    // pool stays in a static so the leak is visible as "in use", not lost memory.
-    static LEAKY: std::sync::OnceLock<Mempool> = std::sync::OnceLock::new();
-    let leaky = LEAKY.get_or_init(|| pool("leaky", 8));
+    // The panic fenced the RX queue off: later bursts are skipped, and counted.
+    assert_eq!(rx.rx_burst(&mut b), 0);
+    let xs = |e: &Eal| -> std::collections::HashMap<String, u64> {
+        e.port(id).unwrap().xstats().unwrap().into_iter().collect()
+    };
+    let x = xs(&e);
+    assert_eq!((x["rx_q0_driver_panics"], x["rx_q0_fenced_bursts"]), (1, 1), "{x:?}");
+    assert_eq!(e.port(id).unwrap().stats().unwrap().ierrors, 1, "the skipped burst is no new error");
+    // A TX burst that panics before taking anything leaves every packet with the
+    // caller (no leak), and fences the queue off too.
     let tx = e.port(id).unwrap().tx_queue(0).unwrap();
     let mut b = [std::ptr::null_mut::<RawMbuf>(); 2];
-    leaky.alloc_bulk_raw(&mut b).unwrap();
-    assert_eq!(tx.tx_burst(&mut b), 2);
-    assert_eq!(e.port(id).unwrap().stats().unwrap().oerrors, 2);
-    assert_eq!(leaky.stats().in_use, 2);
+    mp.alloc_bulk_raw(&mut b).unwrap();
+    assert_eq!(tx.tx_burst(&mut b), 0);
+    assert_eq!(tx.tx_burst(&mut b), 0);
+    let x = xs(&e);
+    assert_eq!((x["tx_q0_driver_panics"], x["tx_q0_fenced_bursts"]), (1, 1), "{x:?}");
+    // SAFETY: the two packets were never taken: still ours, freed once.
+    unsafe { ironpath_eal::mbuf::free_bulk_raw(&b) };
+    assert_eq!(mp.stats().in_use, 0);
 }
 
 #[test]
@@ -354,7 +364,7 @@ fn world_writable_plugin_is_refused() {
     std::fs::copy(plugin("ironpath_pmd_null"), &f).unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
     let mut e = Eal::new(MemPolicy::NoHuge);
-    let errs = e.load_plugins(std::slice::from_ref(&dir));
+    let errs = e.load_plugins(std::slice::from_ref(&dir), false);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(errs.len(), 1);
     let msg = errs[0].to_string();

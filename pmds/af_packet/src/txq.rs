@@ -158,9 +158,10 @@ impl TxQueue for AfTx {
     const HOLDS_PACKETS: bool = true;
 
     fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
-        let sent = self.send(burst.packets());
-        // SAFETY: `send` took the first `sent` packets: it holds them in `held`
-        // or freed them.
+        // SAFETY: `send` takes the first `sent` packets (it holds them in `held` or
+        // frees them), declared taken just below.
+        let sent = self.send(unsafe { burst.packets_to_post() });
+        // SAFETY: as above.
         unsafe { burst.set_taken(sent) };
     }
 

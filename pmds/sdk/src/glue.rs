@@ -1,6 +1,7 @@
 //! The C side: the entry table, the device ops table and the trampolines that call
 //! a [`Pmd`] from the host, each wrapped in `catch_unwind`.
 
+use crate::fence::{panic_text, Fence};
 use crate::packet::{RxBurst, TxBurst};
 use crate::{abi, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxQueue, TxQueue};
 use ironpath_abi::Mbuf;
@@ -34,6 +35,10 @@ struct QueueWrap<Q> {
     stats: Arc<QueueStats>,
     /// The host's id of the port (from `dev_configure`), handed to each RX burst.
     port_id: u16,
+    /// "RX queue 0" (for reports).
+    label: String,
+    /// Closed by the queue's first fast-path panic.
+    fence: Fence,
 }
 
 /// The device object handed to the host.
@@ -123,6 +128,13 @@ impl<D: Pmd> DevWrap<D> {
             v.push((format!("tx_q{i}_bytes"), c[1].wrapping_sub(base[1])));
             v.push((format!("tx_q{i}_errors"), c[2].wrapping_sub(base[2])));
         }
+        // Fenced queues (a driver panic): why their bursts are skipped.
+        for (dir, qs) in [("rx", &self.rx_stats), ("tx", &self.tx_stats)] {
+            for (i, q) in qs.iter().enumerate() {
+                v.push((format!("{dir}_q{i}_driver_panics"), q.driver_panics.get()));
+                v.push((format!("{dir}_q{i}_fenced_bursts"), q.fenced_bursts.get()));
+            }
+        }
         v.extend(self.dev.xstats());
         v
     }
@@ -150,16 +162,6 @@ fn write_err(err: *mut abi::ErrMsg, msg: &str) {
         let dst = (*err).msg.as_mut_ptr().cast::<u8>();
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n);
         *dst.add(n) = 0;
-    }
-}
-
-fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
     }
 }
 
@@ -208,6 +210,7 @@ pub unsafe extern "C" fn probe<D: Pmd>(
 ) -> i32 {
     if !host.is_null() {
         HOST.store(host.cast_mut(), Ordering::Release);
+        crate::fence::install_hook();
     }
     let r = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: NUL-terminated strings from the host (ABI contract).
@@ -289,13 +292,17 @@ unsafe extern "C" fn dev_info<D: Pmd>(dev: *mut c_void, info: *mut abi::DevInfo)
 unsafe extern "C" fn rx_burst<D: Pmd>(q: *mut c_void, pkts: *mut *mut Mbuf, n: u16) -> u16 {
     // SAFETY: `q` is our QueueWrap (set at setup), used by one thread; `pkts` holds n.
     let (qw, pkts) = unsafe { (&mut *q.cast::<QueueWrap<D::Rx>>(), std::slice::from_raw_parts_mut(pkts, n as usize)) };
+    if qw.fence.skips(&qw.stats) {
+        return 0;
+    }
     let mut burst = RxBurst::new(pkts, qw.port_id);
     match catch_unwind(AssertUnwindSafe(|| qw.q.rx_burst(&mut burst))) {
         Ok(()) => burst.len() as u16,
-        Err(_) => {
+        Err(p) => {
             // Nothing is received: what the burst held goes back to its pool.
             burst.reclaim();
             qw.stats.errors.add(1);
+            qw.fence.close(&qw.stats, D::NAME, qw.port_id, &qw.label, "rx_burst", &p);
             0
         }
     }
@@ -304,16 +311,22 @@ unsafe extern "C" fn rx_burst<D: Pmd>(q: *mut c_void, pkts: *mut *mut Mbuf, n: u
 unsafe extern "C" fn tx_burst<D: Pmd>(q: *mut c_void, pkts: *mut *mut Mbuf, n: u16) -> u16 {
     // SAFETY: as in `rx_burst`.
     let (qw, pkts) = unsafe { (&mut *q.cast::<QueueWrap<D::Tx>>(), std::slice::from_raw_parts_mut(pkts, n as usize)) };
+    if qw.fence.skips(&qw.stats) {
+        return 0;
+    }
     // SAFETY: the host hands over `n` valid packets for the driver to take.
     let mut burst = unsafe { TxBurst::new(pkts) };
     match catch_unwind(AssertUnwindSafe(|| qw.q.tx_burst(&mut burst))) {
         Ok(()) => burst.taken() as u16,
-        Err(_) => {
-            // The driver may already have queued some of these packets: claim them
-            // all (counted as errors). Leaking them is safe; handing them back could
-            // free a packet the driver still holds.
-            qw.stats.errors.add(u64::from(n));
-            n
+        Err(p) => {
+            // Through the safe API the burst knows what the driver took (and freed, or
+            // dropped while unwinding): the rest stays the host's. A driver that
+            // worked on the raw array may hold any of them: claim them all (counted
+            // as errors); leaking is safe, handing back a packet it holds is not.
+            let taken = if burst.used_raw() { usize::from(n) } else { burst.taken() };
+            qw.stats.errors.add(taken as u64);
+            qw.fence.close(&qw.stats, D::NAME, qw.port_id, &qw.label, "tx_burst", &p);
+            taken as u16
         }
     }
 }
@@ -321,10 +334,14 @@ unsafe extern "C" fn tx_burst<D: Pmd>(q: *mut c_void, pkts: *mut *mut Mbuf, n: u
 unsafe extern "C" fn tx_done_cleanup<D: Pmd>(q: *mut c_void, free_cnt: u32) -> i32 {
     // SAFETY: as in `rx_burst` (called on the queue's thread).
     let qw = unsafe { &mut *q.cast::<QueueWrap<D::Tx>>() };
+    if qw.fence.skips(&qw.stats) {
+        return 0;
+    }
     match catch_unwind(AssertUnwindSafe(|| qw.q.tx_done_cleanup(free_cnt as usize))) {
         Ok(k) => k.min(i32::MAX as usize) as i32,
-        Err(_) => {
+        Err(p) => {
             qw.stats.errors.add(1);
+            qw.fence.close(&qw.stats, D::NAME, qw.port_id, &qw.label, "tx_done_cleanup", &p);
             -abi::errno::EIO
         }
     }
@@ -332,10 +349,17 @@ unsafe extern "C" fn tx_done_cleanup<D: Pmd>(q: *mut c_void, free_cnt: u32) -> i
 
 unsafe extern "C" fn tx_inflight<D: Pmd>(q: *mut c_void) -> i32 {
     // SAFETY: as in `rx_burst` (called on the queue's thread).
-    let qw = unsafe { &*q.cast::<QueueWrap<D::Tx>>() };
+    let qw = unsafe { &mut *q.cast::<QueueWrap<D::Tx>>() };
+    if qw.fence.skips(&qw.stats) {
+        // A fenced queue holds nothing the host may wait for.
+        return 0;
+    }
     match catch_unwind(AssertUnwindSafe(|| qw.q.tx_inflight())) {
         Ok(k) => k.min(i32::MAX as usize) as i32,
-        Err(_) => -abi::errno::EIO,
+        Err(p) => {
+            qw.fence.close(&qw.stats, D::NAME, qw.port_id, &qw.label, "tx_inflight", &p);
+            -abi::errno::EIO
+        }
     }
 }
 
@@ -361,7 +385,13 @@ unsafe extern "C" fn rx_queue_setup<D: Pmd>(
         let q = w.dev.rx_queue_setup(qid, nb_desc, Pool::from_host(pool, alloc), stats.clone())?;
         w.rx_stats[i] = stats;
         w.rx_base[i] = [0; 5];
-        w.rxqs[i] = Box::into_raw(Box::new(QueueWrap { q, stats: w.rx_stats[i].clone(), port_id: w.port_id }));
+        w.rxqs[i] = Box::into_raw(Box::new(QueueWrap {
+            q,
+            stats: w.rx_stats[i].clone(),
+            port_id: w.port_id,
+            label: format!("RX queue {qid}"),
+            fence: Fence::default(),
+        }));
         Ok(w.rxqs[i])
     });
     match r {
@@ -387,7 +417,13 @@ unsafe extern "C" fn tx_queue_setup<D: Pmd>(dev: *mut c_void, qid: u16, nb_desc:
         let q = w.dev.tx_queue_setup(qid, nb_desc, stats.clone())?;
         w.tx_stats[i] = stats;
         w.tx_base[i] = [0; 5];
-        w.txqs[i] = Box::into_raw(Box::new(QueueWrap { q, stats: w.tx_stats[i].clone(), port_id: w.port_id }));
+        w.txqs[i] = Box::into_raw(Box::new(QueueWrap {
+            q,
+            stats: w.tx_stats[i].clone(),
+            port_id: w.port_id,
+            label: format!("TX queue {qid}"),
+            fence: Fence::default(),
+        }));
         Ok(w.txqs[i])
     });
     match r {
@@ -683,6 +719,21 @@ pub const fn entry<D: Pmd>() -> abi::PmdEntry {
         nb_pci_ids: D::PCI_IDS.len() as u32,
         reserved: 0,
         check_args: if D::CHECKS_ARGS { Some(check_args::<D>) } else { None },
+        min_abi_minor: min_abi_minor::<D>(),
+        reserved_1_6: [0; 3],
+    }
+}
+
+/// The oldest host ABI minor driver `D` runs correctly on, from what it uses: a
+/// queue that holds sent packets needs 1.2's `tx_done_cleanup`/`tx_inflight` (or
+/// nothing would ask it to free them), anything else runs on every 1.x host that
+/// reads this field (1.6 on; older hosts do not check). The rest of what the SDK
+/// exports is optional for a host: one that lacks a slot never calls it.
+pub const fn min_abi_minor<D: Pmd>() -> u16 {
+    if <D::Tx as TxQueue>::HOLDS_PACKETS {
+        2
+    } else {
+        1
     }
 }
 

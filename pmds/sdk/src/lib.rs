@@ -31,6 +31,7 @@ pub use ironpath_util as util;
 pub use ironpath_util::Counter;
 
 mod devargs;
+mod fence;
 pub mod glue;
 #[cfg(target_os = "linux")]
 pub mod linux;
@@ -97,6 +98,10 @@ pub struct QueueStats {
     pub nombuf: Counter,
     /// RX: packets the device dropped (ring full).
     pub missed: Counter,
+    /// Panics of the driver's burst functions on this queue (the first fences it off).
+    pub driver_panics: Counter,
+    /// Bursts skipped because the queue is fenced off.
+    pub fenced_bursts: Counter,
 }
 
 impl QueueStats {

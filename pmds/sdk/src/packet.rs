@@ -402,6 +402,8 @@ impl<'a> RxBurst<'a> {
 pub struct TxBurst<'a> {
     pkts: &'a mut [*mut Mbuf],
     taken: usize,
+    /// The driver asked for the raw array (then the count taken is its word).
+    raw: bool,
 }
 
 impl<'a> TxBurst<'a> {
@@ -411,7 +413,7 @@ impl<'a> TxBurst<'a> {
     /// Every pointer of `pkts` is a valid packet the caller gives a reference to,
     /// for the driver to take.
     pub unsafe fn new(pkts: &'a mut [*mut Mbuf]) -> Self {
-        Self { pkts, taken: 0 }
+        Self { pkts, taken: 0, raw: false }
     }
 
     /// Packets not yet taken.
@@ -474,7 +476,26 @@ impl<'a> TxBurst<'a> {
     /// the driver keeps or frees must be declared taken.
     #[inline(always)]
     pub unsafe fn raw_rest(&mut self) -> &mut [*mut Mbuf] {
+        self.raw = true;
         &mut self.pkts[self.taken..]
+    }
+
+    /// The untaken packets, for a driver that posts them by address and keeps them
+    /// (`Packet::as_ptr`): like [`TxBurst::packets`], but from now on a panic makes
+    /// the SDK claim the whole burst, since the driver may hold any of them.
+    ///
+    /// # Safety
+    /// A packet the driver keeps or frees counts as taken only after
+    /// [`TxBurst::set_taken`].
+    #[inline(always)]
+    pub unsafe fn packets_to_post(&mut self) -> &[Packet] {
+        self.raw = true;
+        self.packets()
+    }
+
+    /// Whether the driver asked for the raw array.
+    pub(crate) fn used_raw(&self) -> bool {
+        self.raw
     }
 
     /// Declare `n` more packets (after those already taken) taken by hand.

@@ -18,7 +18,9 @@ options:
   --duration SECS       stop after SECS seconds
   --stats-period SECS   print the port table every SECS seconds (default 1; 0: never)
   --stats-json FILE     write the per-second figures as JSON lines to FILE
-  -d PATH               load PMD plugins from PATH (file or directory; repeatable)
+  -d PATH               also load PMD plugins from PATH (file or directory; repeatable),
+                        before the default ones ($IRONPATH_PMD_PATH, next to the executable)
+  --no-default-plugins  only the -d plugins
   --no-huge             ordinary pages for every mempool
   --no-pin              do not pin lcores to CPUs
   --log-level LEVEL     emergency, alert, critical, error, warning, notice, info,
@@ -35,6 +37,7 @@ struct RunArgs {
     period: f64,
     json: Option<PathBuf>,
     plugins: Vec<PathBuf>,
+    default_plugins: bool,
     no_huge: bool,
     pin: bool,
     prefix: Option<String>,
@@ -48,6 +51,7 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
         period: 1.0,
         json: None,
         plugins: vec![],
+        default_plugins: true,
         no_huge: false,
         pin: true,
         prefix: Some("rte".into()),
@@ -68,6 +72,7 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
             "--stats-json" => r.json = Some(it.next().ok_or("--stats-json needs a file")?.into()),
             "-d" => r.plugins.push(it.next().ok_or("-d needs a path")?.into()),
             "--no-huge" => r.no_huge = true,
+            "--no-default-plugins" => r.default_plugins = false,
             "--no-pin" => r.pin = false,
             "--file-prefix" => {
                 let v = it.next().ok_or("--file-prefix needs a name")?;
@@ -93,9 +98,9 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
     Ok(r)
 }
 
-fn load_eal(plugins: &[PathBuf], policy: MemPolicy) -> Eal {
+fn load_eal(plugins: &[PathBuf], defaults: bool, policy: MemPolicy) -> Eal {
     let mut eal = Eal::new(policy);
-    for e in eal.load_plugins(plugins) {
+    for e in eal.load_plugins(plugins, defaults) {
         log::warn!("{e}");
     }
     eal
@@ -107,7 +112,7 @@ pub fn check_main(args: &[String]) -> i32 {
         crate::outln!("usage: ironpath check FILE...\n\nValidates pipeline files (every error with file:line:column) without running them.");
         return i32::from(args.is_empty()) * 2;
     }
-    let eal = load_eal(&[], MemPolicy::NoHuge);
+    let eal = load_eal(&[], true, MemPolicy::NoHuge);
     let drivers: Vec<String> = eal.drivers().iter().map(|d| d.name.clone()).collect();
     let drivers = (!drivers.is_empty()).then_some(drivers.as_slice());
     let mut rc = 0;
@@ -167,7 +172,8 @@ pub fn run_main(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let mut eal = load_eal(&a.plugins, if a.no_huge { MemPolicy::NoHuge } else { MemPolicy::PreferHuge });
+    let mut eal =
+        load_eal(&a.plugins, a.default_plugins, if a.no_huge { MemPolicy::NoHuge } else { MemPolicy::PreferHuge });
     let drivers: Vec<String> = eal.drivers().iter().map(|d| d.name.clone()).collect();
     let cfg = match check(&a.file, Some(&drivers)) {
         Ok(c) => c,

@@ -79,13 +79,13 @@ impl App {
         eal_args.apply_log_levels();
         let p = Params::parse(&app_args)?;
         let mut eal = Eal::new(eal_args.mem_policy());
-        for e in eal.load_plugins(&eal_args.plugin_paths) {
+        let refused = eal.load_plugins(&eal_args.plugin_paths, !eal_args.no_default_plugins);
+        for e in &refused {
             log::warn!("{e}");
         }
-        if eal.drivers().is_empty() {
-            return Err(
-                "no PMD plugin loaded: pass -d DIR or set IRONPATH_PMD_PATH (see `cargo build --workspace`)".into()
-            );
+        // With every plugin refused, a --vdev still says which refusal it met.
+        if eal.drivers().is_empty() && (refused.is_empty() || eal_args.vdevs.is_empty()) {
+            return Err(crate::no_plugin_message(refused.len()));
         }
         let nb_ports = eal_args.vdevs.len() + eal_args.allow.len();
         let nb_mbufs = p.total_num_mbufs.unwrap_or_else(|| default_nb_mbufs(&p, nb_ports, eal_args.lcores.len()));

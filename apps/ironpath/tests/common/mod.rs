@@ -4,6 +4,7 @@
 //! small shell helpers.
 #![allow(dead_code)]
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -342,4 +343,53 @@ pub fn pings_answered(v: &Veth) -> u32 {
 /// The most objects of pool `pool` in use at any time of the run so far.
 pub fn peak_in_use(run: &Run, pool: &str) -> u64 {
     run.lines().iter().filter_map(|l| l["mempools"][pool]["in_use_max"].as_u64()).max().unwrap_or(0)
+}
+
+/// What a finished `ironpath testpmd` printed, and its exit code.
+pub struct Out {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+/// Run testpmd with `args`, feeding `input` line by line (a line `@sleep SECS` pauses
+/// the feeder, as a user would wait between commands); killed after 60 s.
+pub fn testpmd(args: &str, input: &str) -> Out {
+    let mut child = Command::new(BIN)
+        .arg("testpmd")
+        .args(args.split_whitespace())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ironpath");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_string();
+    let feeder = std::thread::spawn(move || {
+        for line in input.lines() {
+            if let Some(secs) = line.strip_prefix("@sleep ") {
+                std::thread::sleep(Duration::from_secs_f64(secs.parse().unwrap()));
+            } else if writeln!(stdin, "{line}").is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("testpmd did not exit within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = feeder.join();
+    let o = child.wait_with_output().unwrap();
+    Out {
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        code: o.status.code().unwrap_or(-1),
+    }
 }

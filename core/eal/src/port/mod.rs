@@ -31,6 +31,16 @@ pub enum PortError {
         /// " (did you mean ...?)" or empty.
         hint: String,
     },
+    /// The plugin that provides the driver was refused when it was loaded.
+    #[error("no driver for device `{name}`: driver {driver} was refused: {why}")]
+    Refused {
+        /// Instance name.
+        name: String,
+        /// Driver name.
+        driver: String,
+        /// The loader's refusal.
+        why: String,
+    },
     /// The driver refused the device arguments (its message names the argument).
     #[error("{name}: {msg}\n  usage: {name},{help}")]
     Probe {
@@ -229,6 +239,9 @@ impl Port {
             return Err(PortError::BadDevargs(devargs.to_string()));
         }
         let Some(driver) = reg.find_for_instance(name) else {
+            if let Some((driver, why)) = reg.refusal_for(name) {
+                return Err(PortError::Refused { name: name.to_string(), driver, why: why.to_string() });
+            }
             let names: Vec<&str> = reg.drivers().iter().map(|d| d.name.as_str()).collect();
             let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
             let hint = ironpath_util::suggest::did_you_mean(stem, names.iter().copied());

@@ -30,6 +30,8 @@ static ENTRY: abi::PmdEntry = {
         nb_pci_ids: 0,
         reserved: 0,
         check_args: None,
+        min_abi_minor: 0,
+        reserved_1_6: [0; 3],
     }
 };
 

@@ -1,0 +1,184 @@
+//! Plugins as their authors meet them: `-d` adds to the default plugins, every kind
+//! of refused plugin is one line with its reason and a `--vdev` of its driver says
+//! it was refused, a newer-ABI plugin is refused unless it names a minor this host
+//! meets, and a driver that panics is fenced off with one message.
+
+use std::path::{Path, PathBuf};
+
+mod common;
+
+use common::{testpmd, BIN};
+
+/// The directory of the built plugins (next to the test's `ironpath`).
+fn build_dir() -> PathBuf {
+    Path::new(BIN).parent().unwrap().to_path_buf()
+}
+
+fn plugin(lib: &str) -> PathBuf {
+    build_dir().join(format!("lib{lib}.so"))
+}
+
+/// A fresh directory for this test, removed on drop.
+struct TmpDir(PathBuf);
+
+impl TmpDir {
+    fn new(tag: &str) -> TmpDir {
+        let d = std::env::temp_dir().join(format!("ironpath-plugins-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TmpDir(d)
+    }
+
+    /// Copy plugin `lib` in as `libironpath_pmd_<name>.so`.
+    fn copy(&self, lib: &str, name: &str) -> PathBuf {
+        let to = self.0.join(format!("libironpath_pmd_{name}.so"));
+        std::fs::copy(plugin(lib), &to).unwrap();
+        to
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Lines of `s` that mention `what`.
+fn lines_with<'a>(s: &'a str, what: &str) -> Vec<&'a str> {
+    s.lines().filter(|l| l.contains(what)).collect()
+}
+
+#[test]
+fn d_adds_to_the_default_plugins_and_plugins_says_what_became_of_each_file() {
+    let dir = TmpDir::new("adds");
+    let mine = dir.copy("ironpath_pmd_null", "mynull");
+    // A vdev of a default driver (ring) next to one of the -d plugin's (null: the -d
+    // copy goes first, the default null is skipped).
+    let o = testpmd(
+        &format!("-l 0 --no-huge -d {} --vdev net_null0 --vdev net_ring0 -- -i", mine.display()),
+        "show port summary all\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("net_null0") && o.stdout.contains("net_ring0"), "{}", o.stdout);
+    assert!(!o.stderr.contains("refused"), "a skipped default plugin is no refusal:\n{}", o.stderr);
+    let out = std::process::Command::new(BIN).args(["plugins", "-d"]).arg(&mine).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("  {} (-d)", mine.display())), "{text}");
+    assert!(text.contains("(next to the executable)"), "{text}");
+    assert!(lines_with(&text, "loaded ").iter().any(|l| l.contains("libironpath_pmd_mynull.so (net_null)")), "{text}");
+    assert!(
+        lines_with(&text, "skipped").iter().any(|l| l.contains("libironpath_pmd_null.so")
+            && l.contains("net_null is provided by a plugin loaded before it")),
+        "{text}"
+    );
+    assert!(lines_with(&text, "loaded").iter().any(|l| l.contains("(net_ring)")), "{text}");
+    // --no-default-plugins: only ours.
+    let o =
+        testpmd(&format!("-l 0 --no-huge --no-default-plugins -d {} --vdev net_ring0 -- -i", mine.display()), "quit\n");
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("no driver for device `net_ring0`: loaded drivers: net_null"), "{}", o.stderr);
+}
+
+#[test]
+fn every_refused_plugin_is_one_line_and_its_vdev_says_so() {
+    use std::os::unix::fs::PermissionsExt;
+    // (test plugin, file name, environment, --no-default-plugins, vdev, reason)
+    let cases: &[(&str, &str, &str, bool, &str, &str)] = &[
+        ("ironpath_testpmd_abi_major", "future", "", false, "net_future0", "ABI major version 2, this host expects 1"),
+        ("ironpath_testpmd_abi_newer", "newer", "", false, "net_newer0", "does not say it runs on an older host"),
+        ("ironpath_testpmd_abi_newer", "newer", "newer", false, "net_newer0", "needs a host of at least"),
+        (
+            "ironpath_testpmd_abi_newer",
+            "newer",
+            "badsize",
+            false,
+            "net_newer0",
+            "size of Mbuf is 136 bytes, this host expects 128",
+        ),
+        ("ironpath_testpmd_no_entry", "noentry", "", false, "net_noentry0", "no `ironpath_pmd_entry` symbol"),
+        ("ironpath_pmd_null", "null", "", true, "net_null0", "writable by others than its owner"),
+        ("", "junk", "", false, "net_junk0", "cannot load"),
+    ];
+    for &(lib, name, env, only_d, vdev, why) in cases {
+        let dir = TmpDir::new(&format!("refused-{name}-{env}"));
+        let file = if lib.is_empty() {
+            let f = dir.0.join(format!("libironpath_pmd_{name}.so"));
+            std::fs::write(&f, b"not an ELF file at all").unwrap();
+            f
+        } else {
+            dir.copy(lib, name)
+        };
+        if name == "null" {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        }
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(["testpmd", "-l", "0", "--no-huge", "-d"]).arg(&dir.0);
+        if only_d {
+            cmd.arg("--no-default-plugins");
+        }
+        cmd.args(["--vdev", vdev, "--", "-i"]).env("IRONPATH_TEST_MIN_MINOR", env).stdin(std::process::Stdio::null());
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{name}/{env}: {err}");
+        let lines = lines_with(&err, &format!("libironpath_pmd_{name}.so"));
+        // One line for the refusal, one for the vdev that needed it.
+        assert_eq!(lines.len(), 2, "{name}/{env}: {err}");
+        assert!(lines[0].contains(why) && !lines[0].contains("refused: plugin"), "{name}/{env}: {err}");
+        let driver = vdev.trim_end_matches('0');
+        assert!(
+            lines[1].contains(&format!("no driver for device `{vdev}`: driver {driver} was refused: "))
+                && lines[1].contains(why),
+            "{name}/{env}: {err}"
+        );
+        assert!(!err.contains("no plugin found"), "{err}");
+    }
+}
+
+#[test]
+fn a_newer_plugin_that_names_a_minor_this_host_meets_loads() {
+    let dir = TmpDir::new("newer-ok");
+    dir.copy("ironpath_testpmd_abi_newer", "newer");
+    let out = std::process::Command::new(BIN)
+        .args(["plugins", "--no-default-plugins", "-d"])
+        .arg(&dir.0)
+        .env("IRONPATH_TEST_MIN_MINOR", "host")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("net_newer    ABI 1.{}", ironpath_eal::abi::ABI_MINOR + 3)), "{text}");
+}
+
+#[test]
+fn a_panicking_driver_is_fenced_off_with_one_message_and_nothing_leaks() {
+    let o = testpmd(
+        &format!(
+            "-l 0-1 --no-huge -d {} --vdev net_panic0,ok=1 --vdev net_null0 -- -i --total-num-mbufs=2048",
+            plugin("ironpath_testpmd_panic_probe").display()
+        ),
+        "start\n@sleep 0.5\nstop\nshow port xstats 0\nquit\n",
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let rx = lines_with(&o.stderr, "panicked in rx_burst");
+    assert_eq!(rx.len(), 1, "{}", o.stderr);
+    assert!(
+        rx[0].contains("driver net_panic: port 0 RX queue 0 panicked in rx_burst: deliberate panic in rx_burst"),
+        "{}",
+        o.stderr
+    );
+    assert!(rx[0].contains("fenced off"), "{}", o.stderr);
+    assert!(lines_with(&o.stderr, "panicked in tx_burst").len() == 1, "{}", o.stderr);
+    assert!(!o.stderr.contains("thread '"), "Rust's own panic message is not printed as well:\n{}", o.stderr);
+    let fenced = |key: &str| -> u64 {
+        let l = o
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .unwrap_or_else(|| panic!("no {key}:\n{}", o.stdout));
+        l.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    assert_eq!(fenced("rx_q0_driver_panics:"), 1);
+    assert!(fenced("rx_q0_fenced_bursts:") > 0);
+    assert!(!o.stderr.contains("still in use"), "every mbuf back in its pool at exit:\n{}", o.stderr);
+}
