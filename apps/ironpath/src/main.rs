@@ -5,13 +5,15 @@
 //! * `ironpath run FILE`: run a YAML pipeline (graph of nodes on lcores);
 //! * `ironpath check FILE...`: validate pipeline files;
 //! * `ironpath plugins [-d DIR]`: list the PMD plugins found and their device
-//!   arguments.
+//!   arguments, and what became of every plugin file;
+//! * `ironpath new-pmd NAME`: a new driver crate made from the template.
 #![forbid(unsafe_code)]
 
 use ironpath::testpmd;
 
 fn usage() -> &'static str {
-    "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  run FILE [options]                     run a YAML pipeline (see `ironpath run --help`)\n  check FILE...                          validate pipeline files\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments"
+    "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  run FILE [options]                     run a YAML pipeline (see `ironpath run --help`)\n  check FILE...                          validate pipeline files\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments
+  new-pmd NAME [--dir DIR]               create a PMD crate for driver net_NAME from the template"
 }
 
 fn plugins(args: &[String]) -> i32 {
@@ -77,6 +79,7 @@ fn main() {
     let code = match args.first().map(String::as_str) {
         Some("testpmd") => testpmd::main(&args[1..]),
         Some("plugins") => plugins(&args[1..]),
+        Some("new-pmd") => ironpath::newpmd::main(&args[1..]),
         Some("run") => ironpath::pipeline::cli::run_main(&args[1..]),
         Some("check") => ironpath::pipeline::cli::check_main(&args[1..]),
         Some("-h" | "--help" | "help") => {

@@ -182,3 +182,64 @@ fn a_panicking_driver_is_fenced_off_with_one_message_and_nothing_leaks() {
     assert!(fenced("rx_q0_fenced_bursts:") > 0);
     assert!(!o.stderr.contains("still in use"), "every mbuf back in its pool at exit:\n{}", o.stderr);
 }
+
+fn guide() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/writing-a-pmd.md")).unwrap()
+}
+
+#[test]
+fn the_guide_states_the_abi_of_the_code() {
+    use ironpath_eal::abi::{ABI_MAJOR, ABI_MINOR};
+    let g = guide();
+    assert!(
+        g.contains(&format!("The current ABI is **{ABI_MAJOR}.{ABI_MINOR}**")),
+        "docs/writing-a-pmd.md: current ABI"
+    );
+    // Example output of `ironpath plugins` shows the current version.
+    for l in g.lines().filter(|l| l.starts_with("net_") && l.contains(" ABI ")) {
+        assert!(l.contains(&format!(" ABI {ABI_MAJOR}.{ABI_MINOR} ")), "stale example line: {l}");
+    }
+    // No version past the current one, but for the refused-plugin examples (1.9).
+    for (i, _) in g.match_indices(&format!("ABI {ABI_MAJOR}.")) {
+        let n: String = g[i + 6..].chars().take_while(char::is_ascii_digit).collect();
+        let n: u16 = n.parse().unwrap_or(0);
+        assert!(n <= ABI_MINOR || n == ABI_MINOR + 3, "docs/writing-a-pmd.md mentions ABI 1.{n}");
+    }
+}
+
+#[test]
+fn the_out_of_tree_walkthrough_of_the_guide_runs_as_written() {
+    // Every ```sh block after a `<!-- ci: run -->` line, in order, in a fresh
+    // directory, with this tree's `ironpath` first on PATH.
+    let g = guide();
+    let mut script = String::from("set -euo pipefail\n");
+    let mut rest = g.as_str();
+    while let Some(i) = rest.find("<!-- ci: run -->\n```sh\n") {
+        let body = &rest[i + "<!-- ci: run -->\n```sh\n".len()..];
+        let end = body.find("\n```").unwrap();
+        script.push_str(&body[..end]);
+        script.push('\n');
+        rest = &body[end..];
+    }
+    assert!(script.contains("ironpath new-pmd"), "no walkthrough found in the guide");
+    let dir = TmpDir::new("walkthrough");
+    let path = format!("{}:{}", build_dir().display(), std::env::var("PATH").unwrap_or_default());
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&dir.0)
+        .env("PATH", path)
+        .env("CARGO_NET_OFFLINE", "true")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .output()
+        .unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "the guide's commands failed:\n{script}\n--- stdout\n{out}\n--- stderr\n{err}");
+    assert!(out.contains("net_mydrv    ABI"), "{out}");
+    let i = out.find("Accumulated forward statistics").unwrap_or_else(|| panic!("{out}"));
+    let rx: u64 = out[i..].split("RX-packets:").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    assert!(rx > 0, "no packet forwarded through net_mydrv:\n{out}");
+    assert!(!err.contains("still in use") && !err.contains("refused"), "{err}");
+}

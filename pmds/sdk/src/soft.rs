@@ -37,7 +37,9 @@ impl SoftState {
     pub const MAX_MACS: usize = 16;
 
     /// A locally administered MAC `02:<tag>:<4 bytes of a hash of the instance name>`,
-    /// stable across runs, different per instance.
+    /// stable across runs, different per instance. `tag` is one byte of your choice
+    /// that tells drivers apart (in the tree: null 0x00, ring 0x01, pcap 0x70), so two
+    /// drivers' ports of the same instance name get different addresses.
     pub fn mac_from_name(tag: u8, name: &str) -> [u8; 6] {
         let h = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
         [0x02, tag, (h >> 24) as u8, (h >> 16) as u8, (h >> 8) as u8, h as u8]
