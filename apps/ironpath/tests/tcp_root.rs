@@ -322,20 +322,6 @@ fn our_client_pushes_1gib_into_a_kernel_socket_and_fetches_from_nginx_root() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let v = Veth::new("tc", 23);
     let dir = TempDir::new("client");
-    // 1. `source` app: 1 GiB of the pattern (byte i % 251) into a Python socket.
-    let bytes: u64 = 1 << 30;
-    let sink = dir.0.join("sink.py");
-    std::fs::write(&sink, SINK_PY).unwrap();
-    let ns = v.ns.clone();
-    let sink_s = sink.display().to_string();
-    let receiver = std::thread::spawn(move || {
-        let o = std::process::Command::new("timeout")
-            .args(["150", "ip", "netns", "exec", &ns, "python3", &sink_s, "5001"])
-            .output()
-            .unwrap();
-        text(&o)
-    });
-    std::thread::sleep(std::time::Duration::from_millis(500));
     let env = |app: &str| {
         vec![
             ("IRONPATH_IFACE", v.port.clone()),
@@ -344,17 +330,41 @@ fn our_client_pushes_1gib_into_a_kernel_socket_and_fetches_from_nginx_root() {
             ("IRONPATH_APP", app.to_owned()),
         ]
     };
-    let mut e = env("source");
-    e.push(("IRONPATH_PEER_PORT", "5001".into()));
-    e.push(("IRONPATH_BYTES", bytes.to_string()));
-    let mut run = Run::start(&config("tcp-client.yaml"), &e, "src");
-    let got = receiver.join().unwrap();
-    let out = run.stop();
-    let want = sh(&format!(
-        "python3 -c \"import hashlib; p = bytes(i % 251 for i in range(251 * 4096)); h = hashlib.sha256(); \
-         n = {bytes}; [h.update(p) for _ in range(n // len(p))]; h.update(p[:n % len(p)]); print(h.hexdigest())\""
-    ));
-    assert_eq!(got.split_whitespace().collect::<Vec<_>>(), [want.trim(), &bytes.to_string()], "{got}\n{out}");
+    let sink = dir.0.join("sink.py");
+    std::fs::write(&sink, SINK_PY).unwrap();
+    // `source` app: `bytes` of the pattern (byte i % 251) into a Python socket on
+    // `port`; returns the run's output.
+    let push = |bytes: u64, port: u16| {
+        let ns = v.ns.clone();
+        let sink_s = sink.display().to_string();
+        let receiver = std::thread::spawn(move || {
+            let o = std::process::Command::new("timeout")
+                .args(["150", "ip", "netns", "exec", &ns, "python3", &sink_s, &port.to_string()])
+                .output()
+                .unwrap();
+            text(&o)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let mut e = env("source");
+        e.push(("IRONPATH_PEER_PORT", port.to_string()));
+        e.push(("IRONPATH_BYTES", bytes.to_string()));
+        let mut run = Run::start(&config("tcp-client.yaml"), &e, "src");
+        let got = receiver.join().unwrap();
+        let out = run.stop();
+        let want = sh(&format!(
+            "python3 -c \"import hashlib; p = bytes(i % 251 for i in range(251 * 4096)); h = hashlib.sha256(); \
+             n = {bytes}; [h.update(p) for _ in range(n // len(p))]; h.update(p[:n % len(p)]); print(h.hexdigest())\""
+        ));
+        assert_eq!(got.split_whitespace().collect::<Vec<_>>(), [want.trim(), &bytes.to_string()], "{got}\n{out}");
+        out
+    };
+    // 1. 1 GiB in TSO packets the veth passes on whole.
+    push(1 << 30, 5001);
+    // 1b. Our interface without TSO: the kernel must segment our TSO packets in
+    //     software, which af_packet's qdisc bypass does not do (it drops them): the
+    //     queue's TSO socket moves behind the qdisc and the stream goes through.
+    sh(&format!("ethtool -K {} tso off", v.port));
+    push(64 << 20, 5002);
 
     // 2. `http_get` app: a 16 MiB file from nginx on the kernel. af_packet receives
     //    frames of at most `framesz`: the kernel peer must not send TSO/GSO super-frames.

@@ -32,6 +32,10 @@
 //!   GSO packet, which the peer's stack takes as if GRO had merged it). It is copied by
 //!   `sendmsg`, so it is freed at once (frames waiting in the ring are kicked first,
 //!   so the order holds). `tx_offload_capa` then has `TX_TCP_SEG | TX_TCP_CKSUM`.
+//!   A device that cannot take a packet whole (`ethtool -K IF tso off`) needs the
+//!   kernel's software segmentation, which the qdisc bypass does not do (it drops the
+//!   packet): the first such refusal moves the queue's TSO socket behind the qdisc
+//!   (xstat `tx_gso_qdisc`) and the packet is sent again.
 //! * The kernel's offload state is kept (`rx.rs`). With `vnet=1` (the default) the RX
 //!   sockets have `PACKET_VNET_HDR`: each frame comes with a `virtio_net_hdr`, so a
 //!   frame whose checksum is only partial (veth's CHECKSUM_PARTIAL: the field holds
@@ -143,6 +147,7 @@ pub struct AfPacket {
     /// Per queue, the `PACKET_VNET_HDR` socket TSO packets go through (`tso=1`).
     gso_socks: Vec<Option<Fd>>,
     tso: bool,
+    qdisc_bypass: bool,
     drops: Vec<(Arc<Fd>, Arc<Drops>)>,
     promisc: bool,
     tx_free_thresh: u32,
@@ -260,6 +265,7 @@ impl Pmd for AfPacket {
             tx_socks: Vec::new(),
             gso_socks: Vec::new(),
             tso,
+            qdisc_bypass,
             drops: Vec::new(),
             promisc: false,
             tx_free_thresh,
@@ -417,6 +423,7 @@ impl Pmd for AfPacket {
                     held: vec![std::ptr::null_mut(); nframes],
                     free_thresh: self.tx_free_thresh as usize,
                     gso: self.gso_socks.get_mut(qid as usize).and_then(Option::take),
+                    gso_bypass: self.qdisc_bypass,
                     stats,
                     offloads: {
                         let o = Arc::new(TxOffloads::default());
@@ -457,6 +464,7 @@ impl Pmd for AfPacket {
             ("rx_cut".to_string(), sum(|o| o.cut.get())),
             ("tx_gso".to_string(), self.tx_offloads.iter().map(|o| o.gso.get()).sum()),
             ("tx_csum_offload".to_string(), self.tx_offloads.iter().map(|o| o.csum.get()).sum()),
+            ("tx_gso_qdisc".to_string(), self.tx_offloads.iter().map(|o| o.gso_qdisc.get()).sum()),
         ]
     }
 

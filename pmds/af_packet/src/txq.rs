@@ -23,6 +23,8 @@ pub struct AfTx {
     pub(crate) free_thresh: usize,
     /// The `PACKET_VNET_HDR` socket for TSO packets.
     pub(crate) gso: Option<Fd>,
+    /// Whether `gso` bypasses the qdisc layer (see `send_gso`).
+    pub(crate) gso_bypass: bool,
     pub(crate) stats: Arc<QueueStats>,
     pub(crate) offloads: Arc<TxOffloads>,
 }
@@ -34,6 +36,9 @@ pub(crate) struct TxOffloads {
     pub(crate) gso: Counter,
     /// Packets whose checksum the kernel completed (`NEEDS_CSUM`).
     pub(crate) csum: Counter,
+    /// Times the TSO socket left the qdisc bypass because the device could not take a
+    /// packet whole (0 or 1 per queue).
+    pub(crate) gso_qdisc: Counter,
 }
 
 // SAFETY: the held packets are owned by the queue, which one thread uses at a time.
@@ -89,7 +94,20 @@ impl AfTx {
             n += 1;
         }
         let ok = if fits {
-            match sys::send_iov(fd, &iov[..n]) {
+            let mut r = sys::send_iov(fd, &iov[..n]);
+            if self.gso_bypass && matches!(&r, Err(e) if e.raw_os_error() == Some(libc::ENOBUFS)) {
+                // The bypass (`dev_direct_xmit`) drops a packet the kernel had to
+                // segment in software (a device without TSO for it, e.g. `ethtool -K
+                // IF tso off`): from now on this queue's TSO packets go through the
+                // qdisc layer, which segments them. Once per queue; the packet is
+                // sent again.
+                if sys::set_int(fd, libc::PACKET_QDISC_BYPASS, 0).is_ok() {
+                    self.gso_bypass = false;
+                    self.offloads.gso_qdisc.add(1);
+                    r = sys::send_iov(fd, &iov[..n]);
+                }
+            }
+            match r {
                 Ok(_) => true,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => return Err(()),
                 Err(_) => false,
