@@ -22,16 +22,10 @@ impl Node for MacSwap {
     #[inline]
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let mut short = 0u64;
-        pkts.for_each_data_mut(|d| match d.get_mut(..12) {
-            Some(eth) => {
-                // Fixed-size copies: the compiler keeps them in registers (a
-                // variable-length overlapping copy would be a call to memmove).
-                let mut h = [0u8; 12];
-                h.copy_from_slice(eth);
-                eth[..6].copy_from_slice(&h[6..]);
-                eth[6..].copy_from_slice(&h[..6]);
+        pkts.for_each_data_mut(|d| {
+            if !ironpath_wire::ethernet::swap_addresses(d) {
+                short += 1;
             }
-            None => short += 1,
         });
         if short > 0 {
             drop_runts(cx, pkts);

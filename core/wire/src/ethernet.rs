@@ -255,6 +255,22 @@ impl EthernetRepr {
     }
 }
 
+/// Swap the destination and source addresses at the start of `frame` in place (a
+/// reflector's turn-around); `false`, and nothing changed, when it is shorter than
+/// the two (12 bytes). One 8-byte and one 4-byte load and store: the addresses are
+/// moved in registers.
+#[inline(always)]
+pub fn swap_addresses(frame: &mut [u8]) -> bool {
+    let Some((a, b)) = frame.get_mut(..12).map(|h| h.split_at_mut(8)) else { return false };
+    // Little-endian: `x` holds dst[0..6] then src[0..2], `y` src[2..6].
+    let x = u64::from_le_bytes(a.try_into().unwrap_or([0; 8]));
+    let y = u32::from_le_bytes(b.try_into().unwrap_or([0; 4]));
+    let src = (x >> 48) | (u64::from(y) << 16);
+    a.copy_from_slice(&(src | (x << 48)).to_le_bytes());
+    b.copy_from_slice(&((x >> 16) as u32).to_le_bytes());
+    true
+}
+
 /// The EtherType after at most two VLAN tags (802.1Q `0x8100` or 802.1ad `0x88a8`) and
 /// the offset of the L3 header from the start of `frame`.
 ///
@@ -281,6 +297,19 @@ pub fn l3_offset(frame: &[u8]) -> Result<(EtherType, usize)> {
 mod tests {
     use super::*;
     use crate::testutil::hex;
+
+    #[test]
+    fn swap_addresses_turns_a_frame_around() {
+        let mut f: Vec<u8> = (1..=14).collect();
+        assert!(swap_addresses(&mut f));
+        assert_eq!(f, [7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6, 13, 14]);
+        let mut exact: Vec<u8> = (1..=12).collect();
+        assert!(swap_addresses(&mut exact));
+        assert_eq!(exact, [7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6]);
+        let mut runt = [1u8, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+        assert!(!swap_addresses(&mut runt));
+        assert_eq!(runt, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    }
 
     #[test]
     fn address_display_parse_and_classes() {

@@ -4,12 +4,7 @@ use crate::testpmd::engine::{no_begin, rx, tx_all, FwdEngine, FwdSettings, Strea
 /// Swap the two MAC addresses at the start of a frame (no-op for runts).
 #[inline(always)]
 pub fn swap_macs(d: &mut [u8]) {
-    if let Some(eth) = d.get_mut(..12) {
-        let mut h = [0u8; 12];
-        h.copy_from_slice(eth);
-        eth[..6].copy_from_slice(&h[6..]);
-        eth[6..].copy_from_slice(&h[..6]);
-    }
+    ironpath_wire::ethernet::swap_addresses(d);
 }
 
 fn fwd(s: &mut Stream, set: &FwdSettings) {
