@@ -118,7 +118,7 @@ impl Impair {
         let mut m = if m.is_writable() && m.nb_segs() == 1 {
             m
         } else {
-            match Mbuf::from_slice(&self.pool, &m.to_vec()) {
+            match m.deep_copy(&self.pool) {
                 Ok(c) => c,
                 Err(_) => {
                     cx.count(ImpairCounter::NoMbuf, 1);
@@ -157,9 +157,9 @@ impl Impair {
         }
         let m = if self.chance(self.cfg.corrupt_ppm) { self.corrupt(cx, m) } else { m };
         if self.chance(self.cfg.duplicate_ppm) {
-            match Mbuf::from_slice(&self.pool, &m.to_vec()) {
+            match m.deep_copy(&self.pool) {
                 Ok(mut copy) => {
-                    copy.header_mut().ol_flags = m.header().ol_flags & !abi::RX_AGGREGATED;
+                    copy.header_mut().ol_flags &= !abi::RX_AGGREGATED;
                     cx.count(ImpairCounter::Duplicated, 1);
                     self.forward(cx, copy, out, arrival);
                 }

@@ -279,6 +279,50 @@ impl Mbuf {
         // SAFETY: a complete packet owned by us.
         Ok(unsafe { Mbuf::from_raw(raw[0]) })
     }
+
+    /// A copy in buffers of its own from `pool`, writable whatever this packet's
+    /// sharing: the data (chained over as many segments as it needs) and the
+    /// metadata (port, offload flags and header lengths, packet type, VLAN tag, RSS
+    /// hash, aggregate count, timestamp; not the private area).
+    pub fn deep_copy(&self, pool: &Mempool) -> Result<Mbuf, MbufError> {
+        let mut head = Mbuf::alloc(pool)?;
+        let mut tail: Option<Mbuf> = None;
+        for mut seg in self.segments() {
+            while !seg.is_empty() {
+                let cur = tail.as_mut().unwrap_or(&mut head);
+                let k = cur.tailroom().min(seg.len());
+                if k == 0 {
+                    let next = Mbuf::alloc(pool)?;
+                    if next.tailroom() == 0 {
+                        return Err(MbufError::NoRoom { op: "deep_copy", want: seg.len(), have: 0 });
+                    }
+                    if let Some(full) = tail.replace(next) {
+                        head.chain(full)?;
+                    }
+                    continue;
+                }
+                cur.append(k)?.copy_from_slice(&seg[..k]);
+                seg = &seg[k..];
+            }
+        }
+        if let Some(last) = tail {
+            head.chain(last)?;
+        }
+        let h = self.hdr();
+        let c = head.header_mut();
+        c.port = h.port;
+        c.ol_flags = h.ol_flags & !ATTACHED;
+        c.packet_type = h.packet_type;
+        c.vlan_tci = h.vlan_tci;
+        c.rss_hash = h.rss_hash;
+        c.l2_len = h.l2_len;
+        c.l3_len = h.l3_len;
+        c.l4_len = h.l4_len;
+        c.tso_segsz = h.tso_segsz;
+        c.aggr_segs = h.aggr_segs;
+        c.timestamp = h.timestamp;
+        Ok(head)
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -302,6 +346,42 @@ mod tests {
         fn drop(&mut self) {
             self.1.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    #[test]
+    fn deep_copy_is_writable_chained_as_needed_and_keeps_the_metadata() {
+        let p = pool(32, 256); // 128 bytes of data per segment
+        let data: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        let mut m = Mbuf::from_slice(&p, &data).unwrap();
+        {
+            let h = m.header_mut();
+            h.port = 3;
+            h.ol_flags = abi::TX_TCP_CKSUM | abi::TX_IPV4;
+            h.l2_len = 18;
+            h.l3_len = 20;
+            h.l4_len = 32;
+            h.vlan_tci = 7;
+            h.rss_hash = 0xabcd;
+        }
+        let shared = m.share();
+        let before = p.stats().in_use;
+        let mut c = m.deep_copy(&p).unwrap();
+        assert_eq!(c.to_vec(), data);
+        assert_eq!(c.nb_segs(), 8);
+        assert_eq!(p.stats().in_use, before + 8);
+        assert!(c.is_writable(), "the copy is its own");
+        let h = c.header();
+        assert_eq!((h.port, h.ol_flags, h.l2_len, h.l3_len, h.l4_len), (3, abi::TX_TCP_CKSUM | abi::TX_IPV4, 18, 20, 32));
+        assert_eq!((h.vlan_tci, h.rss_hash), (7, 0xabcd));
+        c.data_mut().unwrap()[0] = 0xff;
+        assert_eq!(m.data()[0], 0, "the original is untouched");
+        drop((m, shared, c));
+        assert_eq!(p.stats().in_use, 0);
+        // A pool too small for the copy: an error, nothing leaked.
+        let small = pool(4, 256);
+        let m = Mbuf::from_slice(&p, &data).unwrap();
+        assert!(m.deep_copy(&small).is_err());
+        assert_eq!(small.stats().in_use, 0);
     }
 
     #[test]
