@@ -201,6 +201,70 @@ edges:
 }
 
 #[test]
+fn mirror_shares_or_copies_every_packet_and_returns_every_mbuf() {
+    const N: u64 = 20_000;
+    let d = tmpdir("mirror");
+    let cap = |n: &str| d.join(format!("{n}.pcap"));
+    let json = d.join("stats.jsonl");
+    // gen -> m1 (share) -> m2 (copy) -> B; m1's references -> A; m2's copies -> swap -> C.
+    let yaml = format!(
+        "mempools: [{{name: mp, size: 8191, cache: 0}}]
+lcores: [{{id: 0}}]
+nodes:
+  - {{name: gen, type: source, lcore: 0, params: {{count: {N}, flows: 4, rate_pps: 100000}}}}
+  - {{name: m1, type: mirror, lcore: 0}}
+  - {{name: m2, type: mirror, lcore: 0, params: {{mode: copy}}}}
+  - {{name: swap, type: macswap, lcore: 0}}
+  - {{name: a, type: pcap_capture, lcore: 0, params: {{file: {a}}}}}
+  - {{name: b, type: pcap_capture, lcore: 0, params: {{file: {b}}}}}
+  - {{name: c, type: pcap_capture, lcore: 0, params: {{file: {c}}}}}
+  - {{name: sink, type: drop, lcore: 0}}
+edges:
+  - {{from: gen, to: m1}}
+  - {{from: m1, next: out, to: m2}}
+  - {{from: m1, next: copy, to: a}}
+  - {{from: m2, next: out, to: b}}
+  - {{from: m2, next: copy, to: swap}}
+  - {{from: swap, to: c}}
+  - {{from: a, to: sink}}
+  - {{from: b, to: sink}}
+  - {{from: c, to: sink}}
+",
+        a = cap("a").display(),
+        b = cap("b").display(),
+        c = cap("c").display()
+    );
+    let f = d.join("mirror.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    let (rc, out, err) = run(&[
+        "run",
+        f.to_str().unwrap(),
+        "--duration",
+        "2",
+        "--no-huge",
+        "--stats-period",
+        "1",
+        "--stats-json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{out}{err}");
+    assert_eq!(node_counter(&out, "gen", "generated"), N, "{out}");
+    assert_eq!(node_counter(&out, "m1", "mirrored"), N, "{out}");
+    assert_eq!(node_counter(&out, "m2", "mirrored"), N, "{out}");
+    let [a, b, c] = ["a", "b", "c"].map(|n| ironpath_pcapfile::read(&cap(n)).unwrap());
+    assert_eq!((a.len(), b.len(), c.len()), (N as usize, N as usize, N as usize));
+    for ((a, b), c) in a.iter().zip(&b).zip(&c) {
+        assert_eq!(a.data, b.data, "a shared reference carries the original bytes");
+        let swapped = [&a.data[6..12], &a.data[..6], &a.data[12..]].concat();
+        assert_eq!(c.data, swapped, "the copy's own buffer was rewritten, the original not");
+    }
+    let last: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&json).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(last["mempools"]["mp"]["in_use"].as_u64(), Some(0), "{last}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
 fn errors_name_file_line_column_and_runtime_failures_point_at_the_entry() {
     let d = tmpdir("errors");
     let f = d.join("bad.yaml");
