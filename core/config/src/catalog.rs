@@ -64,14 +64,23 @@ impl NodeSpec {
 pub enum Nexts {
     /// A fixed list of names (empty for sinks); the node sends packets to them by index.
     Fixed(&'static [&'static str]),
+    /// One next edge per port of the file, named after the port (`next: left`); the
+    /// node's next edges are those its edges connect, in the file's order (a bridge).
+    Ports,
 }
 
 impl Nexts {
-    /// The declared names, in index order.
+    /// The fixed names, in index order (none for [`Nexts::Ports`]).
     pub fn names(&self) -> &'static [&'static str] {
         match self {
             Nexts::Fixed(names) => names,
+            Nexts::Ports => &[],
         }
+    }
+
+    /// No next edges at all.
+    pub fn is_sink(&self) -> bool {
+        matches!(self, Nexts::Fixed(names) if names.is_empty())
     }
 }
 

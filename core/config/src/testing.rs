@@ -104,6 +104,17 @@ static NODES: &[NodeSpec] = &[
     ),
     // A list of records.
     node("server", &[param("listen", ParamKind::Records(LISTEN), Some("[]"))], &["out"], false),
+    // One next edge per port.
+    NodeSpec {
+        type_name: "bridge",
+        doc: "",
+        params: &[],
+        nexts: Nexts::Ports,
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
 ];
 
 static DRIVERS: LazyLock<Vec<String>> =
@@ -115,7 +126,7 @@ static DRIVERS: LazyLock<Vec<String>> =
 /// (required), mode file|ring, flush 10ms, enabled true, label, gw, gw6, pool; next out} which
 /// uses every other scalar parameter kind, and `server` {listen: a list of records {port 1..=65535
 /// (required), app http|echo|discard (required), root (path), backlog 1..=4096 = 128, pool
-/// (mempool)}, default `[]`; next out}. Drivers: net_null, net_ring, net_pcap, net_af_packet, net_tap.
+/// (mempool)}, default `[]`; next out}, and `bridge` {no params; one next per port}. Drivers: net_null, net_ring, net_pcap, net_af_packet, net_tap.
 pub fn mock_catalog() -> Catalog<'static> {
     Catalog { nodes: NODES, drivers: Some(DRIVERS.as_slice()) }
 }

@@ -57,6 +57,7 @@ golden!(
     next_edges,
     not_a_map,
     out_of_range,
+    port_nexts,
     records_bad_enum,
     records_bad_values,
     records_element_not_a_map,

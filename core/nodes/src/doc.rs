@@ -1,7 +1,7 @@
 //! The node reference of `docs/pipeline-yaml.md`, generated from [`crate::CATALOG`]
 //! so the documentation cannot drift from the code (a test compares them).
 
-use ironpath_config::{NodeSpec, ParamKind, ParamSpec};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use std::fmt::Write;
 
 /// Markdown for every node type: what it does, its next edges and parameters.
@@ -19,7 +19,9 @@ fn node(s: &mut String, n: &NodeSpec) {
     let _ = writeln!(
         s,
         "- next edges: {}",
-        if nexts.is_empty() {
+        if n.nexts == Nexts::Ports {
+            "one per port, named after it (`next: <port>`), to that port's transmit node".to_string()
+        } else if nexts.is_empty() {
             "none (a sink)".to_string()
         } else {
             nexts.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ")

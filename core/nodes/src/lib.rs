@@ -9,7 +9,7 @@
 //! The nodes: `port_rx`/`port_tx` ([`port`]), [`classify`], [`arp`] (replies and
 //! neighbour resolution), [`icmp`] (`icmp_echo`: echo and IPv6 neighbour
 //! solicitation), `macswap`/`counter`/`drop` ([`simple`]), [`capture`]
-//! (`pcap_capture`), [`mirror`], [`source`] (a traffic generator), [`txbatch`] (`tx_batch`),
+//! (`pcap_capture`), [`mirror`], [`l2_bridge`], [`source`] (a traffic generator), [`txbatch`] (`tx_batch`),
 //! [`aggregate`] (`rx_aggregate`, `gso`), [`impair`], [`tcp`]. [`make`] builds one
 //! node from its validated configuration, with the ports, queues and pools it
 //! needs from an [`Env`].
@@ -24,7 +24,7 @@ pub mod offload;
 
 pub use kind::{Build, NodeError, NodeKind};
 
-use ironpath_config::{NodeCfg, NodeSpec};
+use ironpath_config::{NodeCfg, NodeSpec, Nexts};
 use ironpath_eal::{Mempool, RxQ, TxQ};
 use ironpath_graph::NodeDecl;
 
@@ -49,6 +49,7 @@ kinds! {
     arp: KIND;
     icmp: KIND;
     simple: MACSWAP, DROP, COUNTER;
+    l2_bridge: KIND;
     capture: KIND;
     mirror: KIND;
     aggregate: node::RX_AGGREGATE, node::GSO;
@@ -65,6 +66,8 @@ pub trait Env {
     fn tx_queue(&mut self, port: &str, queue: u16) -> Result<TxQ, String>;
     /// The MAC address of port `port`.
     fn port_mac(&self, port: &str) -> Result<[u8; 6], String>;
+    /// The id of port `port` (what its received packets carry in `port`).
+    fn port_id(&self, port: &str) -> Result<u16, String>;
     /// The TX offloads port `port` can do (`abi::TX_*`); 0 by default.
     fn port_tx_offloads(&self, _port: &str) -> u64 {
         0
@@ -96,7 +99,11 @@ pub fn make_from(
         name: cfg.name.clone(),
         type_name: cfg.type_name.clone(),
         lcore: cfg.lcore,
-        nexts: kind.spec.nexts.names().iter().map(|s| s.to_string()).collect(),
+        nexts: match kind.spec.nexts {
+            Nexts::Fixed(names) => names.iter().map(|s| s.to_string()).collect(),
+            // One per port its edges connect, in the order the node was given them.
+            Nexts::Ports => connected.iter().map(|s| s.to_string()).collect(),
+        },
         source: kind.spec.source,
         node,
     })
@@ -294,6 +301,9 @@ pub(crate) mod tests {
             Err(format!("no port `{port}`"))
         }
         fn port_mac(&self, port: &str) -> Result<[u8; 6], String> {
+            Err(format!("no port `{port}`"))
+        }
+        fn port_id(&self, port: &str) -> Result<u16, String> {
             Err(format!("no port `{port}`"))
         }
         fn mempool(&self, _: Option<&str>, _: Option<&str>) -> Result<Mempool, String> {

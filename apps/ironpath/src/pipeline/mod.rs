@@ -157,6 +157,10 @@ impl ironpath_nodes::Env for Env<'_> {
         self.eal.port(p.id).and_then(|x| x.mac()).map_err(|e| format!("port `{port}`: {e}"))
     }
 
+    fn port_id(&self, port: &str) -> Result<u16, String> {
+        Ok(self.port(port)?.id)
+    }
+
     fn mempool(&self, name: Option<&str>, port: Option<&str>) -> Result<Mempool, String> {
         if let Some(n) = name {
             return self

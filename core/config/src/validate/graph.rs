@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::catalog::{Catalog, NodeSpec};
+use crate::catalog::{Catalog, Nexts, NodeSpec};
 use crate::error::Loc;
 use crate::model::{EdgeCfg, NodeCfg};
 use crate::suggest::{did_you_mean, list, show};
@@ -103,10 +103,10 @@ fn lcore(e: &mut Errors, node: &Node, ctx: &str, lcores: &LcoreIds) -> Option<u3
 }
 
 /// The edges; a node's next may be connected once.
-pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>) -> Vec<EdgeCfg> {
+pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>, ports: &Names) -> Vec<EdgeCfg> {
     let mut edges = Vec::new();
     // (from, next) -> the edge that connected it first.
-    let mut connected: HashMap<(String, &'static str), Loc> = HashMap::new();
+    let mut connected: HashMap<(String, String), Loc> = HashMap::new();
     for (i, item) in list_of(e, node, "edges").iter().enumerate() {
         let Some(f) = Fields::of(e, item, &format!("edges[{i}]")) else { continue };
         let ctx = match (peek_name(&f, "from"), peek_name(&f, "to")) {
@@ -122,7 +122,7 @@ pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>) 
             nodes.specs[idx]
         });
         let next = match spec {
-            Some(spec) => next(e, &f, &ctx, from.as_deref().unwrap_or_default(), spec),
+            Some(spec) => next(e, &f, &ctx, from.as_deref().unwrap_or_default(), spec, ports),
             None => {
                 // The source is unknown: still check that `next` is a string.
                 if let Some(n) = f.get("next") {
@@ -132,8 +132,8 @@ pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>) 
             }
         };
         let ring_size = f.get("ring_size").map_or(Some(1024), |n| ring_size(e, n, &ctx));
-        if let (Some(from), Some(next)) = (&from, next) {
-            if let Some(first) = connected.get(&(from.clone(), next)) {
+        if let (Some(from), Some(next)) = (&from, &next) {
+            if let Some(first) = connected.get(&(from.clone(), next.clone())) {
                 let at = f.get("next").map_or(f.loc, |n| n.loc);
                 e.push(
                     at,
@@ -145,26 +145,40 @@ pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>) 
                 );
                 continue;
             }
-            connected.insert((from.clone(), next), f.loc);
+            connected.insert((from.clone(), next.clone()), f.loc);
         }
         if let (Some(from), Some(next), Some(to), Some(ring_size)) = (from, next, to, ring_size) {
-            edges.push(EdgeCfg { from, next: next.to_owned(), to, ring_size, loc: f.loc });
+            edges.push(EdgeCfg { from, next, to, ring_size, loc: f.loc });
         }
     }
     edges
 }
 
 /// The edge's `next`: one the source type declares; may be omitted when it declares exactly one.
-fn next(e: &mut Errors, f: &Fields<'_>, ctx: &str, from: &str, spec: &NodeSpec) -> Option<&'static str> {
+fn next(e: &mut Errors, f: &Fields<'_>, ctx: &str, from: &str, spec: &NodeSpec, ports: &Names) -> Option<String> {
     let declared = spec.nexts.names();
     let source = format!("node `{}` (type {})", show(from), spec.type_name);
+    if spec.nexts == Nexts::Ports {
+        // One next per port, named after it.
+        let Some(n) = f.get("next") else {
+            e.push(
+                f.loc,
+                format!(
+                    "missing required key `next` in {ctx}: {source} has one next edge per port, named after it; ports: {}",
+                    list(ports.iter())
+                ),
+            );
+            return None;
+        };
+        return ports.reference(e, n, &format!("`next` in {ctx} ({source}: one next edge per port)"), "port");
+    }
     if declared.is_empty() {
         e.push(f.get("next").map_or(f.loc, |n| n.loc), format!("{ctx}: {source} has no next edges (it is a sink)"));
         return None;
     }
     let Some(n) = f.get("next") else {
         if let [only] = declared {
-            return Some(only);
+            return Some((*only).to_owned());
         }
         e.push(
             f.loc,
@@ -186,7 +200,7 @@ fn next(e: &mut Errors, f: &Fields<'_>, ctx: &str, from: &str, spec: &NodeSpec) 
             ),
         );
     }
-    found
+    found.map(str::to_owned)
 }
 
 fn ring_size(e: &mut Errors, node: &Node, ctx: &str) -> Option<u32> {

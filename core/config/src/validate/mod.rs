@@ -39,7 +39,7 @@ pub(crate) fn pipeline(root: &Node, file: &Path, catalog: &Catalog<'_>) -> Resul
     let (lcores, lcore_ids) = resources::lcores(&mut e, &top, "lcores");
     let env = param::Env { base_dir: base_dir(file), ports: &port_names, mempools: &pool_names };
     let (nodes, node_names) = graph::nodes(&mut e, &top, catalog, &lcore_ids, &env);
-    let edges = graph::edges(&mut e, top.get("edges"), &node_names);
+    let edges = graph::edges(&mut e, top.get("edges"), &node_names, &port_names);
     // Checks across entries, once every entry is valid (a duplicate name would
     // make loops of its own).
     if e.0.is_empty() {
@@ -358,6 +358,14 @@ mod tests {
         assert_eq!(p.mempools[1].hugepages, HugePages::Off);
         assert_eq!(p.lcores[0].cpu, 0);
         assert!(p.edges.is_empty() && p.ports.is_empty());
+    }
+
+    #[test]
+    fn a_node_with_one_next_per_port_names_its_edges_after_the_ports() {
+        let text = "ports: [{name: left, driver: net_null}, {name: right, driver: net_null}]\nlcores: [{id: 0}]\nnodes:\n  - {name: br, type: bridge, lcore: 0}\n  - {name: tl, type: port_tx, lcore: 0, params: {port: left}}\n  - {name: tr, type: port_tx, lcore: 0, params: {port: right}}\nedges: [{from: br, next: right, to: tr}, {from: br, next: left, to: tl}]\n";
+        let p = parse_str(text, Path::new("t.yaml"), &mock_catalog()).unwrap_or_else(|e| panic!("{e}"));
+        let nexts: Vec<&str> = p.edges.iter().map(|e| e.next.as_str()).collect();
+        assert_eq!(nexts, ["right", "left"]);
     }
 
     #[test]

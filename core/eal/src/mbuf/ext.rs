@@ -371,7 +371,10 @@ mod tests {
         assert_eq!(p.stats().in_use, before + 8);
         assert!(c.is_writable(), "the copy is its own");
         let h = c.header();
-        assert_eq!((h.port, h.ol_flags, h.l2_len, h.l3_len, h.l4_len), (3, abi::TX_TCP_CKSUM | abi::TX_IPV4, 18, 20, 32));
+        assert_eq!(
+            (h.port, h.ol_flags, h.l2_len, h.l3_len, h.l4_len),
+            (3, abi::TX_TCP_CKSUM | abi::TX_IPV4, 18, 20, 32)
+        );
         assert_eq!((h.vlan_tci, h.rss_hash), (7, 0xabcd));
         c.data_mut().unwrap()[0] = 0xff;
         assert_eq!(m.data()[0], 0, "the original is untouched");

@@ -1,0 +1,596 @@
+//! `l2_bridge`: a learning bridge (one bridge domain) between the ports its edges
+//! connect, forwarding as a Linux bridge or a VPP bridge domain does.
+//!
+//! * Learning: a frame's source MAC is recorded with the port it came in on (the
+//!   packet's `port`); a MAC that shows up on another port moves there (`moved`).
+//! * Forwarding: a frame to a known unicast MAC goes out of that MAC's port; one
+//!   whose MAC sits on the port it came in on is dropped (split horizon: a frame never
+//!   goes back out of its own port; `filtered`).
+//! * Flooding: broadcast, multicast and unknown unicast go out of every other port.
+//!   Each extra port gets a shared reference (nothing is copied; the buffer returns
+//!   to its pool after the last port sent it), in the burst's order, so a port's
+//!   frames leave in the order they arrived.
+//! * Aging: a learned entry not refreshed for `age_s` seconds is removed (`aged`); a
+//!   few entries are checked on every call and more when the lcore is idle.
+//! * A bounded table: with `max_entries` entries, learning a new MAC evicts the least
+//!   recently seen of a few learned entries (`evicted`); a hostile peer sending from
+//!   random MACs thus recycles entries instead of growing memory. When no learned
+//!   entry can go (all static), the MAC is not learned (`table_full`) and frames to it
+//!   are flooded.
+//! * Static entries (`static: [{mac, port}]`) never age, never move and are never
+//!   evicted.
+//!
+//! Next edges: one per port, named after it (`next: left`), each to that port's
+//! transmit node. The ports' `port_rx` nodes feed the bridge on its lcore; the ports
+//! need `promisc: true` to receive frames for MACs other than their own. Frames from
+//! a port the bridge has no edge to are forwarded but their source is not learned
+//! (`foreign`). Frames shorter than an Ethernet header and frames with a multicast
+//! source address are dropped and counted (`malformed`).
+
+use crate::kind::{param, NodeError, NodeKind, Values};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
+use ironpath_eal::{Burst, MAX_BURST};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+use std::collections::HashMap;
+
+ironpath_graph::counters! {
+    /// What `l2_bridge` counts.
+    pub enum BridgeCounter {
+        Forwarded("forwarded", "frames sent to the port of their known destination"),
+        Flooded("flooded", "frames flooded (broadcast, multicast, unknown unicast)"),
+        FloodCopies("flood_copies", "extra references sent while flooding"),
+        FloodNoRoom("flood_no_room", "flood references not sent: the burst was full"),
+        Filtered("filtered", "frames dropped: their destination is on the port they came in on"),
+        Learned("learned", "MAC addresses learned"),
+        Moved("moved", "learned MAC addresses seen on another port and moved there"),
+        Aged("aged", "entries removed after age_s without a frame"),
+        Evicted("evicted", "entries evicted to learn another MAC (table at max_entries)"),
+        TableFull("table_full", "MAC addresses not learned: the table is full of static entries"),
+        StaticKept("static_kept", "frames from a static MAC on another port (the entry kept)"),
+        Foreign("foreign", "frames from a port without an edge of the bridge (not learned)"),
+        Malformed("malformed", "frames dropped: shorter than 14 bytes or a multicast source"),
+    }
+}
+
+ironpath_graph::counters! {
+    /// The bridge's gauges.
+    pub enum BridgeGauge {
+        Entries("entries", "MAC addresses in the table"),
+    }
+}
+
+/// No next edge: a port that is not on the bridge.
+const NO_PORT: u16 = u16::MAX;
+/// `next` mark of a frame to flood (resolved before dispatch).
+const FLOOD: u16 = u16::MAX - 1;
+/// Table slots checked for age per call, and per idle walk.
+const SWEEP_PER_CALL: usize = 8;
+const SWEEP_IDLE: usize = 256;
+/// Learned entries compared when one must be evicted (the least recently seen goes),
+/// and the most slots looked at to find them.
+const EVICT_SAMPLE: usize = 8;
+const EVICT_SCAN: usize = 64;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Free,
+    Learned,
+    Static,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    mac: [u8; 6],
+    /// Next-edge index of the port.
+    port: u16,
+    /// TSC of the last frame from the MAC.
+    seen: u64,
+    state: State,
+}
+
+/// Counts of one call, reported once.
+#[derive(Default)]
+struct Tally {
+    c: [u64; BridgeCounter::SPECS.len()],
+}
+
+impl Tally {
+    fn add(&mut self, k: BridgeCounter, n: u64) {
+        self.c[k as usize] += n;
+    }
+}
+
+/// The MAC table: slots (learned and static entries) indexed by a hash map.
+struct Table {
+    index: HashMap<[u8; 6], u32>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    cursor: usize,
+    max: usize,
+    age_tsc: u64,
+}
+
+impl Table {
+    fn new(max: usize, age_tsc: u64) -> Self {
+        Self { index: HashMap::new(), slots: Vec::new(), free: Vec::new(), cursor: 0, max, age_tsc }
+    }
+
+    fn lookup(&self, mac: &[u8; 6]) -> Option<u16> {
+        self.index.get(mac).map(|&s| self.slots[s as usize].port)
+    }
+
+    fn insert(&mut self, mac: [u8; 6], port: u16, seen: u64, state: State) {
+        let slot = Slot { mac, port, seen, state };
+        let at = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.index.insert(mac, at);
+    }
+
+    fn remove(&mut self, i: usize) {
+        let s = &mut self.slots[i];
+        self.index.remove(&s.mac);
+        s.state = State::Free;
+        self.free.push(i as u32);
+    }
+
+    /// Record that `mac` sent a frame in on port `port` at `now`.
+    fn learn(&mut self, mac: [u8; 6], port: u16, now: u64, t: &mut Tally) {
+        if let Some(&i) = self.index.get(&mac) {
+            let s = &mut self.slots[i as usize];
+            match s.state {
+                State::Static if s.port != port => t.add(BridgeCounter::StaticKept, 1),
+                State::Learned => {
+                    if s.port != port {
+                        s.port = port;
+                        t.add(BridgeCounter::Moved, 1);
+                    }
+                    s.seen = now;
+                }
+                _ => {}
+            }
+            return;
+        }
+        if self.index.len() >= self.max {
+            if !self.evict_one() {
+                t.add(BridgeCounter::TableFull, 1);
+                return;
+            }
+            t.add(BridgeCounter::Evicted, 1);
+        }
+        self.insert(mac, port, now, State::Learned);
+        t.add(BridgeCounter::Learned, 1);
+    }
+
+    /// Remove the least recently seen of up to `EVICT_SAMPLE` learned entries from
+    /// the cursor on; false if none was found within `EVICT_SCAN` slots.
+    fn evict_one(&mut self) -> bool {
+        let n = self.slots.len();
+        let mut best: Option<usize> = None;
+        let mut sampled = 0;
+        for k in 0..EVICT_SCAN.min(n) {
+            let i = (self.cursor + k) % n;
+            if self.slots[i].state == State::Learned {
+                if best.is_none_or(|b| self.slots[i].seen < self.slots[b].seen) {
+                    best = Some(i);
+                }
+                sampled += 1;
+                if sampled == EVICT_SAMPLE {
+                    break;
+                }
+            }
+        }
+        match best {
+            Some(i) => {
+                self.remove(i);
+                self.cursor = (i + 1) % n;
+                true
+            }
+            None => {
+                self.cursor = (self.cursor + EVICT_SCAN) % n.max(1);
+                false
+            }
+        }
+    }
+
+    /// Check `budget` slots from the cursor on; remove learned entries older than the
+    /// aging time.
+    fn sweep(&mut self, now: u64, budget: usize, t: &mut Tally) {
+        let n = self.slots.len();
+        if self.age_tsc == 0 || n == 0 {
+            return;
+        }
+        for _ in 0..budget.min(n) {
+            let i = self.cursor;
+            self.cursor = (self.cursor + 1) % n;
+            let s = self.slots[i];
+            if s.state == State::Learned && now.wrapping_sub(s.seen) > self.age_tsc {
+                self.remove(i);
+                t.add(BridgeCounter::Aged, 1);
+            }
+        }
+    }
+}
+
+/// The node.
+pub struct L2Bridge {
+    /// Next-edge index by port id ([`NO_PORT`] for ports not on the bridge).
+    by_port: Vec<u16>,
+    /// How many ports (next edges) the bridge has.
+    nports: u16,
+    table: Table,
+    /// Where the slow path (flooding to more than one port) rebuilds the burst.
+    scratch: Box<Burst>,
+}
+
+impl L2Bridge {
+    /// A bridge over ports whose ids are `ports[i]` (next edge `i`), with static entries
+    /// `(mac, next edge)`.
+    fn new(ports: &[u16], statics: &[([u8; 6], u16)], max_entries: usize, age_tsc: u64) -> Self {
+        let mut by_port = vec![NO_PORT; ports.iter().map(|&p| p as usize + 1).max().unwrap_or(0)];
+        for (i, &p) in ports.iter().enumerate() {
+            by_port[p as usize] = i as u16;
+        }
+        let mut table = Table::new(max_entries, age_tsc);
+        for &(mac, port) in statics {
+            table.insert(mac, port, 0, State::Static);
+        }
+        Self { by_port, nports: ports.len() as u16, table, scratch: Box::new(Burst::new()) }
+    }
+
+    fn report(&self, cx: &NodeCx<'_>, t: &Tally) {
+        for (k, &v) in t.c.iter().enumerate() {
+            if v > 0 {
+                cx.count(k, v);
+            }
+        }
+        cx.gauge(BridgeGauge::Entries, self.table.index.len() as u64);
+    }
+
+    /// Rebuild the burst in order with a reference per extra flood port; `next`
+    /// holds each packet's decision ([`FLOOD`] for floods) and ends holding the new
+    /// order's edges.
+    fn flood(&mut self, pkts: &mut Burst, next: &mut [u16; MAX_BURST], t: &mut Tally) {
+        let decided = *next;
+        let n = pkts.len();
+        let out = &mut *self.scratch;
+        for (i, m) in pkts.drain().enumerate() {
+            let d = decided[i];
+            if d == DROP {
+                continue;
+            }
+            if d != FLOOD {
+                next[out.len()] = d;
+                let _ = out.push(m);
+                continue;
+            }
+            let from = self.by_port.get(m.header().port as usize).copied().unwrap_or(NO_PORT);
+            let mut targets = (0..self.nports).filter(|&p| p != from);
+            let Some(first) = targets.next() else { continue };
+            for p in targets {
+                // Keep room for the originals still to come.
+                if out.room() > n - i {
+                    next[out.len()] = p;
+                    let _ = out.push(m.share());
+                    t.add(BridgeCounter::FloodCopies, 1);
+                } else {
+                    t.add(BridgeCounter::FloodNoRoom, 1);
+                }
+            }
+            next[out.len()] = first;
+            let _ = out.push(m);
+        }
+        out.move_to(pkts);
+    }
+}
+
+impl Node for L2Bridge {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let now = cx.now_tsc;
+        let mut t = Tally::default();
+        let mut copies = 0usize;
+        for (i, nx) in next.iter_mut().enumerate().take(pkts.len()) {
+            let from = self.by_port.get(pkts.header(i).port as usize).copied().unwrap_or(NO_PORT);
+            let d = pkts.data(i);
+            let (Some(dst), Some(src)) = (d.get(..6), d.get(6..12)) else {
+                *nx = DROP;
+                t.add(BridgeCounter::Malformed, 1);
+                continue;
+            };
+            if d.len() < 14 || src[0] & 1 != 0 {
+                *nx = DROP;
+                t.add(BridgeCounter::Malformed, 1);
+                continue;
+            }
+            let dst: [u8; 6] = dst.try_into().unwrap_or_default();
+            if from == NO_PORT {
+                t.add(BridgeCounter::Foreign, 1);
+            } else {
+                self.table.learn(src.try_into().unwrap_or_default(), from, now, &mut t);
+            }
+            if dst[0] & 1 == 0 {
+                if let Some(p) = self.table.lookup(&dst) {
+                    if p == from {
+                        *nx = DROP;
+                        t.add(BridgeCounter::Filtered, 1);
+                    } else {
+                        *nx = p;
+                        t.add(BridgeCounter::Forwarded, 1);
+                    }
+                    continue;
+                }
+            }
+            let targets = self.nports - u16::from(from != NO_PORT);
+            if targets == 0 {
+                *nx = DROP;
+                t.add(BridgeCounter::Filtered, 1);
+                continue;
+            }
+            t.add(BridgeCounter::Flooded, 1);
+            if targets == 1 {
+                // Two ports: the other one, no copy.
+                *nx = (0..self.nports).find(|&p| p != from).unwrap_or(DROP);
+            } else {
+                *nx = FLOOD;
+                copies += usize::from(targets) - 1;
+            }
+        }
+        if copies > 0 {
+            self.flood(pkts, next, &mut t);
+        }
+        self.table.sweep(now, SWEEP_PER_CALL, &mut t);
+        self.report(cx, &t);
+        Dispatch::Each
+    }
+
+    fn idle(&mut self, cx: &mut NodeCx<'_>) {
+        let mut t = Tally::default();
+        self.table.sweep(cx.now_tsc, SWEEP_IDLE, &mut t);
+        if t.c.iter().any(|&v| v > 0) {
+            self.report(cx, &t);
+        }
+    }
+
+    fn counters(&self) -> &'static [CounterSpec] {
+        BridgeCounter::SPECS
+    }
+
+    fn gauges(&self) -> &'static [CounterSpec] {
+        BridgeGauge::SPECS
+    }
+}
+
+const STATIC: &[ParamSpec] = &[
+    param("mac", ParamKind::Mac, true, None, "the MAC address"),
+    param("port", ParamKind::Port, true, None, "the port it is on (one of the bridge's next edges)"),
+];
+
+/// `l2_bridge`.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "l2_bridge",
+        doc: "a learning bridge between the ports its edges connect: learning, forwarding, flooding, aging, split horizon",
+        params: &[
+            param(
+                "age_s",
+                ParamKind::Uint { min: 0, max: 1_000_000 },
+                false,
+                Some("300"),
+                "seconds a learned entry lives without a frame from its MAC (0: forever)",
+            ),
+            param(
+                "max_entries",
+                ParamKind::Uint { min: 1, max: 1 << 24 },
+                false,
+                Some("65536"),
+                "entries in the MAC table (learned and static); beyond it learning evicts (counted)",
+            ),
+            param("static", ParamKind::Records(STATIC), false, Some("[]"), "entries that never age or move"),
+        ],
+        nexts: Nexts::Ports,
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+    },
+    build: |b, env| {
+        let p = b.params();
+        let ports =
+            b.connected.iter().map(|name| env.port_id(name).map_err(NodeError::from)).collect::<Result<Vec<_>, _>>()?;
+        let edge = |name: &str| b.connected.iter().position(|c| *c == name).map(|i| i as u16);
+        let mut statics = Vec::new();
+        for r in p.records("static")? {
+            let r = Values(r);
+            let port = r.port("port")?;
+            let Some(i) = edge(port) else {
+                return Err(NodeError::Param {
+                    param: "static",
+                    reason: format!(
+                        "port `{port}` is not on the bridge (its next edges: {})",
+                        b.connected.join(", ")
+                    ),
+                });
+            };
+            statics.push((r.mac("mac")?, i));
+        }
+        let max: usize = p.int("max_entries")?;
+        if statics.len() > max {
+            return Err(NodeError::Param {
+                param: "static",
+                reason: format!("{} entries do not fit max_entries={max}", statics.len()),
+            });
+        }
+        let age_tsc = p.uint("age_s")?.saturating_mul(env.tsc_hz());
+        Ok(Box::new(L2Bridge::new(&ports, &statics, max, age_tsc)))
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{burst, call, counter, pool, stats};
+    use ironpath_eal::Mempool;
+    use ironpath_graph::testing::Call;
+
+    const A: [u8; 6] = [0x02, 0, 0, 0, 0, 0xa];
+    const B: [u8; 6] = [0x02, 0, 0, 0, 0, 0xb];
+    const C: [u8; 6] = [0x02, 0, 0, 0, 0, 0xc];
+    const BCAST: [u8; 6] = [0xff; 6];
+
+    fn frame(dst: [u8; 6], src: [u8; 6], tag: u8) -> Vec<u8> {
+        let mut f = [dst, src].concat();
+        f.extend_from_slice(&[0x08, 0x00, tag]);
+        f.resize(60, tag);
+        f
+    }
+
+    /// Run `br` on frames that came in on port ids `from` (one per frame); returns
+    /// (next edge, tag byte) per output packet and frees them.
+    fn run(br: &mut L2Bridge, st: &ironpath_graph::NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec<u8>)]) -> Vec<(u16, u8)> {
+        let fs: Vec<Vec<u8>> = frames.iter().map(|f| f.1.clone()).collect();
+        let mut b = burst(p, &fs);
+        for (i, f) in frames.iter().enumerate() {
+            b.header_mut(i).port = f.0;
+        }
+        let c: Call = call(br, st, &mut b, now);
+        assert!(matches!(c.dispatch, Dispatch::Each));
+        let out = (0..b.len()).map(|i| (c.next[i], b.data(i).get(14).copied().unwrap_or(0))).filter(|x| x.0 != DROP).collect();
+        b.free_all();
+        out
+    }
+
+    /// Ports 10, 11, 12 are next edges 0, 1, 2.
+    fn bridge(max: usize, age_tsc: u64) -> L2Bridge {
+        L2Bridge::new(&[10, 11, 12], &[], max, age_tsc)
+    }
+
+    #[test]
+    fn learns_floods_unknown_and_broadcast_then_forwards_known_in_order() {
+        let p = pool(256);
+        let mut br = bridge(16, 0);
+        let st = stats(&br);
+        // A (port 10) to B: unknown, flooded to 1 and 2; B answers: known, to 0.
+        let out = run(&mut br, &st, &p, 1, &[(10, frame(B, A, 1)), (11, frame(A, B, 2)), (12, frame(BCAST, C, 3))]);
+        assert_eq!(out, [(2, 1), (1, 1), (0, 2), (1, 3), (0, 3)], "references next to their original, in order");
+        assert_eq!(counter(&st, "learned"), 3);
+        assert_eq!(counter(&st, "flooded"), 2);
+        assert_eq!(counter(&st, "flood_copies"), 2);
+        assert_eq!(counter(&st, "forwarded"), 1);
+        // All known now: unicast only, no flooding.
+        let out = run(&mut br, &st, &p, 2, &[(10, frame(B, A, 4)), (10, frame(C, A, 5)), (12, frame(A, C, 6))]);
+        assert_eq!(out, [(1, 4), (2, 5), (0, 6)]);
+        assert_eq!(p.stats().in_use, 0, "every reference freed");
+    }
+
+    #[test]
+    fn split_horizon_and_moves() {
+        let p = pool(64);
+        let mut br = bridge(16, 0);
+        let st = stats(&br);
+        run(&mut br, &st, &p, 1, &[(10, frame(BCAST, A, 1)), (11, frame(BCAST, B, 2))]);
+        // B's frame to A comes in on A's port: dropped, never back out of its port.
+        assert_eq!(run(&mut br, &st, &p, 2, &[(10, frame(A, B, 3))]), []);
+        assert_eq!(counter(&st, "filtered"), 1);
+        assert_eq!(counter(&st, "moved"), 1, "B moved to port 10 with that frame");
+        // A moves to port 12: frames to A follow it.
+        run(&mut br, &st, &p, 3, &[(12, frame(BCAST, A, 4))]);
+        assert_eq!(counter(&st, "moved"), 2);
+        assert_eq!(run(&mut br, &st, &p, 4, &[(11, frame(A, C, 5))]), [(2, 5)]);
+    }
+
+    #[test]
+    fn aged_entries_disappear_and_their_frames_flood_again() {
+        let p = pool(64);
+        let mut br = bridge(16, 1000);
+        let st = stats(&br);
+        run(&mut br, &st, &p, 10, &[(10, frame(BCAST, A, 1))]);
+        assert_eq!(run(&mut br, &st, &p, 500, &[(11, frame(A, B, 2))]), [(0, 2)]);
+        // B refreshed at 500, A not since 10: at 1500 A is older than 1000 ticks.
+        ironpath_graph::testing::idle(&mut br, &st, 1500);
+        assert_eq!(counter(&st, "aged"), 1);
+        assert_eq!(st.gauges().find(|g| g.0.name == "entries").map(|g| g.1), Some(1));
+        assert_eq!(run(&mut br, &st, &p, 1600, &[(11, frame(A, B, 3))]), [(2, 3), (0, 3)], "A unknown again: flooded");
+    }
+
+    #[test]
+    fn a_full_table_evicts_the_least_recently_seen_and_static_entries_stay() {
+        let p = pool(64);
+        let mut br = L2Bridge::new(&[10, 11], &[(C, 1)], 3, 0);
+        let st = stats(&br);
+        run(&mut br, &st, &p, 1, &[(10, frame(BCAST, A, 1))]);
+        run(&mut br, &st, &p, 2, &[(10, frame(BCAST, B, 2))]);
+        // Table: C (static), A (seen 1), B (seen 2): a new MAC evicts A.
+        let d = [0x02, 0, 0, 0, 0, 0xd];
+        run(&mut br, &st, &p, 3, &[(10, frame(BCAST, d, 3))]);
+        assert_eq!(counter(&st, "evicted"), 1);
+        assert_eq!(br.table.lookup(&A), None);
+        assert_eq!(br.table.lookup(&B), Some(0));
+        // The static C never moves: a frame from C on port 0 leaves it on port 1.
+        run(&mut br, &st, &p, 4, &[(10, frame(BCAST, C, 4))]);
+        assert_eq!(counter(&st, "static_kept"), 1);
+        assert_eq!(br.table.lookup(&C), Some(1));
+        // A table of static entries only learns nothing.
+        let mut full = L2Bridge::new(&[10, 11], &[(C, 1)], 1, 0);
+        let st2 = stats(&full);
+        run(&mut full, &st2, &p, 1, &[(10, frame(BCAST, A, 5))]);
+        assert_eq!(counter(&st2, "table_full"), 1);
+        assert_eq!(full.table.index.len(), 1);
+    }
+
+    #[test]
+    fn random_sources_stay_within_the_bound() {
+        let p = pool(512);
+        let mut br = bridge(100, 0);
+        let st = stats(&br);
+        for round in 0..40u32 {
+            let frames: Vec<(u16, Vec<u8>)> = (0..50u32)
+                .map(|i| {
+                    let x = (round * 50 + i).to_be_bytes();
+                    (10, frame(B, [0x02, 0x33, x[0], x[1], x[2], x[3]], 0))
+                })
+                .collect();
+            run(&mut br, &st, &p, u64::from(round), &frames);
+        }
+        assert_eq!(br.table.index.len(), 100);
+        assert!(br.table.slots.len() <= 100);
+        assert_eq!(counter(&st, "learned"), 2000);
+        assert_eq!(counter(&st, "evicted"), 1900);
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn runts_multicast_sources_and_foreign_ports() {
+        let p = pool(64);
+        let mut br = bridge(16, 0);
+        let st = stats(&br);
+        let runt = vec![0u8; 13];
+        let mcast_src = frame(B, [0x01, 0, 0x5e, 0, 0, 1], 1);
+        assert_eq!(run(&mut br, &st, &p, 1, &[(10, runt), (10, mcast_src)]), []);
+        assert_eq!(counter(&st, "malformed"), 2);
+        // Port 99 has no edge: flooded to all three, source not learned.
+        assert_eq!(run(&mut br, &st, &p, 2, &[(99, frame(BCAST, A, 2))]), [(1, 2), (2, 2), (0, 2)]);
+        assert_eq!(counter(&st, "foreign"), 1);
+        assert_eq!(br.table.lookup(&A), None);
+    }
+
+    #[test]
+    fn a_burst_too_full_for_every_flood_reference_keeps_every_original() {
+        let p = pool(512);
+        let mut br = bridge(16, 0);
+        let st = stats(&br);
+        let frames: Vec<(u16, Vec<u8>)> = (0..200).map(|i| (10, frame(BCAST, A, i as u8))).collect();
+        let out = run(&mut br, &st, &p, 1, &frames);
+        assert_eq!(out.len(), MAX_BURST);
+        assert_eq!(out.iter().filter(|o| o.0 == 1).count(), 200, "every original went out of its first port");
+        assert_eq!(counter(&st, "flood_copies"), (MAX_BURST - 200) as u64);
+        assert_eq!(counter(&st, "flood_no_room"), (200 - (MAX_BURST - 200)) as u64);
+        assert_eq!(p.stats().in_use, 0);
+    }
+}
