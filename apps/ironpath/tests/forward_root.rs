@@ -132,11 +132,18 @@ fn traffic(p: &Pair, b_addr4: &str) {
             assert!(bps > 1e8, "{kind} {args}: {bps} bit/s");
         }
     }
-    // 100 MiB by HTTP from b, SHA-256 compared.
+    download_100mib(p, &b4);
+    let after = (p.csum_errors(&p.a), p.csum_errors(&p.b));
+    assert_eq!(before, after, "checksum errors counted by the kernels (before, after)");
+}
+
+/// 100 MiB by HTTP from `b` (at `b4`) to `a`, SHA-256 compared.
+fn download_100mib(p: &Pair, b4: &str) {
+    let net = p.net;
     let dir = TempDir::new(&format!("fwd-{net}"));
     www(&dir.0, &[("big", 100 << 20)]);
     let mut http = Command::new("ip")
-        .args(["netns", "exec", &p.b, "python3", "-m", "http.server", "8000", "--bind", &b4, "--directory"])
+        .args(["netns", "exec", &p.b, "python3", "-m", "http.server", "8000", "--bind", b4, "--directory"])
         .arg(&dir.0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -154,8 +161,6 @@ fn traffic(p: &Pair, b_addr4: &str) {
     let _ = http.wait();
     assert!(ok, "curl of 100 MiB through the forwarder");
     assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "100 MiB: SHA-256 differs");
-    let after = (p.csum_errors(&p.a), p.csum_errors(&p.b));
-    assert_eq!(before, after, "checksum errors counted by the kernels (before, after)");
 }
 
 /// testpmd with `--forward-mode=io` on `vdevs`, started; `quit` on drop-in `finish`.
@@ -218,6 +223,76 @@ fn the_wire_pipeline_carries_kernel_traffic_with_offloads_on_root() {
     }
     let out = run.stop();
     assert!(out.contains("tx_a") && out.contains("tx_b"), "{out}");
+}
+
+/// The bridge's counter `name` in a stats line.
+fn bridge_counter(line: &serde_json::Value, name: &str) -> u64 {
+    line["nodes"]["br"]["counters"][name].as_u64().unwrap_or_else(|| panic!("no counter {name}: {line}"))
+}
+
+#[test]
+fn the_l2_bridge_learns_forwards_floods_relearns_a_moved_mac_and_ages_root() {
+    if !ready(&["curl", "ping", "python3", "nstat"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Pair::new("br", 51);
+    // A third host, c (198.18.51.3), behind the bridge's third port.
+    let id = std::process::id() % 100_000;
+    let (c, pc) = (format!("ipf-brc-{id}"), format!("ifbr{id}c"));
+    struct Gone(String, String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", &self.1]).output();
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+        }
+    }
+    let _c = Gone(c.clone(), pc.clone());
+    sh(&format!(
+        "ip netns add {c} && ip netns exec {c} sysctl -qw net.ipv6.conf.default.disable_ipv6=1 && \
+         ip link add {pc} type veth peer name e0 netns {c} && \
+         sysctl -qw net.ipv6.conf.{pc}.disable_ipv6=1 && ip link set {pc} up && \
+         ip netns exec {c} ip addr add 198.18.51.3/24 dev e0 && ip netns exec {c} ip link set e0 up"
+    ));
+    let env = [
+        ("IRONPATH_PORT_A", p.pa.clone()),
+        ("IRONPATH_PORT_B", p.pb.clone()),
+        ("IRONPATH_PORT_C", pc.clone()),
+        ("IRONPATH_AGE_S", "2".to_owned()),
+    ];
+    let mut run = Run::start(&config("l2-bridge.yaml"), &env, "bridge");
+    // a and b find each other (ARP broadcasts flooded, replies forwarded), both families.
+    for dst in ["198.18.51.2", "fd00:51::2"] {
+        let o = p.in_ns(&p.a, 10, &format!("ping -c 3 -i 0.2 -W 2 {dst}"));
+        assert!(text(&o).contains(" 3 received"), "ping {dst}: {}", text(&o));
+    }
+    download_100mib(&p, "198.18.51.2");
+    let l = run.latest();
+    assert!(bridge_counter(&l, "learned") >= 2, "{l}");
+    assert!(bridge_counter(&l, "flooded") >= 1, "{l}");
+    // The download went port to port (in 64 KiB GSO frames: the kernels' offloads are on).
+    assert!(bridge_counter(&l, "forwarded") > 1000, "{l}");
+    assert!(l["ports"]["a"]["obytes"].as_u64().unwrap_or(0) > 100 << 20, "{l}");
+    assert!(l["ports"]["c"]["obytes"].as_u64().unwrap_or(0) < 1 << 20, "nothing of it flooded to c: {l}");
+    let moved = bridge_counter(&l, "moved");
+    // b's MAC moves to c: c takes it and answers for 198.18.51.3 (b is quiet).
+    let b_mac = sh(&format!("ip netns exec {} cat /sys/class/net/e0/address", p.b)).trim().to_owned();
+    sh(&format!("ip -n {c} link set e0 down && ip -n {c} link set e0 address {b_mac} && ip -n {c} link set e0 up"));
+    let o = p.in_ns(&p.a, 10, "ping -c 3 -i 0.2 -W 2 198.18.51.3");
+    assert!(text(&o).contains(" 3 received"), "ping to c with b's MAC: {}", text(&o));
+    let l = run.latest();
+    assert!(bridge_counter(&l, "moved") > moved, "b's MAC seen on c's port: {l}");
+    // The hosts go quiet (links down) for longer than age_s: every entry ages out.
+    let aged = bridge_counter(&l, "aged");
+    for ns in [&p.a, &p.b, &c] {
+        sh(&format!("ip -n {ns} link set e0 down"));
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let quiet = run.latest();
+    assert!(bridge_counter(&quiet, "aged") > aged, "entries older than 2 s removed:\n{l}\n{quiet}");
+    assert_eq!(quiet["nodes"]["br"]["gauges"]["entries"].as_u64(), Some(0), "{quiet}");
+    let out = run.stop();
+    assert!(out.contains("l2_bridge"), "{out}");
 }
 
 #[test]

@@ -24,7 +24,7 @@ pub mod offload;
 
 pub use kind::{Build, NodeError, NodeKind};
 
-use ironpath_config::{NodeCfg, NodeSpec, Nexts};
+use ironpath_config::{Nexts, NodeCfg, NodeSpec};
 use ironpath_eal::{Mempool, RxQ, TxQ};
 use ironpath_graph::NodeDecl;
 
