@@ -27,6 +27,7 @@
 //! (`foreign`). Frames shorter than an Ethernet header and frames with a multicast
 //! source address are dropped and counted (`malformed`).
 
+use crate::hash::{random_secret, KeyedState};
 use crate::kind::{param, NodeError, NodeKind, Values};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
 use ironpath_eal::{Burst, MAX_BURST};
@@ -102,7 +103,8 @@ impl Tally {
 
 /// The MAC table: slots (learned and static entries) indexed by a hash map.
 struct Table {
-    index: HashMap<[u8; 6], u32>,
+    /// Keyed with 128 random bits: the MACs come from the wire.
+    index: HashMap<[u8; 6], u32, KeyedState>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     cursor: usize,
@@ -111,8 +113,9 @@ struct Table {
 }
 
 impl Table {
-    fn new(max: usize, age_tsc: u64) -> Self {
-        Self { index: HashMap::new(), slots: Vec::new(), free: Vec::new(), cursor: 0, max, age_tsc }
+    fn new(max: usize, age_tsc: u64, key: [u8; 16]) -> Self {
+        let index = HashMap::with_hasher(KeyedState::new(key));
+        Self { index, slots: Vec::new(), free: Vec::new(), cursor: 0, max, age_tsc }
     }
 
     fn lookup(&self, mac: &[u8; 6]) -> Option<u16> {
@@ -233,12 +236,12 @@ pub struct L2Bridge {
 impl L2Bridge {
     /// A bridge over ports whose ids are `ports[i]` (next edge `i`), with static entries
     /// `(mac, next edge)`.
-    fn new(ports: &[u16], statics: &[([u8; 6], u16)], max_entries: usize, age_tsc: u64) -> Self {
+    fn new(ports: &[u16], statics: &[([u8; 6], u16)], max_entries: usize, age_tsc: u64, key: [u8; 16]) -> Self {
         let mut by_port = vec![NO_PORT; ports.iter().map(|&p| p as usize + 1).max().unwrap_or(0)];
         for (i, &p) in ports.iter().enumerate() {
             by_port[p as usize] = i as u16;
         }
-        let mut table = Table::new(max_entries, age_tsc);
+        let mut table = Table::new(max_entries, age_tsc, key);
         for &(mac, port) in statics {
             table.insert(mac, port, 0, State::Static);
         }
@@ -428,7 +431,9 @@ pub const KIND: NodeKind = NodeKind {
             });
         }
         let age_tsc = p.uint("age_s")?.saturating_mul(env.tsc_hz());
-        Ok(Box::new(L2Bridge::new(&ports, &statics, max, age_tsc)))
+        let mut key = [0u8; 16];
+        random_secret(&mut key)?;
+        Ok(Box::new(L2Bridge::new(&ports, &statics, max, age_tsc, key)))
     },
 };
 
@@ -468,7 +473,7 @@ mod tests {
 
     /// Ports 10, 11, 12 are next edges 0, 1, 2.
     fn bridge(max: usize, age_tsc: u64) -> L2Bridge {
-        L2Bridge::new(&[10, 11, 12], &[], max, age_tsc)
+        L2Bridge::new(&[10, 11, 12], &[], max, age_tsc, [7; 16])
     }
 
     #[test]
@@ -522,7 +527,7 @@ mod tests {
     #[test]
     fn a_full_table_evicts_the_least_recently_seen_and_static_entries_stay() {
         let p = pool(64);
-        let mut br = L2Bridge::new(&[10, 11], &[(C, 1)], 3, 0);
+        let mut br = L2Bridge::new(&[10, 11], &[(C, 1)], 3, 0, [7; 16]);
         let st = stats(&br);
         run(&mut br, &st, &p, 1, &[(10, frame(BCAST, A, 1))]);
         run(&mut br, &st, &p, 2, &[(10, frame(BCAST, B, 2))]);
@@ -537,7 +542,7 @@ mod tests {
         assert_eq!(counter(&st, "static_kept"), 1);
         assert_eq!(br.table.lookup(&C), Some(1));
         // A table of static entries only learns nothing.
-        let mut full = L2Bridge::new(&[10, 11], &[(C, 1)], 1, 0);
+        let mut full = L2Bridge::new(&[10, 11], &[(C, 1)], 1, 0, [7; 16]);
         let st2 = stats(&full);
         run(&mut full, &st2, &p, 1, &[(10, frame(BCAST, A, 5))]);
         assert_eq!(counter(&st2, "table_full"), 1);

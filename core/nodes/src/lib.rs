@@ -19,6 +19,7 @@
 pub mod doc;
 #[cfg(test)]
 mod example;
+mod hash;
 pub mod kind;
 pub mod offload;
 

@@ -84,7 +84,7 @@ pub struct Site {
     root_dir: Option<std::os::fd::OwnedFd>,
     dotfiles: bool,
     /// Looked up by every request (a fixed key: the requests do not choose the keys).
-    objects: HashMap<String, Object, super::hash::KeyedState>,
+    objects: HashMap<String, Object, crate::hash::KeyedState>,
     /// Path -> (size, modification time, contents).
     cache: HashMap<PathBuf, Cached>,
     /// Sum of the sizes of the cached files.
@@ -120,7 +120,7 @@ impl Site {
     /// A site serving `root` (if any) and `objects` (`/path=size` pairs, comma-separated;
     /// each object is `size` bytes of the pattern, `/empty=0` an empty one).
     pub fn new(root: Option<PathBuf>, objects: &str, dotfiles: bool) -> Result<Site, String> {
-        let mut map = HashMap::with_hasher(super::hash::KeyedState::default());
+        let mut map = HashMap::with_hasher(crate::hash::KeyedState::default());
         for item in objects.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (path, size) = item.split_once('=').ok_or_else(|| format!("object `{item}` is not `/path=size`"))?;
             if !path.starts_with('/') {

@@ -288,7 +288,7 @@ fn connect(r: Values<'_>, ours: &[ironpath_wire::IpAddress]) -> Result<ConnectCf
 fn secret(node: &str, seed: u64) -> Result<[u8; 16], NodeError> {
     let mut secret = [0u8; 16];
     if seed == 0 {
-        random_secret(&mut secret)?;
+        crate::hash::random_secret(&mut secret)?;
     } else {
         log::warn!(
             "tcp node `{node}`: a fixed `seed` ({seed}) makes initial sequence numbers, SYN cookies and \
@@ -297,20 +297,6 @@ fn secret(node: &str, seed: u64) -> Result<[u8; 16], NodeError> {
         secret[..8].copy_from_slice(&seed.to_le_bytes());
     }
     Ok(secret)
-}
-
-/// Fills `secret` from the kernel's random source (`getrandom(2)`, blocking only
-/// until the kernel's pool is first seeded, at boot).
-fn random_secret(secret: &mut [u8]) -> Result<(), NodeError> {
-    let mut got = 0;
-    while got < secret.len() {
-        match rustix::rand::getrandom(&mut secret[got..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => got += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(NodeError::Random(e.into())),
-        }
-    }
-    Ok(())
 }
 
 /// The settings of a `tcp` node whose parameters are all defaults (with the

@@ -1,5 +1,6 @@
-//! A keyed hash for the node's tables (flows, neighbours, listening ports, a site's
-//! objects), in place of std's SipHash-1-3.
+//! A keyed hash for the nodes' tables (the tcp node's flows, neighbours, listening
+//! ports and a site's objects; the bridge's MAC table), in place of std's SipHash-1-3,
+//! and the random key of tables fed from the wire.
 //!
 //! Every segment looks its flow up and every frame sent looks its neighbour up; with
 //! SipHash each lookup cost ~400 instructions (a 4-tuple is hashed field by field, and
@@ -10,6 +11,7 @@
 //! cannot aim many flows at one bucket (hashbrown also keeps probe sequences short).
 //! This is not a cryptographic MAC; nothing else relies on it.
 
+use crate::kind::NodeError;
 use std::hash::{BuildHasher, Hasher};
 
 /// Folded multiply: the xor of the two halves of the 128-bit product.
@@ -115,6 +117,20 @@ impl Hasher for KeyedHasher {
         // uses for the bucket and the high bits it uses for the control byte.
         fold_mul(self.h, self.k ^ PI0)
     }
+}
+
+/// Fills `secret` from the kernel's random source (`getrandom(2)`, blocking only
+/// until the kernel's pool is first seeded, at boot).
+pub(crate) fn random_secret(secret: &mut [u8]) -> Result<(), NodeError> {
+    let mut got = 0;
+    while got < secret.len() {
+        match rustix::rand::getrandom(&mut secret[got..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(NodeError::Random(e.into())),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
