@@ -235,8 +235,9 @@ pub struct L2Bridge {
 
 impl L2Bridge {
     /// A bridge over ports whose ids are `ports[i]` (next edge `i`), with static entries
-    /// `(mac, next edge)`.
-    fn new(ports: &[u16], statics: &[([u8; 6], u16)], max_entries: usize, age_tsc: u64, key: [u8; 16]) -> Self {
+    /// `(mac, next edge)`, at most `max_entries` entries, learned ones living `age_tsc`
+    /// TSC ticks without a frame (0: forever), its table keyed with `key`.
+    pub fn new(ports: &[u16], statics: &[([u8; 6], u16)], max_entries: usize, age_tsc: u64, key: [u8; 16]) -> Self {
         let mut by_port = vec![NO_PORT; ports.iter().map(|&p| p as usize + 1).max().unwrap_or(0)];
         for (i, &p) in ports.iter().enumerate() {
             by_port[p as usize] = i as u16;
@@ -246,6 +247,16 @@ impl L2Bridge {
             table.insert(mac, port, 0, State::Static);
         }
         Self { by_port, nports: ports.len() as u16, table, scratch: Box::new(Burst::new()) }
+    }
+
+    /// Entries in the MAC table.
+    pub fn entries(&self) -> usize {
+        self.table.index.len()
+    }
+
+    /// The next edge of `mac`'s port, if it is in the table.
+    pub fn lookup(&self, mac: &[u8; 6]) -> Option<u16> {
+        self.table.lookup(mac)
     }
 
     fn report(&self, cx: &NodeCx<'_>, t: &Tally) {
