@@ -201,6 +201,60 @@ edges:
 }
 
 #[test]
+fn handoff_spreads_flows_over_lcores_and_keeps_each_flows_order() {
+    const N: u64 = 60_000;
+    const FLOWS: u16 = 32;
+    let d = tmpdir("handoff");
+    let cap = |n: &str| d.join(format!("{n}.pcap"));
+    let yaml = format!(
+        "mempools: [{{name: mp, size: 32767, cache: 256}}]
+lcores: [{{id: 0}}, {{id: 1}}, {{id: 2}}]
+nodes:
+  - {{name: gen, type: source, lcore: 0, params: {{count: {N}, flows: {FLOWS}, rate_pps: 200000}}}}
+  - {{name: ho, type: handoff, lcore: 0}}
+  - {{name: a, type: pcap_capture, lcore: 1, params: {{file: {a}}}}}
+  - {{name: b, type: pcap_capture, lcore: 2, params: {{file: {b}}}}}
+  - {{name: da, type: drop, lcore: 1}}
+  - {{name: db, type: drop, lcore: 2}}
+edges:
+  - {{from: gen, to: ho}}
+  - {{from: ho, next: w0, to: a, ring_size: 65536}}
+  - {{from: ho, next: w1, to: b, ring_size: 65536}}
+  - {{from: a, to: da}}
+  - {{from: b, to: db}}
+",
+        a = cap("a").display(),
+        b = cap("b").display()
+    );
+    let f = d.join("handoff.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    let (rc, out, err) = run(&["run", f.to_str().unwrap(), "--duration", "3", "--no-huge", "--stats-period", "0"]);
+    assert_eq!(rc, 0, "{out}{err}");
+    assert_eq!(node_counter(&out, "ho", "ip"), N, "{out}");
+    let mut flows_of = Vec::new();
+    let mut total = 0;
+    for name in ["a", "b"] {
+        let pkts = ironpath_pcapfile::read(&cap(name)).unwrap();
+        total += pkts.len();
+        let mut last: std::collections::HashMap<u16, u64> = Default::default();
+        for p in &pkts {
+            let sport = u16::from_be_bytes([p.data[34], p.data[35]]);
+            let seq = u64::from_be_bytes(p.data[42..50].try_into().unwrap());
+            if let Some(&prev) = last.get(&sport) {
+                assert!(seq > prev, "worker {name}, flow {sport}: {seq} after {prev}");
+            }
+            last.insert(sport, seq);
+        }
+        flows_of.push(last.keys().copied().collect::<std::collections::HashSet<_>>());
+    }
+    assert_eq!(total as u64, N, "{out}");
+    assert!(flows_of[0].is_disjoint(&flows_of[1]), "a flow went to both workers: {flows_of:?}");
+    assert!(!flows_of[0].is_empty() && !flows_of[1].is_empty(), "{flows_of:?}");
+    assert_eq!(flows_of[0].len() + flows_of[1].len(), FLOWS as usize);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
 fn mirror_shares_or_copies_every_packet_and_returns_every_mbuf() {
     const N: u64 = 20_000;
     let d = tmpdir("mirror");

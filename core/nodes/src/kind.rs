@@ -71,7 +71,7 @@ pub enum NodeError {
         source: std::io::Error,
     },
     /// The kernel's random source failed.
-    #[error("cannot read random bytes for the TCP secrets (getrandom): {0}")]
+    #[error("cannot read random bytes for the node's secrets and hash keys (getrandom): {0}")]
     Random(std::io::Error),
     /// The node refused its settings as a whole (they do not fit together).
     #[error("{0}")]
