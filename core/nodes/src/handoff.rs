@@ -41,6 +41,14 @@ pub struct Handoff {
     key: KeyedState,
 }
 
+impl Handoff {
+    /// A handoff to next edges `workers`, both directions of a flow alike when
+    /// `symmetric`, its hash keyed with `key`.
+    pub fn new(workers: &[u16], symmetric: bool, key: [u8; 16]) -> Self {
+        Self { workers: workers.to_vec(), symmetric, key: KeyedState::new(key) }
+    }
+}
+
 /// A flow's fields in a frame: (lower endpoint, higher endpoint, protocol), an
 /// endpoint being (address, port); `None` if the frame is not IP.
 fn flow_hash(frame: &[u8], symmetric: bool, key: &KeyedState) -> Option<u64> {
@@ -152,7 +160,7 @@ pub const KIND: NodeKind = NodeKind {
             NEXTS.iter().enumerate().filter(|(_, n)| b.connected.contains(n)).map(|(i, _)| i as u16).collect();
         let mut key = [0u8; 16];
         random_secret(&mut key)?;
-        Ok(Box::new(Handoff { workers, symmetric: b.params().bool("symmetric")?, key: KeyedState::new(key) }))
+        Ok(Box::new(Handoff::new(&workers, b.params().bool("symmetric")?, key)))
     },
 };
 
@@ -169,7 +177,7 @@ mod tests {
     }
 
     fn handoff(workers: &[u16], symmetric: bool) -> Handoff {
-        Handoff { workers: workers.to_vec(), symmetric, key: KeyedState::new([9; 16]) }
+        Handoff::new(workers, symmetric, [9; 16])
     }
 
     /// The next edge of each frame.

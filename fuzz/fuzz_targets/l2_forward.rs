@@ -1,17 +1,19 @@
-//! Arbitrary frames, from arbitrary ports, at arbitrary times, through an `l2_bridge`
-//! of three ports with a table of 8 entries (so that learning evicts) and a short
-//! aging time (so that entries age between bursts).
+//! Arbitrary frames, from arbitrary ports, at arbitrary times, through a `handoff` of
+//! four workers, then an `l2_bridge` of three ports with a table of 8 entries (so that
+//! learning evicts) and a short aging time (so that entries age between bursts).
 //!
 //! Input: bursts, each a byte of count n (at most 64) and a byte of time step, then
 //! n frames, each a port byte (ids 0..=3: 3 is not on the bridge), a little-endian
 //! u16 length and its bytes (cut to 256 and to what is left).
 //!
-//! No panic; no frame goes out of the port it came in on; the table never holds more
-//! than its bound; once the bridge is gone no mbuf is left in use.
+//! No panic; the handoff sends every frame to one of its workers, the same one for the
+//! same bytes; no frame goes out of the bridge port it came in on; the table never
+//! holds more than its bound; once the nodes are gone no mbuf is left in use.
 #![no_main]
 use ironpath_eal::{Burst, Mbuf, MemPolicy, Mempool, MempoolConfig};
 use ironpath_graph::testing::{call, idle};
 use ironpath_graph::{Dispatch, Node, NodeStats, DROP};
+use ironpath_nodes::handoff::Handoff;
 use ironpath_nodes::l2_bridge::L2Bridge;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
@@ -31,6 +33,8 @@ fuzz_target!(|data: &[u8]| {
     let p = pool();
     let mut br = L2Bridge::new(&PORTS, &[([0x02, 0, 0, 0, 0, 0x99], 1)], MAX_ENTRIES, 100, [3; 16]);
     let st = NodeStats::new(br.counters()).with_gauges(br.gauges());
+    let mut ho = Handoff::new(&[0, 3, 7, 9], true, [5; 16]);
+    let hst = NodeStats::new(ho.counters());
     let mut rest = data;
     let mut now = 1u64;
     while rest.len() >= 2 {
@@ -55,6 +59,14 @@ fuzz_target!(|data: &[u8]| {
             idle(&mut br, &st, now);
             continue;
         }
+        let h = call(&mut ho, &hst, &mut b, now);
+        assert!(matches!(h.dispatch, Dispatch::Each));
+        let mut seen: std::collections::HashMap<Vec<u8>, u16> = Default::default();
+        for i in 0..b.len() {
+            assert!([0, 3, 7, 9].contains(&h.next[i]), "handoff to {}", h.next[i]);
+            let w = *seen.entry(b.data(i).to_vec()).or_insert(h.next[i]);
+            assert_eq!(w, h.next[i], "the same frame to two workers");
+        }
         let c = call(&mut br, &st, &mut b, now);
         assert!(matches!(c.dispatch, Dispatch::Each));
         // Packets may have been rebuilt (floods): compare each packet's own port.
@@ -68,6 +80,6 @@ fuzz_target!(|data: &[u8]| {
         assert!(br.entries() <= MAX_ENTRIES);
         b.free_all();
     }
-    drop(br);
+    drop((br, ho));
     assert_eq!(p.stats().in_use, 0, "mbufs left in use");
 });
