@@ -269,12 +269,7 @@ impl Mbuf {
             let m = &mut *raw[0];
             m.pkt_len = h.pkt_len;
             m.nb_segs = h.nb_segs;
-            m.rss_hash = h.rss_hash;
-            m.l2_len = h.l2_len;
-            m.l3_len = h.l3_len;
-            m.l4_len = h.l4_len;
-            m.tso_segsz = h.tso_segsz;
-            m.vlan_tci = h.vlan_tci;
+            copy_packet_meta(m, h);
         }
         // SAFETY: a complete packet owned by us.
         Ok(unsafe { Mbuf::from_raw(raw[0]) })
@@ -313,16 +308,23 @@ impl Mbuf {
         c.port = h.port;
         c.ol_flags = h.ol_flags & !ATTACHED;
         c.packet_type = h.packet_type;
-        c.vlan_tci = h.vlan_tci;
-        c.rss_hash = h.rss_hash;
-        c.l2_len = h.l2_len;
-        c.l3_len = h.l3_len;
-        c.l4_len = h.l4_len;
-        c.tso_segsz = h.tso_segsz;
-        c.aggr_segs = h.aggr_segs;
-        c.timestamp = h.timestamp;
+        copy_packet_meta(c, h);
         Ok(head)
     }
+}
+
+/// The per-packet fields a copy or a clone keeps from its original (those of the
+/// head: hash, header lengths for offloads, segment size, VLAN tag, aggregate count,
+/// timestamp); buffers, lengths, flags and port are the caller's.
+fn copy_packet_meta(dst: &mut RawMbuf, src: &RawMbuf) {
+    dst.rss_hash = src.rss_hash;
+    dst.l2_len = src.l2_len;
+    dst.l3_len = src.l3_len;
+    dst.l4_len = src.l4_len;
+    dst.tso_segsz = src.tso_segsz;
+    dst.vlan_tci = src.vlan_tci;
+    dst.aggr_segs = src.aggr_segs;
+    dst.timestamp = src.timestamp;
 }
 
 #[cfg(all(test, not(loom)))]
