@@ -255,6 +255,51 @@ edges:
 }
 
 #[test]
+fn acl_rules_from_yaml_deny_count_and_permit_in_order() {
+    const N: u64 = 8_000;
+    let d = tmpdir("acl");
+    // 8 flows: UDP source ports 1024..=1031 to port 9. Ports 1024-1025 are denied,
+    // 1026 counted, the rest fall to the default (deny), except what the last rule
+    // permits (1024-1031: shadowed for 1024-1026 by the rules before it).
+    let yaml = format!(
+        "lcores: [{{id: 0}}]
+nodes:
+  - {{name: gen, type: source, lcore: 0, params: {{count: {N}, flows: 8, rate_pps: 100000}}}}
+  - name: acl
+    type: acl
+    lcore: 0
+    params:
+      default: deny
+      rules:
+        - {{action: deny, proto: udp, sport: 1024-1025}}
+        - {{action: count, src: 198.18.0.0/15, sport: \"1026\"}}
+        - {{action: permit, proto: udp, sport: 1024-1029, dport: \"9\"}}
+  - {{name: end, type: counter, lcore: 0}}
+  - {{name: sink, type: drop, lcore: 0}}
+edges:
+  - {{from: gen, to: acl}}
+  - {{from: acl, to: end}}
+  - {{from: end, to: sink}}
+"
+    );
+    let f = d.join("acl.yaml");
+    std::fs::write(&f, &yaml).unwrap();
+    let (rc, out, err) = run(&["run", f.to_str().unwrap(), "--duration", "2", "--no-huge", "--stats-period", "0"]);
+    assert_eq!(rc, 0, "{out}{err}");
+    let per_flow = N / 8;
+    assert_eq!(node_counter(&out, "acl", "denied"), 2 * per_flow, "{out}");
+    assert_eq!(node_counter(&out, "acl", "counted"), per_flow, "{out}");
+    assert_eq!(node_counter(&out, "acl", "permitted"), 3 * per_flow, "{out}");
+    assert_eq!(node_counter(&out, "acl", "default_deny"), 2 * per_flow, "{out}");
+    assert_eq!(node_counter(&out, "end", "packets"), 4 * per_flow, "{out}");
+    // A bad rule is refused by `check` with the rule and the field named.
+    std::fs::write(&f, yaml.replace("198.18.0.0/15", "198.18.0.1/15")).unwrap();
+    let (rc, out, err) = run(&["check", f.to_str().unwrap()]);
+    assert_ne!(rc, 0, "{out}{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
 fn mirror_shares_or_copies_every_packet_and_returns_every_mbuf() {
     const N: u64 = 20_000;
     let d = tmpdir("mirror");

@@ -39,7 +39,14 @@ pub struct NodeSpec {
     /// Packets that reach it end there (consumed, answered with new packets), so a
     /// loop of edges through it does not circulate packets forever (`tcp`).
     pub ends_loops: bool,
+    /// Checks the parameters beyond their kinds (a prefix written as a string, rules
+    /// that must fit together), so that `check` refuses what the node's constructor
+    /// would; the error's position (the offending value's, else the node's) and text.
+    pub check: Option<CheckFn>,
 }
+
+/// A node type's own check of its validated parameters ([`NodeSpec::check`]).
+pub type CheckFn = fn(&crate::Params) -> Result<(), (Option<crate::Loc>, String)>;
 
 /// Which queue of its `port` a node takes, from its `queue` param.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

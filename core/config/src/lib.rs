@@ -47,7 +47,7 @@ mod validate;
 
 use std::path::Path;
 
-pub use catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse, VariantSpec};
+pub use catalog::{Catalog, CheckFn, Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse, VariantSpec};
 pub use choice::Choice;
 pub use error::{ConfigError, ConfigErrors, Loc};
 pub use model::{EdgeCfg, HugePages, LcoreCfg, MempoolCfg, NodeCfg, Pipeline, PortCfg, DEFAULT_MEMPOOL};

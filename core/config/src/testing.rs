@@ -40,6 +40,7 @@ const fn node(
         sink: nexts.is_empty(),
         queue,
         ends_loops,
+        check: None,
     }
 }
 
@@ -114,6 +115,7 @@ static NODES: &[NodeSpec] = &[
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
 ];
 

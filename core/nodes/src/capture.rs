@@ -107,6 +107,7 @@ pub const KIND: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |b, _env| {
         let p = b.params();

@@ -213,6 +213,7 @@ pub const KIND: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |b, _env| Ok(Box::new(Classify::new(b.connected))),
 };

@@ -54,6 +54,7 @@ pub const KIND: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |b, _env| Ok(Box::new(Sample { every: b.params().uint("every")?, seen: 0 })),
 };

@@ -154,6 +154,7 @@ pub const KIND: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |b, _env| {
         let workers: Vec<u16> =

@@ -312,6 +312,12 @@ pub const KIND: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: Some(|p| {
+            for k in ["loss", "duplicate", "corrupt"] {
+                parse_ppm(p.str(k).unwrap_or("0")).map_err(|e| (p.loc(k), format!("`{k}`: {e}")))?;
+            }
+            Ok(())
+        }),
     },
     build: |b, env| {
         let p = b.params();

@@ -9,7 +9,7 @@
 //! The nodes: `port_rx`/`port_tx` ([`port`]), [`classify`], [`arp`] (replies and
 //! neighbour resolution), [`icmp`] (`icmp_echo`: echo and IPv6 neighbour
 //! solicitation), `macswap`/`counter`/`drop` ([`simple`]), [`capture`]
-//! (`pcap_capture`), [`mirror`], [`handoff`], [`l2_bridge`], [`source`] (a traffic generator), [`txbatch`] (`tx_batch`),
+//! (`pcap_capture`), [`mirror`], [`handoff`], [`acl`], [`l2_bridge`], [`source`] (a traffic generator), [`txbatch`] (`tx_batch`),
 //! [`aggregate`] (`rx_aggregate`, `gso`), [`impair`], [`tcp`]. [`make`] builds one
 //! node from its validated configuration, with the ports, queues and pools it
 //! needs from an [`Env`].
@@ -54,6 +54,7 @@ kinds! {
     capture: KIND;
     mirror: KIND;
     handoff: KIND;
+    acl: KIND;
     aggregate: node::RX_AGGREGATE, node::GSO;
     impair: KIND;
     tcp: KIND;

@@ -104,6 +104,7 @@ pub const KIND: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |b, env| {
         let p = b.params();

@@ -140,6 +140,7 @@ pub const PORT_RX: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::Rx,
         ends_loops: false,
+        check: None,
     },
     build: |b, env| {
         let p = b.params();
@@ -168,6 +169,7 @@ pub const PORT_TX: NodeKind = NodeKind {
         sink: true,
         queue: QueueUse::Tx,
         ends_loops: false,
+        check: None,
     },
     build: |b, env| {
         let p = b.params();

@@ -109,6 +109,7 @@ pub const MACSWAP: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |_, _| Ok(Box::new(MacSwap)),
 };
@@ -124,6 +125,7 @@ pub const DROP: NodeKind = NodeKind {
         sink: true,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |_, _| Ok(Box::new(DropNode)),
 };
@@ -139,6 +141,7 @@ pub const COUNTER: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |_, _| Ok(Box::new(CounterNode)),
 };

@@ -175,6 +175,7 @@ pub const KIND: NodeKind = NodeKind {
         sink: true,
         queue: QueueUse::Tx,
         ends_loops: false,
+        check: None,
     },
     build: |b, env| {
         let p = b.params();

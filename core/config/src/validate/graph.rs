@@ -48,6 +48,12 @@ pub(crate) fn nodes<'c>(
         }
         let lcore = f.required(e, "lcore", &ctx).and_then(|n| lcore(e, n, &ctx, lcores));
         let params = spec.and_then(|s| param::params(e, f.get("params"), s, &ctx, f.loc, env));
+        // The type's own check of its parameters, once they are valid by kind.
+        if let (Some(check), Some(p)) = (spec.and_then(|s| s.check), &params) {
+            if let Err((loc, msg)) = check(p) {
+                e.push(loc.unwrap_or(f.loc), format!("in {ctx}: {msg}"));
+            }
+        }
         if let (Some(name), Some(spec), Some(lcore), Some(params)) = (name, spec, lcore, params) {
             nodes.push(NodeCfg {
                 name: name.to_owned(),

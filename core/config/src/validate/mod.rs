@@ -442,6 +442,7 @@ mod tests {
             sink: true,
             queue: crate::QueueUse::None,
             ends_loops: false,
+            check: None,
         }];
         let cat = Catalog { nodes: NODES, drivers: None };
         let e = parse_str("lcores: [{id: 0}]\nnodes: [{name: a, type: t, lcore: 0}]\n", Path::new("t.yaml"), &cat)

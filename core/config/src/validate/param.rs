@@ -413,6 +413,7 @@ mod tests {
         sink: true,
         queue: crate::QueueUse::None,
         ends_loops: false,
+        check: None,
     }];
 
     const FORMS: &[VariantSpec] = &[

@@ -233,6 +233,7 @@ pub const RX_AGGREGATE: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |b, env| {
         let p = b.params();
@@ -304,6 +305,7 @@ pub const GSO: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
+        check: None,
     },
     build: |b, env| {
         let p = b.params();

@@ -179,6 +179,7 @@ pub const KIND: NodeKind = NodeKind {
         sink: false,
         queue: QueueUse::None,
         ends_loops: true,
+        check: None,
     },
     build: |b, env| {
         let p = b.params();

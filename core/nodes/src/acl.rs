@@ -1,0 +1,630 @@
+//! `acl`: ordered 5-tuple rules (source and destination prefixes, protocol, port
+//! ranges) with `permit`, `deny` or `count`, the first matching rule deciding; a
+//! packet no rule matches gets `default`.
+//!
+//! The rules are compiled into a decision tree when the node is built (HyperSplit:
+//! each inner node splits one field at a rule boundary chosen to balance the rules on
+//! both sides; a leaf holds at most [`LEAF_RULES`] rules, in rule order), so a lookup
+//! walks one path of the tree and checks a handful of rules: its cost grows with the
+//! tree's depth, not with the number of rules (`cargo bench -p ironpath-nodes --bench
+//! acl` measures 10, 1,000 and 10,000 rules; docs/benchmarks.md). IPv4 and IPv6 share
+//! one tree: an IPv4 address is looked up as its IPv4-mapped IPv6 address
+//! (`::ffff:a.b.c.d`), so `any` matches both families and a prefix one.
+//!
+//! A frame that is not IPv4 or IPv6 (after up to two VLAN tags) passes, counted
+//! (`not_ip`). The ports of a fragment other than the first are unknown: such a
+//! fragment matches only rules whose port ranges include 0 (`any` does), as Linux's
+//! netfilter matches non-first fragments only against rules without ports. ICMP,
+//! and protocols without ports, are looked up with ports 0.
+
+use crate::kind::{param, NodeError, NodeKind};
+use ironpath_config::{Choice, Loc, Nexts, NodeSpec, ParamKind, ParamSpec, Params, QueueUse};
+use ironpath_eal::{Burst, MAX_BURST};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+use ironpath_wire::ethernet::{l3_offset, EtherType};
+use std::net::{IpAddr, Ipv6Addr};
+
+ironpath_config::choice! {
+    /// What a rule does with the packets it matches.
+    pub enum Action {
+        /// Pass the packet on.
+        Permit = "permit",
+        /// Drop it.
+        Deny = "deny",
+        /// Pass it on and count it (`counted`).
+        Count = "count",
+    }
+}
+
+ironpath_graph::counters! {
+    /// What `acl` counts.
+    pub enum AclCounter {
+        Permitted("permitted", "packets a permit rule matched"),
+        Denied("denied", "packets a deny rule matched (dropped)"),
+        Counted("counted", "packets a count rule matched (passed on)"),
+        DefaultPermit("default_permit", "packets no rule matched, passed (default: permit)"),
+        DefaultDeny("default_deny", "packets no rule matched, dropped (default: deny)"),
+        NotIp("not_ip", "frames that are not IP (or cut short), passed on"),
+    }
+}
+
+/// Rules a leaf of the tree holds at most (fewer past the depth limit is not
+/// guaranteed: overlapping rules that no split separates stay together).
+pub const LEAF_RULES: usize = 8;
+/// Deepest path of the tree.
+const MAX_DEPTH: usize = 40;
+/// Rule slots a tree's leaves may hold (a rule set whose rules overlap so much that
+/// splitting would copy them beyond this gets larger leaves instead: slower
+/// lookups, bounded memory and build time).
+const MAX_LEAF_SLOTS: usize = 1 << 24;
+/// Fields: source, destination (IPv6 or IPv4-mapped), protocol, source port,
+/// destination port.
+const FIELDS: usize = 5;
+
+/// One rule: an inclusive range per field, and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// `[lo, hi]` of source, destination, protocol, source port, destination port.
+    pub ranges: [(u128, u128); FIELDS],
+    /// What to do with a match.
+    pub action: Action,
+}
+
+impl Rule {
+    fn matches(&self, key: &[u128; FIELDS]) -> bool {
+        self.ranges.iter().zip(key).all(|(&(lo, hi), &k)| lo <= k && k <= hi)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum TreeNode {
+    /// Keys below `at` in field `field` go left.
+    Split { field: u8, at: u128, left: u32, right: u32 },
+    /// Rules `leaf_rules[start..start + len]`, in rule order.
+    Leaf { start: u32, len: u32 },
+}
+
+/// One decision tree over a group of rules.
+#[derive(Debug, Default)]
+struct Tree {
+    nodes: Vec<TreeNode>,
+    leaf_rules: Vec<u32>,
+}
+
+/// The compiled rules: one tree per group of rules that are wide in the same fields
+/// (as EffiCuts does), so that a rule open in one field (`any` source, say) is not
+/// copied into every leaf the other rules' splits of that field make.
+#[derive(Debug)]
+pub struct Classifier {
+    rules: Vec<Rule>,
+    trees: Vec<Tree>,
+}
+
+/// A range at least this wide makes its field a wide one for grouping: addresses
+/// shorter than an IPv4 /16, 1,024 ports or more, any protocol.
+const WIDE: [u128; FIELDS] = [1 << 16, 1 << 16, 256, 1024, 1024];
+/// The fields that group rules: the addresses (wide ones replicate the most; ports
+/// and protocol are small spaces, and more groups mean more trees to walk).
+const GROUP_FIELDS: usize = 2;
+
+impl Classifier {
+    /// Compile `rules` (first match wins).
+    pub fn new(rules: Vec<Rule>) -> Self {
+        let mut groups: Vec<(u8, Vec<u32>)> = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let g = r.ranges.iter().zip(WIDE).enumerate().take(GROUP_FIELDS).fold(0u8, |g, (f, (&(lo, hi), w))| {
+                g | (u8::from(hi - lo >= w - 1) << f)
+            });
+            match groups.iter_mut().find(|x| x.0 == g) {
+                Some(x) => x.1.push(i as u32),
+                None => groups.push((g, vec![i as u32])),
+            }
+        }
+        let full = [(0, u128::MAX); FIELDS];
+        let trees = groups
+            .iter()
+            .map(|(_, ids)| {
+                let mut t = Tree::default();
+                t.build(&rules, ids, full, 0);
+                t
+            })
+            .collect();
+        Classifier { rules, trees }
+    }
+
+    /// Index of the first rule matching `key`.
+    #[inline]
+    pub fn lookup(&self, key: &[u128; FIELDS]) -> Option<usize> {
+        let mut best = usize::MAX;
+        for t in &self.trees {
+            if let Some(i) = t.lookup(&self.rules, key, best) {
+                best = i;
+            }
+        }
+        (best != usize::MAX).then_some(best)
+    }
+
+    /// The rule at `i`.
+    pub fn rule(&self, i: usize) -> &Rule {
+        &self.rules[i]
+    }
+
+    /// Depth of the deepest leaf (for the benchmark's report).
+    pub fn depth(&self) -> usize {
+        self.trees.iter().map(|t| t.depth(0)).max().unwrap_or(0)
+    }
+
+    /// Trees (groups of rules).
+    pub fn trees(&self) -> usize {
+        self.trees.len()
+    }
+
+    /// Rule slots in all leaves (a rule is repeated in every leaf it overlaps).
+    pub fn leaf_slots(&self) -> usize {
+        self.trees.iter().map(|t| t.leaf_rules.len()).sum()
+    }
+}
+
+impl Tree {
+    /// The first rule below `below` (an index) matching `key`.
+    #[inline]
+    fn lookup(&self, rules: &[Rule], key: &[u128; FIELDS], below: usize) -> Option<usize> {
+        let mut n = 0usize;
+        loop {
+            match self.nodes[n] {
+                TreeNode::Split { field, at, left, right } => {
+                    n = if key[usize::from(field)] < at { left } else { right } as usize;
+                }
+                TreeNode::Leaf { start, len } => {
+                    let ids = &self.leaf_rules[start as usize..(start + len) as usize];
+                    return ids
+                        .iter()
+                        .map(|&i| i as usize)
+                        .take_while(|&i| i < below)
+                        .find(|&i| rules[i].matches(key));
+                }
+            }
+        }
+    }
+
+    fn depth(&self, n: usize) -> usize {
+        match self.nodes.get(n) {
+            Some(TreeNode::Split { left, right, .. }) => 1 + self.depth(*left as usize).max(self.depth(*right as usize)),
+            _ => 0,
+        }
+    }
+
+    /// Build the subtree of `ids` (rules overlapping `bounds`); returns its index.
+    fn build(&mut self, rules: &[Rule], ids: &[u32], bounds: [(u128, u128); FIELDS], depth: usize) -> u32 {
+        let me = self.nodes.len() as u32;
+        self.nodes.push(TreeNode::Leaf { start: 0, len: 0 });
+        let room = self.leaf_rules.len() + 2 * ids.len() <= MAX_LEAF_SLOTS;
+        let split =
+            if ids.len() > LEAF_RULES && depth < MAX_DEPTH && room { best_split(rules, ids, &bounds) } else { None };
+        match split {
+            None => {
+                let start = self.leaf_rules.len() as u32;
+                self.leaf_rules.extend_from_slice(ids);
+                self.nodes[me as usize] = TreeNode::Leaf { start, len: ids.len() as u32 };
+            }
+            Some((field, at)) => {
+                let (mut lb, mut rb) = (bounds, bounds);
+                lb[field].1 = at - 1;
+                rb[field].0 = at;
+                let left_ids: Vec<u32> = ids.iter().copied().filter(|&i| rules[i as usize].ranges[field].0 < at).collect();
+                let right_ids: Vec<u32> =
+                    ids.iter().copied().filter(|&i| rules[i as usize].ranges[field].1 >= at).collect();
+                let left = self.build(rules, &left_ids, lb, depth + 1);
+                let right = self.build(rules, &right_ids, rb, depth + 1);
+                self.nodes[me as usize] = TreeNode::Split { field: field as u8, at, left, right };
+            }
+        }
+        me
+    }
+}
+
+/// The field and point (a rule boundary inside `bounds`) whose split copies the
+/// fewest rules into both sides, then leaves the fewest on the larger side; `None`
+/// if no split makes progress.
+fn best_split(rules: &[Rule], ids: &[u32], bounds: &[(u128, u128); FIELDS]) -> Option<(usize, u128)> {
+    let mut best: Option<((usize, usize), usize, u128)> = None; // ((both + larger), field, at)
+    for (f, &(blo, bhi)) in bounds.iter().enumerate() {
+        // Candidate points: where a rule's range starts or ends, inside the box.
+        let mut points: Vec<u128> = ids
+            .iter()
+            .flat_map(|&i| {
+                let (lo, hi) = rules[i as usize].ranges[f];
+                [lo, hi.saturating_add(1)]
+            })
+            .filter(|&p| p > blo && p <= bhi)
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        points.sort_unstable();
+        points.dedup();
+        // Up to 16 points spread over the sorted boundaries.
+        let step = points.len().div_ceil(16);
+        for &at in points.iter().step_by(step) {
+            let l = ids.iter().filter(|&&i| rules[i as usize].ranges[f].0 < at).count();
+            let r = ids.iter().filter(|&&i| rules[i as usize].ranges[f].1 >= at).count();
+            let larger = l.max(r);
+            let cost = (larger + (l + r - ids.len()) / 2, larger);
+            if larger < ids.len() && best.is_none_or(|b| cost < b.0) {
+                best = Some((cost, f, at));
+            }
+        }
+    }
+    best.map(|(_, f, at)| (f, at))
+}
+
+/// The lookup key of an IP frame: source, destination, protocol, ports; `None` if
+/// the frame is not IP or is cut short.
+pub fn key_of(frame: &[u8]) -> Option<[u128; FIELDS]> {
+    let (ethertype, off) = l3_offset(frame).ok()?;
+    let ip = frame.get(off..)?;
+    let (src, dst, proto, l4) = match ethertype {
+        EtherType::IPV4 => {
+            let ihl = usize::from(ip.first()? & 0x0f) * 4;
+            if ip.len() < 20 || ihl < 20 {
+                return None;
+            }
+            let later_fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff != 0;
+            let v4 = |b: &[u8]| u128::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) | 0xffff << 32;
+            (v4(&ip[12..16]), v4(&ip[16..20]), ip[9], if later_fragment { None } else { ip.get(ihl..) })
+        }
+        EtherType::IPV6 => {
+            if ip.len() < 40 {
+                return None;
+            }
+            let a = |b: &[u8]| u128::from_be_bytes(b.try_into().unwrap_or_default());
+            (a(&ip[8..24]), a(&ip[24..40]), ip[6], ip.get(40..))
+        }
+        _ => return None,
+    };
+    let ports = match (proto, l4) {
+        (6 | 17 | 132, Some(l4)) if l4.len() >= 4 => {
+            [u16::from_be_bytes([l4[0], l4[1]]), u16::from_be_bytes([l4[2], l4[3]])]
+        }
+        _ => [0, 0],
+    };
+    Some([src, dst, u128::from(proto), u128::from(ports[0]), u128::from(ports[1])])
+}
+
+/// `any`, an address (its whole length) or a prefix `ADDR/LEN`, as a range of
+/// IPv6 (or IPv4-mapped) addresses.
+pub fn parse_prefix(s: &str) -> Result<(u128, u128), String> {
+    if s == "any" {
+        return Ok((0, u128::MAX));
+    }
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let addr: IpAddr = addr.parse().map_err(|_| format!("`{s}`: not an address or prefix (e.g. 198.18.0.0/15, fd00::/8, any)"))?;
+    let (bits, max) = match addr {
+        IpAddr::V4(a) => (u128::from(a.to_ipv6_mapped()), 32u32),
+        IpAddr::V6(a) => (u128::from(a), 128u32),
+    };
+    let len: u32 = match len {
+        Some(l) => l.parse().ok().filter(|&l| l <= max).ok_or_else(|| format!("`{s}`: prefix length 0..={max}"))?,
+        None => max,
+    };
+    let host_bits = max - len;
+    let mask = if host_bits == 128 { u128::MAX } else { (1u128 << host_bits) - 1 };
+    if bits & mask != 0 {
+        return Err(format!("`{s}`: address bits set past the prefix length"));
+    }
+    Ok((bits, bits | mask))
+}
+
+/// `any`, a port, or `LO-HI`.
+pub fn parse_ports(s: &str) -> Result<(u128, u128), String> {
+    if s == "any" {
+        return Ok((0, 65535));
+    }
+    let bad = || format!("`{s}`: a port, LO-HI, or any");
+    let (lo, hi) = match s.split_once('-') {
+        Some((a, b)) => (a.trim().parse::<u16>().map_err(|_| bad())?, b.trim().parse::<u16>().map_err(|_| bad())?),
+        None => {
+            let p = s.parse::<u16>().map_err(|_| bad())?;
+            (p, p)
+        }
+    };
+    if lo > hi {
+        return Err(bad());
+    }
+    Ok((u128::from(lo), u128::from(hi)))
+}
+
+/// `any`, a protocol name (tcp, udp, icmp, icmpv6, sctp) or its number.
+pub fn parse_proto(s: &str) -> Result<(u128, u128), String> {
+    let n: u8 = match s {
+        "any" => return Ok((0, 255)),
+        "tcp" => 6,
+        "udp" => 17,
+        "icmp" => 1,
+        "icmpv6" => 58,
+        "sctp" => 132,
+        _ => s.parse().map_err(|_| format!("`{s}`: tcp, udp, icmp, icmpv6, sctp, a number 0..=255, or any"))?,
+    };
+    Ok((u128::from(n), u128::from(n)))
+}
+
+/// The node.
+pub struct Acl {
+    rules: Classifier,
+    default: Action,
+}
+
+impl Acl {
+    /// An ACL of `rules` (first match wins), `default` for packets none matches.
+    pub fn new(rules: Vec<Rule>, default: Action) -> Self {
+        Acl { rules: Classifier::new(rules), default }
+    }
+}
+
+impl Node for Acl {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let mut n = [0u64; AclCounter::SPECS.len()];
+        for (i, nx) in next.iter_mut().enumerate().take(pkts.len()) {
+            let Some(key) = key_of(pkts.data(i)) else {
+                n[AclCounter::NotIp as usize] += 1;
+                *nx = 0;
+                continue;
+            };
+            let (action, counter) = match self.rules.lookup(&key) {
+                Some(r) => {
+                    let a = self.rules.rule(r).action;
+                    (a, match a {
+                        Action::Permit => AclCounter::Permitted,
+                        Action::Deny => AclCounter::Denied,
+                        Action::Count => AclCounter::Counted,
+                    })
+                }
+                None if self.default == Action::Deny => (Action::Deny, AclCounter::DefaultDeny),
+                None => (Action::Permit, AclCounter::DefaultPermit),
+            };
+            n[counter as usize] += 1;
+            *nx = if action == Action::Deny { DROP } else { 0 };
+        }
+        for (k, &v) in n.iter().enumerate() {
+            if v > 0 {
+                cx.count(k, v);
+            }
+        }
+        Dispatch::Each
+    }
+
+    fn counters(&self) -> &'static [CounterSpec] {
+        AclCounter::SPECS
+    }
+}
+
+const RULE: &[ParamSpec] = &[
+    param("action", ParamKind::Enum(Action::NAMES), true, None, "what to do with a match"),
+    param("src", ParamKind::Str, false, Some("any"), "source: a prefix (198.18.0.0/15, fd00::/8), an address, or any"),
+    param("dst", ParamKind::Str, false, Some("any"), "destination, as src"),
+    param("proto", ParamKind::Str, false, Some("any"), "tcp, udp, icmp, icmpv6, sctp, a number, or any"),
+    param("sport", ParamKind::Str, false, Some("any"), "source port: a port, LO-HI, or any"),
+    param("dport", ParamKind::Str, false, Some("any"), "destination port, as sport"),
+];
+
+/// The rules of the `rules` parameter, in order; an error names the rule and its
+/// field, at the field's position in the file.
+fn rules_of(p: &Params) -> Result<Vec<Rule>, (Option<Loc>, String)> {
+    let rule = |i: usize, r: &Params| -> Result<Rule, (Option<Loc>, String)> {
+        let field = |name: &'static str, parse: fn(&str) -> Result<(u128, u128), String>| {
+            parse(r.str(name).unwrap_or("any")).map_err(|e| (r.loc(name), format!("rule {i}, `{name}`: {e}")))
+        };
+        Ok(Rule {
+            ranges: [
+                field("src", parse_prefix)?,
+                field("dst", parse_prefix)?,
+                field("proto", parse_proto)?,
+                field("sport", parse_ports)?,
+                field("dport", parse_ports)?,
+            ],
+            action: r.choice("action").ok_or((r.loc("action"), format!("rule {i}: `action` is required")))?,
+        })
+    };
+    p.records("rules").unwrap_or(&[]).iter().enumerate().map(|(i, r)| rule(i, r)).collect()
+}
+
+/// `acl`.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "acl",
+        doc: "ordered 5-tuple rules (prefixes, protocol, port ranges) that permit, deny or count; the first match decides",
+        params: &[
+            param("rules", ParamKind::Records(RULE), false, Some("[]"), "the rules, first match wins"),
+            param(
+                "default",
+                ParamKind::Enum(Action::NAMES),
+                false,
+                Some("permit"),
+                "what happens to packets no rule matches",
+            ),
+        ],
+        nexts: Nexts::Fixed(&["out"]),
+        source: false,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+        check: Some(|p| rules_of(p).map(drop)),
+    },
+    build: |b, _env| {
+        let p = b.params();
+        let rules = rules_of(p.raw()).map_err(|(_, reason)| NodeError::Param { param: "rules", reason })?;
+        let default = match p.choice::<Action>("default")? {
+            Action::Count => Action::Permit,
+            a => a,
+        };
+        Ok(Box::new(Acl::new(rules, default)))
+    },
+};
+
+/// `any` as a rule range for tests and benchmarks: every field open.
+pub const ANY: [(u128, u128); FIELDS] = [(0, u128::MAX), (0, u128::MAX), (0, 255), (0, 65535), (0, 65535)];
+
+/// The IPv4-mapped form of `a` (how IPv4 keys are looked up).
+pub fn v4_key(a: std::net::Ipv4Addr) -> u128 {
+    u128::from(a.to_ipv6_mapped())
+}
+
+/// The key of an IPv6 address.
+pub fn v6_key(a: Ipv6Addr) -> u128 {
+    u128::from(a)
+}
+
+/// Random rule sets and keys (IPv4 prefixes in 192.0.0.0/4 .. , ports, protocols), for
+/// the tests and `benches/acl.rs`.
+pub mod sample {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    /// A small deterministic generator.
+    pub struct Lcg(pub u64);
+    impl Lcg {
+        /// The next number (53 bits).
+        pub fn next_u64(&mut self) -> u64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0 >> 11
+        }
+    }
+
+    /// Random rules shaped as firewall ACLs are: source prefixes /16../32 (1 in 32
+    /// `any`), destination prefixes /20../32 (1 in 64 `any`), mostly any source port,
+    /// a destination port or range, TCP or UDP (1 in 5 any protocol). With `dense`,
+    /// prefixes from /8 and open ranges are common: rules overlap heavily (a test of
+    /// the tree, not a rule set anyone writes).
+    pub fn random_rules(g: &mut Lcg, n: usize, dense: bool) -> Vec<Rule> {
+        let (any_in, min_src, min_dst) = if dense { (8, 8, 8) } else { (32, 16, 20) };
+        (0..n)
+            .map(|_| {
+                let prefix = |g: &mut Lcg, min: u64, any: u64| {
+                    if g.next_u64().is_multiple_of(any) {
+                        return (0, u128::MAX);
+                    }
+                    let len = (min + g.next_u64() % (33 - min)) as u32;
+                    let a = Ipv4Addr::from(((g.next_u64() as u32) & 0x0f0f_ffff) | 0xc000_0000);
+                    parse_prefix(&format!("{}/{len}", Ipv4Addr::from(u32::from(a) & (u32::MAX << (32 - len)))))
+                        .expect("prefix")
+                };
+                let ports = |g: &mut Lcg, open: u64| match g.next_u64() % 10 {
+                    k if k < open => (0, 65535),
+                    k if k < open + (10 - open) / 2 => {
+                        let p = u128::from(g.next_u64() % 2000);
+                        (p, p)
+                    }
+                    _ => {
+                        let lo = u128::from(g.next_u64() % 60000);
+                        (lo, lo + u128::from(g.next_u64() % 5000))
+                    }
+                };
+                let proto = match g.next_u64() % 5 {
+                    0 => (0, 255),
+                    1 | 2 => (6, 6),
+                    _ => (17, 17),
+                };
+                let action = match g.next_u64() % 3 {
+                    0 => Action::Permit,
+                    1 => Action::Deny,
+                    _ => Action::Count,
+                };
+                let src = prefix(g, min_src, any_in);
+                let dst = prefix(g, min_dst, 2 * any_in);
+                let (sport, dport) = if dense { (ports(g, 3), ports(g, 3)) } else { (ports(g, 9), ports(g, 1)) };
+                Rule { ranges: [src, dst, proto, sport, dport], action }
+            })
+            .collect()
+    }
+
+    /// A random key in the space of [`random_rules`].
+    pub fn random_key(g: &mut Lcg) -> [u128; FIELDS] {
+        let a = |g: &mut Lcg| v4_key(Ipv4Addr::from(((g.next_u64() as u32) & 0x0f0f_ffff) | 0xc000_0000));
+        [a(g), a(g), [6, 17, 1][(g.next_u64() % 3) as usize], u128::from(g.next_u64() % 65536), u128::from(g.next_u64() % 2000)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample::{random_key, random_rules, Lcg};
+    use super::*;
+    use crate::tests::{burst, call, counter, eth, ipv4, pool, stats, PEER_MAC, US_MAC};
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn the_tree_finds_the_first_match_as_a_linear_scan_does() {
+        let mut g = Lcg(1);
+        for (n, dense) in [(0, false), (1, false), (7, true), (9, true), (50, true), (1000, true), (3000, false)] {
+            let rules = random_rules(&mut g, n, dense);
+            let c = Classifier::new(rules.clone());
+            for _ in 0..5000 {
+                let k = random_key(&mut g);
+                assert_eq!(c.lookup(&k), rules.iter().position(|r| r.matches(&k)), "{n} rules, key {k:x?}");
+            }
+        }
+    }
+
+    #[test]
+    fn parses_prefixes_ports_and_protocols_and_refuses_the_rest() {
+        assert_eq!(parse_prefix("any").unwrap(), (0, u128::MAX));
+        let (lo, hi) = parse_prefix("198.18.0.0/15").unwrap();
+        assert_eq!((lo, hi), (v4_key(Ipv4Addr::new(198, 18, 0, 0)), v4_key(Ipv4Addr::new(198, 19, 255, 255))));
+        assert_eq!(parse_prefix("fd00::1").unwrap(), (v6_key("fd00::1".parse().unwrap()), v6_key("fd00::1".parse().unwrap())));
+        assert!(parse_prefix("198.18.0.1/15").unwrap_err().contains("past the prefix"));
+        assert!(parse_prefix("198.18.0.0/33").unwrap_err().contains("0..=32"));
+        assert!(parse_prefix("example").is_err());
+        assert_eq!(parse_ports("80").unwrap(), (80, 80));
+        assert_eq!(parse_ports("1024-65535").unwrap(), (1024, 65535));
+        assert!(parse_ports("9-1").is_err() && parse_ports("70000").is_err());
+        assert_eq!(parse_proto("udp").unwrap(), (17, 17));
+        assert_eq!(parse_proto("47").unwrap(), (47, 47));
+        assert!(parse_proto("gre").is_err());
+    }
+
+    fn udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+        let mut l4 = [sport.to_be_bytes(), dport.to_be_bytes(), 8u16.to_be_bytes(), [0, 0]].concat();
+        l4.extend_from_slice(&[0; 8]);
+        eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.into(), dst.into(), 17, 64, &l4))
+    }
+
+    #[test]
+    fn the_node_permits_denies_counts_and_applies_the_default() {
+        let deny_dns = Rule { ranges: [ANY[0], ANY[1], (17, 17), ANY[3], (53, 53)], action: Action::Deny };
+        let count_net = Rule {
+            ranges: [parse_prefix("198.18.7.0/24").unwrap(), ANY[1], ANY[2], ANY[3], ANY[4]],
+            action: Action::Count,
+        };
+        let permit_hi = Rule { ranges: [ANY[0], ANY[1], ANY[2], ANY[3], (1024, 65535)], action: Action::Permit };
+        let mut acl = Acl::new(vec![deny_dns, count_net, permit_hi], Action::Deny);
+        let st = stats(&acl);
+        let p = pool(16);
+        let frames = [
+            udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 53),   // denied (first rule wins)
+            udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 80),   // counted
+            udp([198, 18, 1, 1], [198, 18, 0, 2], 5000, 8080), // permitted
+            udp([198, 18, 1, 1], [198, 18, 0, 2], 5000, 80),   // default: deny
+            eth([0xff; 6], PEER_MAC, 0x0806, &[0; 28]),        // not IP: passed
+        ];
+        let mut b = burst(&p, &frames);
+        let c = call(&mut acl, &st, &mut b, 0);
+        assert_eq!(&c.next[..5], &[DROP, 0, 0, DROP, 0]);
+        for (name, v) in [("denied", 1), ("counted", 1), ("permitted", 1), ("default_deny", 1), ("not_ip", 1)] {
+            assert_eq!(counter(&st, name), v, "{name}");
+        }
+        b.free_all();
+    }
+
+    #[test]
+    fn later_fragments_match_only_rules_that_allow_port_zero() {
+        let mut f = udp([198, 18, 1, 1], [198, 18, 0, 2], 5000, 53);
+        f[14 + 7] = 0x10; // fragment offset 16 x 8: no ports in this fragment
+        let k = key_of(&f).unwrap();
+        assert_eq!((k[3], k[4]), (0, 0));
+        let dns = Rule { ranges: [ANY[0], ANY[1], (17, 17), ANY[3], (53, 53)], action: Action::Deny };
+        assert_eq!(Classifier::new(vec![dns]).lookup(&k), None);
+        assert_eq!(key_of(&[0u8; 20]), None);
+    }
+}
