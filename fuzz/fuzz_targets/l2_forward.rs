@@ -1,5 +1,6 @@
-//! Arbitrary frames, from arbitrary ports, at arbitrary times, through a `handoff` of
-//! four workers, then an `l2_bridge` of three ports with a table of 8 entries (so that
+//! Arbitrary frames, from arbitrary ports, at arbitrary times, through an `acl` of 200
+//! rules (its lookup checked against a first-match scan of the frame's key), a
+//! `handoff` of four workers, then an `l2_bridge` of three ports with a table of 8 entries (so that
 //! learning evicts) and a short aging time (so that entries age between bursts).
 //!
 //! Input: bursts, each a byte of count n (at most 64) and a byte of time step, then
@@ -13,6 +14,8 @@
 use ironpath_eal::{Burst, Mbuf, MemPolicy, Mempool, MempoolConfig};
 use ironpath_graph::testing::{call, idle};
 use ironpath_graph::{Dispatch, Node, NodeStats, DROP};
+use ironpath_nodes::acl::sample::{random_rules, Lcg};
+use ironpath_nodes::acl::{key_of, Classifier, Rule};
 use ironpath_nodes::handoff::Handoff;
 use ironpath_nodes::l2_bridge::L2Bridge;
 use libfuzzer_sys::fuzz_target;
@@ -29,7 +32,16 @@ fn pool() -> &'static Mempool {
     })
 }
 
+fn rules() -> &'static (Vec<Rule>, Classifier) {
+    static RULES: OnceLock<(Vec<Rule>, Classifier)> = OnceLock::new();
+    RULES.get_or_init(|| {
+        let r = random_rules(&mut Lcg(11), 200, true);
+        (r.clone(), Classifier::new(r))
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
+    let (linear, acl) = rules();
     let p = pool();
     let mut br = L2Bridge::new(&PORTS, &[([0x02, 0, 0, 0, 0, 0x99], 1)], MAX_ENTRIES, 100, [3; 16]);
     let st = NodeStats::new(br.counters()).with_gauges(br.gauges());
@@ -58,6 +70,12 @@ fuzz_target!(|data: &[u8]| {
         if b.is_empty() {
             idle(&mut br, &st, now);
             continue;
+        }
+        for i in 0..b.len() {
+            if let Some(k) = key_of(b.data(i)) {
+                let want = linear.iter().position(|r| r.ranges.iter().zip(&k).all(|(&(lo, hi), &x)| lo <= x && x <= hi));
+                assert_eq!(acl.lookup(&k), want, "key {k:x?}");
+            }
         }
         let h = call(&mut ho, &hst, &mut b, now);
         assert!(matches!(h.dispatch, Dispatch::Each));
