@@ -9,7 +9,9 @@
 //! The nodes: `port_rx`/`port_tx` ([`port`]), [`classify`], [`arp`] (replies and
 //! neighbour resolution), [`icmp`] (`icmp_echo`: echo and IPv6 neighbour
 //! solicitation), `macswap`/`counter`/`drop` ([`simple`]), [`capture`]
-//! (`pcap_capture`), [`mirror`], [`handoff`], [`acl`], [`l2_bridge`], [`source`] (a traffic generator), [`txbatch`] (`tx_batch`),
+//! (`pcap_capture`), [`mirror`], [`handoff`], [`acl`], [`l2_bridge`],
+//! [`vlan`] (802.1Q/802.1ad tag push, pop and rewrite), [`source`] (a traffic
+//! generator), [`txbatch`] (`tx_batch`),
 //! [`aggregate`] (`rx_aggregate`, `gso`), [`impair`], [`tcp`]. [`make`] builds one
 //! node from its validated configuration, with the ports, queues and pools it
 //! needs from an [`Env`].
@@ -55,6 +57,7 @@ kinds! {
     mirror: KIND;
     handoff: KIND;
     acl: KIND;
+    vlan: KIND;
     aggregate: node::RX_AGGREGATE, node::GSO;
     impair: KIND;
     tcp: KIND;
