@@ -1,4 +1,6 @@
-//! Arbitrary frames, from arbitrary ports, at arbitrary times, through an `acl` of 200
+//! Arbitrary frames, from arbitrary ports, at arbitrary times, through a `vlan` push and
+//! a `vlan` pop (a frame that comes back out of both is the frame that went in), an
+//! `acl` of 200
 //! rules (its lookup checked against a first-match scan of the frame's key), a
 //! `handoff` of four workers, then an `l2_bridge` of three ports with a table of 8 entries (so that
 //! learning evicts) and a short aging time (so that entries age between bursts).
@@ -17,6 +19,7 @@ use ironpath_graph::{Dispatch, Node, NodeStats, DROP};
 use ironpath_nodes::acl::sample::{random_rules, Lcg};
 use ironpath_nodes::acl::{key_of, Classifier, Rule};
 use ironpath_nodes::handoff::Handoff;
+use ironpath_nodes::vlan::{Action, Untagged, Vlan, VlanConfig};
 use ironpath_nodes::l2_bridge::L2Bridge;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
@@ -40,9 +43,25 @@ fn rules() -> &'static (Vec<Rule>, Classifier) {
     })
 }
 
+/// Free the packets a node's call dropped, keep the others in order.
+fn keep(b: &mut Burst, c: &ironpath_graph::testing::Call) {
+    if let Dispatch::Each = c.dispatch {
+        let mut i = 0;
+        b.retain(|_, _| {
+            let k = c.next[i] != DROP;
+            i += 1;
+            k
+        });
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let (linear, acl) = rules();
     let p = pool();
+    let vcfg = |action| VlanConfig { action, match_vid: None, untagged: Untagged::Pass };
+    let mut push = Vlan::new(vcfg(Action::Push { tpid: 0x88a8, tci: 0x2064 }), p.clone());
+    let mut pop = Vlan::new(vcfg(Action::Pop), p.clone());
+    let (pst, vst) = (NodeStats::new(push.counters()), NodeStats::new(pop.counters()));
     let mut br = L2Bridge::new(&PORTS, &[([0x02, 0, 0, 0, 0, 0x99], 1)], MAX_ENTRIES, 100, [3; 16]);
     let st = NodeStats::new(br.counters()).with_gauges(br.gauges());
     let mut ho = Handoff::new(&[0, 3, 7, 9], true, [5; 16]);
@@ -71,6 +90,19 @@ fuzz_target!(|data: &[u8]| {
             idle(&mut br, &st, now);
             continue;
         }
+        // Push, then pop: the frames that went through both are unchanged.
+        let before: Vec<Vec<u8>> = (0..b.len()).map(|i| b.data(i).to_vec()).collect();
+        let c = call(&mut push, &pst, &mut b, now);
+        let kept: Vec<bool> = (0..b.len()).map(|i| !matches!(c.dispatch, Dispatch::Each) || c.next[i] != DROP).collect();
+        keep(&mut b, &c);
+        let c = call(&mut pop, &vst, &mut b, now);
+        keep(&mut b, &c);
+        let survivors: Vec<&Vec<u8>> = before.iter().zip(&kept).filter(|x| *x.1).map(|x| x.0).collect();
+        if survivors.len() == b.len() {
+            for (i, f) in survivors.iter().enumerate() {
+                assert_eq!(b.data(i), &f[..b.data(i).len().min(f.len())], "push then pop changed frame {i}");
+            }
+        }
         for i in 0..b.len() {
             if let Some(k) = key_of(b.data(i)) {
                 let want = linear.iter().position(|r| r.ranges.iter().zip(&k).all(|(&(lo, hi), &x)| lo <= x && x <= hi));
@@ -98,6 +130,6 @@ fuzz_target!(|data: &[u8]| {
         assert!(br.entries() <= MAX_ENTRIES);
         b.free_all();
     }
-    drop((br, ho));
+    drop((br, ho, push, pop));
     assert_eq!(p.stats().in_use, 0, "mbufs left in use");
 });
