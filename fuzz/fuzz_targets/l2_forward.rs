@@ -62,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
     let mut push = Vlan::new(vcfg(Action::Push { tpid: 0x88a8, tci: 0x2064 }), p.clone());
     let mut pop = Vlan::new(vcfg(Action::Pop), p.clone());
     let (pst, vst) = (NodeStats::new(push.counters()), NodeStats::new(pop.counters()));
-    let mut br = L2Bridge::new(&PORTS, &[([0x02, 0, 0, 0, 0, 0x99], 1)], MAX_ENTRIES, 100, [3; 16]);
+    let mut br = L2Bridge::new(&PORTS, &[((0, [0x02, 0, 0, 0, 0, 0x99]), 1)], MAX_ENTRIES, 100, data.len() % 2 == 0, [3; 16]);
     let st = NodeStats::new(br.counters()).with_gauges(br.gauges());
     let mut ho = Handoff::new(&[0, 3, 7, 9], true, [5; 16]);
     let hst = NodeStats::new(ho.counters());

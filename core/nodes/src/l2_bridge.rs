@@ -17,8 +17,13 @@
 //!   random MACs thus recycles entries instead of growing memory. When no learned
 //!   entry can go (all static), the MAC is not learned (`table_full`) and frames to it
 //!   are flooded.
-//! * Static entries (`static: [{mac, port}]`) never age, never move and are never
-//!   evicted.
+//! * Static entries (`static: [{mac, port, vid}]`) never age, never move and are
+//!   never evicted.
+//! * `vlan_aware: true`: one bridge domain per VLAN id (a tag the port stripped, else
+//!   the frame's outermost 802.1Q/802.1ad tag; untagged frames are VLAN 0): a MAC is
+//!   learned and looked up per VLAN, so one host may sit behind different ports in
+//!   different VLANs. Frames keep their tags; flooding still reaches every other port
+//!   (every port is a trunk of every VLAN: per-port membership is not modelled).
 //!
 //! Next edges: one per port, named after it (`next: left`), each to that port's
 //! transmit node. The ports' `port_rx` nodes feed the bridge on its lcore; the ports
@@ -60,6 +65,22 @@ ironpath_graph::counters! {
     }
 }
 
+/// A table key: the VLAN id (0 in a bridge that is not VLAN-aware, and for untagged
+/// frames) and the MAC address.
+pub type Key = (u16, [u8; 6]);
+
+/// The VLAN id of a frame: a tag the port stripped, else its outermost 802.1Q/802.1ad
+/// tag, else 0.
+fn vid_of(h: &ironpath_eal::abi::Mbuf, frame: &[u8]) -> u16 {
+    if h.ol_flags & ironpath_eal::abi::RX_VLAN_STRIPPED != 0 {
+        return h.vlan_tci & 0x0fff;
+    }
+    match frame.get(12..16) {
+        Some(&[0x81, 0x00, hi, lo] | &[0x88, 0xa8, hi, lo]) => u16::from_be_bytes([hi, lo]) & 0x0fff,
+        _ => 0,
+    }
+}
+
 /// No next edge: a port that is not on the bridge.
 const NO_PORT: u16 = u16::MAX;
 /// `next` mark of a frame to flood (resolved before dispatch).
@@ -81,7 +102,7 @@ enum State {
 
 #[derive(Clone, Copy)]
 struct Slot {
-    mac: [u8; 6],
+    key: Key,
     /// Next-edge index of the port.
     port: u16,
     /// TSC of the last frame from the MAC.
@@ -104,7 +125,7 @@ impl Tally {
 /// The MAC table: slots (learned and static entries) indexed by a hash map.
 struct Table {
     /// Keyed with 128 random bits: the MACs come from the wire.
-    index: HashMap<[u8; 6], u32, KeyedState>,
+    index: HashMap<Key, u32, KeyedState>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     cursor: usize,
@@ -118,12 +139,12 @@ impl Table {
         Self { index, slots: Vec::new(), free: Vec::new(), cursor: 0, max, age_tsc }
     }
 
-    fn lookup(&self, mac: &[u8; 6]) -> Option<u16> {
-        self.index.get(mac).map(|&s| self.slots[s as usize].port)
+    fn lookup(&self, key: &Key) -> Option<u16> {
+        self.index.get(key).map(|&s| self.slots[s as usize].port)
     }
 
-    fn insert(&mut self, mac: [u8; 6], port: u16, seen: u64, state: State) {
-        let slot = Slot { mac, port, seen, state };
+    fn insert(&mut self, key: Key, port: u16, seen: u64, state: State) {
+        let slot = Slot { key, port, seen, state };
         let at = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -134,19 +155,19 @@ impl Table {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.index.insert(mac, at);
+        self.index.insert(key, at);
     }
 
     fn remove(&mut self, i: usize) {
         let s = &mut self.slots[i];
-        self.index.remove(&s.mac);
+        self.index.remove(&s.key);
         s.state = State::Free;
         self.free.push(i as u32);
     }
 
     /// Record that `mac` sent a frame in on port `port` at `now`.
-    fn learn(&mut self, mac: [u8; 6], port: u16, now: u64, t: &mut Tally) {
-        if let Some(&i) = self.index.get(&mac) {
+    fn learn(&mut self, key: Key, port: u16, now: u64, t: &mut Tally) {
+        if let Some(&i) = self.index.get(&key) {
             let s = &mut self.slots[i as usize];
             match s.state {
                 State::Static if s.port != port => t.add(BridgeCounter::StaticKept, 1),
@@ -168,7 +189,7 @@ impl Table {
             }
             t.add(BridgeCounter::Evicted, 1);
         }
-        self.insert(mac, port, now, State::Learned);
+        self.insert(key, port, now, State::Learned);
         t.add(BridgeCounter::Learned, 1);
     }
 
@@ -229,24 +250,34 @@ pub struct L2Bridge {
     /// How many ports (next edges) the bridge has.
     nports: u16,
     table: Table,
+    /// One domain per VLAN id: the table key holds the frame's VLAN id.
+    vlan_aware: bool,
     /// Where the slow path (flooding to more than one port) rebuilds the burst.
     scratch: Box<Burst>,
 }
 
 impl L2Bridge {
     /// A bridge over ports whose ids are `ports[i]` (next edge `i`), with static entries
-    /// `(mac, next edge)`, at most `max_entries` entries, learned ones living `age_tsc`
-    /// TSC ticks without a frame (0: forever), its table keyed with `key`.
-    pub fn new(ports: &[u16], statics: &[([u8; 6], u16)], max_entries: usize, age_tsc: u64, key: [u8; 16]) -> Self {
+    /// `((vid, mac), next edge)`, at most `max_entries` entries, learned ones living
+    /// `age_tsc` TSC ticks without a frame (0: forever), one domain per VLAN id when
+    /// `vlan_aware`, its table hashed with `secret`.
+    pub fn new(
+        ports: &[u16],
+        statics: &[(Key, u16)],
+        max_entries: usize,
+        age_tsc: u64,
+        vlan_aware: bool,
+        secret: [u8; 16],
+    ) -> Self {
         let mut by_port = vec![NO_PORT; ports.iter().map(|&p| p as usize + 1).max().unwrap_or(0)];
         for (i, &p) in ports.iter().enumerate() {
             by_port[p as usize] = i as u16;
         }
-        let mut table = Table::new(max_entries, age_tsc, key);
-        for &(mac, port) in statics {
-            table.insert(mac, port, 0, State::Static);
+        let mut table = Table::new(max_entries, age_tsc, secret);
+        for &(key, port) in statics {
+            table.insert(key, port, 0, State::Static);
         }
-        Self { by_port, nports: ports.len() as u16, table, scratch: Box::new(Burst::new()) }
+        Self { by_port, nports: ports.len() as u16, table, vlan_aware, scratch: Box::new(Burst::new()) }
     }
 
     /// Entries in the MAC table.
@@ -254,9 +285,10 @@ impl L2Bridge {
         self.table.index.len()
     }
 
-    /// The next edge of `mac`'s port, if it is in the table.
-    pub fn lookup(&self, mac: &[u8; 6]) -> Option<u16> {
-        self.table.lookup(mac)
+    /// The next edge of the port of `mac` in VLAN `vid` (0 when not VLAN-aware), if
+    /// it is in the table.
+    pub fn lookup(&self, vid: u16, mac: &[u8; 6]) -> Option<u16> {
+        self.table.lookup(&(vid, *mac))
     }
 
     fn report(&self, cx: &NodeCx<'_>, t: &Tally) {
@@ -324,13 +356,14 @@ impl Node for L2Bridge {
                 continue;
             }
             let dst: [u8; 6] = dst.try_into().unwrap_or_default();
+            let vid = if self.vlan_aware { vid_of(pkts.header(i), d) } else { 0 };
             if from == NO_PORT {
                 t.add(BridgeCounter::Foreign, 1);
             } else {
-                self.table.learn(src.try_into().unwrap_or_default(), from, now, &mut t);
+                self.table.learn((vid, src.try_into().unwrap_or_default()), from, now, &mut t);
             }
             if dst[0] & 1 == 0 {
-                if let Some(p) = self.table.lookup(&dst) {
+                if let Some(p) = self.table.lookup(&(vid, dst)) {
                     if p == from {
                         *nx = DROP;
                         t.add(BridgeCounter::Filtered, 1);
@@ -383,6 +416,7 @@ impl Node for L2Bridge {
 
 const STATIC: &[ParamSpec] = &[
     param("mac", ParamKind::Mac, true, None, "the MAC address"),
+    param("vid", ParamKind::Uint { min: 0, max: 4095 }, false, Some("0"), "its VLAN (vlan_aware bridges; 0: untagged)"),
     param("port", ParamKind::Port, true, None, "the port it is on (one of the bridge's next edges)"),
 ];
 
@@ -407,6 +441,13 @@ pub const KIND: NodeKind = NodeKind {
                 "entries in the MAC table (learned and static); beyond it learning evicts (counted)",
             ),
             param("static", ParamKind::Records(STATIC), false, Some("[]"), "entries that never age or move"),
+            param(
+                "vlan_aware",
+                ParamKind::Bool,
+                false,
+                Some("false"),
+                "one bridge domain per VLAN id (the stripped or outermost tag; untagged: 0): MACs are learned per VLAN",
+            ),
         ],
         nexts: Nexts::Ports,
         source: false,
@@ -433,7 +474,7 @@ pub const KIND: NodeKind = NodeKind {
                     ),
                 });
             };
-            statics.push((r.mac("mac")?, i));
+            statics.push(((r.int("vid")?, r.mac("mac")?), i));
         }
         let max: usize = p.int("max_entries")?;
         if statics.len() > max {
@@ -445,7 +486,7 @@ pub const KIND: NodeKind = NodeKind {
         let age_tsc = p.uint("age_s")?.saturating_mul(env.tsc_hz());
         let mut key = [0u8; 16];
         random_secret(&mut key)?;
-        Ok(Box::new(L2Bridge::new(&ports, &statics, max, age_tsc, key)))
+        Ok(Box::new(L2Bridge::new(&ports, &statics, max, age_tsc, p.bool("vlan_aware")?, key)))
     },
 };
 
@@ -485,7 +526,7 @@ mod tests {
 
     /// Ports 10, 11, 12 are next edges 0, 1, 2.
     fn bridge(max: usize, age_tsc: u64) -> L2Bridge {
-        L2Bridge::new(&[10, 11, 12], &[], max, age_tsc, [7; 16])
+        L2Bridge::new(&[10, 11, 12], &[], max, age_tsc, false, [7; 16])
     }
 
     #[test]
@@ -539,7 +580,7 @@ mod tests {
     #[test]
     fn a_full_table_evicts_the_least_recently_seen_and_static_entries_stay() {
         let p = pool(64);
-        let mut br = L2Bridge::new(&[10, 11], &[(C, 1)], 3, 0, [7; 16]);
+        let mut br = L2Bridge::new(&[10, 11], &[((0, C), 1)], 3, 0, false, [7; 16]);
         let st = stats(&br);
         run(&mut br, &st, &p, 1, &[(10, frame(BCAST, A, 1))]);
         run(&mut br, &st, &p, 2, &[(10, frame(BCAST, B, 2))]);
@@ -547,14 +588,14 @@ mod tests {
         let d = [0x02, 0, 0, 0, 0, 0xd];
         run(&mut br, &st, &p, 3, &[(10, frame(BCAST, d, 3))]);
         assert_eq!(counter(&st, "evicted"), 1);
-        assert_eq!(br.table.lookup(&A), None);
-        assert_eq!(br.table.lookup(&B), Some(0));
+        assert_eq!(br.lookup(0, &A), None);
+        assert_eq!(br.lookup(0, &B), Some(0));
         // The static C never moves: a frame from C on port 0 leaves it on port 1.
         run(&mut br, &st, &p, 4, &[(10, frame(BCAST, C, 4))]);
         assert_eq!(counter(&st, "static_kept"), 1);
-        assert_eq!(br.table.lookup(&C), Some(1));
+        assert_eq!(br.lookup(0, &C), Some(1));
         // A table of static entries only learns nothing.
-        let mut full = L2Bridge::new(&[10, 11], &[(C, 1)], 1, 0, [7; 16]);
+        let mut full = L2Bridge::new(&[10, 11], &[((0, C), 1)], 1, 0, false, [7; 16]);
         let st2 = stats(&full);
         run(&mut full, &st2, &p, 1, &[(10, frame(BCAST, A, 5))]);
         assert_eq!(counter(&st2, "table_full"), 1);
@@ -583,6 +624,39 @@ mod tests {
     }
 
     #[test]
+    fn vlan_aware_bridges_learn_per_vlan() {
+        let p = pool(64);
+        let tagged = |dst, src, vid: u16, tag: u8| {
+            let f = frame(dst, src, tag);
+            [&f[..12], &[0x81, 0x00], &vid.to_be_bytes(), &f[12..]].concat()
+        };
+        let mut br = L2Bridge::new(&[10, 11, 12], &[], 16, 0, true, [7; 16]);
+        let st = stats(&br);
+        // A is behind port 10 in VLAN 5 and behind port 12 in VLAN 6.
+        run(&mut br, &st, &p, 1, &[(10, tagged(BCAST, A, 5, 1)), (12, tagged(BCAST, A, 6, 2))]);
+        assert_eq!((br.lookup(5, &A), br.lookup(6, &A), br.lookup(0, &A)), (Some(0), Some(2), None));
+        assert_eq!(counter(&st, "moved"), 0, "two domains, no move");
+        let out = run(&mut br, &st, &p, 2, &[(11, tagged(A, B, 5, 3)), (11, tagged(A, B, 6, 4))]);
+        assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), [0, 2], "each VLAN's A");
+        // A stripped tag counts as the frame's VLAN.
+        let fs = [frame(A, C, 5)];
+        let mut b = burst(&p, &fs);
+        b.header_mut(0).port = 11;
+        b.header_mut(0).ol_flags |= ironpath_eal::abi::RX_VLAN_STRIPPED;
+        b.header_mut(0).vlan_tci = 0x2006;
+        let c = call(&mut br, &st, &mut b, 3);
+        assert_eq!(c.next[0], 2);
+        assert_eq!(br.lookup(6, &C), Some(1));
+        b.free_all();
+        // Not VLAN-aware: one domain, the second sighting is a move.
+        let mut flat = bridge(16, 0);
+        let st2 = stats(&flat);
+        run(&mut flat, &st2, &p, 1, &[(10, tagged(BCAST, A, 5, 1)), (12, tagged(BCAST, A, 6, 2))]);
+        assert_eq!(counter(&st2, "moved"), 1);
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
     fn runts_multicast_sources_and_foreign_ports() {
         let p = pool(64);
         let mut br = bridge(16, 0);
@@ -594,7 +668,7 @@ mod tests {
         // Port 99 has no edge: flooded to all three, source not learned.
         assert_eq!(run(&mut br, &st, &p, 2, &[(99, frame(BCAST, A, 2))]), [(1, 2), (2, 2), (0, 2)]);
         assert_eq!(counter(&st, "foreign"), 1);
-        assert_eq!(br.table.lookup(&A), None);
+        assert_eq!(br.lookup(0, &A), None);
     }
 
     #[test]
