@@ -74,6 +74,9 @@ pub enum Nexts {
     /// One next edge per port of the file, named after the port (`next: left`); the
     /// node's next edges are those its edges connect, in the file's order (a bridge).
     Ports,
+    /// As [`Nexts::Ports`], and these names too (a router's `local`): a `next` that
+    /// is one of them is that edge, any other names a port.
+    PortsAnd(&'static [&'static str]),
 }
 
 impl Nexts {
@@ -81,7 +84,20 @@ impl Nexts {
     pub fn names(&self) -> &'static [&'static str] {
         match self {
             Nexts::Fixed(names) => names,
-            Nexts::Ports => &[],
+            Nexts::Ports | Nexts::PortsAnd(_) => &[],
+        }
+    }
+
+    /// One next edge per port (named after it), whatever else.
+    pub fn per_port(&self) -> bool {
+        matches!(self, Nexts::Ports | Nexts::PortsAnd(_))
+    }
+
+    /// The names a per-port node accepts besides its ports.
+    pub fn extra(&self) -> &'static [&'static str] {
+        match self {
+            Nexts::PortsAnd(names) => names,
+            _ => &[],
         }
     }
 

@@ -33,7 +33,7 @@ mod sync;
 pub mod tsc;
 pub mod txbatch;
 
-pub use burst::{Burst, Drain, MAX_BURST};
+pub use burst::{prefetch, Burst, Drain, MAX_BURST};
 pub use ironpath_abi as abi;
 pub use mbuf::{Mbuf, MbufError, SegList};
 pub use memory::{MemKind, MemPolicy};

@@ -1,7 +1,7 @@
 //! The node reference of `docs/pipeline-yaml.md`, generated from [`crate::CATALOG`]
 //! so the documentation cannot drift from the code (a test compares them).
 
-use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
+use ironpath_config::{NodeSpec, ParamKind, ParamSpec};
 use std::fmt::Write;
 
 /// Markdown for every node type: what it does, its next edges and parameters.
@@ -19,8 +19,9 @@ fn node(s: &mut String, n: &NodeSpec) {
     let _ = writeln!(
         s,
         "- next edges: {}",
-        if n.nexts == Nexts::Ports {
-            "one per port, named after it (`next: <port>`), to that port's transmit node".to_string()
+        if n.nexts.per_port() {
+            let extra: String = n.nexts.extra().iter().map(|x| format!(", and `{x}`")).collect();
+            format!("one per port, named after it (`next: <port>`), to that port's transmit node{extra}")
         } else if nexts.is_empty() {
             "none (a sink)".to_string()
         } else {

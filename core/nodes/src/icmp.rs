@@ -5,7 +5,7 @@
 use crate::kind::{param, NodeKind, PORT};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::abi;
-use ironpath_eal::{Burst, MAX_BURST};
+use ironpath_eal::{Burst, Mbuf, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 use ironpath_wire::checksum;
 use ironpath_wire::ethernet::{EtherType, HEADER_LEN};
@@ -36,6 +36,8 @@ pub struct IcmpEcho {
     v4: Vec<Ipv4Addr>,
     v6: Vec<Ipv6Addr>,
     mac: [u8; 6],
+    /// Flags of our advertisements: solicited + override, and router for a router.
+    na_flags: u8,
 }
 
 enum Verdict {
@@ -49,7 +51,38 @@ enum Verdict {
 impl IcmpEcho {
     /// Answer for these addresses, with `mac` as our link-layer address.
     pub fn new(v4: Vec<Ipv4Addr>, v6: Vec<Ipv6Addr>, mac: [u8; 6]) -> Self {
-        Self { v4, v6, mac }
+        Self { v4, v6, mac, na_flags: 0x60 }
+    }
+
+    /// The same, answering as a router: advertisements carry the router flag.
+    pub fn router(mut self) -> Self {
+        self.na_flags |= 0x80;
+        self
+    }
+
+    /// Answer one frame we own (a router's local ICMP): `Ok` when `m` became the
+    /// reply (to the frame's sender), `Err` with the reason it was not answered.
+    pub fn answer(&self, m: &mut Mbuf) -> Result<IcmpCounter, IcmpCounter> {
+        let l4_good = m.header().ol_flags & abi::RX_L4_CKSUM_GOOD != 0;
+        if m.nb_segs() != 1 {
+            return Err(IcmpCounter::Malformed);
+        }
+        let Ok(d) = m.data_mut() else { return Err(IcmpCounter::Shared) };
+        match self.one(d, l4_good) {
+            Verdict::Reply(k) => Ok(k),
+            Verdict::Drop(k) => Err(k),
+            Verdict::Resized(k, len) => {
+                let na = if d.len() >= NA_FRAME_LEN { None } else { self.na_from_request(d) };
+                let cur = m.data_len();
+                let resized = if len > cur { m.append(len - cur).map(drop) } else { m.trim(cur - len) };
+                match (resized, na, m.data_mut()) {
+                    (Ok(()), Some((to, target, mac)), Ok(buf)) => self.write_na(buf, to, target, mac),
+                    (Ok(()), None, Ok(_)) if cur >= NA_FRAME_LEN => {}
+                    _ => return Err(IcmpCounter::Malformed),
+                }
+                Ok(k)
+            }
+        }
     }
 
     fn one(&self, d: &mut [u8], l4_good: bool) -> Verdict {
@@ -199,7 +232,7 @@ impl IcmpEcho {
         let icmp = &mut d[c..c + 32];
         icmp.fill(0);
         icmp[0] = 136;
-        icmp[4] = 0x60; // solicited + override
+        icmp[4] = self.na_flags; // solicited + override (+ router)
         icmp[8..24].copy_from_slice(&target.octets());
         icmp[24] = 2; // target link-layer address option, 8 bytes
         icmp[25] = 1;

@@ -10,7 +10,8 @@
 //! neighbour resolution), [`icmp`] (`icmp_echo`: echo and IPv6 neighbour
 //! solicitation), `macswap`/`counter`/`drop` ([`simple`]), [`capture`]
 //! (`pcap_capture`), [`mirror`], [`handoff`], [`acl`], [`l2_bridge`],
-//! [`vlan`] (802.1Q/802.1ad tag push, pop and rewrite), [`source`] (a traffic
+//! [`vlan`] (802.1Q/802.1ad tag push, pop and rewrite), [`router`] (`ip_router`:
+//! IPv4/IPv6 longest-prefix match, neighbour resolution, ICMP errors), [`source`] (a traffic
 //! generator), [`txbatch`] (`tx_batch`),
 //! [`aggregate`] (`rx_aggregate`, `gso`), [`impair`], [`tcp`]. [`make`] builds one
 //! node from its validated configuration, with the ports, queues and pools it
@@ -58,6 +59,7 @@ kinds! {
     handoff: KIND;
     acl: KIND;
     vlan: KIND;
+    router: KIND;
     aggregate: node::RX_AGGREGATE, node::GSO;
     impair: KIND;
     tcp: KIND;
@@ -108,7 +110,7 @@ pub fn make_from(
         nexts: match kind.spec.nexts {
             Nexts::Fixed(names) => names.iter().map(|s| s.to_string()).collect(),
             // One per port its edges connect, in the order the node was given them.
-            Nexts::Ports => connected.iter().map(|s| s.to_string()).collect(),
+            Nexts::Ports | Nexts::PortsAnd(_) => connected.iter().map(|s| s.to_string()).collect(),
         },
         source: kind.spec.source,
         node,

@@ -2,11 +2,11 @@
 
 use std::collections::HashMap;
 
-use crate::catalog::{Catalog, Nexts, NodeSpec};
+use crate::catalog::{Catalog, NodeSpec};
 use crate::error::Loc;
 use crate::model::{EdgeCfg, NodeCfg};
 use crate::suggest::{did_you_mean, list, show};
-use crate::tree::Node;
+use crate::tree::{Node, NodeKind};
 
 use super::param::{self, Env};
 use super::resources::{LcoreIds, MAX_LCORE};
@@ -164,19 +164,24 @@ pub(crate) fn edges(e: &mut Errors, node: Option<&Node>, nodes: &NodeNames<'_>, 
 fn next(e: &mut Errors, f: &Fields<'_>, ctx: &str, from: &str, spec: &NodeSpec, ports: &Names) -> Option<String> {
     let declared = spec.nexts.names();
     let source = format!("node `{}` (type {})", show(from), spec.type_name);
-    if spec.nexts == Nexts::Ports {
-        // One next per port, named after it.
+    if spec.nexts.per_port() {
+        // One next per port, named after it (and the type's extra names).
+        let extra = spec.nexts.extra();
+        let also = if extra.is_empty() { String::new() } else { format!("; also: {}", list(extra.iter().copied())) };
         let Some(n) = f.get("next") else {
             e.push(
                 f.loc,
                 format!(
-                    "missing required key `next` in {ctx}: {source} has one next edge per port, named after it; ports: {}",
+                    "missing required key `next` in {ctx}: {source} has one next edge per port, named after it; ports: {}{also}",
                     list(ports.iter())
                 ),
             );
             return None;
         };
-        return ports.reference(e, n, &format!("`next` in {ctx} ({source}: one next edge per port)"), "port");
+        if let Some(x) = extra.iter().find(|x| matches!(&n.kind, NodeKind::Str(name) if name == *x)) {
+            return Some((*x).to_owned());
+        }
+        return ports.reference(e, n, &format!("`next` in {ctx} ({source}: one next edge per port{also})"), "port");
     }
     if declared.is_empty() {
         e.push(f.get("next").map_or(f.loc, |n| n.loc), format!("{ctx}: {source} has no next edges (it is a sink)"));

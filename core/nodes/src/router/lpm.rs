@@ -1,0 +1,287 @@
+//! Longest-prefix match over IPv4 and IPv6 addresses: a multibit trie with a
+//! 16-bit root and 8-bit plies.
+//!
+//! Why this shape: rte_lpm's DIR-24-8 answers most IPv4 lookups with one load, but
+//! its first level is 2^24 entries (64 MiB), so a lookup to a random destination
+//! misses the caches and the TLB; VPP's mtrie uses a 16-bit root (256 KiB of
+//! 4-byte entries, which stays in L2) and 8-bit plies below it, three loads at
+//! most for IPv4. We take the mtrie's strides, and use them for IPv6 too (a /64
+//! is the root and six plies; a /128 fourteen).
+//!
+//! Entries are leaf-pushed: every slot holds either a ply reference or the value
+//! of the longest prefix covering it, so a lookup never backtracks. The table is
+//! built from the whole route list at once (routes come from the pipeline file),
+//! shortest prefixes first, so a longer prefix always paints over a shorter one.
+//! [`Lpm::lookup_burst`] looks a burst up in two passes: every root slot first
+//! (the next ply's line prefetched), then the plies, so the loads of different
+//! packets overlap.
+
+use ironpath_eal::prefetch;
+
+/// A slot that refers to a ply (its index in the low bits).
+const PLY: u32 = 1 << 31;
+/// Slots per ply.
+const FAN: usize = 256;
+
+/// One route to insert: a prefix left-aligned in 128 bits (an IPv4 address is
+/// shifted up by 96), its length in bits, and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Prefix {
+    /// The address bits, most significant first; bits past `len` are zero.
+    pub bits: u128,
+    /// The prefix length: 0..=32 for IPv4, 0..=128 for IPv6.
+    pub len: u8,
+}
+
+impl Prefix {
+    /// The prefix of an IPv4 address (`len` <= 32; host bits cleared).
+    pub fn v4(a: std::net::Ipv4Addr, len: u8) -> Prefix {
+        Prefix { bits: key4(a), len }.masked()
+    }
+
+    /// The prefix of an IPv6 address (`len` <= 128; host bits cleared).
+    pub fn v6(a: std::net::Ipv6Addr, len: u8) -> Prefix {
+        Prefix { bits: u128::from(a), len }.masked()
+    }
+
+    /// The same prefix with the bits past `len` cleared.
+    pub fn masked(self) -> Prefix {
+        Prefix { bits: self.bits & mask(self.len), len: self.len }
+    }
+
+    /// Does the prefix cover `key`?
+    pub fn covers(&self, key: u128) -> bool {
+        key & mask(self.len) == self.bits
+    }
+}
+
+fn mask(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len.min(128)))
+    }
+}
+
+/// The lookup key of an IPv4 address.
+#[inline(always)]
+pub fn key4(a: std::net::Ipv4Addr) -> u128 {
+    u128::from(u32::from(a)) << 96
+}
+
+/// A built table.
+pub struct Lpm {
+    root: Vec<u32>,
+    plies: Vec<u32>,
+}
+
+impl Lpm {
+    /// The table of `routes` (value `u32` < 2^31 - 1 each). A prefix given twice takes
+    /// the later value. Fails when the table would need more than `max_plies` plies
+    /// (1 KiB each).
+    pub fn build(routes: &[(Prefix, u32)], max_plies: usize) -> Result<Lpm, String> {
+        let mut order: Vec<usize> = (0..routes.len()).collect();
+        order.sort_by_key(|&i| routes[i].0.len);
+        let mut t = Lpm { root: vec![0; 1 << 16], plies: Vec::new() };
+        for i in order {
+            let (p, value) = routes[i];
+            let p = p.masked();
+            let leaf = value.checked_add(1).filter(|l| l & PLY == 0).ok_or("route value out of range")?;
+            t.paint(p, leaf, max_plies)?;
+        }
+        Ok(t)
+    }
+
+    fn paint(&mut self, p: Prefix, leaf: u32, max_plies: usize) -> Result<(), String> {
+        let len = u32::from(p.len);
+        let top = (p.bits >> 112) as usize;
+        if len <= 16 {
+            let n = 1usize << (16 - len);
+            for s in &mut self.root[top..top + n] {
+                debug_assert_eq!(*s & PLY, 0, "shorter prefixes are painted first");
+                *s = leaf;
+            }
+            return Ok(());
+        }
+        // The slot that must become (or is) a ply: the root's, then a ply's.
+        let mut slot = (true, top);
+        let mut depth = 16;
+        loop {
+            let e = if slot.0 { self.root[slot.1] } else { self.plies[slot.1] };
+            let ply = if e & PLY != 0 {
+                (e & !PLY) as usize
+            } else {
+                let n = self.plies.len() / FAN;
+                if n >= max_plies {
+                    return Err(format!("the routes need more than {max_plies} plies (max_plies)"));
+                }
+                self.plies.resize(self.plies.len() + FAN, e);
+                let r = PLY | n as u32;
+                if slot.0 {
+                    self.root[slot.1] = r;
+                } else {
+                    self.plies[slot.1] = r;
+                }
+                n
+            };
+            let byte = ((p.bits >> (120 - depth)) & 0xff) as usize;
+            let at = ply * FAN + byte;
+            if len <= depth + 8 {
+                let n = 1usize << (depth + 8 - len);
+                for s in &mut self.plies[at..at + n] {
+                    debug_assert_eq!(*s & PLY, 0, "shorter prefixes are painted first");
+                    *s = leaf;
+                }
+                return Ok(());
+            }
+            slot = (false, at);
+            depth += 8;
+        }
+    }
+
+    /// Plies in use.
+    pub fn plies(&self) -> usize {
+        self.plies.len() / FAN
+    }
+
+    /// The value of the longest prefix covering `key`.
+    #[inline(always)]
+    pub fn lookup(&self, key: u128) -> Option<u32> {
+        self.finish(self.root[(key >> 112) as usize], key)
+    }
+
+    #[inline(always)]
+    fn finish(&self, mut e: u32, key: u128) -> Option<u32> {
+        let mut shift = 104u32;
+        while e & PLY != 0 {
+            e = self.plies[(e & !PLY) as usize * FAN + ((key >> shift) as usize & 0xff)];
+            shift = shift.wrapping_sub(8);
+        }
+        e.checked_sub(1)
+    }
+
+    /// [`Lpm::lookup`] of each key into `out` (as long as `keys`), root slots of the
+    /// whole burst first.
+    #[inline]
+    pub fn lookup_burst(&self, keys: &[u128], out: &mut [Option<u32>]) {
+        let mut first = [0u32; ironpath_eal::MAX_BURST];
+        for (chunk, outs) in keys.chunks(first.len()).zip(out.chunks_mut(first.len())) {
+            for (k, e) in chunk.iter().zip(first.iter_mut()) {
+                *e = self.root[(*k >> 112) as usize];
+                if *e & PLY != 0 {
+                    prefetch(&self.plies[(*e & !PLY) as usize * FAN + ((*k >> 104) as usize & 0xff)]);
+                }
+            }
+            for ((k, e), o) in chunk.iter().zip(first.iter()).zip(outs.iter_mut()) {
+                *o = self.finish(*e, *k);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acl::sample::Lcg;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    /// The model: the longest prefix covering the key, the later of equals.
+    fn scan(routes: &[(Prefix, u32)], key: u128) -> Option<u32> {
+        let mut best: Option<(u8, u32)> = None;
+        for (p, v) in routes {
+            if p.masked().covers(key) && best.is_none_or(|(l, _)| p.len >= l) {
+                best = Some((p.len, *v));
+            }
+        }
+        best.map(|b| b.1)
+    }
+
+    fn random_routes(g: &mut Lcg, n: usize, v6: bool) -> Vec<(Prefix, u32)> {
+        (0..n)
+            .map(|i| {
+                let len = if v6 { (g.next_u64() % 129) as u8 } else { (g.next_u64() % 33) as u8 };
+                // Addresses from a few /8s (v4) or /16s (v6), so prefixes nest and overlap.
+                let hi = (g.next_u64() % 4) as u128;
+                let bits = if v6 {
+                    (0xfd00u128 + hi) << 112 | u128::from(g.next_u64()) << 64 | u128::from(g.next_u64())
+                } else {
+                    key4(Ipv4Addr::from((198 + hi as u32) << 24 | g.next_u64() as u32 & 0x00ff_ffff))
+                };
+                (Prefix { bits, len }.masked(), i as u32)
+            })
+            .collect()
+    }
+
+    /// Keys near the routes (inside, at the edges, just outside) and random ones.
+    fn keys(g: &mut Lcg, routes: &[(Prefix, u32)], v6: bool) -> Vec<u128> {
+        let mut k = Vec::new();
+        for (p, _) in routes {
+            let span = !mask(p.len);
+            k.push(p.bits);
+            k.push(p.bits | span);
+            k.push(p.bits.wrapping_sub(1));
+            k.push((p.bits | span).wrapping_add(1));
+            k.push(p.bits | (u128::from(g.next_u64()) << 64 | u128::from(g.next_u64())) & span);
+        }
+        for _ in 0..1000 {
+            let r = u128::from(g.next_u64()) << 75 | u128::from(g.next_u64());
+            k.push(if v6 { r } else { r & (u128::from(u32::MAX) << 96) });
+        }
+        if !v6 {
+            for x in k.iter_mut() {
+                *x &= u128::from(u32::MAX) << 96;
+            }
+        }
+        k
+    }
+
+    #[test]
+    fn lookups_match_a_linear_scan_of_the_routes() {
+        let mut g = Lcg(7);
+        for round in 0..40 {
+            let v6 = round % 2 == 1;
+            let n = [1, 5, 50, 500][round % 4];
+            let routes = random_routes(&mut g, n, v6);
+            let t = Lpm::build(&routes, 1 << 20).unwrap();
+            let ks = keys(&mut g, &routes, v6);
+            let mut out = vec![None; ks.len()];
+            t.lookup_burst(&ks, &mut out);
+            for (k, o) in ks.iter().zip(&out) {
+                let want = scan(&routes, *k);
+                assert_eq!(t.lookup(*k), want, "key {k:#x}, {n} routes (v6: {v6})");
+                assert_eq!(*o, want, "burst lookup of {k:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn default_route_host_routes_and_the_edges_of_a_prefix() {
+        let r = |a: [u8; 4], len, v| (Prefix::v4(Ipv4Addr::from(a), len), v);
+        let routes = [r([0, 0, 0, 0], 0, 0), r([198, 18, 0, 0], 15, 1), r([198, 19, 255, 255], 32, 2), r([198, 18, 1, 0], 24, 3)];
+        let t = Lpm::build(&routes, 16).unwrap();
+        let at = |a: [u8; 4]| t.lookup(key4(Ipv4Addr::from(a)));
+        assert_eq!(at([8, 8, 8, 8]), Some(0));
+        assert_eq!(at([198, 17, 255, 255]), Some(0));
+        assert_eq!(at([198, 18, 0, 0]), Some(1));
+        assert_eq!(at([198, 18, 1, 0]), Some(3));
+        assert_eq!(at([198, 18, 1, 255]), Some(3));
+        assert_eq!(at([198, 18, 2, 0]), Some(1));
+        assert_eq!(at([198, 19, 255, 254]), Some(1));
+        assert_eq!(at([198, 19, 255, 255]), Some(2));
+        assert_eq!(at([198, 20, 0, 0]), Some(0));
+        let empty = Lpm::build(&[], 0).unwrap();
+        assert_eq!(empty.lookup(0), None);
+        let six = Lpm::build(&[(Prefix::v6(Ipv6Addr::LOCALHOST, 128), 9)], 16).unwrap();
+        assert_eq!(six.lookup(1), Some(9));
+        assert_eq!(six.lookup(2), None);
+        assert_eq!(six.plies(), 14, "a /128 is the root and fourteen plies");
+    }
+
+    #[test]
+    fn the_ply_bound_is_refused_by_name() {
+        let routes: Vec<_> = (0..10u8).map(|i| (Prefix::v4(Ipv4Addr::new(198, i, 0, 0), 24), 0)).collect();
+        assert!(Lpm::build(&routes, 10).is_ok());
+        let e = Lpm::build(&routes, 9).err().unwrap();
+        assert!(e.contains("max_plies"), "{e}");
+    }
+}

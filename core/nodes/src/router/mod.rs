@@ -1,0 +1,1070 @@
+//! `ip_router`: an IPv4 and IPv6 router between the ports its next edges lead to,
+//! as a Linux router or VPP's ip4/ip6 lookup and rewrite nodes.
+//!
+//! * FIB: longest-prefix match ([`lpm`]) over connected subnets (from the
+//!   interfaces' addresses), the router's own addresses, and configured routes
+//!   (`via` a gateway, on the link of a `port`, or `unreachable`, `prohibit`,
+//!   `blackhole`), from YAML records and a routes file. Looked up a burst at a time.
+//! * Forwarding: TTL / hop limit decremented (the IPv4 checksum updated
+//!   incrementally, RFC 1624), Ethernet addresses rewritten from the outgoing
+//!   interface's neighbour table ([`neigh`]): ARP for IPv4, neighbour
+//!   solicitation for IPv6. Packets for a neighbour being resolved wait in a
+//!   bounded queue; what does not fit, or whose neighbour never answers, is dropped
+//!   and counted. GSO aggregates keep their offload flags (the port segments them).
+//! * Answers of its own: ARP and neighbour solicitations for its addresses, echo
+//!   requests to any of its addresses (IPv4 and IPv6); ICMP time exceeded, destination
+//!   unreachable (no route, unreachable and prohibit routes), fragmentation needed
+//!   and packet too big, rate-limited by a token bucket. Other packets to the
+//!   router go to the `local` edge when it is connected.
+//! * Not forwarded, counted: martians (unspecified, loopback, multicast or class-E
+//!   sources; loopback, "this network", class-E or link-local destinations; IPv6
+//!   link-local either way; our own addresses as source), multicast, frames sent to
+//!   another MAC, IPv4 packets larger than the outgoing MTU without DF (this router
+//!   does not fragment).
+//!
+//! Everything runs on the node's lcore, no lock; the node is polled so neighbour
+//! retries happen without traffic.
+
+pub mod config;
+pub mod lpm;
+pub mod neigh;
+#[cfg(test)]
+mod tests;
+
+use crate::icmp::IcmpEcho;
+use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
+use config::{router_cfg, IfaceCfg, RouteType, Target, INTERFACE, ROUTE};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use ironpath_eal::abi::{self, Mbuf as RawMbuf};
+use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+use ironpath_wire::checksum;
+use ironpath_wire::ethernet::HEADER_LEN as ETH;
+use lpm::{key4, Lpm};
+use neigh::{Held, NeighConfig, Neighbours};
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+ironpath_graph::counters! {
+    /// What `ip_router` counts.
+    pub enum RouterCounter {
+        Forwarded("forwarded", "packets routed out of an interface"),
+        Local("local", "packets to the router sent to the `local` edge"),
+        LocalDropped("local_dropped", "packets to the router dropped (nothing answers them, `local` not connected)"),
+        EchoReplies("echo_replies", "ICMP and ICMPv6 echo replies"),
+        ArpReplies("arp_replies", "ARP replies"),
+        ArpRequests("arp_requests", "ARP requests"),
+        NaSent("na_sent", "neighbour advertisements"),
+        NsSent("ns_sent", "neighbour solicitations"),
+        Learned("learned", "neighbour entries added or confirmed"),
+        Evicted("evicted", "neighbour entries evicted (table full)"),
+        Held("held", "packets held awaiting resolution"),
+        HoldFull("hold_full", "packets dropped (the neighbour's hold queue full)"),
+        PendingFull("pending_full", "packets dropped (too many neighbours being resolved)"),
+        Unresolved("unresolved", "packets dropped (no answer after max_tries)"),
+        TtlExceeded("ttl_exceeded", "packets dropped (TTL or hop limit ran out)"),
+        NoRoute("no_route", "packets dropped (no route)"),
+        Rejected("rejected", "packets dropped by unreachable or prohibit routes"),
+        Blackholed("blackholed", "packets dropped by blackhole routes"),
+        TooBig("too_big", "packets dropped (larger than the outgoing MTU)"),
+        Martian("martian", "packets dropped (addresses never routed)"),
+        Multicast("multicast", "packets dropped (multicast is not routed)"),
+        OtherHost("other_host", "packets dropped (sent to another MAC)"),
+        NotIp("not_ip", "packets dropped (neither IPv4, IPv6 nor ARP)"),
+        Malformed("malformed", "packets dropped (truncated or bad header)"),
+        BadChecksum("bad_checksum", "packets dropped (IPv4 header or ICMP checksum)"),
+        Foreign("foreign", "packets dropped (from a port that is not an interface)"),
+        Copied("copied", "shared packets copied before rewriting"),
+        IcmpSent("icmp_sent", "ICMP errors sent"),
+        IcmpRateLimited("icmp_rate_limited", "ICMP errors not sent (rate limit)"),
+        AllocFailed("alloc_failed", "packets not made (mempool empty)"),
+    }
+}
+
+use RouterCounter as C;
+
+/// Why a packet leaves the fast path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slow {
+    Arp,
+    Local,
+    TimeExceeded,
+    NoRoute,
+    Unreachable,
+    Prohibit,
+    TooBig(usize),
+    Hold(usize, IpAddr),
+    Copy,
+}
+
+/// What to do with one packet.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Out(usize, [u8; 6]),
+    Slow(Slow),
+    Drop(RouterCounter),
+}
+
+/// The IP header fields the decisions need.
+#[derive(Clone, Copy)]
+struct Parsed {
+    v6: bool,
+    dst: IpAddr,
+    key: u128,
+    ip_len: usize,
+    df: bool,
+}
+
+/// A router interface.
+pub struct Iface {
+    edge: u16,
+    mac: [u8; 6],
+    v4: Vec<(Ipv4Addr, u8)>,
+    v6: Vec<(Ipv6Addr, u8)>,
+    /// fe80::/64 with the EUI-64 of the MAC.
+    ll6: Ipv6Addr,
+    mtu: usize,
+    neigh: Neighbours,
+    echo: IcmpEcho,
+}
+
+/// Settings besides the interfaces and routes.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Neighbour tables.
+    pub neigh: NeighConfig,
+    /// ICMP errors per second (0: none).
+    pub icmp_rate: u64,
+    /// ICMP errors sent back to back.
+    pub icmp_burst: u64,
+    /// TSC ticks per second.
+    pub tsc_hz: u64,
+    /// Bound on LPM plies.
+    pub max_plies: usize,
+}
+
+/// The node.
+pub struct Router {
+    ifaces: Vec<Iface>,
+    /// Interface index by input port id.
+    by_port: Vec<u8>,
+    fib4: Lpm,
+    fib6: Lpm,
+    targets: Vec<Target>,
+    local_edge: Option<u16>,
+    /// Every address of the router (any interface), for "is it to us".
+    local4: Vec<Ipv4Addr>,
+    local6: Vec<Ipv6Addr>,
+    pool: Mempool,
+    /// Packets made or released outside the burst's flow, with their edge.
+    out: VecDeque<(Mbuf, u16)>,
+    tokens: u64,
+    last_refill: u64,
+    tick_per_token: u64,
+    icmp_burst: u64,
+    scratch: Vec<IpAddr>,
+}
+
+const NO_IFACE: u8 = u8::MAX;
+const SLOW: u16 = DROP - 1;
+
+impl Router {
+    /// A router over `ifaces`, whose `k`th entry is `(config, port id, next edge, MAC)`.
+    pub fn new(
+        cfg: &config::RouterCfg,
+        ports: &[(u16, u16, [u8; 6])],
+        local_edge: Option<u16>,
+        tune: Tuning,
+        pool: Mempool,
+    ) -> Result<Self, String> {
+        let mut targets = Vec::new();
+        let mut index = |routes: &[(lpm::Prefix, Target)]| -> Vec<(lpm::Prefix, u32)> {
+            routes
+                .iter()
+                .map(|(p, t)| {
+                    let k = targets.iter().position(|x| x == t).unwrap_or_else(|| {
+                        targets.push(*t);
+                        targets.len() - 1
+                    });
+                    (*p, k as u32)
+                })
+                .collect()
+        };
+        let (r4, r6) = (index(&cfg.routes4), index(&cfg.routes6));
+        let fib4 = Lpm::build(&r4, tune.max_plies)?;
+        let fib6 = Lpm::build(&r6, tune.max_plies.saturating_sub(fib4.plies()))?;
+        let mut by_port = Vec::new();
+        let mut ifaces = Vec::new();
+        let local4: Vec<Ipv4Addr> = cfg.ifaces.iter().flat_map(|f| f.v4.iter().map(|a| a.0)).collect();
+        let mut local6: Vec<Ipv6Addr> = cfg.ifaces.iter().flat_map(|f| f.v6.iter().map(|a| a.0)).collect();
+        for (k, (f, &(port, edge, mac))) in cfg.ifaces.iter().zip(ports).enumerate() {
+            if by_port.len() <= port as usize {
+                by_port.resize(port as usize + 1, NO_IFACE);
+            }
+            by_port[port as usize] = k as u8;
+            local6.push(link_local(mac));
+            ifaces.push(Iface::new(f, edge, mac, tune.neigh));
+        }
+        for f in &mut ifaces {
+            let mut v6 = local6.clone();
+            v6.push(f.ll6);
+            f.echo = IcmpEcho::new(local4.clone(), v6, f.mac).router();
+        }
+        let tick_per_token = tune.tsc_hz.checked_div(tune.icmp_rate).map_or(u64::MAX, |t| t.max(1));
+        Ok(Self {
+            ifaces,
+            by_port,
+            fib4,
+            fib6,
+            targets,
+            local_edge,
+            local4,
+            local6,
+            pool,
+            out: VecDeque::new(),
+            tokens: tune.icmp_burst,
+            last_refill: 0,
+            tick_per_token,
+            icmp_burst: tune.icmp_burst,
+            scratch: Vec::new(),
+        })
+    }
+
+    fn iface_of(&self, h: &RawMbuf) -> Option<usize> {
+        match self.by_port.get(h.port as usize) {
+            Some(&k) if k != NO_IFACE => Some(k as usize),
+            _ => None,
+        }
+    }
+
+    /// The IP header of a frame received on `from` (None: made by the router).
+    fn parse(&self, h: &RawMbuf, d: &[u8], from: Option<usize>) -> Result<Parsed, Step> {
+        if d.len() < ETH {
+            return Err(Step::Drop(C::Malformed));
+        }
+        let eth_group = d[0] & 1 != 0;
+        if let Some(k) = from {
+            if !eth_group && d[0..6] != self.ifaces[k].mac {
+                return Err(Step::Drop(C::OtherHost));
+            }
+        }
+        match u16::from_be_bytes([d[12], d[13]]) {
+            0x0800 => self.parse4(h, d, from, eth_group),
+            0x86dd => self.parse6(h, d, from, eth_group),
+            0x0806 if from.is_some() => Err(Step::Slow(Slow::Arp)),
+            _ => Err(Step::Drop(C::NotIp)),
+        }
+    }
+
+    fn parse4(&self, h: &RawMbuf, d: &[u8], from: Option<usize>, eth_group: bool) -> Result<Parsed, Step> {
+        let Some(ip) = d.get(ETH..ETH + 20) else { return Err(Step::Drop(C::Malformed)) };
+        let hl = usize::from(ip[0] & 0x0f) * 4;
+        let tl = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        if ip[0] >> 4 != 4 || hl < 20 || tl < hl || ETH + tl > h.pkt_len as usize || d.len() < ETH + hl {
+            return Err(Step::Drop(C::Malformed));
+        }
+        if h.ol_flags & abi::RX_IP_CKSUM_BAD != 0
+            || (h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && checksum::data(&d[ETH..ETH + hl]) != 0xffff)
+        {
+            return Err(Step::Drop(C::BadChecksum));
+        }
+        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+        let p = Parsed { v6: false, dst: IpAddr::V4(dst), key: key4(dst), ip_len: tl, df: ip[6] & 0x40 != 0 };
+        let Some(k) = from else { return Ok(p) };
+        if martian4_src(src) || self.local4.contains(&src) {
+            return Err(Step::Drop(C::Martian));
+        }
+        if dst.is_broadcast() || self.local4.contains(&dst) || self.ifaces[k].is_subnet_broadcast(dst) {
+            return Err(Step::Slow(Slow::Local));
+        }
+        if dst.is_multicast() {
+            return Err(Step::Drop(C::Multicast));
+        }
+        if martian4_dst(dst) {
+            return Err(Step::Drop(C::Martian));
+        }
+        if eth_group {
+            return Err(Step::Drop(C::OtherHost));
+        }
+        if ip[8] <= 1 {
+            return Err(Step::Slow(Slow::TimeExceeded));
+        }
+        Ok(p)
+    }
+
+    fn parse6(&self, h: &RawMbuf, d: &[u8], from: Option<usize>, eth_group: bool) -> Result<Parsed, Step> {
+        let Some(ip) = d.get(ETH..ETH + 40) else { return Err(Step::Drop(C::Malformed)) };
+        let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+        if ip[0] >> 4 != 6 || ETH + 40 + plen > h.pkt_len as usize {
+            return Err(Step::Drop(C::Malformed));
+        }
+        let src = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap_or_default());
+        let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap_or_default());
+        let p = Parsed { v6: true, dst: IpAddr::V6(dst), key: u128::from(dst), ip_len: 40 + plen, df: true };
+        if from.is_none() {
+            return Ok(p);
+        }
+        if dst.is_multicast() {
+            // All-nodes, all-routers and solicited-node groups are ours; nothing else
+            // multicast is routed.
+            let s = dst.segments();
+            let ours = s[0] == 0xff02
+                && (dst == ALL_NODES || dst == ALL_ROUTERS || (s[1..5] == [0, 0, 0, 0] && s[5] == 1 && s[6] >> 8 == 0xff));
+            return Err(if ours { Step::Slow(Slow::Local) } else { Step::Drop(C::Multicast) });
+        }
+        if src.is_multicast() || src.is_loopback() || self.local6.contains(&src) {
+            return Err(Step::Drop(C::Martian));
+        }
+        if self.local6.contains(&dst) || self.ifaces.iter().any(|f| f.ll6 == dst) {
+            return Err(Step::Slow(Slow::Local));
+        }
+        if src.is_unspecified() || dst.is_unspecified() || dst.is_loopback() || is_link_local(src) || is_link_local(dst) {
+            return Err(Step::Drop(C::Martian));
+        }
+        if eth_group {
+            return Err(Step::Drop(C::OtherHost));
+        }
+        if ip[7] <= 1 {
+            return Err(Step::Slow(Slow::TimeExceeded));
+        }
+        Ok(p)
+    }
+
+    /// The step for a parsed packet whose FIB lookup gave `target`.
+    #[inline]
+    fn plan(&self, p: &Parsed, target: Option<u32>, h: &RawMbuf, made_here: bool, now: u64) -> Step {
+        let Some(t) = target.and_then(|t| self.targets.get(t as usize)) else {
+            return if made_here { Step::Drop(C::NoRoute) } else { Step::Slow(Slow::NoRoute) };
+        };
+        match *t {
+            Target::Forward { iface, via } => {
+                let f = &self.ifaces[iface];
+                let gso = h.ol_flags & (abi::RX_AGGREGATED | abi::TX_TCP_SEG) != 0;
+                if p.ip_len > f.mtu && !gso {
+                    return if p.df && !made_here { Step::Slow(Slow::TooBig(f.mtu)) } else { Step::Drop(C::TooBig) };
+                }
+                let nh = via.unwrap_or(p.dst);
+                match f.neigh.lookup(nh, now) {
+                    Some(mac) => Step::Out(iface, mac),
+                    None => Step::Slow(Slow::Hold(iface, nh)),
+                }
+            }
+            Target::Local if made_here => Step::Drop(C::LocalDropped),
+            Target::Local => Step::Slow(Slow::Local),
+            Target::Blackhole => Step::Drop(C::Blackholed),
+            Target::Unreachable if made_here => Step::Drop(C::Rejected),
+            Target::Unreachable => Step::Slow(Slow::Unreachable),
+            Target::Prohibit if made_here => Step::Drop(C::Rejected),
+            Target::Prohibit => Step::Slow(Slow::Prohibit),
+        }
+    }
+
+    fn fib(&self, v6: bool) -> &Lpm {
+        if v6 {
+            &self.fib6
+        } else {
+            &self.fib4
+        }
+    }
+
+    /// Route a packet we own (a copy, or one the router made); `made_here` keeps its
+    /// TTL and sends no ICMP about it.
+    fn route_owned(&mut self, cx: &NodeCx<'_>, mut m: Mbuf, from: Option<usize>, made_here: bool) {
+        let step = match self.parse(m.header(), m.data(), from) {
+            Ok(p) => {
+                let t = self.fib(p.v6).lookup(p.key);
+                self.plan(&p, t, m.header(), made_here, cx.now_tsc)
+            }
+            Err(s) => s,
+        };
+        match step {
+            Step::Out(k, mac) => {
+                let (src, edge) = (self.ifaces[k].mac, self.ifaces[k].edge);
+                match m.data_mut() {
+                    Ok(d) => {
+                        rewrite(d, !made_here, Some((mac, src)));
+                        cx.count(C::Forwarded, 1);
+                        self.out.push_back((m, edge));
+                    }
+                    Err(_) => cx.count(C::Malformed, 1),
+                }
+            }
+            Step::Slow(Slow::Copy) => cx.count(C::Malformed, 1),
+            Step::Slow(s) => self.slow(cx, m, s, from, made_here),
+            Step::Drop(c) => cx.count(c, 1),
+        }
+    }
+
+    /// Everything off the fast path, for a packet we own.
+    fn slow(&mut self, cx: &NodeCx<'_>, mut m: Mbuf, why: Slow, from: Option<usize>, made_here: bool) {
+        match why {
+            Slow::Copy => match m.deep_copy(&self.pool) {
+                Ok(c) => {
+                    cx.count(C::Copied, 1);
+                    self.route_owned(cx, c, from, made_here);
+                }
+                Err(_) => cx.count(C::AllocFailed, 1),
+            },
+            Slow::Arp => {
+                if let Some(k) = from {
+                    self.arp(cx, m, k);
+                }
+            }
+            Slow::Local => {
+                if let Some(k) = from {
+                    self.local(cx, m, k);
+                }
+            }
+            Slow::Hold(k, nh) => {
+                if !m.is_writable() {
+                    return self.slow(cx, m, Slow::Copy, from, made_here);
+                }
+                if let Ok(d) = m.data_mut() {
+                    rewrite(d, !made_here, None);
+                }
+                match self.ifaces[k].neigh.hold(nh, m, cx.now_tsc) {
+                    Held::Yes { request } => {
+                        cx.count(C::Held, 1);
+                        if request {
+                            self.solicit(cx, k, nh);
+                        }
+                    }
+                    Held::QueueFull => cx.count(C::HoldFull, 1),
+                    Held::TooManyPending => cx.count(C::PendingFull, 1),
+                }
+            }
+            Slow::TimeExceeded => {
+                cx.count(C::TtlExceeded, 1);
+                self.icmp_error(cx, &m, from, Icmp::TimeExceeded);
+            }
+            Slow::NoRoute => {
+                cx.count(C::NoRoute, 1);
+                self.icmp_error(cx, &m, from, Icmp::NoRoute);
+            }
+            Slow::Unreachable => {
+                cx.count(C::Rejected, 1);
+                self.icmp_error(cx, &m, from, Icmp::Unreachable);
+            }
+            Slow::Prohibit => {
+                cx.count(C::Rejected, 1);
+                self.icmp_error(cx, &m, from, Icmp::Prohibited);
+            }
+            Slow::TooBig(mtu) => {
+                cx.count(C::TooBig, 1);
+                self.icmp_error(cx, &m, from, Icmp::TooBig(mtu));
+            }
+        }
+    }
+
+    /// Release packets held for a neighbour now known.
+    fn learned(&mut self, cx: &NodeCx<'_>, k: usize, ip: IpAddr, mac: [u8; 6]) {
+        let (held, evicted) = self.ifaces[k].neigh.learn(ip, mac, cx.now_tsc);
+        cx.count(C::Learned, 1);
+        cx.count(C::Evicted, u64::from(evicted));
+        let (src, edge) = (self.ifaces[k].mac, self.ifaces[k].edge);
+        for mut m in held {
+            if let Ok(d) = m.data_mut() {
+                d[0..6].copy_from_slice(&mac);
+                d[6..12].copy_from_slice(&src);
+                cx.count(C::Forwarded, 1);
+                self.out.push_back((m, edge));
+            }
+        }
+    }
+
+    fn arp(&mut self, cx: &NodeCx<'_>, mut m: Mbuf, k: usize) {
+        let d = m.data();
+        let Some(a) = d.get(ETH..ETH + 28) else { return cx.count(C::Malformed, 1) };
+        if a[0..6] != [0, 1, 8, 0, 6, 4] {
+            return cx.count(C::Malformed, 1);
+        }
+        let op = u16::from_be_bytes([a[6], a[7]]);
+        let sha: [u8; 6] = a[8..14].try_into().unwrap_or_default();
+        let spa = Ipv4Addr::new(a[14], a[15], a[16], a[17]);
+        let tpa = Ipv4Addr::new(a[24], a[25], a[26], a[27]);
+        let for_us = self.ifaces[k].v4.iter().any(|(x, _)| *x == tpa);
+        let sender_ok = !spa.is_unspecified() && sha[0] & 1 == 0 && self.ifaces[k].on_subnet4(spa);
+        if sender_ok && (for_us || self.ifaces[k].neigh.knows(IpAddr::V4(spa))) {
+            self.learned(cx, k, IpAddr::V4(spa), sha);
+        }
+        if !(for_us && op == 1) {
+            return;
+        }
+        let (mac, edge) = (self.ifaces[k].mac, self.ifaces[k].edge);
+        let Ok(d) = m.data_mut() else { return cx.count(C::Malformed, 1) };
+        d[0..6].copy_from_slice(&sha);
+        d[6..12].copy_from_slice(&mac);
+        let a = &mut d[ETH..ETH + 28];
+        a[7] = 2;
+        a[18..28].copy_from_slice(&[sha[0], sha[1], sha[2], sha[3], sha[4], sha[5], spa.octets()[0], spa.octets()[1], spa.octets()[2], spa.octets()[3]]);
+        a[8..14].copy_from_slice(&mac);
+        a[14..18].copy_from_slice(&tpa.octets());
+        cx.count(C::ArpReplies, 1);
+        self.out.push_back((m, edge));
+    }
+
+    /// A packet to one of our addresses (or groups), received on interface `k`.
+    fn local(&mut self, cx: &NodeCx<'_>, mut m: Mbuf, k: usize) {
+        let d = m.data();
+        let icmp6 = if d[12..14] == [0x86, 0xdd] { icmp6_of(d) } else { None };
+        if let Some((ty, at)) = icmp6 {
+            if ty == 135 || ty == 136 {
+                self.nd(cx, &m, k, ty, at);
+            }
+            if ty == 136 {
+                return;
+            }
+            if ty == 135 {
+                // Answered only for this interface's addresses (no proxy).
+                let target = Ipv6Addr::from(<[u8; 16]>::try_from(&d[at + 8..at + 24]).unwrap_or_default());
+                if !self.ifaces[k].owns6(target) {
+                    return;
+                }
+            }
+        }
+        let is_icmp4 = d[12..14] == [0x08, 0x00] && d[ETH + 9] == 1;
+        if is_icmp4 || icmp6.is_some_and(|(ty, _)| ty == 128 || ty == 135) {
+            match self.ifaces[k].echo.answer(&mut m) {
+                Ok(c) => {
+                    cx.count(if c == crate::icmp::IcmpCounter::NaSent { C::NaSent } else { C::EchoReplies }, 1);
+                    self.out.push_back((m, self.ifaces[k].edge));
+                }
+                Err(crate::icmp::IcmpCounter::BadChecksum) => cx.count(C::BadChecksum, 1),
+                Err(crate::icmp::IcmpCounter::Malformed) => cx.count(C::Malformed, 1),
+                Err(_) => cx.count(C::LocalDropped, 1),
+            }
+            return;
+        }
+        match self.local_edge {
+            Some(e) => {
+                cx.count(C::Local, 1);
+                self.out.push_back((m, e));
+            }
+            None => cx.count(C::LocalDropped, 1),
+        }
+    }
+
+    /// Learn from a neighbour solicitation (its source) or advertisement (its target).
+    fn nd(&mut self, cx: &NodeCx<'_>, m: &Mbuf, k: usize, ty: u8, at: usize) {
+        let d = m.data();
+        let ip = &d[ETH..ETH + 40];
+        let end = ETH + 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+        let src = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap_or_default());
+        let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap_or_default());
+        if ip[7] != 255 || end - at < 24 || !icmp6_checksum_ok(d, at..end, &src, &dst) {
+            return cx.count(C::Malformed, 1);
+        }
+        let target = Ipv6Addr::from(<[u8; 16]>::try_from(&d[at + 8..at + 24]).unwrap_or_default());
+        // Link-layer address option: source (1) in a solicitation, target (2) in an advert.
+        let want = if ty == 135 { 1 } else { 2 };
+        let mut lladdr = None;
+        let mut o = at + 24;
+        while o + 8 <= end {
+            let (ot, ol) = (d[o], usize::from(d[o + 1]) * 8);
+            if ol == 0 || o + ol > end {
+                return cx.count(C::Malformed, 1);
+            }
+            if ot == want && ol == 8 {
+                lladdr = Some(<[u8; 6]>::try_from(&d[o + 2..o + 8]).unwrap_or_default());
+            }
+            o += ol;
+        }
+        let (who, create) = if ty == 135 { (src, self.ifaces[k].owns6(target)) } else { (target, false) };
+        let Some(mac) = lladdr else { return };
+        if who.is_unspecified() || mac[0] & 1 != 0 || !(is_link_local(who) || self.ifaces[k].on_subnet6(who)) {
+            return;
+        }
+        if create || self.ifaces[k].neigh.knows(IpAddr::V6(who)) {
+            self.learned(cx, k, IpAddr::V6(who), mac);
+        }
+    }
+
+    /// Ask for neighbour `ip` on interface `k`: an ARP request or a neighbour solicitation.
+    fn solicit(&mut self, cx: &NodeCx<'_>, k: usize, ip: IpAddr) {
+        let f = &self.ifaces[k];
+        let frame = match ip {
+            IpAddr::V4(t) => {
+                let Some((src, _)) = f.v4.first() else { return };
+                let mut b = vec![0u8; 60];
+                b[0..6].copy_from_slice(&[0xff; 6]);
+                b[6..12].copy_from_slice(&f.mac);
+                b[12..14].copy_from_slice(&[0x08, 0x06]);
+                b[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+                b[22..28].copy_from_slice(&f.mac);
+                b[28..32].copy_from_slice(&src.octets());
+                b[38..42].copy_from_slice(&t.octets());
+                b
+            }
+            IpAddr::V6(t) => {
+                let src = f.v6.first().map_or(f.ll6, |a| a.0);
+                let o = t.octets();
+                let group = Ipv6Addr::from([0xff02, 0, 0, 0, 0, 1, 0xff00 | u16::from(o[13]), u16::from_be_bytes([o[14], o[15]])]);
+                let mut b = vec![0u8; ETH + 40 + 32];
+                b[0..6].copy_from_slice(&[0x33, 0x33, 0xff, o[13], o[14], o[15]]);
+                b[6..12].copy_from_slice(&f.mac);
+                b[12..14].copy_from_slice(&[0x86, 0xdd]);
+                ipv6_header(&mut b[ETH..ETH + 40], 32, 255, &src, &group);
+                let c = ETH + 40;
+                b[c] = 135;
+                b[c + 8..c + 24].copy_from_slice(&o);
+                b[c + 24] = 1;
+                b[c + 25] = 1;
+                b[c + 26..c + 32].copy_from_slice(&f.mac);
+                fill_icmp6_checksum(&mut b, c..c + 32, &src, &group);
+                b
+            }
+        };
+        match Mbuf::from_slice(&self.pool, &frame) {
+            Ok(m) => {
+                cx.count(if ip.is_ipv4() { C::ArpRequests } else { C::NsSent }, 1);
+                self.out.push_back((m, f.edge));
+            }
+            Err(_) => cx.count(C::AllocFailed, 1),
+        }
+    }
+
+    /// Take one token of the ICMP error budget.
+    fn icmp_token(&mut self, now: u64) -> bool {
+        if self.tick_per_token == u64::MAX {
+            return false;
+        }
+        let new = now.wrapping_sub(self.last_refill) / self.tick_per_token;
+        if new > 0 {
+            self.tokens = self.tokens.saturating_add(new).min(self.icmp_burst);
+            self.last_refill = self.last_refill.wrapping_add(new * self.tick_per_token);
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+
+    /// Answer `orig` (received on `from`) with an ICMP error, routed back to its source.
+    fn icmp_error(&mut self, cx: &NodeCx<'_>, orig: &Mbuf, from: Option<usize>, kind: Icmp) {
+        let Some(k) = from else { return };
+        let d = orig.data();
+        let v6 = d[12..14] == [0x86, 0xdd];
+        if !error_allowed(d, v6) {
+            return;
+        }
+        if !self.icmp_token(cx.now_tsc) {
+            return cx.count(C::IcmpRateLimited, 1);
+        }
+        let f = &self.ifaces[k];
+        // As much of the original as fits in 576 (IPv4) or 1280 (IPv6) bytes.
+        let (hdr, max) = if v6 { (48, 1280) } else { (28, 576) };
+        let ip_len = if v6 {
+            40 + usize::from(u16::from_be_bytes([d[ETH + 4], d[ETH + 5]]))
+        } else {
+            usize::from(u16::from_be_bytes([d[ETH + 2], d[ETH + 3]]))
+        };
+        let quote = ip_len.min(max - hdr);
+        let mut b = vec![0u8; ETH + hdr + quote];
+        orig.copy_to(ETH, &mut b[ETH + hdr..]);
+        b[12..14].copy_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+        let (ty, code, rest) = kind.type_code(v6);
+        let c = ETH + hdr - 8;
+        b[c] = ty;
+        b[c + 1] = code;
+        b[c + 4..c + 8].copy_from_slice(&rest.to_be_bytes());
+        if v6 {
+            let src = f.v6.first().map_or(f.ll6, |a| a.0);
+            let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&d[ETH + 8..ETH + 24]).unwrap_or_default());
+            ipv6_header(&mut b[ETH..ETH + 40], (8 + quote) as u16, 64, &src, &dst);
+            let end = b.len();
+            fill_icmp6_checksum(&mut b, c..end, &src, &dst);
+        } else {
+            let Some((src, _)) = f.v4.first() else { return };
+            let ip = &mut b[ETH..ETH + 20];
+            ip[0] = 0x45;
+            ip[1] = 0xc0;
+            ip[2..4].copy_from_slice(&((28 + quote) as u16).to_be_bytes());
+            ip[8] = 64;
+            ip[9] = 1;
+            ip[12..16].copy_from_slice(&src.octets());
+            ip[16..20].copy_from_slice(&d[ETH + 12..ETH + 16]);
+            let s = !checksum::data(&b[ETH..ETH + 20]);
+            b[ETH + 10..ETH + 12].copy_from_slice(&s.to_be_bytes());
+            let s = !checksum::data(&b[c..]);
+            b[c + 2..c + 4].copy_from_slice(&s.to_be_bytes());
+        }
+        match Mbuf::from_slice(&self.pool, &b) {
+            Ok(m) => {
+                cx.count(C::IcmpSent, 1);
+                self.route_owned(cx, m, None, true);
+            }
+            Err(_) => cx.count(C::AllocFailed, 1),
+        }
+    }
+
+    /// The burst's fast path: parse, look up a burst at a time, rewrite in place.
+    fn fast(&mut self, pkts: &mut Burst, next: &mut [u16; MAX_BURST], slow: &mut [Slow; MAX_BURST], now: u64) -> (u64, [u64; C::COUNT]) {
+        let n = pkts.len();
+        let mut drops = [0u64; C::COUNT];
+        let mut parsed: [Option<Parsed>; MAX_BURST] = [None; MAX_BURST];
+        let mut keys = [[0u128; MAX_BURST]; 2];
+        let mut which = [[0u8; MAX_BURST]; 2];
+        let mut nk = [0usize; 2];
+        for i in 0..n {
+            let h = pkts.header(i);
+            let from = self.iface_of(h);
+            let r = match from {
+                Some(_) => self.parse(h, pkts.data(i), from),
+                None => Err(Step::Drop(C::Foreign)),
+            };
+            match r {
+                Ok(p) => {
+                    let f = usize::from(p.v6);
+                    keys[f][nk[f]] = p.key;
+                    which[f][nk[f]] = i as u8;
+                    nk[f] += 1;
+                    parsed[i] = Some(p);
+                }
+                Err(s) => next[i] = self.settle(s, slow, i, &mut drops),
+            }
+        }
+        let mut found = [None; MAX_BURST];
+        let mut forwarded = 0;
+        for f in 0..2 {
+            self.fib(f == 1).lookup_burst(&keys[f][..nk[f]], &mut found[..nk[f]]);
+            for j in 0..nk[f] {
+                let i = usize::from(which[f][j]);
+                let Some(p) = parsed[i] else { continue };
+                let step = self.plan(&p, found[j], pkts.header(i), false, now);
+                next[i] = match step {
+                    Step::Out(k, mac) => {
+                        let f = &self.ifaces[k];
+                        match pkts.data_mut(i) {
+                            Some(d) => {
+                                rewrite(d, true, Some((mac, f.mac)));
+                                forwarded += 1;
+                                f.edge
+                            }
+                            None => self.settle(Step::Slow(Slow::Copy), slow, i, &mut drops),
+                        }
+                    }
+                    s => self.settle(s, slow, i, &mut drops),
+                };
+            }
+        }
+        (forwarded, drops)
+    }
+
+    fn settle(&self, s: Step, slow: &mut [Slow; MAX_BURST], i: usize, drops: &mut [u64; C::COUNT]) -> u16 {
+        match s {
+            Step::Slow(w) => {
+                slow[i] = w;
+                SLOW
+            }
+            Step::Drop(c) => {
+                drops[c as usize] += 1;
+                DROP
+            }
+            Step::Out(..) => DROP,
+        }
+    }
+
+    fn retry(&mut self, cx: &NodeCx<'_>) {
+        let now = cx.now_tsc;
+        let mut again = std::mem::take(&mut self.scratch);
+        for k in 0..self.ifaces.len() {
+            if !self.ifaces[k].neigh.resolving() {
+                continue;
+            }
+            again.clear();
+            let dropped = self.ifaces[k].neigh.retry(now, &mut again);
+            cx.count(C::Unresolved, dropped);
+            for ip in again.drain(..) {
+                self.solicit(cx, k, ip);
+            }
+        }
+        self.scratch = again;
+    }
+}
+
+impl Node for Router {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let now = cx.now_tsc;
+        let mut slow = [Slow::Local; MAX_BURST];
+        let (forwarded, drops) = self.fast(pkts, next, &mut slow, now);
+        cx.count(C::Forwarded, forwarded);
+        for (c, n) in C::ALL.iter().zip(drops) {
+            if n > 0 {
+                cx.count(*c, n);
+            }
+        }
+        if next[..pkts.len()].contains(&SLOW) {
+            let decided = *next;
+            let mut keep = Burst::default();
+            for (i, m) in pkts.drain().enumerate() {
+                match decided[i] {
+                    DROP => {}
+                    SLOW => {
+                        let from = self.iface_of(m.header());
+                        self.slow(cx, m, slow[i], from, false);
+                    }
+                    e => {
+                        next[keep.len()] = e;
+                        let _ = keep.push(m);
+                    }
+                }
+            }
+            keep.move_to(pkts);
+        }
+        if self.ifaces.iter().any(|f| f.neigh.resolving()) {
+            self.retry(cx);
+        }
+        while let Some((m, e)) = self.out.pop_front() {
+            let at = pkts.len();
+            match pkts.push(m) {
+                Ok(()) => next[at] = e,
+                Err(m) => {
+                    self.out.push_front((m, e));
+                    break;
+                }
+            }
+        }
+        Dispatch::Each
+    }
+
+    fn counters(&self) -> &'static [CounterSpec] {
+        RouterCounter::SPECS
+    }
+}
+
+impl Iface {
+    fn new(f: &IfaceCfg, edge: u16, mac: [u8; 6], neigh: NeighConfig) -> Self {
+        Iface {
+            edge,
+            mac,
+            v4: f.v4.clone(),
+            v6: f.v6.clone(),
+            ll6: link_local(mac),
+            mtu: f.mtu,
+            neigh: Neighbours::new(neigh),
+            echo: IcmpEcho::new(Vec::new(), Vec::new(), mac),
+        }
+    }
+
+    fn on_subnet4(&self, a: Ipv4Addr) -> bool {
+        self.v4.iter().any(|(s, l)| lpm::Prefix::v4(*s, *l).covers(key4(a)))
+    }
+
+    fn on_subnet6(&self, a: Ipv6Addr) -> bool {
+        self.v6.iter().any(|(s, l)| lpm::Prefix::v6(*s, *l).covers(u128::from(a)))
+    }
+
+    fn owns6(&self, a: Ipv6Addr) -> bool {
+        a == self.ll6 || self.v6.iter().any(|(s, _)| *s == a)
+    }
+
+    fn is_subnet_broadcast(&self, a: Ipv4Addr) -> bool {
+        self.v4.iter().any(|(s, l)| *l < 31 && u32::from(a) == u32::from(*s) | (u32::MAX >> l))
+    }
+}
+
+/// ICMP errors the router sends.
+#[derive(Clone, Copy)]
+enum Icmp {
+    TimeExceeded,
+    NoRoute,
+    Unreachable,
+    Prohibited,
+    TooBig(usize),
+}
+
+impl Icmp {
+    /// (type, code, the 4 bytes after the checksum) for IPv4 or IPv6.
+    fn type_code(self, v6: bool) -> (u8, u8, u32) {
+        match (self, v6) {
+            (Icmp::TimeExceeded, false) => (11, 0, 0),
+            (Icmp::TimeExceeded, true) => (3, 0, 0),
+            (Icmp::NoRoute, false) => (3, 0, 0),
+            (Icmp::NoRoute, true) => (1, 0, 0),
+            (Icmp::Unreachable, false) => (3, 1, 0),
+            (Icmp::Unreachable, true) => (1, 3, 0),
+            (Icmp::Prohibited, false) => (3, 13, 0),
+            (Icmp::Prohibited, true) => (1, 1, 0),
+            (Icmp::TooBig(mtu), false) => (3, 4, mtu.min(0xffff) as u32),
+            (Icmp::TooBig(mtu), true) => (2, 0, mtu as u32),
+        }
+    }
+}
+
+/// May an ICMP error answer this frame? Never about an ICMP error, a fragment
+/// other than the first, or a packet sent to a group (RFC 1812 4.3.2.7, RFC 4443 2.4).
+fn error_allowed(d: &[u8], v6: bool) -> bool {
+    if v6 {
+        return match icmp6_of(d) {
+            Some((ty, _)) => ty >= 128,
+            None => true,
+        };
+    }
+    let ip = &d[ETH..];
+    let hl = usize::from(ip[0] & 0x0f) * 4;
+    let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+    if frag_off != 0 {
+        return false;
+    }
+    if ip[9] == 1 {
+        return matches!(d.get(ETH + hl), Some(0 | 8 | 13 | 14 | 15 | 16 | 17 | 18));
+    }
+    true
+}
+
+/// (type, offset) of an ICMPv6 message right after the IPv6 header (the shape of
+/// every ND message and of what we answer).
+fn icmp6_of(d: &[u8]) -> Option<(u8, usize)> {
+    let at = ETH + 40;
+    (d.get(ETH + 6) == Some(&58)).then_some(())?;
+    d.get(at + 3)?;
+    Some((d[at], at))
+}
+
+fn icmp6_checksum_ok(d: &[u8], r: std::ops::Range<usize>, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
+    if r.end > d.len() {
+        return false;
+    }
+    let sum = checksum::pseudo_header_v6(src, dst, ironpath_wire::IpProtocol::ICMPV6, r.len() as u32)
+        + checksum::sum(&d[r]);
+    checksum::fold(sum) == 0xffff
+}
+
+fn fill_icmp6_checksum(d: &mut [u8], r: std::ops::Range<usize>, src: &Ipv6Addr, dst: &Ipv6Addr) {
+    d[r.start + 2] = 0;
+    d[r.start + 3] = 0;
+    let sum = checksum::pseudo_header_v6(src, dst, ironpath_wire::IpProtocol::ICMPV6, r.len() as u32)
+        + checksum::sum(&d[r.clone()]);
+    let c = !checksum::fold(sum);
+    d[r.start + 2..r.start + 4].copy_from_slice(&c.to_be_bytes());
+}
+
+fn ipv6_header(ip: &mut [u8], plen: u16, hop: u8, src: &Ipv6Addr, dst: &Ipv6Addr) {
+    ip[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+    ip[4..6].copy_from_slice(&plen.to_be_bytes());
+    ip[6] = 58;
+    ip[7] = hop;
+    ip[8..24].copy_from_slice(&src.octets());
+    ip[24..40].copy_from_slice(&dst.octets());
+}
+
+/// Forward in place: TTL / hop limit minus one (the IPv4 checksum updated, RFC 1624)
+/// when `decrement`, and the Ethernet addresses `(dst, src)` when known.
+#[inline(always)]
+fn rewrite(d: &mut [u8], decrement: bool, macs: Option<([u8; 6], [u8; 6])>) {
+    if decrement {
+        if d[12] == 0x86 {
+            d[ETH + 7] -= 1;
+        } else {
+            // TTL is the high byte of the word at offset 8 (TTL, protocol).
+            let old = u16::from_be_bytes([d[ETH + 8], d[ETH + 9]]);
+            d[ETH + 8] -= 1;
+            let sum = u16::from_be_bytes([d[ETH + 10], d[ETH + 11]]);
+            let new = checksum::update16(sum, old, old - 0x0100);
+            d[ETH + 10..ETH + 12].copy_from_slice(&new.to_be_bytes());
+        }
+    }
+    if let Some((dst, src)) = macs {
+        d[0..6].copy_from_slice(&dst);
+        d[6..12].copy_from_slice(&src);
+    }
+}
+
+const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+const ALL_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 2);
+
+fn is_link_local(a: Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// fe80::/64 with the modified EUI-64 of `mac`.
+fn link_local(mac: [u8; 6]) -> Ipv6Addr {
+    let mut o = [0u8; 16];
+    o[0] = 0xfe;
+    o[1] = 0x80;
+    o[8..16].copy_from_slice(&[mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]);
+    Ipv6Addr::from(o)
+}
+
+/// Never a source: unspecified, loopback, multicast, class E and broadcast, link-local.
+fn martian4_src(a: Ipv4Addr) -> bool {
+    a.is_unspecified() || a.is_loopback() || a.is_multicast() || a.octets()[0] >= 240 || a.is_link_local()
+}
+
+/// Never routed to: "this network" (0/8), loopback, class E, link-local.
+fn martian4_dst(a: Ipv4Addr) -> bool {
+    a.octets()[0] == 0 || a.is_loopback() || a.octets()[0] >= 240 || a.is_link_local()
+}
+
+/// `ip_router`.
+pub const KIND: NodeKind = NodeKind {
+    spec: NodeSpec {
+        type_name: "ip_router",
+        doc: "an IPv4/IPv6 router between the ports its edges lead to: longest-prefix match, TTL, neighbour resolution (ARP, ND), ICMP errors",
+        params: &[
+            param("interfaces", ParamKind::Records(INTERFACE), true, None, "the router's interfaces: a port and its addresses each"),
+            param("routes", ParamKind::Records(ROUTE), false, Some("[]"), "static routes (connected subnets are added from the interfaces)"),
+            param("routes_file", ParamKind::Path, false, None, "more routes, one per line: PREFIX via ADDRESS [port NAME] | PREFIX port NAME | PREFIX unreachable|prohibit|blackhole"),
+            MEMPOOL,
+            param("icmp_rate", ParamKind::Uint { min: 0, max: 1_000_000 }, false, Some("1000"), "ICMP errors per second (0: none)"),
+            param("icmp_burst", ParamKind::Uint { min: 1, max: 100_000 }, false, Some("50"), "ICMP errors sent back to back"),
+            param("hold", ParamKind::Uint { min: 1, max: 256 }, false, Some("8"), "packets held per neighbour being resolved"),
+            param("retry", ParamKind::Duration, false, Some("1s"), "time between requests for one neighbour"),
+            param("max_tries", ParamKind::Uint { min: 1, max: 100 }, false, Some("3"), "requests before giving up on a neighbour"),
+            param("reachable", ParamKind::Duration, false, Some("60s"), "a neighbour entry is used this long after it was confirmed, then resolved again"),
+            param("neighbours", ParamKind::Uint { min: 1, max: 1 << 20 }, false, Some("4096"), "neighbour entries per interface (the least recently confirmed of a sample is evicted)"),
+            param("resolving", ParamKind::Uint { min: 1, max: 1 << 16 }, false, Some("256"), "neighbours being resolved at once per interface"),
+            param("max_plies", ParamKind::Uint { min: 1, max: 1 << 22 }, false, Some("262144"), "bound on the FIB's 1 KiB plies (a build that needs more is refused)"),
+        ],
+        nexts: Nexts::PortsAnd(&["local"]),
+        source: true,
+        sink: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+        check: Some(|p| router_cfg(p).map(drop)),
+    },
+    build: |b, env| {
+        let p = b.params();
+        let cfg = router_cfg(p.raw()).map_err(|(_, reason)| NodeError::Param { param: "interfaces", reason })?;
+        let edge = |name: &str| b.connected.iter().position(|c| *c == name).map(|i| i as u16);
+        let mut ports = Vec::new();
+        for f in &cfg.ifaces {
+            let e = edge(&f.port).ok_or_else(|| NodeError::Param {
+                param: "interfaces",
+                reason: format!("interface `{}` has no next edge `{}` (connect it to the port's transmit node)", f.port, f.port),
+            })?;
+            ports.push((env.port_id(&f.port)?, e, env.port_mac(&f.port)?));
+        }
+        if let Some(stray) = b.connected.iter().find(|c| **c != "local" && !cfg.ifaces.iter().any(|f| f.port == **c)) {
+            return Err(NodeError::Param {
+                param: "interfaces",
+                reason: format!("next edge `{stray}` is not one of the router's interfaces"),
+            });
+        }
+        let hz = env.tsc_hz();
+        let tune = Tuning {
+            neigh: NeighConfig {
+                max_entries: p.int("neighbours")?,
+                max_pending: p.int("resolving")?,
+                hold: p.int("hold")?,
+                retry_tsc: p.tsc("retry", hz)?,
+                max_tries: p.int("max_tries")?,
+                reachable_tsc: p.tsc("reachable", hz)?,
+            },
+            icmp_rate: p.uint("icmp_rate")?,
+            icmp_burst: p.uint("icmp_burst")?,
+            tsc_hz: hz,
+            max_plies: p.int("max_plies")?,
+        };
+        let first_port = cfg.ifaces.first().map(|f| f.port.as_str());
+        let pool = env.mempool(p.raw().mempool("mempool"), first_port)?;
+        let r = Router::new(&cfg, &ports, edge("local"), tune, pool)
+            .map_err(|reason| NodeError::Param { param: "max_plies", reason })?;
+        Ok(Box::new(r))
+    },
+};
+
+/// Route types, for the YAML reference.
+pub const ROUTE_TYPES: &[&str] = <RouteType as ironpath_config::Choice>::NAMES;

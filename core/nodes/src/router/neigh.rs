@@ -1,0 +1,195 @@
+//! The router's neighbour table of one interface (IPv4 by ARP, IPv6 by neighbour
+//! discovery): resolved entries that age, and unresolved neighbours with the
+//! packets held for them, retried and given up on. Everything is bounded: entries
+//! (the least recently confirmed of a sample is evicted), unresolved neighbours
+//! (beyond the bound a packet is dropped and counted), packets held per neighbour.
+
+use ironpath_eal::Mbuf;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+
+/// Limits and timers of a table.
+#[derive(Clone, Copy, Debug)]
+pub struct NeighConfig {
+    /// Resolved entries kept.
+    pub max_entries: usize,
+    /// Neighbours being resolved at once.
+    pub max_pending: usize,
+    /// Packets held per neighbour being resolved (at least one).
+    pub hold: usize,
+    /// TSC ticks between two requests for one neighbour.
+    pub retry_tsc: u64,
+    /// Requests before giving up.
+    pub max_tries: u32,
+    /// TSC ticks an entry is used after it was last confirmed; then it is resolved again.
+    pub reachable_tsc: u64,
+}
+
+struct Pending {
+    held: VecDeque<Mbuf>,
+    last_request: u64,
+    tries: u32,
+}
+
+/// What became of a packet given to [`Neighbours::hold`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Held {
+    /// Held; `request` says a request must be sent now (the first packet for it).
+    Yes {
+        /// Send a request for the neighbour now.
+        request: bool,
+    },
+    /// Dropped: the neighbour already holds `hold` packets.
+    QueueFull,
+    /// Dropped: too many neighbours are being resolved.
+    TooManyPending,
+}
+
+/// One interface's table.
+pub struct Neighbours {
+    cfg: NeighConfig,
+    entries: HashMap<IpAddr, ([u8; 6], u64)>,
+    pending: HashMap<IpAddr, Pending>,
+}
+
+impl Neighbours {
+    /// An empty table.
+    pub fn new(cfg: NeighConfig) -> Self {
+        Self { cfg, entries: HashMap::new(), pending: HashMap::new() }
+    }
+
+    /// The MAC of `ip`, when confirmed within `reachable_tsc` of `now`.
+    #[inline]
+    pub fn lookup(&self, ip: IpAddr, now: u64) -> Option<[u8; 6]> {
+        self.entries.get(&ip).filter(|e| now.wrapping_sub(e.1) < self.cfg.reachable_tsc).map(|e| e.0)
+    }
+
+    /// Resolved entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// No resolved entry?
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Is `ip` known or awaited (a message from it may update its entry)?
+    pub fn knows(&self, ip: IpAddr) -> bool {
+        self.entries.contains_key(&ip) || self.pending.contains_key(&ip)
+    }
+
+    /// Record `ip` at `mac`; returns the packets held for it (to send now) and
+    /// whether an entry was evicted to make room.
+    pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: u64) -> (VecDeque<Mbuf>, bool) {
+        let mut evicted = false;
+        if !self.entries.contains_key(&ip) && self.entries.len() >= self.cfg.max_entries {
+            // The least recently confirmed of a few (the map's order is random enough
+            // and a peer cannot choose which): a constant cost per learned entry.
+            if let Some(old) = self.entries.iter().take(8).min_by_key(|(_, e)| e.1).map(|(k, _)| *k) {
+                self.entries.remove(&old);
+                evicted = true;
+            }
+        }
+        self.entries.insert(ip, (mac, now));
+        (self.pending.remove(&ip).map(|p| p.held).unwrap_or_default(), evicted)
+    }
+
+    /// Hold `m` until `ip` is resolved.
+    pub fn hold(&mut self, ip: IpAddr, m: Mbuf, now: u64) -> Held {
+        if !self.pending.contains_key(&ip) && self.pending.len() >= self.cfg.max_pending {
+            return Held::TooManyPending;
+        }
+        let first = !self.pending.contains_key(&ip);
+        let p = self.pending.entry(ip).or_insert_with(|| Pending { held: VecDeque::new(), last_request: now, tries: 1 });
+        if p.held.len() >= self.cfg.hold.max(1) {
+            return Held::QueueFull;
+        }
+        p.held.push_back(m);
+        Held::Yes { request: first }
+    }
+
+    /// Neighbours to ask again now (into `again`); returns the packets dropped for
+    /// neighbours that never answered.
+    pub fn retry(&mut self, now: u64, again: &mut Vec<IpAddr>) -> u64 {
+        let (retry, max) = (self.cfg.retry_tsc, self.cfg.max_tries);
+        let mut dropped = 0;
+        self.pending.retain(|ip, p| {
+            if now.wrapping_sub(p.last_request) < retry {
+                return true;
+            }
+            if p.tries >= max {
+                dropped += p.held.len() as u64;
+                return false;
+            }
+            p.tries += 1;
+            p.last_request = now;
+            again.push(*ip);
+            true
+        });
+        dropped
+    }
+
+    /// Any neighbour being resolved?
+    pub fn resolving(&self) -> bool {
+        !self.pending.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::pool;
+    use std::net::Ipv4Addr;
+
+    fn cfg() -> NeighConfig {
+        NeighConfig { max_entries: 4, max_pending: 2, hold: 2, retry_tsc: 100, max_tries: 3, reachable_tsc: 1000 }
+    }
+
+    fn ip(k: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(198, 18, 0, k))
+    }
+
+    #[test]
+    fn held_packets_are_bounded_and_released_in_order() {
+        let pool = pool(16);
+        let mut n = Neighbours::new(cfg());
+        let m = |tag: u8| Mbuf::from_slice(&pool, &[tag; 60]).unwrap();
+        assert_eq!(n.hold(ip(1), m(1), 0), Held::Yes { request: true });
+        assert_eq!(n.hold(ip(1), m(2), 1), Held::Yes { request: false });
+        assert_eq!(n.hold(ip(1), m(3), 2), Held::QueueFull);
+        assert_eq!(n.hold(ip(2), m(4), 2), Held::Yes { request: true });
+        assert_eq!(n.hold(ip(3), m(5), 2), Held::TooManyPending);
+        assert_eq!(pool.stats().in_use, 3);
+        let (out, evicted) = n.learn(ip(1), [2; 6], 10);
+        assert!(!evicted);
+        assert_eq!(out.iter().map(|m| m.data()[0]).collect::<Vec<_>>(), [1, 2]);
+        drop(out);
+        assert_eq!(n.lookup(ip(1), 500), Some([2; 6]));
+        assert_eq!(n.lookup(ip(1), 1010), None, "older than reachable: resolved again");
+        // ip(2) never answers: asked again at 100 and 200, then its packet is dropped.
+        let mut again = vec![];
+        assert_eq!(n.retry(50, &mut again), 0);
+        assert_eq!(n.retry(150, &mut again), 0);
+        assert_eq!(n.retry(260, &mut again), 0);
+        assert_eq!(n.retry(370, &mut again), 1);
+        assert_eq!(again, [ip(2), ip(2)]);
+        assert!(!n.resolving());
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_evicts_the_oldest_of_a_sample() {
+        let mut n = Neighbours::new(cfg());
+        for k in 0..4 {
+            assert!(!n.learn(ip(k), [k; 6], u64::from(k)).1);
+        }
+        assert!(n.learn(ip(9), [9; 6], 10).1);
+        assert_eq!(n.len(), 4);
+        assert_eq!(n.lookup(ip(9), 11), Some([9; 6]));
+        assert_eq!(n.lookup(ip(0), 11), None, "the oldest of all four sampled");
+        // Refreshing a known entry evicts nothing.
+        assert!(!n.learn(ip(9), [8; 6], 12).1);
+        assert_eq!(n.lookup(ip(9), 13), Some([8; 6]));
+    }
+}
