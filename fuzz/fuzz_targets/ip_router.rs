@@ -81,7 +81,7 @@ fuzz_target!(|data: &[u8]| {
         icmp_rate: 1,
         icmp_burst: BURST,
         tsc_hz: TICKS,
-        max_plies: 1 << 12,
+        max_plies: 1 << 12, hash_key: [9; 16],
     };
     let mut r = Router::new(cfg(), &[(0, 0, MACS[0]), (1, 1, MACS[1])], Some(LOCAL), tune, p.clone()).expect("router");
     let st = NodeStats::new(r.counters());

@@ -141,6 +141,8 @@ pub struct Tuning {
     pub tsc_hz: u64,
     /// Bound on LPM plies.
     pub max_plies: usize,
+    /// Key of the neighbour tables' hash (random in a pipeline).
+    pub hash_key: [u8; 16],
 }
 
 /// The node.
@@ -163,6 +165,17 @@ pub struct Router {
     tick_per_token: u64,
     icmp_burst: u64,
     scratch: Vec<IpAddr>,
+    /// Per-burst work arrays, allocated once (out of `self` while a burst is worked).
+    work: Option<Box<Work>>,
+}
+
+/// What the fast path keeps per packet of a burst.
+struct Work {
+    parsed: [Option<Parsed>; MAX_BURST],
+    keys: [[u128; MAX_BURST]; 2],
+    which: [[u8; MAX_BURST]; 2],
+    found: [Option<u32>; MAX_BURST],
+    slow: [Slow; MAX_BURST],
 }
 
 const NO_IFACE: u8 = u8::MAX;
@@ -203,7 +216,7 @@ impl Router {
             }
             by_port[port as usize] = k as u8;
             local6.push(link_local(mac));
-            ifaces.push(Iface::new(f, edge, mac, tune.neigh));
+            ifaces.push(Iface::new(f, edge, mac, tune.neigh, tune.hash_key));
         }
         for f in &mut ifaces {
             let mut v6 = local6.clone();
@@ -227,7 +240,19 @@ impl Router {
             tick_per_token,
             icmp_burst: tune.icmp_burst,
             scratch: Vec::new(),
+            work: Some(Box::new(Work {
+                parsed: [None; MAX_BURST],
+                keys: [[0; MAX_BURST]; 2],
+                which: [[0; MAX_BURST]; 2],
+                found: [None; MAX_BURST],
+                slow: [Slow::Local; MAX_BURST],
+            })),
         })
+    }
+
+    /// The IPv4 FIB (values index the router's targets).
+    pub fn fib4(&self) -> &Lpm {
+        &self.fib4
     }
 
     fn iface_of(&self, h: &RawMbuf) -> Option<usize> {
@@ -700,14 +725,12 @@ impl Router {
     }
 
     /// The burst's fast path: parse, look up a burst at a time, rewrite in place.
-    fn fast(&mut self, pkts: &mut Burst, next: &mut [u16; MAX_BURST], slow: &mut [Slow; MAX_BURST], now: u64) -> (u64, [u64; C::COUNT]) {
+    /// Packets off the fast path get `SLOW` and their reason in `w.slow`.
+    fn fast(&self, w: &mut Work, pkts: &mut Burst, next: &mut [u16; MAX_BURST], now: u64) -> (u64, [u64; C::COUNT]) {
         let n = pkts.len();
         let mut drops = [0u64; C::COUNT];
-        let mut parsed: [Option<Parsed>; MAX_BURST] = [None; MAX_BURST];
-        let mut keys = [[0u128; MAX_BURST]; 2];
-        let mut which = [[0u8; MAX_BURST]; 2];
         let mut nk = [0usize; 2];
-        for i in 0..n {
+        for (i, nx) in next.iter_mut().enumerate().take(n) {
             let h = pkts.header(i);
             let from = self.iface_of(h);
             let r = match from {
@@ -717,22 +740,21 @@ impl Router {
             match r {
                 Ok(p) => {
                     let f = usize::from(p.v6);
-                    keys[f][nk[f]] = p.key;
-                    which[f][nk[f]] = i as u8;
+                    w.keys[f][nk[f]] = p.key;
+                    w.which[f][nk[f]] = i as u8;
                     nk[f] += 1;
-                    parsed[i] = Some(p);
+                    w.parsed[i] = Some(p);
                 }
-                Err(s) => next[i] = self.settle(s, slow, i, &mut drops),
+                Err(s) => *nx = settle(s, &mut w.slow, i, &mut drops),
             }
         }
-        let mut found = [None; MAX_BURST];
         let mut forwarded = 0;
-        for f in 0..2 {
-            self.fib(f == 1).lookup_burst(&keys[f][..nk[f]], &mut found[..nk[f]]);
-            for j in 0..nk[f] {
-                let i = usize::from(which[f][j]);
-                let Some(p) = parsed[i] else { continue };
-                let step = self.plan(&p, found[j], pkts.header(i), false, now);
+        for (f, &count) in nk.iter().enumerate() {
+            self.fib(f == 1).lookup_burst(&w.keys[f][..count], &mut w.found[..count]);
+            for j in 0..count {
+                let i = usize::from(w.which[f][j]);
+                let Some(p) = w.parsed[i] else { continue };
+                let step = self.plan(&p, w.found[j], pkts.header(i), false, now);
                 next[i] = match step {
                     Step::Out(k, mac) => {
                         let f = &self.ifaces[k];
@@ -742,28 +764,14 @@ impl Router {
                                 forwarded += 1;
                                 f.edge
                             }
-                            None => self.settle(Step::Slow(Slow::Copy), slow, i, &mut drops),
+                            None => settle(Step::Slow(Slow::Copy), &mut w.slow, i, &mut drops),
                         }
                     }
-                    s => self.settle(s, slow, i, &mut drops),
+                    s => settle(s, &mut w.slow, i, &mut drops),
                 };
             }
         }
         (forwarded, drops)
-    }
-
-    fn settle(&self, s: Step, slow: &mut [Slow; MAX_BURST], i: usize, drops: &mut [u64; C::COUNT]) -> u16 {
-        match s {
-            Step::Slow(w) => {
-                slow[i] = w;
-                SLOW
-            }
-            Step::Drop(c) => {
-                drops[c as usize] += 1;
-                DROP
-            }
-            Step::Out(..) => DROP,
-        }
     }
 
     fn retry(&mut self, cx: &NodeCx<'_>) {
@@ -787,8 +795,8 @@ impl Router {
 impl Node for Router {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         let now = cx.now_tsc;
-        let mut slow = [Slow::Local; MAX_BURST];
-        let (forwarded, drops) = self.fast(pkts, next, &mut slow, now);
+        let Some(mut w) = self.work.take() else { return Dispatch::Consumed };
+        let (forwarded, drops) = self.fast(&mut w, pkts, next, now);
         cx.count(C::Forwarded, forwarded);
         for (c, n) in C::ALL.iter().zip(drops) {
             if n > 0 {
@@ -803,7 +811,7 @@ impl Node for Router {
                     DROP => {}
                     SLOW => {
                         let from = self.iface_of(m.header());
-                        self.slow(cx, m, slow[i], from, false);
+                        self.slow(cx, m, w.slow[i], from, false);
                     }
                     e => {
                         next[keep.len()] = e;
@@ -813,6 +821,7 @@ impl Node for Router {
             }
             keep.move_to(pkts);
         }
+        self.work = Some(w);
         if self.ifaces.iter().any(|f| f.neigh.resolving()) {
             self.retry(cx);
         }
@@ -835,7 +844,7 @@ impl Node for Router {
 }
 
 impl Iface {
-    fn new(f: &IfaceCfg, edge: u16, mac: [u8; 6], neigh: NeighConfig) -> Self {
+    fn new(f: &IfaceCfg, edge: u16, mac: [u8; 6], neigh: NeighConfig, key: [u8; 16]) -> Self {
         Iface {
             edge,
             mac,
@@ -843,7 +852,7 @@ impl Iface {
             v6: f.v6.clone(),
             ll6: link_local(mac),
             mtu: f.mtu,
-            neigh: Neighbours::new(neigh),
+            neigh: Neighbours::new(neigh, key),
             echo: IcmpEcho::new(Vec::new(), Vec::new(), mac),
         }
     }
@@ -862,6 +871,21 @@ impl Iface {
 
     fn is_subnet_broadcast(&self, a: Ipv4Addr) -> bool {
         self.v4.iter().any(|(s, l)| *l < 31 && u32::from(a) == u32::from(*s) | (u32::MAX >> l))
+    }
+}
+
+/// Record a packet's step off the fast path; its next edge.
+fn settle(s: Step, slow: &mut [Slow; MAX_BURST], i: usize, drops: &mut [u64; C::COUNT]) -> u16 {
+    match s {
+        Step::Slow(w) => {
+            slow[i] = w;
+            SLOW
+        }
+        Step::Drop(c) => {
+            drops[c as usize] += 1;
+            DROP
+        }
+        Step::Out(..) => DROP,
     }
 }
 
@@ -1057,6 +1081,11 @@ pub const KIND: NodeKind = NodeKind {
             icmp_burst: p.uint("icmp_burst")?,
             tsc_hz: hz,
             max_plies: p.int("max_plies")?,
+            hash_key: {
+                let mut k = [0u8; 16];
+                crate::hash::random_secret(&mut k)?;
+                k
+            },
         };
         let first_port = cfg.ifaces.first().map(|f| f.port.as_str());
         let pool = env.mempool(p.raw().mempool("mempool"), first_port)?;

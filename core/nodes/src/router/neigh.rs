@@ -4,7 +4,9 @@
 //! (the least recently confirmed of a sample is evicted), unresolved neighbours
 //! (beyond the bound a packet is dropped and counted), packets held per neighbour.
 
+use crate::hash::KeyedState;
 use ironpath_eal::Mbuf;
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
@@ -48,20 +50,36 @@ pub enum Held {
 /// One interface's table.
 pub struct Neighbours {
     cfg: NeighConfig,
-    entries: HashMap<IpAddr, ([u8; 6], u64)>,
-    pending: HashMap<IpAddr, Pending>,
+    /// Keyed: a peer chooses which addresses it makes us resolve.
+    entries: HashMap<IpAddr, ([u8; 6], u64), KeyedState>,
+    pending: HashMap<IpAddr, Pending, KeyedState>,
+    /// The last entry looked up (most routed traffic goes to one gateway).
+    last: Cell<Option<(IpAddr, [u8; 6], u64)>>,
 }
 
 impl Neighbours {
-    /// An empty table.
-    pub fn new(cfg: NeighConfig) -> Self {
-        Self { cfg, entries: HashMap::new(), pending: HashMap::new() }
+    /// An empty table whose hash is keyed by `key`.
+    pub fn new(cfg: NeighConfig, key: [u8; 16]) -> Self {
+        Self {
+            cfg,
+            entries: HashMap::with_hasher(KeyedState::new(key)),
+            pending: HashMap::with_hasher(KeyedState::new(key)),
+            last: Cell::new(None),
+        }
     }
 
     /// The MAC of `ip`, when confirmed within `reachable_tsc` of `now`.
     #[inline]
     pub fn lookup(&self, ip: IpAddr, now: u64) -> Option<[u8; 6]> {
-        self.entries.get(&ip).filter(|e| now.wrapping_sub(e.1) < self.cfg.reachable_tsc).map(|e| e.0)
+        let fresh = |seen: u64| now.wrapping_sub(seen) < self.cfg.reachable_tsc;
+        if let Some((a, mac, seen)) = self.last.get() {
+            if a == ip && fresh(seen) {
+                return Some(mac);
+            }
+        }
+        let e = self.entries.get(&ip).filter(|e| fresh(e.1))?;
+        self.last.set(Some((ip, e.0, e.1)));
+        Some(e.0)
     }
 
     /// Resolved entries.
@@ -92,6 +110,7 @@ impl Neighbours {
             }
         }
         self.entries.insert(ip, (mac, now));
+        self.last.set(None);
         (self.pending.remove(&ip).map(|p| p.held).unwrap_or_default(), evicted)
     }
 
@@ -153,7 +172,7 @@ mod tests {
     #[test]
     fn held_packets_are_bounded_and_released_in_order() {
         let pool = pool(16);
-        let mut n = Neighbours::new(cfg());
+        let mut n = Neighbours::new(cfg(), [1; 16]);
         let m = |tag: u8| Mbuf::from_slice(&pool, &[tag; 60]).unwrap();
         assert_eq!(n.hold(ip(1), m(1), 0), Held::Yes { request: true });
         assert_eq!(n.hold(ip(1), m(2), 1), Held::Yes { request: false });
@@ -180,7 +199,7 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_and_evicts_the_oldest_of_a_sample() {
-        let mut n = Neighbours::new(cfg());
+        let mut n = Neighbours::new(cfg(), [1; 16]);
         for k in 0..4 {
             assert!(!n.learn(ip(k), [k; 6], u64::from(k)).1);
         }

@@ -47,7 +47,7 @@ fn router(pool: &Mempool, icmp_burst: u64) -> Router {
         icmp_rate: 1,
         icmp_burst,
         tsc_hz: HZ,
-        max_plies: 1024,
+        max_plies: 1024, hash_key: [9; 16],
     };
     Router::new(&cfg, &[(0, 0, R0), (1, 1, R1)], Some(2), tune, pool.clone()).unwrap()
 }
