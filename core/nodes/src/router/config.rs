@@ -42,6 +42,13 @@ pub const ROUTE: &[ParamSpec] = &[
     param("type", ParamKind::Enum(RouteType::NAMES), false, Some("forward"), "forward, unreachable, prohibit or blackhole"),
 ];
 
+/// Fields of a `static_neighbours` record.
+pub const NEIGHBOUR: &[ParamSpec] = &[
+    param("port", ParamKind::Port, true, None, "the interface"),
+    param("address", ParamKind::Str, true, None, "the neighbour's IPv4 or IPv6 address (on the interface's subnet)"),
+    param("mac", ParamKind::Mac, true, None, "its MAC address"),
+];
+
 /// One interface.
 #[derive(Debug, Clone)]
 pub struct IfaceCfg {
@@ -73,6 +80,10 @@ pub enum Target {
     Prohibit,
     /// Dropped silently.
     Blackhole,
+    /// A multicast group (not routed).
+    Multicast,
+    /// Never routed (loopback, "this network", class E, link-local).
+    Martian,
 }
 
 /// The whole setting, resolved.
@@ -84,6 +95,8 @@ pub struct RouterCfg {
     pub routes4: Vec<(Prefix, Target)>,
     /// IPv6 entries.
     pub routes6: Vec<(Prefix, Target)>,
+    /// Permanent neighbours: interface index, address, MAC.
+    pub statics: Vec<(usize, IpAddr, [u8; 6])>,
 }
 
 type Error = (Option<Loc>, String);
@@ -194,7 +207,21 @@ pub fn router_cfg(p: &Params) -> Result<RouterCfg, Error> {
             lines.push(line_of(parts, at, loc)?);
         }
     }
-    resolve(ifaces, lines)
+    let mut cfg = resolve(ifaces, lines)?;
+    for (i, r) in p.records("static_neighbours").unwrap_or(&[]).iter().enumerate() {
+        let (port, text) = (r.port("port").unwrap_or_default(), r.str("address").unwrap_or_default());
+        let at = format!("static neighbour {i}");
+        let a: IpAddr = text.parse().map_err(|_| (r.loc("address"), format!("{at}: `{text}` is not an address")))?;
+        let k = cfg.ifaces.iter().position(|f| f.port == port).ok_or_else(|| {
+            (r.loc("port"), format!("{at}: port `{port}` is not a router interface"))
+        })?;
+        let link_local = matches!(a, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80);
+        if !link_local && on_link(&cfg.ifaces[k..=k], a).is_none() {
+            return Err((r.loc("address"), format!("{at}: {a} is not on a subnet of interface `{port}`")));
+        }
+        cfg.statics.push((k, a, r.mac("mac").unwrap_or_default()));
+    }
+    Ok(cfg)
 }
 
 fn line_of(
@@ -237,6 +264,24 @@ fn resolve(ifaces: Vec<IfaceCfg>, lines: Vec<RouteLine>) -> Result<RouterCfg, Er
             push(a, l, Target::Forward { iface: k, via: None });
         }
     }
+    // What is never forwarded, whatever the routes: classified by the same lookup.
+    for (a, len, t) in [
+        ([0, 0, 0, 0], 8, Target::Martian),
+        ([127, 0, 0, 0], 8, Target::Martian),
+        ([169, 254, 0, 0], 16, Target::Martian),
+        ([224, 0, 0, 0], 4, Target::Multicast),
+        ([240, 0, 0, 0], 4, Target::Martian),
+        ([255, 255, 255, 255], 32, Target::Local),
+    ] {
+        push(IpAddr::V4(Ipv4Addr::from(a)), len, t);
+    }
+    for f in &ifaces {
+        for (a, l) in &f.v4 {
+            if *l < 31 {
+                push(IpAddr::V4(Ipv4Addr::from(u32::from(*a) | (u32::MAX >> l))), 32, Target::Local);
+            }
+        }
+    }
     for f in &ifaces {
         for a in f.v4.iter().map(|(a, _)| IpAddr::V4(*a)).chain(f.v6.iter().map(|(a, _)| IpAddr::V6(*a))) {
             push(a, if a.is_ipv4() { 32 } else { 128 }, Target::Local);
@@ -271,7 +316,7 @@ fn resolve(ifaces: Vec<IfaceCfg>, lines: Vec<RouteLine>) -> Result<RouterCfg, Er
         };
         push(r.prefix.0, r.prefix.1, t);
     }
-    Ok(RouterCfg { ifaces, routes4, routes6 })
+    Ok(RouterCfg { ifaces, routes4, routes6, statics: Vec::new() })
 }
 
 /// The interface whose subnet holds `a`.

@@ -33,7 +33,7 @@ mod tests;
 
 use crate::icmp::IcmpEcho;
 use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
-use config::{router_cfg, IfaceCfg, RouteType, Target, INTERFACE, ROUTE};
+use config::{router_cfg, IfaceCfg, RouteType, Target, INTERFACE, NEIGHBOUR, ROUTE};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::abi::{self, Mbuf as RawMbuf};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
@@ -108,11 +108,24 @@ enum Step {
 /// The IP header fields the decisions need.
 #[derive(Clone, Copy)]
 struct Parsed {
-    v6: bool,
-    dst: IpAddr,
     key: u128,
-    ip_len: usize,
+    ip_len: u32,
+    /// TTL / hop limit.
+    ttl: u8,
+    v6: bool,
     df: bool,
+    /// Sent to an Ethernet group address (only the router's own traffic may be).
+    group: bool,
+}
+
+impl Parsed {
+    fn dst(&self) -> IpAddr {
+        if self.v6 {
+            IpAddr::V6(Ipv6Addr::from(self.key))
+        } else {
+            IpAddr::V4(Ipv4Addr::from((self.key >> 96) as u32))
+        }
+    }
 }
 
 /// A router interface.
@@ -218,6 +231,11 @@ impl Router {
             local6.push(link_local(mac));
             ifaces.push(Iface::new(f, edge, mac, tune.neigh, tune.hash_key));
         }
+        for &(k, ip, mac) in &cfg.statics {
+            if let Some(f) = ifaces.get_mut(k) {
+                f.neigh.add_static(ip, mac);
+            }
+        }
         for f in &mut ifaces {
             let mut v6 = local6.clone();
             v6.push(f.ll6);
@@ -289,33 +307,25 @@ impl Router {
             return Err(Step::Drop(C::Malformed));
         }
         if h.ol_flags & abi::RX_IP_CKSUM_BAD != 0
-            || (h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && checksum::data(&d[ETH..ETH + hl]) != 0xffff)
+            || (h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && !header_checksum_ok(&d[ETH..ETH + hl]))
         {
             return Err(Step::Drop(C::BadChecksum));
         }
-        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-        let p = Parsed { v6: false, dst: IpAddr::V4(dst), key: key4(dst), ip_len: tl, df: ip[6] & 0x40 != 0 };
-        let Some(k) = from else { return Ok(p) };
-        if martian4_src(src) || self.local4.contains(&src) {
+        let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+        let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+        // Destinations are classified by the FIB (our addresses, broadcasts, groups and
+        // martian ranges have entries of their own); sources here.
+        if from.is_some() && (martian4_src(src) || self.local4.contains(&Ipv4Addr::from(src))) {
             return Err(Step::Drop(C::Martian));
         }
-        if dst.is_broadcast() || self.local4.contains(&dst) || self.ifaces[k].is_subnet_broadcast(dst) {
-            return Err(Step::Slow(Slow::Local));
-        }
-        if dst.is_multicast() {
-            return Err(Step::Drop(C::Multicast));
-        }
-        if martian4_dst(dst) {
-            return Err(Step::Drop(C::Martian));
-        }
-        if eth_group {
-            return Err(Step::Drop(C::OtherHost));
-        }
-        if ip[8] <= 1 {
-            return Err(Step::Slow(Slow::TimeExceeded));
-        }
-        Ok(p)
+        Ok(Parsed {
+            key: u128::from(dst) << 96,
+            ip_len: tl as u32,
+            ttl: ip[8],
+            v6: false,
+            df: ip[6] & 0x40 != 0,
+            group: eth_group,
+        })
     }
 
     fn parse6(&self, h: &RawMbuf, d: &[u8], from: Option<usize>, eth_group: bool) -> Result<Parsed, Step> {
@@ -326,7 +336,7 @@ impl Router {
         }
         let src = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap_or_default());
         let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap_or_default());
-        let p = Parsed { v6: true, dst: IpAddr::V6(dst), key: u128::from(dst), ip_len: 40 + plen, df: true };
+        let p = Parsed { key: u128::from(dst), ip_len: 40 + plen as u32, ttl: ip[7], v6: true, df: true, group: eth_group };
         if from.is_none() {
             return Ok(p);
         }
@@ -347,12 +357,6 @@ impl Router {
         if src.is_unspecified() || dst.is_unspecified() || dst.is_loopback() || is_link_local(src) || is_link_local(dst) {
             return Err(Step::Drop(C::Martian));
         }
-        if eth_group {
-            return Err(Step::Drop(C::OtherHost));
-        }
-        if ip[7] <= 1 {
-            return Err(Step::Slow(Slow::TimeExceeded));
-        }
         Ok(p)
     }
 
@@ -360,23 +364,35 @@ impl Router {
     #[inline]
     fn plan(&self, p: &Parsed, target: Option<u32>, h: &RawMbuf, made_here: bool, now: u64) -> Step {
         let Some(t) = target.and_then(|t| self.targets.get(t as usize)) else {
-            return if made_here { Step::Drop(C::NoRoute) } else { Step::Slow(Slow::NoRoute) };
+            return if made_here {
+                Step::Drop(C::NoRoute)
+            } else if p.group {
+                Step::Drop(C::OtherHost)
+            } else {
+                Step::Slow(Slow::NoRoute)
+            };
         };
         match *t {
+            Target::Local if made_here => Step::Drop(C::LocalDropped),
+            Target::Local => Step::Slow(Slow::Local),
+            Target::Multicast => Step::Drop(C::Multicast),
+            Target::Martian if made_here => Step::Drop(C::NoRoute),
+            Target::Martian => Step::Drop(C::Martian),
+            // Only the router's own traffic may come to an Ethernet group address.
+            _ if p.group && !made_here => Step::Drop(C::OtherHost),
+            _ if p.ttl <= 1 && !made_here => Step::Slow(Slow::TimeExceeded),
             Target::Forward { iface, via } => {
                 let f = &self.ifaces[iface];
                 let gso = h.ol_flags & (abi::RX_AGGREGATED | abi::TX_TCP_SEG) != 0;
-                if p.ip_len > f.mtu && !gso {
+                if p.ip_len as usize > f.mtu && !gso {
                     return if p.df && !made_here { Step::Slow(Slow::TooBig(f.mtu)) } else { Step::Drop(C::TooBig) };
                 }
-                let nh = via.unwrap_or(p.dst);
+                let nh = via.unwrap_or_else(|| p.dst());
                 match f.neigh.lookup(nh, now) {
                     Some(mac) => Step::Out(iface, mac),
                     None => Step::Slow(Slow::Hold(iface, nh)),
                 }
             }
-            Target::Local if made_here => Step::Drop(C::LocalDropped),
-            Target::Local => Step::Slow(Slow::Local),
             Target::Blackhole => Step::Drop(C::Blackholed),
             Target::Unreachable if made_here => Step::Drop(C::Rejected),
             Target::Unreachable => Step::Slow(Slow::Unreachable),
@@ -868,10 +884,6 @@ impl Iface {
     fn owns6(&self, a: Ipv6Addr) -> bool {
         a == self.ll6 || self.v6.iter().any(|(s, _)| *s == a)
     }
-
-    fn is_subnet_broadcast(&self, a: Ipv4Addr) -> bool {
-        self.v4.iter().any(|(s, l)| *l < 31 && u32::from(a) == u32::from(*s) | (u32::MAX >> l))
-    }
 }
 
 /// Record a packet's step off the fast path; its next edge.
@@ -1012,14 +1024,29 @@ fn link_local(mac: [u8; 6]) -> Ipv6Addr {
     Ipv6Addr::from(o)
 }
 
-/// Never a source: unspecified, loopback, multicast, class E and broadcast, link-local.
-fn martian4_src(a: Ipv4Addr) -> bool {
-    a.is_unspecified() || a.is_loopback() || a.is_multicast() || a.octets()[0] >= 240 || a.is_link_local()
+/// Never a source: "this network" (0/8), loopback, multicast, class E and broadcast,
+/// link-local.
+#[inline(always)]
+fn martian4_src(a: u32) -> bool {
+    let o = a >> 24;
+    o == 0 || o == 127 || o >= 224 || a >> 16 == 0xa9fe
 }
 
-/// Never routed to: "this network" (0/8), loopback, class E, link-local.
-fn martian4_dst(a: Ipv4Addr) -> bool {
-    a.octets()[0] == 0 || a.is_loopback() || a.octets()[0] >= 240 || a.is_link_local()
+/// Sum an IPv4 header's 16-bit words (any length); `true` when the checksum holds.
+#[inline(always)]
+fn header_checksum_ok(h: &[u8]) -> bool {
+    let mut sum = 0u64;
+    let mut words = h.chunks_exact(4);
+    for w in &mut words {
+        sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    for w in words.remainder().chunks(2) {
+        sum += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum == 0xffff
 }
 
 /// `ip_router`.
@@ -1031,6 +1058,13 @@ pub const KIND: NodeKind = NodeKind {
             param("interfaces", ParamKind::Records(INTERFACE), true, None, "the router's interfaces: a port and its addresses each"),
             param("routes", ParamKind::Records(ROUTE), false, Some("[]"), "static routes (connected subnets are added from the interfaces)"),
             param("routes_file", ParamKind::Path, false, None, "more routes, one per line: PREFIX via ADDRESS [port NAME] | PREFIX port NAME | PREFIX unreachable|prohibit|blackhole"),
+            param(
+                "static_neighbours",
+                ParamKind::Records(NEIGHBOUR),
+                false,
+                Some("[]"),
+                "permanent neighbour entries (as ip neigh add ... permanent): never resolved, aged or evicted",
+            ),
             MEMPOOL,
             param("icmp_rate", ParamKind::Uint { min: 0, max: 1_000_000 }, false, Some("1000"), "ICMP errors per second (0: none)"),
             param("icmp_burst", ParamKind::Uint { min: 1, max: 100_000 }, false, Some("50"), "ICMP errors sent back to back"),

@@ -53,8 +53,11 @@ pub struct Neighbours {
     /// Keyed: a peer chooses which addresses it makes us resolve.
     entries: HashMap<IpAddr, ([u8; 6], u64), KeyedState>,
     pending: HashMap<IpAddr, Pending, KeyedState>,
-    /// The last entry looked up (most routed traffic goes to one gateway).
-    last: Cell<Option<(IpAddr, [u8; 6], u64)>>,
+    /// Entries from the configuration: never age, never evicted, not changed by the wire.
+    fixed: HashMap<IpAddr, [u8; 6]>,
+    /// The last entry looked up (most routed traffic goes to one gateway); its
+    /// confirmation time, None for a fixed entry.
+    last: Cell<Option<(IpAddr, [u8; 6], Option<u64>)>>,
 }
 
 impl Neighbours {
@@ -64,22 +67,32 @@ impl Neighbours {
             cfg,
             entries: HashMap::with_hasher(KeyedState::new(key)),
             pending: HashMap::with_hasher(KeyedState::new(key)),
+            fixed: HashMap::new(),
             last: Cell::new(None),
         }
+    }
+
+    /// A permanent entry (as `ip neigh add ... permanent`).
+    pub fn add_static(&mut self, ip: IpAddr, mac: [u8; 6]) {
+        self.fixed.insert(ip, mac);
+        self.last.set(None);
     }
 
     /// The MAC of `ip`, when confirmed within `reachable_tsc` of `now`.
     #[inline]
     pub fn lookup(&self, ip: IpAddr, now: u64) -> Option<[u8; 6]> {
-        let fresh = |seen: u64| now.wrapping_sub(seen) < self.cfg.reachable_tsc;
+        let fresh = |seen: Option<u64>| seen.is_none_or(|t| now.wrapping_sub(t) < self.cfg.reachable_tsc);
         if let Some((a, mac, seen)) = self.last.get() {
             if a == ip && fresh(seen) {
                 return Some(mac);
             }
         }
-        let e = self.entries.get(&ip).filter(|e| fresh(e.1))?;
-        self.last.set(Some((ip, e.0, e.1)));
-        Some(e.0)
+        let (mac, seen) = match self.fixed.get(&ip) {
+            Some(mac) => (*mac, None),
+            None => self.entries.get(&ip).map(|e| (e.0, Some(e.1))).filter(|e| fresh(e.1))?,
+        };
+        self.last.set(Some((ip, mac, seen)));
+        Some(mac)
     }
 
     /// Resolved entries.
@@ -94,13 +107,16 @@ impl Neighbours {
 
     /// Is `ip` known or awaited (a message from it may update its entry)?
     pub fn knows(&self, ip: IpAddr) -> bool {
-        self.entries.contains_key(&ip) || self.pending.contains_key(&ip)
+        self.entries.contains_key(&ip) || self.pending.contains_key(&ip) || self.fixed.contains_key(&ip)
     }
 
     /// Record `ip` at `mac`; returns the packets held for it (to send now) and
     /// whether an entry was evicted to make room.
     pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: u64) -> (VecDeque<Mbuf>, bool) {
         let mut evicted = false;
+        if self.fixed.contains_key(&ip) {
+            return (self.pending.remove(&ip).map(|p| p.held).unwrap_or_default(), false);
+        }
         if !self.entries.contains_key(&ip) && self.entries.len() >= self.cfg.max_entries {
             // The least recently confirmed of a few (the map's order is random enough
             // and a peer cannot choose which): a constant cost per learned entry.
@@ -207,6 +223,11 @@ mod tests {
         assert_eq!(n.len(), 4);
         assert_eq!(n.lookup(ip(9), 11), Some([9; 6]));
         assert_eq!(n.lookup(ip(0), 11), None, "the oldest of all four sampled");
+        // A static entry: found at any time, not changed by what the wire says.
+        n.add_static(ip(7), [7; 6]);
+        assert_eq!(n.lookup(ip(7), u64::MAX), Some([7; 6]));
+        assert!(!n.learn(ip(7), [6; 6], 20).1);
+        assert_eq!(n.lookup(ip(7), 21), Some([7; 6]));
         // Refreshing a known entry evicts nothing.
         assert!(!n.learn(ip(9), [8; 6], 12).1);
         assert_eq!(n.lookup(ip(9), 13), Some([8; 6]));

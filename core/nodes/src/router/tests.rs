@@ -432,3 +432,31 @@ fn a_gso_aggregate_larger_than_the_mtu_is_forwarded_whole() {
     assert_eq!(pool.stats().in_use, 0);
 }
 
+
+#[test]
+fn a_static_neighbour_needs_no_resolution_and_ignores_the_wire() {
+    let pool = pool(64);
+    let ifaces = vec![
+        IfaceCfg::new("p0", &["198.18.1.1/24"]).unwrap(),
+        IfaceCfg::new("p1", &["198.18.2.1/24"]).unwrap(),
+    ];
+    let mut cfg = RouterCfg::new(ifaces, &[]).unwrap();
+    cfg.statics.push((1, IpAddr::V4(B4), B_MAC));
+    let tune = Tuning {
+        neigh: NeighConfig { max_entries: 4, max_pending: 4, hold: 2, retry_tsc: HZ, max_tries: 3, reachable_tsc: HZ },
+        icmp_rate: 1,
+        icmp_burst: 1,
+        tsc_hz: HZ,
+        max_plies: 64,
+        hash_key: [0; 16],
+    };
+    let mut r = Router::new(&cfg, &[(0, 0, R0), (1, 1, R1)], None, tune, pool.clone()).unwrap();
+    let st = stats(&r);
+    let p = udp4(A_MAC, R0, A4, B4, 64);
+    // Long after any learned entry would have aged, and after a reply claiming another MAC.
+    run(&mut r, &st, &pool, 1, &[arp_reply([0x02, 0, 0, 0, 0, 0x66], B4, R1, R1_4)], 10);
+    let out = run(&mut r, &st, &pool, 0, std::slice::from_ref(&p), 100 * HZ);
+    assert_eq!(out, [(1, forwarded(&p, B_MAC, R1))]);
+    assert_eq!(counter(&st, "arp_requests"), 0);
+    assert_eq!(pool.stats().in_use, 0);
+}
