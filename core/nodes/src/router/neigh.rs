@@ -57,8 +57,11 @@ pub struct Neighbours {
     fixed: HashMap<IpAddr, [u8; 6]>,
     /// The last entry looked up (most routed traffic goes to one gateway); its
     /// confirmation time, None for a fixed entry.
-    last: Cell<Option<(IpAddr, [u8; 6], Option<u64>)>>,
+    last: Cell<Option<Cached>>,
 }
+
+/// A looked-up entry: address, MAC, confirmation time (None: fixed).
+type Cached = (IpAddr, [u8; 6], Option<u64>);
 
 impl Neighbours {
     /// An empty table whose hash is keyed by `key`.
