@@ -160,6 +160,34 @@ impl Lpm {
         e.checked_sub(1)
     }
 
+    /// The raw leaf of an IPv4 address (as `u32`): 0 for no route, else the value + 1.
+    /// One to three loads, no 128-bit arithmetic.
+    #[inline(always)]
+    pub fn leaf4(&self, a: u32, root: u32) -> u32 {
+        let mut e = root;
+        let mut shift = 8u32;
+        while e & PLY != 0 {
+            e = self.plies[(e & !PLY) as usize * FAN + ((a >> shift) as usize & 0xff)];
+            shift = shift.wrapping_sub(8);
+        }
+        e
+    }
+
+    /// Raw leaves ([`Lpm::leaf4`]) of IPv4 addresses into `out`, root slots of the burst
+    /// first (the next ply's line prefetched).
+    #[inline]
+    pub fn leaves4(&self, addrs: &[u32], out: &mut [u32]) {
+        for (a, e) in addrs.iter().zip(out.iter_mut()) {
+            *e = self.root[(*a >> 16) as usize];
+            if *e & PLY != 0 {
+                prefetch(&self.plies[(*e & !PLY) as usize * FAN + ((*a >> 8) as usize & 0xff)]);
+            }
+        }
+        for (a, e) in addrs.iter().zip(out.iter_mut()) {
+            *e = self.leaf4(*a, *e);
+        }
+    }
+
     /// [`Lpm::lookup`] of each key into `out` (as long as `keys`), root slots of the
     /// whole burst first.
     #[inline]
@@ -246,6 +274,14 @@ mod tests {
             let ks = keys(&mut g, &routes, v6);
             let mut out = vec![None; ks.len()];
             t.lookup_burst(&ks, &mut out);
+            if !v6 {
+                let a: Vec<u32> = ks.iter().map(|k| (*k >> 96) as u32).collect();
+                let mut raw = vec![0; a.len()];
+                t.leaves4(&a, &mut raw);
+                for (k, r) in ks.iter().zip(&raw) {
+                    assert_eq!(r.checked_sub(1), scan(&routes, *k), "IPv4 leaf of {k:#x}");
+                }
+            }
             for (k, o) in ks.iter().zip(&out) {
                 let want = scan(&routes, *k);
                 assert_eq!(t.lookup(*k), want, "key {k:#x}, {n} routes (v6: {v6})");

@@ -178,18 +178,37 @@ pub struct Router {
     tick_per_token: u64,
     icmp_burst: u64,
     scratch: Vec<IpAddr>,
+    /// Per FIB target: what the fast path needs, and the gateway's MAC as last looked
+    /// up (neighbour table generation, usable until, MAC).
+    adj: Vec<Adj>,
+    adj_mac: Vec<std::cell::Cell<(u64, u64, [u8; 6])>>,
     /// Per-burst work arrays, allocated once (out of `self` while a burst is worked).
     work: Option<Box<Work>>,
 }
 
 /// What the fast path keeps per packet of a burst.
 struct Work {
-    parsed: [Option<Parsed>; MAX_BURST],
-    keys: [[u128; MAX_BURST]; 2],
-    which: [[u8; MAX_BURST]; 2],
-    found: [Option<u32>; MAX_BURST],
+    /// IPv4 destinations of the packets on the fast path, their IP lengths, indexes.
+    a4: [u32; MAX_BURST],
+    len4: [u16; MAX_BURST],
+    idx4: [u8; MAX_BURST],
+    leaf: [u32; MAX_BURST],
+    /// Indexes of the packets every check is run on.
+    general: [u8; MAX_BURST],
     slow: [Slow; MAX_BURST],
 }
+
+/// What a FIB entry needs on the fast path: a plain forward's interface and next
+/// edge (`iface` = `NOT_FORWARD` for every other kind), and its gateway.
+#[derive(Clone, Copy)]
+struct Adj {
+    iface: u16,
+    edge: u16,
+    mtu: u32,
+    gw: Option<IpAddr>,
+}
+
+const NOT_FORWARD: u16 = u16::MAX;
 
 const NO_IFACE: u8 = u8::MAX;
 const SLOW: u16 = DROP - 1;
@@ -241,6 +260,19 @@ impl Router {
             v6.push(f.ll6);
             f.echo = IcmpEcho::new(local4.clone(), v6, f.mac).router();
         }
+        let adj = targets
+            .iter()
+            .map(|t| match *t {
+                Target::Forward { iface, via } => Adj {
+                    iface: iface as u16,
+                    edge: ifaces[iface].edge,
+                    mtu: ifaces[iface].mtu as u32,
+                    gw: via,
+                },
+                _ => Adj { iface: NOT_FORWARD, edge: 0, mtu: 0, gw: None },
+            })
+            .collect();
+        let adj_mac = targets.iter().map(|_| std::cell::Cell::new((0, 0, [0; 6]))).collect();
         let tick_per_token = tune.tsc_hz.checked_div(tune.icmp_rate).map_or(u64::MAX, |t| t.max(1));
         Ok(Self {
             ifaces,
@@ -258,11 +290,14 @@ impl Router {
             tick_per_token,
             icmp_burst: tune.icmp_burst,
             scratch: Vec::new(),
+            adj,
+            adj_mac,
             work: Some(Box::new(Work {
-                parsed: [None; MAX_BURST],
-                keys: [[0; MAX_BURST]; 2],
-                which: [[0; MAX_BURST]; 2],
-                found: [None; MAX_BURST],
+                a4: [0; MAX_BURST],
+                len4: [0; MAX_BURST],
+                idx4: [0; MAX_BURST],
+                leaf: [0; MAX_BURST],
+                general: [0; MAX_BURST],
                 slow: [Slow::Local; MAX_BURST],
             })),
         })
@@ -278,6 +313,44 @@ impl Router {
             Some(&k) if k != NO_IFACE => Some(k as usize),
             _ => None,
         }
+    }
+
+    /// The common IPv4 packet, checked in one go: to our MAC, a 20-byte header with a
+    /// good checksum, a plain unicast source, TTL above 1. Gives its destination and
+    /// IP length; anything else (`None`) takes every check of [`Router::parse`].
+    #[inline(always)]
+    fn quick4(&self, h: &RawMbuf, d: &[u8], k: usize) -> Option<(u32, u16)> {
+        let f = d.get(..ETH + 20)?;
+        if f[12..15] != [0x08, 0x00, 0x45] || f[0..6] != self.ifaces[k].mac {
+            return None;
+        }
+        let tl = u16::from_be_bytes([f[16], f[17]]);
+        if ETH as u32 + u32::from(tl) > h.pkt_len || tl < 20 || f[22] <= 1 || h.ol_flags & abi::RX_IP_CKSUM_BAD != 0 {
+            return None;
+        }
+        if h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && !header_checksum_ok(&f[ETH..]) {
+            return None;
+        }
+        let src = u32::from_be_bytes([f[26], f[27], f[28], f[29]]);
+        if martian4_src(src) || self.local4.iter().any(|a| u32::from(*a) == src) {
+            return None;
+        }
+        Some((u32::from_be_bytes([f[30], f[31], f[32], f[33]]), tl))
+    }
+
+    /// The next hop's MAC for FIB target `t` (a plain forward) and destination `dst`.
+    #[inline(always)]
+    fn adj_mac(&self, t: usize, a: &Adj, dst: u32, now: u64) -> Option<[u8; 6]> {
+        let neigh = &self.ifaces[usize::from(a.iface)].neigh;
+        let Some(gw) = a.gw else { return neigh.lookup(IpAddr::V4(Ipv4Addr::from(dst)), now) };
+        let slot = &self.adj_mac[t];
+        let (gen, until, mac) = slot.get();
+        if gen == neigh.generation() && now < until {
+            return Some(mac);
+        }
+        let (mac, until) = neigh.lookup_until(gw, now)?;
+        slot.set((neigh.generation(), until, mac));
+        Some(mac)
     }
 
     /// The IP header of a frame received on `from` (None: made by the router).
@@ -740,54 +813,107 @@ impl Router {
         }
     }
 
-    /// The burst's fast path: parse, look up a burst at a time, rewrite in place.
-    /// Packets off the fast path get `SLOW` and their reason in `w.slow`.
+    /// The burst's fast path: plain IPv4 unicast to a resolved next hop is checked,
+    /// looked up a burst at a time and rewritten in place; every other packet takes
+    /// every check ([`Router::general`]). Packets off both get `SLOW` and their
+    /// reason in `w.slow`.
     fn fast(&self, w: &mut Work, pkts: &mut Burst, next: &mut [u16; MAX_BURST], now: u64) -> (u64, [u64; C::COUNT]) {
         let n = pkts.len();
-        let mut drops = [0u64; C::COUNT];
-        let mut nk = [0usize; 2];
-        for (i, nx) in next.iter_mut().enumerate().take(n) {
+        let (mut nf, mut ng) = (0, 0);
+        for i in 0..n {
             let h = pkts.header(i);
-            let from = self.iface_of(h);
-            let r = match from {
-                Some(_) => self.parse(h, pkts.data(i), from),
-                None => Err(Step::Drop(C::Foreign)),
+            let quick = match self.by_port.get(h.port as usize) {
+                Some(&k) if k != NO_IFACE => self.quick4(h, pkts.data(i), usize::from(k)),
+                _ => None,
             };
-            match r {
-                Ok(p) => {
-                    let f = usize::from(p.v6);
-                    w.keys[f][nk[f]] = p.key;
-                    w.which[f][nk[f]] = i as u8;
-                    nk[f] += 1;
-                    w.parsed[i] = Some(p);
+            match quick {
+                Some((dst, len)) => {
+                    w.a4[nf] = dst;
+                    w.len4[nf] = len;
+                    w.idx4[nf] = i as u8;
+                    nf += 1;
                 }
-                Err(s) => *nx = settle(s, &mut w.slow, i, &mut drops),
+                None => {
+                    w.general[ng] = i as u8;
+                    ng += 1;
+                }
             }
         }
+        self.fib4.leaves4(&w.a4[..nf], &mut w.leaf[..nf]);
         let mut forwarded = 0;
-        for (f, &count) in nk.iter().enumerate() {
-            self.fib(f == 1).lookup_burst(&w.keys[f][..count], &mut w.found[..count]);
-            for j in 0..count {
-                let i = usize::from(w.which[f][j]);
-                let Some(p) = w.parsed[i] else { continue };
-                let step = self.plan(&p, w.found[j], pkts.header(i), false, now);
-                next[i] = match step {
-                    Step::Out(k, mac) => {
-                        let f = &self.ifaces[k];
-                        match pkts.data_mut(i) {
+        for j in 0..nf {
+            let i = usize::from(w.idx4[j]);
+            let t = w.leaf[j].wrapping_sub(1) as usize;
+            let sent = match self.adj.get(t) {
+                Some(a) if a.iface != NOT_FORWARD => {
+                    let h = pkts.header(i);
+                    let fits = u32::from(w.len4[j]) <= a.mtu || h.ol_flags & (abi::RX_AGGREGATED | abi::TX_TCP_SEG) != 0;
+                    match (fits, self.adj_mac(t, a, w.a4[j], now)) {
+                        (true, Some(mac)) => match pkts.data_mut(i) {
                             Some(d) => {
-                                rewrite(d, true, Some((mac, f.mac)));
-                                forwarded += 1;
-                                f.edge
+                                rewrite(d, true, Some((mac, self.ifaces[usize::from(a.iface)].mac)));
+                                next[i] = a.edge;
+                                true
                             }
-                            None => settle(Step::Slow(Slow::Copy), &mut w.slow, i, &mut drops),
-                        }
+                            None => false,
+                        },
+                        _ => false,
                     }
-                    s => settle(s, &mut w.slow, i, &mut drops),
-                };
+                }
+                _ => false,
+            };
+            if sent {
+                forwarded += 1;
+            } else {
+                w.general[ng] = i as u8;
+                ng += 1;
             }
+        }
+        let mut drops = [0u64; C::COUNT];
+        for g in 0..ng {
+            let i = usize::from(w.general[g]);
+            let (edge, out) = self.general(pkts, i, now, &mut w.slow, &mut drops);
+            next[i] = edge;
+            forwarded += out;
         }
         (forwarded, drops)
+    }
+
+    /// Every check for packet `i`: its next edge (or `SLOW`, `DROP`) and whether it
+    /// was forwarded.
+    fn general(
+        &self,
+        pkts: &mut Burst,
+        i: usize,
+        now: u64,
+        slow: &mut [Slow; MAX_BURST],
+        drops: &mut [u64; C::COUNT],
+    ) -> (u16, u64) {
+        let h = pkts.header(i);
+        let from = self.iface_of(h);
+        let step = match from {
+            None => Step::Drop(C::Foreign),
+            Some(_) => match self.parse(h, pkts.data(i), from) {
+                Ok(p) => {
+                    let t = self.fib(p.v6).lookup(p.key);
+                    self.plan(&p, t, h, false, now)
+                }
+                Err(s) => s,
+            },
+        };
+        match step {
+            Step::Out(k, mac) => {
+                let f = &self.ifaces[k];
+                match pkts.data_mut(i) {
+                    Some(d) => {
+                        rewrite(d, true, Some((mac, f.mac)));
+                        (f.edge, 1)
+                    }
+                    None => (settle(Step::Slow(Slow::Copy), slow, i, drops), 0),
+                }
+            }
+            s => (settle(s, slow, i, drops), 0),
+        }
     }
 
     fn retry(&mut self, cx: &NodeCx<'_>) {
