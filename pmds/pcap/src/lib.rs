@@ -266,6 +266,24 @@ impl RxQueue for PcapRx {
                 self.next = 0;
                 self.loops += 1;
             }
+            // A run of packets that fit one buffer each: allocated together, copied in.
+            let room = usize::from(self.pool.buf_len().saturating_sub(self.pool.headroom()));
+            let end = self.pkts.len().min(self.next + (n - k));
+            let fit = self.pkts[self.next..end].iter().take_while(|p| p.data.len() <= room).count();
+            if fit > 0 {
+                let Some(fresh) = burst.alloc(&self.pool, fit) else {
+                    self.stats.nombuf.add(1);
+                    break;
+                };
+                for (f, p) in fresh.iter_mut().zip(&self.pkts[self.next..self.next + fit]) {
+                    bytes += f.set_data(&p.data) as u64;
+                    f.set_port(port);
+                }
+                k += fit;
+                self.next += fit;
+                self.sent += fit as u64;
+                continue;
+            }
             let data = &self.pkts[self.next].data;
             match burst.push_bytes(&self.pool, data) {
                 Ok(p) => p.set_port(port),
