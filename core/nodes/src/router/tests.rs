@@ -460,3 +460,64 @@ fn a_static_neighbour_needs_no_resolution_and_ignores_the_wire() {
     assert_eq!(counter(&st, "arp_requests"), 0);
     assert_eq!(pool.stats().in_use, 0);
 }
+
+#[test]
+fn the_fast_path_decides_as_every_check_does() {
+    let pool = pool(512);
+    let mut fast = router(&pool, 1000);
+    let mut slow = router(&pool, 1000).all_checks();
+    let (sf, ss) = (stats(&fast), stats(&slow));
+    resolve_both(&mut fast, &sf, &pool);
+    resolve_both(&mut slow, &ss, &pool);
+    let mut g = crate::acl::sample::Lcg(3);
+    let dsts = [
+        B4,
+        A4,
+        R0_4,
+        R1_4,
+        Ipv4Addr::new(198, 18, 3, 9),
+        Ipv4Addr::new(198, 18, 9, 1),
+        Ipv4Addr::new(198, 18, 10, 1),
+        Ipv4Addr::new(198, 18, 11, 1),
+        Ipv4Addr::new(203, 0, 113, 1),
+        Ipv4Addr::new(198, 18, 2, 255),
+        Ipv4Addr::new(255, 255, 255, 255),
+        Ipv4Addr::new(224, 0, 0, 5),
+        Ipv4Addr::new(127, 0, 0, 1),
+        Ipv4Addr::new(0, 1, 2, 3),
+        Ipv4Addr::new(169, 254, 0, 1),
+        Ipv4Addr::new(198, 18, 2, 77),
+    ];
+    let srcs = [A4, R1_4, Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(0, 0, 0, 0)];
+    for round in 0..200u64 {
+        let frames: Vec<Vec<u8>> = (0..32)
+            .map(|_| {
+                let r = g.next_u64();
+                let dst = dsts[(r % dsts.len() as u64) as usize];
+                let src = srcs[((r >> 8) % srcs.len() as u64) as usize];
+                let ttl = [0, 1, 2, 64][((r >> 16) % 4) as usize];
+                let mac = [R0, B_MAC, [0xff; 6]][((r >> 20) % 3) as usize];
+                let len = [8, 1400, 1500][((r >> 24) % 3) as usize];
+                let u = udp(IpAddress::V4(src), IpAddress::V4(dst), 1, 2, &vec![0; len]);
+                let mut f = eth(mac, A_MAC, 0x0800, &ipv4(src, dst, 17, ttl, &u));
+                match (r >> 28) % 8 {
+                    0 => f[24] ^= 0x10, // bad checksum
+                    1 => f[20] = 0x40,  // DF (checksum now wrong too)
+                    2 => f.truncate(30),
+                    _ => {}
+                }
+                f
+            })
+            .collect();
+        let now = 10 + round;
+        let a = run(&mut fast, &sf, &pool, 0, &frames, now);
+        let b = run(&mut slow, &ss, &pool, 0, &frames, now);
+        assert_eq!(a, b, "round {round}");
+    }
+    for c in RouterCounter::SPECS {
+        assert_eq!(sf.extra_by_name(c.name), ss.extra_by_name(c.name), "counter {}", c.name);
+    }
+    assert!(counter(&sf, "forwarded") > 100, "{}", dump(&sf));
+    drop((fast, slow));
+    assert_eq!(pool.stats().in_use, 0);
+}
