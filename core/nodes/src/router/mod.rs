@@ -132,6 +132,8 @@ impl Parsed {
 pub struct Iface {
     edge: u16,
     mac: [u8; 6],
+    /// The MAC as its first four bytes and last two, big-endian (compared as words).
+    mac_words: (u32, u16),
     v4: Vec<(Ipv4Addr, u8)>,
     v6: Vec<(Ipv6Addr, u8)>,
     /// fe80::/64 with the EUI-64 of the MAC.
@@ -169,6 +171,9 @@ pub struct Router {
     local_edge: Option<u16>,
     /// Every address of the router (any interface), for "is it to us".
     local4: Vec<Ipv4Addr>,
+    /// One bit per IPv4 address of the router (a multiplicative hash): most sources
+    /// are told apart from ours without a scan.
+    local4_bloom: u64,
     local6: Vec<Ipv6Addr>,
     pool: Mempool,
     /// Packets made or released outside the burst's flow, with their edge.
@@ -186,6 +191,9 @@ pub struct Router {
     work: Option<Box<Work>>,
     /// Every packet takes every check (the fast path off: what tests compare it with).
     all_checks: bool,
+    /// Bumped whenever a neighbour entry of any interface changes: a cached gateway
+    /// MAC (`adj_mac`) holds while it is unchanged.
+    neigh_gen: u64,
 }
 
 /// What the fast path keeps per packet of a burst.
@@ -283,6 +291,7 @@ impl Router {
             fib6,
             targets,
             local_edge,
+            local4_bloom: local4.iter().fold(0u64, |b, a| b | 1 << (u32::from(*a).wrapping_mul(0x9e37_79b1) >> 26)),
             local4,
             local6,
             pool,
@@ -295,6 +304,7 @@ impl Router {
             adj,
             adj_mac,
             all_checks: false,
+            neigh_gen: 1,
             work: Some(Box::new(Work {
                 a4: [0; MAX_BURST],
                 len4: [0; MAX_BURST],
@@ -329,36 +339,43 @@ impl Router {
     /// IP length; anything else (`None`) takes every check of [`Router::parse`].
     #[inline(always)]
     fn quick4(&self, h: &RawMbuf, d: &[u8], k: usize) -> Option<(u32, u16)> {
-        let f = d.get(..ETH + 20)?;
-        if f[12..15] != [0x08, 0x00, 0x45] || f[0..6] != self.ifaces[k].mac {
+        let f: &[u8; ETH + 20] = d.get(..ETH + 20)?.try_into().ok()?;
+        let word = |o: usize| u32::from_be_bytes([f[o], f[o + 1], f[o + 2], f[o + 3]]);
+        // Our MAC (as two words), IPv4 with a 20-byte header.
+        let (mac_hi, mac_lo) = self.ifaces[k].mac_words;
+        if word(0) != mac_hi || u16::from_be_bytes([f[4], f[5]]) != mac_lo || word(12) >> 8 != 0x0008_0045 {
             return None;
         }
         let tl = u16::from_be_bytes([f[16], f[17]]);
         if ETH as u32 + u32::from(tl) > h.pkt_len || tl < 20 || f[22] <= 1 || h.ol_flags & abi::RX_IP_CKSUM_BAD != 0 {
             return None;
         }
-        if h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && !header_checksum_ok(&f[ETH..]) {
+        if h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0 {
+            let sum: u64 = (0..5).map(|w| u64::from(word(ETH + 4 * w))).sum();
+            if fold64(sum) != 0xffff {
+                return None;
+            }
+        }
+        let src = word(26);
+        if martian4_src(src) || (self.local4_bloom >> (src.wrapping_mul(0x9e37_79b1) >> 26) & 1 != 0 && self.local4.iter().any(|a| u32::from(*a) == src)) {
             return None;
         }
-        let src = u32::from_be_bytes([f[26], f[27], f[28], f[29]]);
-        if martian4_src(src) || self.local4.iter().any(|a| u32::from(*a) == src) {
-            return None;
-        }
-        Some((u32::from_be_bytes([f[30], f[31], f[32], f[33]]), tl))
+        Some((word(30), tl))
     }
 
     /// The next hop's MAC for FIB target `t` (a plain forward) and destination `dst`.
     #[inline(always)]
     fn adj_mac(&self, t: usize, a: &Adj, dst: u32, now: u64) -> Option<[u8; 6]> {
-        let neigh = &self.ifaces[usize::from(a.iface)].neigh;
-        let Some(gw) = a.gw else { return neigh.lookup(IpAddr::V4(Ipv4Addr::from(dst)), now) };
+        let Some(gw) = a.gw else {
+            return self.ifaces[usize::from(a.iface)].neigh.lookup(IpAddr::V4(Ipv4Addr::from(dst)), now);
+        };
         let slot = &self.adj_mac[t];
         let (gen, until, mac) = slot.get();
-        if gen == neigh.generation() && now < until {
+        if gen == self.neigh_gen && now < until {
             return Some(mac);
         }
-        let (mac, until) = neigh.lookup_until(gw, now)?;
-        slot.set((neigh.generation(), until, mac));
+        let (mac, until) = self.ifaces[usize::from(a.iface)].neigh.lookup_until(gw, now)?;
+        slot.set((self.neigh_gen, until, mac));
         Some(mac)
     }
 
@@ -583,6 +600,7 @@ impl Router {
     /// Release packets held for a neighbour now known.
     fn learned(&mut self, cx: &NodeCx<'_>, k: usize, ip: IpAddr, mac: [u8; 6]) {
         let (held, evicted) = self.ifaces[k].neigh.learn(ip, mac, cx.now_tsc);
+        self.neigh_gen += 1;
         cx.count(C::Learned, 1);
         cx.count(C::Evicted, u64::from(evicted));
         let (src, edge) = (self.ifaces[k].mac, self.ifaces[k].edge);
@@ -829,10 +847,15 @@ impl Router {
     fn fast(&self, w: &mut Work, pkts: &mut Burst, next: &mut [u16; MAX_BURST], now: u64) -> (u64, [u64; C::COUNT]) {
         let n = pkts.len();
         let (mut nf, mut ng) = (0, 0);
+        // A burst mostly comes from one port: its interface looked up once.
+        let mut port = (u16::MAX, NO_IFACE);
         for i in 0..n {
             let h = pkts.header(i);
-            let quick = match self.by_port.get(h.port as usize) {
-                Some(&k) if k != NO_IFACE && !self.all_checks => self.quick4(h, pkts.data(i), usize::from(k)),
+            if h.port != port.0 {
+                port = (h.port, self.by_port.get(h.port as usize).copied().unwrap_or(NO_IFACE));
+            }
+            let quick = match port.1 {
+                k if k != NO_IFACE && !self.all_checks => self.quick4(h, pkts.data(i), usize::from(k)),
                 _ => None,
             };
             match quick {
@@ -999,6 +1022,7 @@ impl Iface {
         Iface {
             edge,
             mac,
+            mac_words: (u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]), u16::from_be_bytes([mac[4], mac[5]])),
             v4: f.v4.clone(),
             v6: f.v6.clone(),
             ll6: link_local(mac),
@@ -1178,10 +1202,16 @@ fn header_checksum_ok(h: &[u8]) -> bool {
     for w in words.remainder().chunks(2) {
         sum += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
     }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum == 0xffff
+    fold64(sum) == 0xffff
+}
+
+/// A sum of 32-bit words folded to 16 bits (one's complement, end-around carries).
+#[inline(always)]
+fn fold64(sum: u64) -> u64 {
+    let s = (sum & 0xffff_ffff) + (sum >> 32);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    (s & 0xffff) + (s >> 16)
 }
 
 /// `ip_router`.

@@ -58,8 +58,6 @@ pub struct Neighbours {
     /// The last entry looked up (most routed traffic goes to one gateway); its
     /// confirmation time, None for a fixed entry.
     last: Cell<Option<Cached>>,
-    /// Bumped by every change of an entry (what a cached answer is checked against).
-    gen: u64,
 }
 
 /// A looked-up entry: address, MAC, confirmation time (None: fixed).
@@ -74,7 +72,6 @@ impl Neighbours {
             pending: HashMap::with_hasher(KeyedState::new(key)),
             fixed: HashMap::new(),
             last: Cell::new(None),
-            gen: 1,
         }
     }
 
@@ -82,7 +79,6 @@ impl Neighbours {
     pub fn add_static(&mut self, ip: IpAddr, mac: [u8; 6]) {
         self.fixed.insert(ip, mac);
         self.last.set(None);
-        self.gen += 1;
     }
 
     /// The MAC of `ip`, when confirmed within `reachable_tsc` of `now`.
@@ -103,18 +99,13 @@ impl Neighbours {
     }
 
     /// The MAC of `ip` and the TSC until which it may be used without asking again
-    /// (`u64::MAX` for a fixed entry), valid while [`Neighbours::generation`] is unchanged.
+    /// (`u64::MAX` for a fixed entry), valid until the table changes.
     pub fn lookup_until(&self, ip: IpAddr, now: u64) -> Option<([u8; 6], u64)> {
         if let Some(mac) = self.fixed.get(&ip) {
             return Some((*mac, u64::MAX));
         }
         let e = self.entries.get(&ip).filter(|e| now.wrapping_sub(e.1) < self.cfg.reachable_tsc)?;
         Some((e.0, e.1.saturating_add(self.cfg.reachable_tsc)))
-    }
-
-    /// Changes with every entry added, changed or evicted.
-    pub fn generation(&self) -> u64 {
-        self.gen
     }
 
     /// Resolved entries.
@@ -149,7 +140,6 @@ impl Neighbours {
         }
         self.entries.insert(ip, (mac, now));
         self.last.set(None);
-        self.gen += 1;
         (self.pending.remove(&ip).map(|p| p.held).unwrap_or_default(), evicted)
     }
 
