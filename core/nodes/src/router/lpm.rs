@@ -89,6 +89,10 @@ impl Lpm {
             let leaf = value.checked_add(1).filter(|l| l & PLY == 0).ok_or("route value out of range")?;
             t.paint(p, leaf, max_plies)?;
         }
+        // The plies read at random, on huge pages where the kernel allows.
+        let mut plies = ironpath_eal::memory::huge_vec(t.plies.len(), 0u32);
+        plies.copy_from_slice(&t.plies);
+        t.plies = plies;
         Ok(t)
     }
 

@@ -351,8 +351,9 @@ impl Router {
             return None;
         }
         if h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0 {
-            let sum: u64 = (0..5).map(|w| u64::from(word(ETH + 4 * w))).sum();
-            if fold64(sum) != 0xffff {
+            // The one's complement sum does not depend on byte order: native words.
+            let ne = |o: usize| u64::from(u32::from_ne_bytes([f[o], f[o + 1], f[o + 2], f[o + 3]]));
+            if fold64(ne(14) + ne(18) + ne(22) + ne(26) + ne(30)) != 0xffff {
                 return None;
             }
         }
@@ -1151,14 +1152,18 @@ fn ipv6_header(ip: &mut [u8], plen: u16, hop: u8, src: &Ipv6Addr, dst: &Ipv6Addr
 fn rewrite(d: &mut [u8], decrement: bool, macs: Option<([u8; 6], [u8; 6])>) {
     if decrement {
         if d[12] == 0x86 {
-            d[ETH + 7] -= 1;
+            d[ETH + 7] = d[ETH + 7].wrapping_sub(1);
         } else {
-            // TTL is the high byte of the word at offset 8 (TTL, protocol).
+            // TTL is the high byte of the word at offset 8 (TTL, protocol): RFC 1624's
+            // HC' = ~(~HC + ~m + m'), two folds of three 16-bit words.
             let old = u16::from_be_bytes([d[ETH + 8], d[ETH + 9]]);
-            d[ETH + 8] -= 1;
-            let sum = u16::from_be_bytes([d[ETH + 10], d[ETH + 11]]);
-            let new = checksum::update16(sum, old, old - 0x0100);
-            d[ETH + 10..ETH + 12].copy_from_slice(&new.to_be_bytes());
+            let new = old.wrapping_sub(0x0100);
+            d[ETH + 8] = (new >> 8) as u8;
+            let hc = u16::from_be_bytes([d[ETH + 10], d[ETH + 11]]);
+            let s = u32::from(!hc) + u32::from(!old) + u32::from(new);
+            let s = (s & 0xffff) + (s >> 16);
+            let s = (s & 0xffff) + (s >> 16);
+            d[ETH + 10..ETH + 12].copy_from_slice(&(!(s as u16)).to_be_bytes());
         }
     }
     if let Some((dst, src)) = macs {
