@@ -327,7 +327,8 @@ fn allmulti_link_mac_and_mtu_go_through_the_kernel_root() {
         s.split("promiscuity ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap()
     };
     assert!(promiscuity(&added) > promiscuity(&removed), "added:\n{added}\nremoved:\n{removed}\n{out}");
-    assert!(!out.contains("error"), "{out}");
+    assert!(!out.contains("error") && !out.contains("failed"), "{out}");
+    assert!(out.matches("Port 0:").count() >= 2, "started again after `port stop`: {out}");
 }
 
 /// RSS as testpmd shows it: with two queue pairs the kernel's flow hash (addresses

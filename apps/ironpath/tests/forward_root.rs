@@ -275,8 +275,14 @@ fn the_l2_bridge_learns_forwards_floods_relearns_a_moved_mac_and_ages_root() {
     assert!(l["ports"]["a"]["obytes"].as_u64().unwrap_or(0) > 100 << 20, "{l}");
     assert!(l["ports"]["c"]["obytes"].as_u64().unwrap_or(0) < 1 << 20, "nothing of it flooded to c: {l}");
     let moved = bridge_counter(&l, "moved");
-    // b's MAC moves to c: c takes it and answers for 198.18.51.3 (b is quiet).
+    // b's MAC moves to c: b leaves (its link goes down, so nothing it sends, IPv6
+    // neighbour or router traffic, can move the MAC back), c takes the MAC and answers
+    // for 198.18.51.3.
     let b_mac = sh(&format!("ip netns exec {} cat /sys/class/net/e0/address", p.b)).trim().to_owned();
+    // b's entry fresh (well within age_s) when its MAC shows up on c's port.
+    let o = p.in_ns(&p.a, 5, "ping -c 1 -W 1 198.18.51.2");
+    assert!(text(&o).contains(" 1 received"), "ping b before it leaves: {}", text(&o));
+    sh(&format!("ip -n {} link set e0 down", p.b));
     sh(&format!("ip -n {c} link set e0 down && ip -n {c} link set e0 address {b_mac} && ip -n {c} link set e0 up"));
     let o = p.in_ns(&p.a, 10, "ping -c 3 -i 0.2 -W 2 198.18.51.3");
     assert!(text(&o).contains(" 3 received"), "ping to c with b's MAC: {}", text(&o));

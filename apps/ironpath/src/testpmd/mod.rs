@@ -189,12 +189,22 @@ impl App {
         if port.state() == PortState::Started {
             return Ok(());
         }
-        port.configure(rxq, txq).map_err(|e| e.to_string())?;
-        for q in 0..rxq {
-            port.rx_queue_setup(q, rxd, &pool).map_err(|e| e.to_string())?;
-        }
-        for q in 0..txq {
-            port.tx_queue_setup(q, txd).map_err(|e| e.to_string())?;
+        // Stopped with its queues set up as asked (a `port stop` then `port start`, an MTU
+        // or link change in between): started again as it is, as DPDK's testpmd sets
+        // queues up again only when their configuration changed.
+        let as_asked = port.state() == PortState::Stopped
+            && port.nb_rxq() == rxq
+            && port.nb_txq() == txq
+            && (0..rxq).all(|q| port.rxq_info(q).is_some_and(|(p, d)| d == rxd && p.name() == pool.name()))
+            && (0..txq).all(|q| port.txq_info(q) == Some(txd));
+        if !as_asked {
+            port.configure(rxq, txq).map_err(|e| e.to_string())?;
+            for q in 0..rxq {
+                port.rx_queue_setup(q, rxd, &pool).map_err(|e| e.to_string())?;
+            }
+            for q in 0..txq {
+                port.tx_queue_setup(q, txd).map_err(|e| e.to_string())?;
+            }
         }
         port.start().map_err(|e| e.to_string())?;
         let _ = port.set_promiscuous(true);
