@@ -139,28 +139,7 @@ fn traffic(p: &Pair, b_addr4: &str) {
 
 /// 100 MiB by HTTP from `b` (at `b4`) to `a`, SHA-256 compared.
 fn download_100mib(p: &Pair, b4: &str) {
-    let net = p.net;
-    let dir = TempDir::new(&format!("fwd-{net}"));
-    www(&dir.0, &[("big", 100 << 20)]);
-    let mut http = Command::new("ip")
-        .args(["netns", "exec", &p.b, "python3", "-m", "http.server", "8000", "--bind", b4, "--directory"])
-        .arg(&dir.0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let got = dir.0.join("got");
-    let t = Instant::now();
-    let mut ok = false;
-    while t.elapsed() < Duration::from_secs(10) && !ok {
-        std::thread::sleep(Duration::from_millis(300));
-        let o = p.in_ns(&p.a, 60, &format!("curl -sS --fail -o {} http://{b4}:8000/big", got.display()));
-        ok = o.status.success();
-    }
-    let _ = http.kill();
-    let _ = http.wait();
-    assert!(ok, "curl of 100 MiB through the forwarder");
-    assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "100 MiB: SHA-256 differs");
+    common::download_100mib(&p.b, &p.a, b4, &format!("fwd-{}", p.net));
 }
 
 /// testpmd with `--forward-mode=io` on `vdevs`, started; `quit` on drop-in `finish`.

@@ -9,8 +9,8 @@
 mod common;
 
 use common::*;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// Namespaces `a` (198.18.54.2) and `b` (198.18.55.2), each with a default route
 /// through the router; the router's veth ends (`pa`, `pb`) stay in the root namespace.
@@ -115,32 +115,7 @@ fn the_router_pings_traces_carries_100_mib_answers_unreachable_and_filters_root(
     }
 
     // 100 MiB by HTTP from b to a, across the router.
-    let dir = TempDir::new("router");
-    www(&dir.0, &[("big", 100 << 20)]);
-    let mut http = Command::new("ip")
-        .args(["netns", "exec", &h.b, "python3", "-m", "http.server", "8000", "--bind", "198.18.55.2", "--directory"])
-        .arg(&dir.0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let got = dir.0.join("got");
-    let t = Instant::now();
-    let mut ok = false;
-    while t.elapsed() < Duration::from_secs(10) && !ok {
-        std::thread::sleep(Duration::from_millis(300));
-        let o = Command::new("timeout")
-            .args(["60", "ip", "netns", "exec", &h.a, "curl", "-sS", "--fail", "-o"])
-            .arg(&got)
-            .arg("http://198.18.55.2:8000/big")
-            .output()
-            .unwrap();
-        ok = o.status.success();
-    }
-    let _ = http.kill();
-    let _ = http.wait();
-    assert!(ok, "curl of 100 MiB through the router");
-    assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "100 MiB: SHA-256 differs");
+    download_100mib(&h.b, &h.a, "198.18.55.2", "router");
 
     // The ACL denies UDP to port 9: five datagrams dropped and counted, none routed.
     let before = run.latest();

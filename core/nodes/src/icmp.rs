@@ -241,7 +241,8 @@ impl IcmpEcho {
     }
 }
 
-fn fill_icmp6_checksum(d: &mut [u8], icmp: std::ops::Range<usize>, src: &Ipv6Addr, dst: &Ipv6Addr) {
+/// Write the ICMPv6 checksum of the message at `icmp` in `d` (pseudo-header `src`, `dst`).
+pub(crate) fn fill_icmp6_checksum(d: &mut [u8], icmp: std::ops::Range<usize>, src: &Ipv6Addr, dst: &Ipv6Addr) {
     d[icmp.start + 2] = 0;
     d[icmp.start + 3] = 0;
     let sum =

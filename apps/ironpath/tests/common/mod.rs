@@ -393,3 +393,34 @@ pub fn testpmd(args: &str, input: &str) -> Out {
         code: o.status.code().unwrap_or(-1),
     }
 }
+
+/// 100 MiB by HTTP (python's http.server in namespace `server` at `addr`) to a curl in
+/// namespace `client`, retried for up to 10 s while the path comes up; SHA-256 compared.
+pub fn download_100mib(server: &str, client: &str, addr: &str, tag: &str) {
+    let dir = TempDir::new(tag);
+    www(&dir.0, &[("big", 100 << 20)]);
+    let mut http = Command::new("ip")
+        .args(["netns", "exec", server, "python3", "-m", "http.server", "8000", "--bind", addr, "--directory"])
+        .arg(&dir.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let got = dir.0.join("got");
+    let t = Instant::now();
+    let mut ok = false;
+    while t.elapsed() < Duration::from_secs(10) && !ok {
+        std::thread::sleep(Duration::from_millis(300));
+        let o = Command::new("timeout")
+            .args(["60", "ip", "netns", "exec", client, "curl", "-sS", "--fail", "-o"])
+            .arg(&got)
+            .arg(format!("http://{addr}:8000/big"))
+            .output()
+            .unwrap();
+        ok = o.status.success();
+    }
+    let _ = http.kill();
+    let _ = http.wait();
+    assert!(ok, "curl of 100 MiB from {addr}");
+    assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "100 MiB: SHA-256 differs");
+}

@@ -31,7 +31,7 @@ pub mod neigh;
 #[cfg(test)]
 mod tests;
 
-use crate::icmp::IcmpEcho;
+use crate::icmp::{fill_icmp6_checksum, IcmpEcho};
 use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
 use config::{router_cfg, IfaceCfg, RouteType, Target, INTERFACE, NEIGHBOUR, ROUTE};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
@@ -1126,15 +1126,6 @@ fn icmp6_checksum_ok(d: &[u8], r: std::ops::Range<usize>, src: &Ipv6Addr, dst: &
     let sum = checksum::pseudo_header_v6(src, dst, ironpath_wire::IpProtocol::ICMPV6, r.len() as u32)
         + checksum::sum(&d[r]);
     checksum::fold(sum) == 0xffff
-}
-
-fn fill_icmp6_checksum(d: &mut [u8], r: std::ops::Range<usize>, src: &Ipv6Addr, dst: &Ipv6Addr) {
-    d[r.start + 2] = 0;
-    d[r.start + 3] = 0;
-    let sum = checksum::pseudo_header_v6(src, dst, ironpath_wire::IpProtocol::ICMPV6, r.len() as u32)
-        + checksum::sum(&d[r.clone()]);
-    let c = !checksum::fold(sum);
-    d[r.start + 2..r.start + 4].copy_from_slice(&c.to_be_bytes());
 }
 
 fn ipv6_header(ip: &mut [u8], plen: u16, hop: u8, src: &Ipv6Addr, dst: &Ipv6Addr) {
