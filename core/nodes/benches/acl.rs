@@ -6,19 +6,63 @@
 //! One line `RESULT rules=N ns_per_lookup=... cycles_per_lookup=... linear_ns=... trees=...
 //! depth=... leaf_slots=... build_ms=...` per rule count (`linear_ns`: a first-match scan
 //! of the same rules, for scale).
+//!
+//! With `ACL_EXPORT=DIR`, each rule set and the keys are also written in ClassBench
+//! form, as DPDK's `dpdk-test-acl` reads them (`DIR/rules-N.txt`, `DIR/trace.txt`),
+//! with our first matches for every key (`DIR/match-N.txt`, the rule's index or
+//! `4294967295` for none): `ci/bench-acl` runs `rte_acl` on the same input and checks
+//! it agrees.
 #![forbid(unsafe_code)]
 
 use ironpath_eal::tsc;
 use ironpath_nodes::acl::sample::{random_key, random_rules, Lcg};
-use ironpath_nodes::acl::Classifier;
+use ironpath_nodes::acl::{Classifier, Rule};
+use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::Instant;
+
+/// The IPv4 address in a v4-mapped key.
+fn v4(k: u128) -> u32 {
+    k as u32
+}
+
+/// `a.b.c.d/len` of a v4-mapped `[lo, hi]` prefix range (`0.0.0.0/0` for any).
+fn prefix(r: (u128, u128)) -> String {
+    if r == (0, u128::MAX) {
+        return "0.0.0.0/0".into();
+    }
+    let len = 32 - (v4(r.1) - v4(r.0)).count_ones();
+    format!("{}/{len}", std::net::Ipv4Addr::from(v4(r.0)))
+}
+
+/// One ClassBench rule line: `@src/len dst/len slo : shi dlo : dhi proto/mask`.
+fn classbench(r: &Rule) -> String {
+    let [src, dst, proto, sp, dp] = r.ranges;
+    let proto = if proto == (0, 255) { "0/0x00".to_string() } else { format!("{}/0xff", proto.0) };
+    format!("@{} {} {} : {} {} : {} {proto}\n", prefix(src), prefix(dst), sp.0, sp.1, dp.0, dp.1)
+}
+
+fn export(dir: &str, keys: &[[u128; 5]], n: usize, rules: &[Rule], c: &Classifier) {
+    let mut t = String::new();
+    for k in keys {
+        let _ = writeln!(t, "{} {} {} {} {}", v4(k[0]), v4(k[1]), k[3], k[4], k[2]);
+    }
+    std::fs::write(format!("{dir}/trace.txt"), t).expect("write trace.txt");
+    std::fs::write(format!("{dir}/rules-{n}.txt"), rules.iter().map(classbench).collect::<String>())
+        .expect("write rules");
+    let m: String = keys.iter().map(|k| format!("{}\n", c.lookup(k).map_or(u32::MAX, |i| i as u32))).collect();
+    std::fs::write(format!("{dir}/match-{n}.txt"), m).expect("write matches");
+}
 
 fn main() {
     let mut g = Lcg(7);
     let keys: Vec<[u128; 5]> = (0..1 << 16).map(|_| random_key(&mut g)).collect();
+    let dir = std::env::var("ACL_EXPORT").ok();
     for n in [10usize, 1_000, 10_000] {
         let rules = random_rules(&mut g, n, false);
+        if let Some(d) = &dir {
+            export(d, &keys, n, &rules, &Classifier::new(rules.clone()));
+        }
         // The first-match linear scan the tree replaces, on 4096 of the keys.
         let w = Instant::now();
         let mut lin = 0usize;
