@@ -3,15 +3,18 @@
 //! `acl` of 200
 //! rules (its lookup checked against a first-match scan of the frame's key), a
 //! `handoff` of four workers, then an `l2_bridge` of three ports with a table of 8 entries (so that
-//! learning evicts) and a short aging time (so that entries age between bursts).
+//! learning evicts) and a short aging time (so that entries age between bursts); VLAN-aware
+//! for even input lengths, and then, for lengths divisible by four, port 0 carries only
+//! VLANs 0, 5-9 and 100.
 //!
 //! Input: bursts, each a byte of count n (at most 64) and a byte of time step, then
 //! n frames, each a port byte (ids 0..=3: 3 is not on the bridge), a little-endian
 //! u16 length and its bytes (cut to 256 and to what is left).
 //!
 //! No panic; the handoff sends every frame to one of its workers, the same one for the
-//! same bytes; no frame goes out of the bridge port it came in on; the table never
-//! holds more than its bound; once the nodes are gone no mbuf is left in use.
+//! same bytes; no frame goes out of the bridge port it came in on, nor out of a port that
+//! does not carry its VLAN; the table never holds more than its bound; once the nodes
+//! are gone no mbuf is left in use.
 #![no_main]
 use ironpath_eal::{Burst, Mbuf, MemPolicy, Mempool, MempoolConfig};
 use ironpath_graph::testing::{call, idle};
@@ -20,7 +23,7 @@ use ironpath_nodes::acl::sample::{random_rules, Lcg};
 use ironpath_nodes::acl::{key_of, Classifier, Rule};
 use ironpath_nodes::handoff::Handoff;
 use ironpath_nodes::vlan::{Action, Untagged, Vlan, VlanConfig};
-use ironpath_nodes::l2_bridge::L2Bridge;
+use ironpath_nodes::l2_bridge::{parse_vlans, L2Bridge};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
@@ -63,6 +66,15 @@ fuzz_target!(|data: &[u8]| {
     let mut pop = Vlan::new(vcfg(Action::Pop), p.clone());
     let (pst, vst) = (NodeStats::new(push.counters()), NodeStats::new(pop.counters()));
     let mut br = L2Bridge::new(&PORTS, &[((0, [0x02, 0, 0, 0, 0, 0x99]), 1)], MAX_ENTRIES, 100, data.len() % 2 == 0, [3; 16]);
+    let members = data.len() % 4 == 0;
+    if members {
+        br = br.with_members(0, parse_vlans("0,5-9,100").expect("vlans"));
+    }
+    // The VLAN id the bridge sees: the outermost tag's, else 0.
+    let vid = |f: &[u8]| match f.get(12..16) {
+        Some(&[0x81, 0x00, hi, lo] | &[0x88, 0xa8, hi, lo]) => u16::from_be_bytes([hi, lo]) & 0x0fff,
+        _ => 0,
+    };
     let st = NodeStats::new(br.counters()).with_gauges(br.gauges());
     let mut ho = Handoff::new(&[0, 3, 7, 9], true, [5; 16]);
     let hst = NodeStats::new(ho.counters());
@@ -125,6 +137,10 @@ fuzz_target!(|data: &[u8]| {
             if next != DROP {
                 assert!(usize::from(next) < PORTS.len(), "next {next}");
                 assert_ne!(PORTS[usize::from(next)], b.header(i).port, "a frame went back out of its port");
+                if members && next == 0 {
+                    let v = vid(b.data(i));
+                    assert!(v == 0 || (5..=9).contains(&v) || v == 100, "VLAN {v} out of port 0");
+                }
             }
         }
         assert!(br.entries() <= MAX_ENTRIES);

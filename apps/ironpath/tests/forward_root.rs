@@ -6,7 +6,9 @@
 //! 100 MiB download by curl with its SHA-256 compared), UDP both ways at a fixed rate
 //! with less than 0.1% loss; no checksum error counted by either kernel, no receive
 //! error on our ports. VLAN-tagged frames (the kernel takes the tag off; we put it
-//! back) cross byte for byte. Each test makes its own namespaces (unique names,
+//! back) cross byte for byte. `configs/vlan-bridge.yaml` carries each VLAN only
+//! between the ports that carry it (tagged frames from raw sockets in three
+//! namespaces). Each test makes its own namespaces (unique names,
 //! 198.18.0.0/15 and fd00::/8) and removes them, pass or fail.
 
 mod common;
@@ -279,6 +281,139 @@ fn the_l2_bridge_learns_forwards_floods_relearns_a_moved_mac_and_ages_root() {
     let out = run.stop();
     assert!(out.contains("l2_bridge"), "{out}");
 }
+
+#[test]
+fn the_vlan_bridge_carries_each_vlan_only_where_its_ports_are_members_root() {
+    if !ready(&["python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // a, b from the pair and c made here send and read 802.1Q-tagged frames on their e0
+    // (raw sockets: no VLAN interfaces needed). Ports: a carries 10 and 20, b 10, c 20.
+    let p = Pair::new("vb", 54);
+    let id = std::process::id() % 100_000;
+    let (c, pc) = (format!("ipf-vbc-{id}"), format!("ifvb{id}c"));
+    struct Gone(String, String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", &self.1]).output();
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+        }
+    }
+    let _c = Gone(c.clone(), pc.clone());
+    sh(&format!(
+        "ip netns add {c} && ip link add {pc} type veth peer name e0 netns {c} && \
+         sysctl -qw net.ipv6.conf.{pc}.disable_ipv6=1 && ip link set {pc} up && ip -n {c} link set e0 up"
+    ));
+    let env = [("IRONPATH_PORT_A", p.pa.clone()), ("IRONPATH_PORT_B", p.pb.clone()), ("IRONPATH_PORT_C", pc.clone())];
+    let mut run = Run::start(&config("vlan-bridge.yaml"), &env, "vlan-bridge");
+    let hosts = [("a", p.a.clone()), ("b", p.b.clone()), ("c", c.clone())];
+    // Each round: every reader listens, one host sends 50 frames per (destination, VLAN);
+    // returns what each host read, as "SRC:VID=N" words.
+    let round = |from: &str, sends: &[(&str, u16)]| -> Vec<(String, String)> {
+        let readers: Vec<_> = hosts
+            .iter()
+            .filter(|h| h.0 != from)
+            .map(|(name, ns)| {
+                let child = Command::new("ip")
+                    .args(["netns", "exec", ns, "timeout", "15", "python3", "-c", TAGGED_RECV, "e0", "3"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                (name.to_string(), child)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(700));
+        let ns = &hosts.iter().find(|h| h.0 == from).unwrap().1;
+        for (dst, vid) in sends {
+            let o = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    ns,
+                    "timeout",
+                    "10",
+                    "python3",
+                    "-c",
+                    TAGGED_SEND,
+                    "e0",
+                    dst,
+                    from,
+                    &vid.to_string(),
+                    "50",
+                ])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "sender {from}: {}", text(&o));
+        }
+        readers
+            .into_iter()
+            .map(|(n, ch)| (n, String::from_utf8_lossy(&ch.wait_with_output().unwrap().stdout).trim().to_owned()))
+            .collect()
+    };
+    // a floods in both VLANs: b reads VLAN 10 only, c VLAN 20 only.
+    let got = round("a", &[("ff:ff:ff:ff:ff:ff", 10), ("ff:ff:ff:ff:ff:ff", 20)]);
+    assert_eq!(got, [("b".into(), "a:10=50".into()), ("c".into(), "a:20=50".into())], "{}", run.latest());
+    // b floods in 10 (carried: a reads it) and in 20 (not carried: nobody reads it, counted).
+    let before = bridge_counter(&run.latest(), "vlan_filtered");
+    let got = round("b", &[("ff:ff:ff:ff:ff:ff", 10), ("ff:ff:ff:ff:ff:ff", 20)]);
+    assert_eq!(got, [("a".into(), "b:10=50".into()), ("c".into(), String::new())]);
+    let l = run.latest();
+    // (Untagged kernel traffic, VLAN 0, carried by no port, is counted there too.)
+    assert!(bridge_counter(&l, "vlan_filtered") >= before + 50, "b's VLAN 20 frames: {l}");
+    // c to a's VLAN 20 MAC (learned on port a in VLAN 20): forwarded to a only, not flooded.
+    let flooded = bridge_counter(&l, "flooded");
+    let got = round("c", &[("02:77:00:00:00:0a", 20)]);
+    assert_eq!(got, [("a".into(), "c:20=50".into()), ("b".into(), String::new())]);
+    let l = run.latest();
+    assert_eq!(bridge_counter(&l, "flooded"), flooded, "known unicast: {l}");
+    assert!(bridge_counter(&l, "forwarded") >= 50, "{l}");
+    run.stop();
+}
+
+/// Sends N frames tagged 802.1Q VID from 02:77:00:00:00:0X (X: a, b or c, the
+/// sender's name) to DST, ethertype 0x88b5: `TAGGED_SEND IFACE DST NAME VID N`.
+const TAGGED_SEND: &str = r#"
+import socket, struct, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[1], 0))
+dst = bytes.fromhex(sys.argv[2].replace(":", ""))
+src = bytes([2, 0x77, 0, 0, 0, int(sys.argv[3], 16)])
+for i in range(int(sys.argv[5])):
+    s.send(dst + src + struct.pack("!HHH", 0x8100, int(sys.argv[4]), 0x88b5) + struct.pack("!I", i) + bytes(50))
+    time.sleep(0.001)
+"#;
+
+/// Reads frames from 02:77:00:00:00:0X for SECS seconds (the kernel's stripped tag
+/// put back from the packet's auxdata) and prints `X:VID=N` per sender and VLAN:
+/// `TAGGED_RECV IFACE SECS`.
+const TAGGED_RECV: &str = r#"
+import socket, struct, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((sys.argv[1], 0))
+s.setsockopt(263, 8, 1)  # SOL_PACKET, PACKET_AUXDATA
+s.settimeout(0.2)
+seen, end = {}, time.time() + float(sys.argv[2])
+while time.time() < end:
+    try:
+        data, anc, flags, addr = s.recvmsg(2048, 64)
+    except socket.timeout:
+        continue
+    if addr[2] == socket.PACKET_OUTGOING or data[6:11] != bytes([2, 0x77, 0, 0, 0]):
+        continue
+    vid = None
+    for level, kind, aux in anc:
+        if level == 263 and kind == 8 and len(aux) >= 20:
+            status, _, _, _, _, tci, tpid = struct.unpack("IIIHHHH", aux[:20])
+            if status & 0x10:
+                vid = tci & 0xfff
+    if vid is None and data[12:14] == b"\x81\x00":
+        vid = struct.unpack("!H", data[14:16])[0] & 0xfff
+    k = "%x:%s" % (data[11], vid)
+    seen[k] = seen.get(k, 0) + 1
+print(" ".join("%s=%d" % kv for kv in sorted(seen.items())))
+"#;
 
 #[test]
 fn testpmd_io_between_two_af_packet_ports_carries_kernel_traffic_root() {

@@ -22,8 +22,14 @@
 //! * `vlan_aware: true`: one bridge domain per VLAN id (a tag the port stripped, else
 //!   the frame's outermost 802.1Q/802.1ad tag; untagged frames are VLAN 0): a MAC is
 //!   learned and looked up per VLAN, so one host may sit behind different ports in
-//!   different VLANs. Frames keep their tags; flooding still reaches every other port
-//!   (every port is a trunk of every VLAN: per-port membership is not modelled).
+//!   different VLANs. Frames keep their tags (push, pop and rewrite them with `vlan`
+//!   nodes on a port's edges, as for an access port).
+//! * VLAN membership (`members: [{port, vlans: "0,10,20-29"}]`, VLAN-aware bridges):
+//!   the VLANs a port carries (0: untagged frames), as a Linux bridge's VLAN filtering
+//!   does. A frame comes in only from a port that carries its VLAN (else it is
+//!   dropped, `vlan_filtered`, and its source not learned), and is flooded only to
+//!   the other ports that carry it; a known MAC was learned (or set static) on a port
+//!   that carries its VLAN, so unicast follows. Ports not listed carry every VLAN.
 //!
 //! Next edges: one per port, named after it (`next: left`), each to that port's
 //! transmit node. The ports' `port_rx` nodes feed the bridge on its lcore; the ports
@@ -55,6 +61,7 @@ ironpath_graph::counters! {
         StaticKept("static_kept", "frames from a static MAC on another port (the entry kept)"),
         Foreign("foreign", "frames from a port without an edge of the bridge (not learned)"),
         Malformed("malformed", "frames dropped: shorter than 14 bytes or a multicast source"),
+        VlanFiltered("vlan_filtered", "frames dropped: their port does not carry their VLAN (members)"),
     }
 }
 
@@ -254,6 +261,49 @@ pub struct L2Bridge {
     vlan_aware: bool,
     /// Where the slow path (flooding to more than one port) rebuilds the burst.
     scratch: Box<Burst>,
+    /// The VLANs each next edge carries (a bit per VLAN id; `None`: every VLAN).
+    members: Vec<Option<Box<VlanSet>>>,
+    /// Whether some port carries fewer than every VLAN.
+    restricted: bool,
+}
+
+/// A set of VLAN ids, a bit each.
+pub type VlanSet = [u64; 64];
+
+/// Whether `set` holds VLAN `vid`.
+#[inline]
+fn has(set: &VlanSet, vid: u16) -> bool {
+    set[usize::from(vid >> 6) & 63] >> (vid & 63) & 1 != 0
+}
+
+/// Whether next edge `port` carries VLAN `vid` (`members` by next edge; `None`: all).
+#[inline]
+fn carries(members: &[Option<Box<VlanSet>>], port: u16, vid: u16) -> bool {
+    match members.get(usize::from(port)) {
+        Some(Some(set)) => has(set, vid),
+        _ => true,
+    }
+}
+
+/// The VLAN ids of a `vlans` list: ids and ranges separated by commas
+/// (`"0,10,20-29"`; 0 is untagged).
+pub fn parse_vlans(s: &str) -> Result<VlanSet, String> {
+    let mut set = [0u64; 64];
+    let bad = |item: &str| format!("`{item}` is not a VLAN id or range of ids in 0..=4095 (e.g. \"0,10,20-29\"; 0: untagged)");
+    for item in s.split(',').map(str::trim) {
+        let (lo, hi) = match item.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (item, item),
+        };
+        let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>()) else { return Err(bad(item)) };
+        if lo > hi || hi > 4095 {
+            return Err(bad(item));
+        }
+        for v in lo..=hi {
+            set[usize::from(v >> 6)] |= 1 << (v & 63);
+        }
+    }
+    Ok(set)
 }
 
 impl L2Bridge {
@@ -277,7 +327,39 @@ impl L2Bridge {
         for &(key, port) in statics {
             table.insert(key, port, 0, State::Static);
         }
-        Self { by_port, nports: ports.len() as u16, table, vlan_aware, scratch: Box::new(Burst::new()) }
+        Self {
+            by_port,
+            nports: ports.len() as u16,
+            table,
+            vlan_aware,
+            scratch: Box::new(Burst::new()),
+            members: vec![None; ports.len()],
+            restricted: false,
+        }
+    }
+
+    /// Limit next edge `port` to the VLANs in `vlans` (VLAN-aware bridges).
+    pub fn with_members(mut self, port: u16, vlans: VlanSet) -> Self {
+        if let Some(m) = self.members.get_mut(usize::from(port)) {
+            *m = Some(Box::new(vlans));
+            self.restricted = true;
+        }
+        self
+    }
+
+    /// Whether next edge `port` carries VLAN `vid`.
+    #[inline]
+    fn carries(&self, port: u16, vid: u16) -> bool {
+        carries(&self.members, port, vid)
+    }
+
+    /// How many ports a frame of VLAN `vid` from `from` floods to.
+    #[inline]
+    fn flood_targets(&self, from: u16, vid: u16) -> u16 {
+        if !self.restricted {
+            return self.nports - u16::from(from != NO_PORT);
+        }
+        (0..self.nports).filter(|&p| p != from && self.carries(p, vid)).count() as u16
     }
 
     /// Entries in the MAC table.
@@ -318,7 +400,9 @@ impl L2Bridge {
                 continue;
             }
             let from = self.by_port.get(m.header().port as usize).copied().unwrap_or(NO_PORT);
-            let mut targets = (0..self.nports).filter(|&p| p != from);
+            let vid = if self.restricted { vid_of(m.header(), m.data()) } else { 0 };
+            let members = &self.members;
+            let mut targets = (0..self.nports).filter(|&p| p != from && carries(members, p, vid));
             let Some(first) = targets.next() else { continue };
             for p in targets {
                 // Keep room for the originals still to come.
@@ -357,6 +441,11 @@ impl Node for L2Bridge {
             }
             let dst: [u8; 6] = dst.try_into().unwrap_or_default();
             let vid = if self.vlan_aware { vid_of(pkts.header(i), d) } else { 0 };
+            if self.restricted && from != NO_PORT && !self.carries(from, vid) {
+                *nx = DROP;
+                t.add(BridgeCounter::VlanFiltered, 1);
+                continue;
+            }
             if from == NO_PORT {
                 t.add(BridgeCounter::Foreign, 1);
             } else {
@@ -374,16 +463,17 @@ impl Node for L2Bridge {
                     continue;
                 }
             }
-            let targets = self.nports - u16::from(from != NO_PORT);
+            let targets = self.flood_targets(from, vid);
             if targets == 0 {
                 *nx = DROP;
-                t.add(BridgeCounter::Filtered, 1);
+                let other_ports = self.nports > u16::from(from != NO_PORT);
+                t.add(if other_ports { BridgeCounter::VlanFiltered } else { BridgeCounter::Filtered }, 1);
                 continue;
             }
             t.add(BridgeCounter::Flooded, 1);
             if targets == 1 {
-                // Two ports: the other one, no copy.
-                *nx = (0..self.nports).find(|&p| p != from).unwrap_or(DROP);
+                // One port to go to: that one, no copy.
+                *nx = (0..self.nports).find(|&p| p != from && self.carries(p, vid)).unwrap_or(DROP);
             } else {
                 *nx = FLOOD;
                 copies += usize::from(targets) - 1;
@@ -420,6 +510,39 @@ const STATIC: &[ParamSpec] = &[
     param("port", ParamKind::Port, true, None, "the port it is on (one of the bridge's next edges)"),
 ];
 
+const MEMBER: &[ParamSpec] = &[
+    param("port", ParamKind::Port, true, None, "a port of the bridge (one of its next edges)"),
+    param(
+        "vlans",
+        ParamKind::Str,
+        true,
+        None,
+        "the VLAN ids it carries: ids and ranges, e.g. \"0,10,20-29\" (0: untagged frames)",
+    ),
+];
+
+/// A refusal of `check`: where, and why.
+type CheckError = (Option<ironpath_config::Loc>, String);
+
+/// The `members` records as (port name, VLANs); refuses them on a bridge that is not
+/// VLAN-aware, a port listed twice and a bad `vlans` (at the parameter).
+fn members_of(p: &ironpath_config::Params) -> Result<Vec<(String, VlanSet)>, CheckError> {
+    let recs = p.records("members").unwrap_or_default();
+    if !recs.is_empty() && p.bool("vlan_aware") != Some(true) {
+        return Err((p.loc("members"), "`members` needs `vlan_aware: true` (membership is per VLAN)".into()));
+    }
+    let mut out: Vec<(String, VlanSet)> = Vec::new();
+    for r in recs {
+        let port = r.port("port").unwrap_or_default();
+        if out.iter().any(|(q, _)| q == port) {
+            return Err((r.loc("port"), format!("port `{port}` is listed twice in `members`")));
+        }
+        let vlans = parse_vlans(r.str("vlans").unwrap_or_default()).map_err(|e| (r.loc("vlans"), format!("`vlans`: {e}")))?;
+        out.push((port.to_owned(), vlans));
+    }
+    Ok(out)
+}
+
 /// `l2_bridge`.
 pub const KIND: NodeKind = NodeKind {
     spec: NodeSpec {
@@ -448,16 +571,24 @@ pub const KIND: NodeKind = NodeKind {
                 Some("false"),
                 "one bridge domain per VLAN id (the stripped or outermost tag; untagged: 0): MACs are learned per VLAN",
             ),
+            param(
+                "members",
+                ParamKind::Records(MEMBER),
+                false,
+                Some("[]"),
+                "VLANs per port (vlan_aware): frames come in and are flooded only where their VLAN is carried; unlisted ports carry all",
+            ),
         ],
         nexts: Nexts::Ports,
         source: false,
         sink: false,
         queue: QueueUse::None,
         ends_loops: false,
-        check: None,
+        check: Some(|p| members_of(p).map(drop)),
     },
     build: |b, env| {
         let p = b.params();
+        let members = members_of(p.raw()).map_err(|(_, reason)| NodeError::Param { param: "members", reason })?;
         let ports =
             b.connected.iter().map(|name| env.port_id(name).map_err(NodeError::from)).collect::<Result<Vec<_>, _>>()?;
         let edge = |name: &str| b.connected.iter().position(|c| *c == name).map(|i| i as u16);
@@ -474,7 +605,16 @@ pub const KIND: NodeKind = NodeKind {
                     ),
                 });
             };
-            statics.push(((r.int("vid")?, r.mac("mac")?), i));
+            let vid = r.int("vid")?;
+            if let Some((_, set)) = members.iter().find(|(m, _)| m == port) {
+                if !has(set, vid) {
+                    return Err(NodeError::Param {
+                        param: "static",
+                        reason: format!("port `{port}` does not carry VLAN {vid} (its `members` entry)"),
+                    });
+                }
+            }
+            statics.push(((vid, r.mac("mac")?), i));
         }
         let max: usize = p.int("max_entries")?;
         if statics.len() > max {
@@ -486,7 +626,17 @@ pub const KIND: NodeKind = NodeKind {
         let age_tsc = p.uint("age_s")?.saturating_mul(env.tsc_hz());
         let mut key = [0u8; 16];
         random_secret(&mut key)?;
-        Ok(Box::new(L2Bridge::new(&ports, &statics, max, age_tsc, p.bool("vlan_aware")?, key)))
+        let mut br = L2Bridge::new(&ports, &statics, max, age_tsc, p.bool("vlan_aware")?, key);
+        for (port, vlans) in members {
+            let Some(i) = edge(&port) else {
+                return Err(NodeError::Param {
+                    param: "members",
+                    reason: format!("port `{port}` is not on the bridge (its next edges: {})", b.connected.join(", ")),
+                });
+            };
+            br = br.with_members(i, vlans);
+        }
+        Ok(Box::new(br))
     },
 };
 
@@ -654,6 +804,62 @@ mod tests {
         run(&mut flat, &st2, &p, 1, &[(10, tagged(BCAST, A, 5, 1)), (12, tagged(BCAST, A, 6, 2))]);
         assert_eq!(counter(&st2, "moved"), 1);
         assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn members_filter_what_comes_in_and_where_floods_go() {
+        let p = pool(64);
+        let tagged = |dst, src, vid: u16, tag: u8| {
+            let f = frame(dst, src, tag);
+            [&f[..12], &[0x81, 0x00], &vid.to_be_bytes(), &f[12..]].concat()
+        };
+        let set = |s: &str| parse_vlans(s).expect("vlans");
+        // Port 10 (edge 0) carries VLAN 5, port 11 (edge 1) VLANs 5-6, port 12 every VLAN.
+        let mut br = L2Bridge::new(&[10, 11, 12], &[], 16, 0, true, [7; 16])
+            .with_members(0, set("5"))
+            .with_members(1, set("5-6"));
+        let st = stats(&br);
+        // VLAN 6 from port 10, untagged from port 11: not carried there, dropped unlearned.
+        assert_eq!(run(&mut br, &st, &p, 1, &[(10, tagged(BCAST, A, 6, 1)), (11, frame(BCAST, B, 2))]), []);
+        assert_eq!(counter(&st, "vlan_filtered"), 2);
+        assert_eq!((br.lookup(6, &A), br.lookup(0, &B)), (None, None));
+        // Broadcasts from port 12: VLAN 6 reaches port 11 only, VLAN 5 both, VLAN 7 none.
+        // (Edges only: byte 14 of a tagged frame is its tag.)
+        let edges = |out: Vec<(u16, u8)>| out.iter().map(|o| o.0).collect::<Vec<_>>();
+        let out = run(&mut br, &st, &p, 2, &[(12, tagged(BCAST, C, 6, 3)), (12, tagged(BCAST, C, 5, 4))]);
+        assert_eq!(edges(out), [1, 1, 0], "VLAN 6 to edge 1; VLAN 5 to edge 1 (a reference) and 0");
+        assert_eq!(run(&mut br, &st, &p, 3, &[(12, tagged(BCAST, C, 7, 5))]), []);
+        assert_eq!(counter(&st, "vlan_filtered"), 3);
+        // Known unicast in a carried VLAN is forwarded as before.
+        assert_eq!(edges(run(&mut br, &st, &p, 4, &[(10, tagged(C, A, 5, 6))])), [2]);
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn vlan_lists_parse_ids_and_ranges_and_refuse_the_rest() {
+        let s = parse_vlans("0, 10,20-29,4095").expect("valid");
+        let ids: Vec<u16> = (0..4096).filter(|&v| has(&s, v)).collect();
+        assert_eq!(ids, [[0, 10].as_slice(), &(20..=29).collect::<Vec<_>>(), &[4095]].concat());
+        for bad in ["", "4096", "10-5", "x", "1-", "-3", "5,,6"] {
+            let e = parse_vlans(bad).expect_err(bad);
+            assert!(e.contains("0..=4095") && e.contains("0,10,20-29"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn members_are_refused_by_check_at_the_parameter() {
+        let catalog = ironpath_config::Catalog { nodes: &[KIND.spec], drivers: None };
+        for (params, at, wants) in [
+            ("{members: [{port: a, vlans: \"5\"}]}", "b.yaml:4:", "vlan_aware: true"),
+            ("{vlan_aware: true, members: [{port: a, vlans: \"5-x\"}]}", "b.yaml:4:", "`5-x` is not a VLAN id"),
+            ("{vlan_aware: true, members: [{port: a, vlans: \"5\"}, {port: a, vlans: \"6\"}]}", "b.yaml:4:", "listed twice"),
+        ] {
+            let yaml = format!(
+                "ports: [{{name: a, driver: net_null}}, {{name: b, driver: net_null}}]\nlcores: [{{id: 0}}]\nnodes:\n  - {{name: br, type: l2_bridge, lcore: 0, params: {params}}}\n"
+            );
+            let e = ironpath_config::parse_str(&yaml, std::path::Path::new("b.yaml"), &catalog).expect_err(params).to_string();
+            assert!(e.contains(at) && e.contains(wants), "{params}: {e}");
+        }
     }
 
     #[test]
