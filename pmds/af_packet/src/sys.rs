@@ -5,7 +5,9 @@ use std::io::{Error, Result};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use ironpath_pmd_sdk::linux::cvt;
-pub use ironpath_pmd_sdk::linux::{hwaddr, iface_flags, ifindex, is_running, mtu, set_iface_flag, set_mtu, Fd};
+pub use ironpath_pmd_sdk::linux::{
+    hwaddr, iface_flags, ifindex, is_running, mtu, promisc_membership as promisc, set_iface_flag, set_mtu, Fd,
+};
 
 pub use ironpath_pmd_sdk::tpacket::{BLK_STATUS, H3_LEN, H3_MAC, H3_SNAPLEN, H3_STATUS};
 /// `tpacket2_hdr.tp_status`.
@@ -236,16 +238,6 @@ pub fn unicast(fd: &Fd, ifindex: i32, mac: [u8; 6], on: bool) -> Result<()> {
     mr.mr_type = libc::PACKET_MR_UNICAST as u16;
     mr.mr_alen = 6;
     mr.mr_address[..6].copy_from_slice(&mac);
-    let opt = if on { libc::PACKET_ADD_MEMBERSHIP } else { libc::PACKET_DROP_MEMBERSHIP };
-    set_struct(fd, opt, &mr)
-}
-
-/// Add or drop a promiscuous membership on the interface.
-pub fn promisc(fd: &Fd, ifindex: i32, on: bool) -> Result<()> {
-    // SAFETY: zeroed packet_mreq is valid.
-    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
-    mr.mr_ifindex = ifindex;
-    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
     let opt = if on { libc::PACKET_ADD_MEMBERSHIP } else { libc::PACKET_DROP_MEMBERSHIP };
     set_struct(fd, opt, &mr)
 }

@@ -139,6 +139,36 @@ pub fn is_running(name: &str) -> bool {
     iface_flags(name).is_ok_and(|f| f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0)
 }
 
+/// Promiscuous mode on interface `ifindex` held by AF_PACKET socket `fd`
+/// (`PACKET_MR_PROMISC` membership): the kernel counts one promiscuous user while
+/// the socket holds it, and drops it when the socket closes, however the process
+/// ends, so the interface is never left promiscuous.
+pub fn promisc_membership(fd: &Fd, ifindex: i32, on: bool) -> Result<()> {
+    // SAFETY: zeroed packet_mreq is valid.
+    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mr.mr_ifindex = ifindex;
+    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+    let opt = if on { libc::PACKET_ADD_MEMBERSHIP } else { libc::PACKET_DROP_MEMBERSHIP };
+    // SAFETY: `mr` is a valid packet_mreq of the size given.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.0,
+            libc::SOL_PACKET,
+            opt,
+            (&mr as *const libc::packet_mreq).cast(),
+            std::mem::size_of::<libc::packet_mreq>() as u32,
+        )
+    })?;
+    Ok(())
+}
+
+/// An AF_PACKET socket that receives nothing (protocol 0): a holder for memberships
+/// such as [`promisc_membership`].
+pub fn membership_socket() -> Result<Fd> {
+    // SAFETY: plain socket(2) call; the descriptor is owned by `Fd`.
+    Ok(Fd(cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

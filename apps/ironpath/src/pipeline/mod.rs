@@ -45,8 +45,10 @@ pub fn check_ports(eal: &Eal, cfg: &Pipeline) -> Result<(), String> {
     }
 }
 
-/// Replace `${VAR}` / `${VAR:-default}` using `get`; every unset variable without
-/// a default (or unterminated `${`) is reported at its line and column.
+/// Replace `${VAR}` / `${VAR:-default}` using `get`; a default may hold variables
+/// of its own (`${PORT_ARGS:-iface=${IFACE:-veth0}}`), expanded only when it is
+/// used. Every unset variable without a default (or unterminated `${`) is reported
+/// at its line and column (one inside a default, at the outer `${`).
 pub fn expand_env(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<String, Vec<ConfigError>> {
     let mut out = String::with_capacity(text.len());
     let mut errs = Vec::new();
@@ -57,26 +59,17 @@ pub fn expand_env(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<St
             out.push_str(&rest[..i]);
             col += rest[..i].chars().count();
             let loc = Loc { line: ln as u32 + 1, column: col as u32 };
-            let Some(end) = rest[i..].find('}') else {
+            let Some(end) = closing_brace(&rest[i + 2..]).map(|e| i + 2 + e) else {
                 errs.push(ConfigError::new(loc, "`${` without a closing `}`"));
                 out.push_str(&rest[i..]);
                 rest = "";
                 break;
             };
-            let inner = &rest[i + 2..i + end];
-            let (name, default) = match inner.split_once(":-") {
-                Some((n, d)) => (n, Some(d)),
-                None => (inner, None),
-            };
-            match get(name).filter(|v| !v.is_empty()).or(default.map(str::to_string)) {
-                Some(v) => out.push_str(&v),
-                None => errs.push(ConfigError::new(
-                    loc,
-                    format!("environment variable `{name}` is not set (write `${{{name}:-DEFAULT}}` for a default)"),
-                )),
+            if let Err(e) = expand_one(&rest[i + 2..end], &get, &mut out) {
+                errs.push(ConfigError::new(loc, e));
             }
-            col += rest[i..i + end + 1].chars().count();
-            rest = &rest[i + end + 1..];
+            col += rest[i..end + 1].chars().count();
+            rest = &rest[end + 1..];
         }
         out.push_str(rest);
     }
@@ -85,6 +78,52 @@ pub fn expand_env(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<St
     } else {
         Err(errs)
     }
+}
+
+/// Where the `}` that closes a `${` lies in `s` (what follows the `${`), nested
+/// `${...}` skipped.
+fn closing_brace(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let b = s.as_bytes();
+    let mut k = 0;
+    while k < b.len() {
+        if b[k] == b'$' && b.get(k + 1) == Some(&b'{') {
+            depth += 1;
+            k += 2;
+            continue;
+        }
+        if b[k] == b'}' {
+            if depth == 0 {
+                return Some(k);
+            }
+            depth -= 1;
+        }
+        k += 1;
+    }
+    None
+}
+
+/// Expand `VAR` or `VAR:-default` (the inside of `${...}`) onto `out`.
+fn expand_one(inner: &str, get: &impl Fn(&str) -> Option<String>, out: &mut String) -> Result<(), String> {
+    let (name, default) = match inner.split_once(":-") {
+        Some((n, d)) => (n, Some(d)),
+        None => (inner, None),
+    };
+    if let Some(v) = get(name).filter(|v| !v.is_empty()) {
+        out.push_str(&v);
+        return Ok(());
+    }
+    let Some(mut d) = default else {
+        return Err(format!("environment variable `{name}` is not set (write `${{{name}:-DEFAULT}}` for a default)"));
+    };
+    while let Some(i) = d.find("${") {
+        out.push_str(&d[..i]);
+        let end = closing_brace(&d[i + 2..]).map(|e| i + 2 + e).ok_or("`${` without a closing `}`")?;
+        expand_one(&d[i + 2..end], get, out)?;
+        d = &d[end + 1..];
+    }
+    out.push_str(d);
+    Ok(())
 }
 
 /// A port the pipeline made.
@@ -325,5 +364,21 @@ mod tests {
         assert_eq!((e[0].loc.line, e[0].loc.column), (2, 5));
         assert!(e[0].message.contains("`NOPE` is not set"));
         assert_eq!((e[1].loc.line, e[1].loc.column), (3, 4));
+    }
+
+    #[test]
+    fn defaults_may_hold_variables() {
+        let get = |k: &str| match k {
+            "IF" => Some("veth7".to_string()),
+            "ARGS" => Some("iface=x".to_string()),
+            _ => None,
+        };
+        let t = "a: ${NO:-iface=${IF:-v},ring=${RING:-frames}${MORE:-}}\nb: ${ARGS:-iface=${NOPE}}\n";
+        assert_eq!(expand_env(t, get).unwrap(), "a: iface=veth7,ring=frames\nb: iface=x\n");
+        let e = expand_env("a: 1\nb: ${NO:-x${NOPE}y}\nc: ${NO:-${OPEN}\n", get).unwrap_err();
+        assert_eq!((e[0].loc.line, e[0].loc.column), (2, 4));
+        assert!(e[0].message.contains("`NOPE` is not set"), "{}", e[0].message);
+        assert_eq!((e[1].loc.line, e[1].loc.column), (3, 4));
+        assert!(e[1].message.contains("without a closing"), "{}", e[1].message);
     }
 }
