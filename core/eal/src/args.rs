@@ -167,6 +167,9 @@ impl EalArgs {
                 "--no-huge" => out.no_huge = true,
                 "--no-default-plugins" => out.no_default_plugins = true,
                 "--no-pci" => {}
+                // Our hugepages are anonymous mappings: no file is left to unlink, no
+                // shared runtime directory is made (DPDK's meaning of both).
+                "--huge-unlink" | "--in-memory" => {}
                 "--no-telemetry" => out.no_telemetry = true,
                 "--metrics" => {
                     let v = value(&opt)?;
@@ -291,6 +294,8 @@ mod tests {
             "--vdev=net_null1",
             "-d/tmp/p",
             "--no-huge",
+            "--huge-unlink",
+            "--in-memory",
             "-m",
             "512",
             "--",

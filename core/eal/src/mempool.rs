@@ -566,6 +566,42 @@ mod tests {
         Mempool::create(&MempoolConfig::new("t", n).cache_size(cache).policy(MemPolicy::NoHuge)).unwrap()
     }
 
+    /// The layout plugins that register a pool's region with the kernel rely on
+    /// (net_af_xdp's UMEM; docs/writing-a-pmd.md): objects back to back from the
+    /// region's start, each an mbuf header then its buffer, `round_up(128 + buf_len,
+    /// 64)` bytes apart, all inside `region_len`.
+    #[test]
+    fn objects_are_laid_out_as_the_abi_documents() {
+        for room in [2176u16, 2048 + 100, 9216] {
+            let p = Mempool::create(
+                &MempoolConfig::new("lay", 100).data_room(room).cache_size(0).policy(MemPolicy::NoHuge),
+            )
+            .unwrap();
+            let (va, _, len) = p.region();
+            let stride = (std::mem::size_of::<RawMbuf>() + usize::from(room)).div_ceil(64) * 64;
+            assert_eq!(std::mem::size_of::<RawMbuf>(), 128);
+            assert!(stride * 100 <= len);
+            let mut objs = [std::ptr::null_mut(); 100];
+            p.get_bulk(&mut objs).unwrap();
+            let mut seen: Vec<usize> = objs
+                .iter()
+                .map(|&m| {
+                    let off = m as usize - va as usize;
+                    assert_eq!(off % stride, 0, "object at {off}");
+                    // SAFETY: a live object of the pool.
+                    let h = unsafe { &*m };
+                    assert_eq!(h.buf_addr as usize, m as usize + 128);
+                    assert_eq!(h.buf_len, room);
+                    off / stride
+                })
+                .collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..100).collect::<Vec<_>>());
+            // SAFETY: objects from this pool, returned once.
+            unsafe { p.put_bulk(&objs) };
+        }
+    }
+
     #[test]
     fn get_put_without_lcore_uses_ring() {
         let p = pool(64, 16);
