@@ -4,7 +4,9 @@
 //! net_af_xdp (IRONPATH_DRIVER, IRONPATH_PORT_ARGS) serves 100 MiB to curl with SHA-256
 //! equal and keep-alive load from `wrk -c64` without errors, every mbuf back
 //! afterwards; the XDP program and promiscuous mode are gone from the interface once
-//! the process exits, also after SIGKILL. Each test makes its own namespace and veth
+//! the process exits, also after SIGKILL; with two queue pairs on a two-queue veth,
+//! datagrams of 16 flows are all counted, spread over both sockets. Each test makes
+//! its own namespace and veth
 //! pair (unique names, 198.18.0.0/15 and fd00::/8) and removes them, pass or fail.
 
 mod common;
@@ -159,4 +161,47 @@ fn the_http_pipeline_over_af_xdp_serves_100mib_and_survives_wrk_root() {
     assert_eq!(last["ports"]["wire"]["imissed"].as_u64(), Some(0), "{last}");
     eprintln!("{}", wrk.lines().find(|l| l.starts_with("Requests/sec")).unwrap_or(""));
     run.stop();
+}
+
+#[test]
+fn two_queue_pairs_receive_every_datagram_over_both_sockets_root() {
+    if !ready(&["python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::with_queues("xq", 43, 2);
+    // rxonly answers no ARP: the kernel gets our MAC by hand.
+    let mac = sh(&format!("cat /sys/class/net/{}/address", v.port));
+    sh(&format!(
+        "ip netns exec {} ip neigh replace {} lladdr {} dev {} nud permanent",
+        v.ns,
+        v.ours4(),
+        mac.trim(),
+        v.peer
+    ));
+    let mut t = Command::new(BIN)
+        .args(["testpmd", "-l", "0-1", "--no-huge", "--vdev"])
+        .arg(format!("net_af_xdp0,iface={},queue_count=2", v.port))
+        .args(["--", "-i", "--rxq=2", "--txq=2", "--forward-mode=rxonly"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn testpmd");
+    writeln!(t.stdin.as_mut().unwrap(), "start").unwrap();
+    wait_for(&v.port, 10, |s| s.0);
+    std::thread::sleep(Duration::from_millis(500));
+    // The peer's veth picks a TX queue (and so our RX queue) by flow hash.
+    let send = format!(
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         for i in range(1000): s.sendto(b'x' * 20, ('{}', 9000 + i % 16))\n",
+        v.ours4()
+    );
+    let o = v.exec_for(20, &["python3", "-c", &send]);
+    assert!(o.status.success(), "sender: {}", text(&o));
+    std::thread::sleep(Duration::from_millis(500));
+    let out = quit(t, &["stop", "show port xstats 0"]);
+    let (q0, q1) = (xstat(&out, "rx_q0_packets"), xstat(&out, "rx_q1_packets"));
+    assert!(q0 + q1 >= 1000 && q0 > 0 && q1 > 0, "queue 0: {q0}, queue 1: {q1}\n{out}");
+    assert_eq!((xstat(&out, "rx_dropped"), xstat(&out, "rx_bad_desc")), (0, 0), "{out}");
 }

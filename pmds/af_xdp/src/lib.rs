@@ -6,7 +6,8 @@
 //!   queue's mempool region, registered as it is in unaligned-chunk mode, so a frame
 //!   the kernel receives lands in an mbuf's own buffer (256 bytes into it, behind
 //!   the kernel's XDP headroom) and becomes that mbuf with no copy. The fill ring
-//!   holds buffers of fresh mbufs, refilled in bursts as frames are taken; which
+//!   (twice the RX ring's entries, the RX queue's descriptor count) holds buffers of
+//!   fresh mbufs, refilled in bursts as frames are taken; which
 //!   buffers the kernel holds is tracked one bit per object, and an RX descriptor that
 //!   names any other address is counted (`rx_bad_desc`) and never used.
 //! * TX posts a packet of that pool by the address of its data, and holds it until
@@ -32,8 +33,9 @@
 //!   offloaded either way; attaching native XDP to a veth also turns TSO off on its
 //!   peer, whose TCP then sends MTU-sized segments. Zero-copy drivers get zero-copy
 //!   unless `force_copy=1`.
-//! * Kernel drops (XDP_STATISTICS `rx_dropped`) are reported as `imissed`; the other
-//!   counters of the socket are xstats. MAC, MTU, link and promiscuous mode are the
+//! * Kernel drops (XDP_STATISTICS `rx_dropped`: no buffer in the fill ring, and
+//!   `rx_ring_full`) are reported as `imissed`; every counter of the socket is also an
+//!   xstat. MAC, MTU, link and promiscuous mode are the
 //!   interface's.
 //!
 //! Device arguments: `iface=<name>` (required), `start_queue=<n>` (0),
@@ -293,8 +295,11 @@ impl Pmd for AfXdp {
         abi::Link { speed_mbps: speed, up: u8::from(up), full_duplex: 1, autoneg: 0, reserved: 0 }
     }
 
+    /// Frames the kernel could not deliver: no buffer in the fill ring (or another
+    /// drop), and the RX ring full.
     fn extra_stats(&self, s: &mut abi::Stats) {
-        s.imissed += self.kernel_stats().rx_dropped;
+        let k = self.kernel_stats();
+        s.imissed += k.rx_dropped + k.rx_ring_full;
     }
 
     fn xstats(&self) -> Vec<(String, u64)> {

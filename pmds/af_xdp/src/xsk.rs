@@ -134,6 +134,8 @@ pub struct Setup<'a> {
     pub ifindex: i32,
     pub queue: u32,
     pub pool: Pool,
+    /// Entries of the RX ring; the fill ring has twice as many (as DPDK's), so that
+    /// buffers are posted while the RX ring is full of frames not yet taken.
     pub rx_size: u32,
     pub tx_size: u32,
     pub bind_flags: u16,
@@ -166,7 +168,7 @@ pub fn open(s: &Setup<'_>) -> Result<(RxSide, TxSide), SetupError> {
     sys::umem_reg(&fd, base, layout.region_len, layout.chunk)
         .map_err(|e| SetupError("cannot register the mempool's memory as the UMEM (XDP_UMEM_REG)", e))?;
     for (opt, n, what) in [
-        (libc::XDP_UMEM_FILL_RING, s.rx_size, "the fill ring"),
+        (libc::XDP_UMEM_FILL_RING, 2 * s.rx_size, "the fill ring"),
         (libc::XDP_UMEM_COMPLETION_RING, s.tx_size, "the completion ring"),
         (libc::XDP_RX_RING, s.rx_size, "the RX ring"),
         (libc::XDP_TX_RING, s.tx_size, "the TX ring"),
@@ -175,7 +177,7 @@ pub fn open(s: &Setup<'_>) -> Result<(RxSide, TxSide), SetupError> {
     }
     let off = sys::mmap_offsets(&fd).map_err(|e| SetupError("XDP_MMAP_OFFSETS", e))?;
     let map_err = |what| move |e| SetupError(what, e);
-    let fill = Ring::<u64>::map(&fd, &off.fr, libc::XDP_UMEM_PGOFF_FILL_RING, s.rx_size, true)
+    let fill = Ring::<u64>::map(&fd, &off.fr, libc::XDP_UMEM_PGOFF_FILL_RING, 2 * s.rx_size, true)
         .map_err(map_err("cannot map the fill ring"))?;
     let comp = Ring::<u64>::map(&fd, &off.cr, libc::XDP_UMEM_PGOFF_COMPLETION_RING, s.tx_size, false)
         .map_err(map_err("cannot map the completion ring"))?;

@@ -47,12 +47,18 @@ pub struct Veth {
 
 impl Veth {
     pub fn new(tag: &str, net: u8) -> Veth {
+        Self::with_queues(tag, net, 1)
+    }
+
+    /// The same, both ends with `queues` RX and TX queues.
+    pub fn with_queues(tag: &str, net: u8, queues: u32) -> Veth {
         let id = std::process::id() % 100_000;
         let v =
             Veth { ns: format!("ipt-{tag}-{id}"), port: format!("ip{tag}{id}a"), peer: format!("ip{tag}{id}b"), net };
         v.teardown();
+        let nq = if queues > 1 { format!("numtxqueues {queues} numrxqueues {queues}") } else { String::new() };
         sh(&format!(
-            "ip netns add {ns} && ip link add {p} type veth peer name {q} && ip link set {q} netns {ns} && \
+            "ip netns add {ns} && ip link add {p} {nq} type veth peer name {q} {nq} && ip link set {q} netns {ns} && \
              sysctl -qw net.ipv6.conf.{p}.disable_ipv6=1 && ip link set {p} up && \
              ip netns exec {ns} ip addr add 198.18.{n}.1/24 dev {q} && \
              ip netns exec {ns} ip -6 addr add fd00:{n}::1/64 dev {q} nodad && \
