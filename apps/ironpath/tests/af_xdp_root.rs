@@ -5,7 +5,9 @@
 //! equal and keep-alive load from `wrk -c64` without errors, every mbuf back
 //! afterwards; the XDP program and promiscuous mode are gone from the interface once
 //! the process exits, also after SIGKILL; with two queue pairs on a two-queue veth,
-//! datagrams of 16 flows are all counted, spread over both sockets. Each test makes
+//! datagrams of 16 flows are all counted, spread over both sockets; bad set-ups (no
+//! such interface, a queue it has not, not root, RLIMIT_MEMLOCK too low, the
+//! interface's XDP hook taken) are refused saying so. Each test makes
 //! its own namespace and veth
 //! pair (unique names, 198.18.0.0/15 and fd00::/8) and removes them, pass or fail.
 
@@ -204,4 +206,42 @@ fn two_queue_pairs_receive_every_datagram_over_both_sockets_root() {
     let (q0, q1) = (xstat(&out, "rx_q0_packets"), xstat(&out, "rx_q1_packets"));
     assert!(q0 + q1 >= 1000 && q0 > 0 && q1 > 0, "queue 0: {q0}, queue 1: {q1}\n{out}");
     assert_eq!((xstat(&out, "rx_dropped"), xstat(&out, "rx_bad_desc")), (0, 0), "{out}");
+}
+
+#[test]
+fn bad_set_ups_are_refused_with_the_reason_root() {
+    if !ready(&["setpriv"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("xr", 44);
+    // `prefix` (a privilege change) before ironpath; `args` the device arguments.
+    let refused = |prefix: &str, args: &str| {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{prefix} {BIN} testpmd -l 0-1 --no-huge --no-telemetry --vdev net_af_xdp0,{args} -- \
+                 --forward-mode=rxonly --duration 1"
+            ))
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{prefix} {args}: accepted: {}", text(&o));
+        text(&o)
+    };
+    let iface = format!("iface={}", v.port);
+    let e = refused("", "iface=nosuchif0");
+    assert!(e.contains("iface=nosuchif0: ") && e.contains("ip link"), "{e}");
+    let e = refused("", &format!("{iface},start_queue=1"));
+    assert!(e.contains("has 1 RX queue(s)") && e.contains("ethtool -L"), "{e}");
+    let e = refused("setpriv --reuid=65534 --regid=65534 --clear-groups", &iface);
+    assert!(e.contains("needs root"), "{e}");
+    let e = refused("ulimit -l 64; setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock", &iface);
+    assert!(e.contains("XDP_UMEM_REG") && e.contains("RLIMIT_MEMLOCK"), "{e}");
+    // The hook is taken while another port holds it.
+    let t = testpmd_on(&v, "", "rxonly");
+    wait_for(&v.port, 10, |s| s.0);
+    let e = refused("", &iface);
+    quit(t, &["stop"]);
+    assert!(e.contains("another XDP program is attached"), "{e}");
+    assert_eq!(wait_for(&v.port, 5, |s| !s.0).0, false, "nothing left attached");
 }

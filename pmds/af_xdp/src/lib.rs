@@ -153,7 +153,7 @@ fn os_err(iface: &str, what: &str, e: std::io::Error) -> PmdError {
     let hint = match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => " (needs root: CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW)",
         Some(libc::ENOBUFS) if what.contains("UMEM") => {
-            " (the UMEM's pages are locked in memory: raise RLIMIT_MEMLOCK, `ulimit -l`, or run as root)"
+            " (the UMEM's pages are locked in memory: raise RLIMIT_MEMLOCK, `ulimit -l`, or keep CAP_IPC_LOCK, which root has)"
         }
         Some(libc::EAFNOSUPPORT) => " (a kernel without AF_XDP sockets: CONFIG_XDP_SOCKETS)",
         _ => "",

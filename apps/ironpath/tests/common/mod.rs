@@ -319,6 +319,7 @@ pub fn package_of(tool: &str) -> &str {
         "busybox" => "busybox-static",
         "dpdk-telemetry.py" | "dpdk-testpmd" => "dpdk",
         "promtool" => "prometheus",
+        "setpriv" => "util-linux",
         t => t,
     }
 }
