@@ -243,5 +243,5 @@ fn bad_set_ups_are_refused_with_the_reason_root() {
     let e = refused("", &iface);
     quit(t, &["stop"]);
     assert!(e.contains("another XDP program is attached"), "{e}");
-    assert_eq!(wait_for(&v.port, 5, |s| !s.0).0, false, "nothing left attached");
+    assert!(!wait_for(&v.port, 5, |s| !s.0).0, "nothing left attached");
 }

@@ -6,7 +6,8 @@
 //!   queue's mempool region, registered as it is in unaligned-chunk mode, so a frame
 //!   the kernel receives lands in an mbuf's own buffer (256 bytes into it, behind
 //!   the kernel's XDP headroom) and becomes that mbuf with no copy. The fill ring
-//!   (twice the RX ring's entries, the RX queue's descriptor count) holds buffers of
+//!   (twice the RX ring's entries: the RX queue's descriptor count, at least 2048)
+//!   holds buffers of
 //!   fresh mbufs, refilled in bursts as frames are taken; which
 //!   buffers the kernel holds is tracked one bit per object, and an RX descriptor that
 //!   names any other address is counted (`rx_bad_desc`) and never used.
@@ -65,8 +66,9 @@ const KEYS: &[&str] = &["iface", "start_queue", "queue_count", "busy_budget", "f
 /// Entries of each socket's TX and completion rings (fixed: they are sized before
 /// the socket is bound, when the RX queue is set up).
 const TX_RING: u32 = 2048;
-/// Default and bounds of the RX and fill rings (the RX queue's descriptor count,
-/// rounded up to a power of two).
+/// Entries of the RX ring: the RX queue's descriptor count rounded up to a power of
+/// two, at least `RX_RING` (DPDK's net_af_xdp default: with fewer, a receiver
+/// descheduled for a few milliseconds lets the ring overflow at kernel rates).
 const RX_RING: u32 = 2048;
 const MIN_RING: u32 = 64;
 const MAX_RING: u32 = 16384;
@@ -257,8 +259,7 @@ impl Pmd for AfXdp {
                 format!("RX queue {qid} is in use or beyond queue_count={}", self.a.queue_count),
             ));
         }
-        let rx_size =
-            if nb_desc == 0 { RX_RING } else { u32::from(nb_desc).clamp(MIN_RING, MAX_RING).next_power_of_two() };
+        let rx_size = u32::from(nb_desc).clamp(RX_RING, MAX_RING).next_power_of_two();
         let setup = Setup {
             map: &self.map,
             ifindex: self.ifindex,
