@@ -16,8 +16,9 @@
 //!   `tx_inflight`, as net_af_packet: `tx_batch` and the TCP node's in-flight limit
 //!   work unchanged). A packet of another pool, or in several segments, is copied
 //!   into a buffer of the pool first (`tx_copied`); one larger than a chunk is
-//!   dropped (`tx_too_long`). In copy mode the kernel sends 32 frames per kick; a
-//!   burst kicks until the TX ring is empty (at most 8 times).
+//!   dropped (`tx_too_long`). In copy mode the kernel sends 32 frames per kick and
+//!   answers EAGAIN when more wait: a burst kicks once, and again (at most 8 times)
+//!   only on EAGAIN; `tx_done_cleanup` kicks only if the last kick left frames.
 //! * The XDP program, `bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)`, sends
 //!   the frames of each queue with a socket to it and everything else on to the
 //!   kernel's stack. It is loaded with the port and attached through a BPF link, so
@@ -40,9 +41,11 @@
 //!   interface's.
 //!
 //! Device arguments: `iface=<name>` (required), `start_queue=<n>` (0),
-//! `queue_count=<n>` (1), `busy_budget=<n>` (0: off; else busy polling of the device
-//! through the socket, that many frames per call), `force_copy=0|1`,
-//! `xdp_mode=native|skb`. Needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW) and a
+//! `queue_count=<n>` (1), `busy_budget=<n>` (0: off; else preferred busy polling of
+//! the device through the socket, that many frames per call, on every empty RX
+//! burst; DPDK's default is 64, ours is off because a busy poll may spin in the
+//! kernel for up to 20 µs, which the rest of the lcore's graph would wait for),
+//! `force_copy=0|1`, `xdp_mode=native|skb`. Needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW) and a
 //! mempool whose buffers hold at least 2048 bytes (the default's do).
 
 #![deny(clippy::undocumented_unsafe_blocks)]

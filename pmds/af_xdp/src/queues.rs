@@ -107,23 +107,26 @@ impl TxSide {
         n as usize
     }
 
-    /// Have the kernel send what the TX ring holds (copy mode: 32 frames a call).
+    /// Have the kernel send what the TX ring holds: one call, again only while the
+    /// kernel says it has more (copy mode sends 32 frames a call and then answers
+    /// EAGAIN). The ring's consumer index cannot tell: the kernel publishes it
+    /// lazily, at its next look at the ring, so a second call "to be sure" would find
+    /// the ring empty every time (the socket's `tx_ring_empty` counts such calls).
     fn kick(&mut self) {
         if self.xsk.zero_copy && !self.tx.needs_wakeup() {
             return;
         }
+        self.unsent = true;
         for _ in 0..MAX_KICKS {
-            let queued = self.tx.size() - self.tx.free(self.tx.size());
-            if queued == 0 {
-                break;
-            }
             match sys::kick_tx(self.xsk.fd()) {
-                Ok(true) => {}
-                // The kernel is busy or out of completion room: free what completed.
+                Ok(true) | Err(_) => {
+                    self.unsent = false;
+                    break;
+                }
+                // More to send, or out of completion room: free what completed, go on.
                 Ok(false) => {
                     self.reclaim(0);
                 }
-                Err(_) => break,
             }
         }
     }
@@ -235,7 +238,9 @@ impl TxQueue for XdpTx {
             burst.free_all();
             return;
         };
-        if s.held.len() + burst.len() > s.tx.size() as usize / 2 {
+        // What completed goes back to the pool every burst, while it is still warm in
+        // the cache (and the completion ring never fills).
+        if !s.held.is_empty() {
             s.reclaim(0);
         }
         // SAFETY: `post` takes the first `taken` packets (holds or frees them),
@@ -243,7 +248,9 @@ impl TxQueue for XdpTx {
         let (taken, bytes, dropped) = s.post(unsafe { burst.packets_to_post() });
         // SAFETY: as above.
         unsafe { burst.set_taken(taken) };
-        s.kick();
+        if taken > 0 || s.unsent {
+            s.kick();
+        }
         stats.packets.add(taken as u64 - dropped);
         stats.bytes.add(bytes);
         stats.errors.add(dropped);
@@ -251,7 +258,9 @@ impl TxQueue for XdpTx {
 
     fn tx_done_cleanup(&mut self, max: usize) -> usize {
         let Some(s) = self.side() else { return 0 };
-        s.kick();
+        if s.unsent {
+            s.kick();
+        }
         s.reclaim(max)
     }
 

@@ -114,6 +114,9 @@ pub struct TxSide {
     pub tx: Ring<libc::xdp_desc>,
     pub comp: Ring<u64>,
     pub held: std::collections::VecDeque<(*mut Mbuf, u64)>,
+    /// Whether the kernel was last seen with frames still to send (a kick answered
+    /// EAGAIN): the next burst or cleanup kicks again even with nothing new.
+    pub unsent: bool,
 }
 
 // SAFETY: the held packets are owned by the half, which one thread uses at a time.
@@ -205,7 +208,8 @@ pub fn open(s: &Setup<'_>) -> Result<(RxSide, TxSide), SetupError> {
     // Frames arrive only once the socket is in the map; its buffers go first.
     rxs.refill(u32::MAX);
     sys::xskmap_set(s.map, s.queue, xsk.fd()).map_err(map_err("cannot put the socket in the XSKMAP"))?;
-    let txs = TxSide { xsk, tx, comp, held: std::collections::VecDeque::with_capacity(s.tx_size as usize) };
+    let txs =
+        TxSide { xsk, tx, comp, held: std::collections::VecDeque::with_capacity(s.tx_size as usize), unsent: false };
     Ok((rxs, txs))
 }
 
