@@ -37,8 +37,14 @@ fuzz_target!(|data: &[u8]| {
         let len = u32::from_le_bytes(op[9..13].try_into().unwrap());
         match op[0] % 3 {
             0 => {
-                let idx = (v % u64::from(count)) as u32;
+                // Mostly an object of the pool; now and then one past its end.
+                let idx = (v % (u64::from(count) + 70)) as u32;
                 let fresh = posted.set(idx);
+                if idx >= count {
+                    assert!(!fresh, "object {idx} of {count} posted");
+                    assert!(!posted.take(idx));
+                    continue;
+                }
                 assert_eq!(fresh, !model[idx as usize]);
                 model[idx as usize] = true;
                 assert_eq!(l.index_of(l.fill_addr(idx)), Some(idx));

@@ -121,18 +121,22 @@ impl Layout {
 /// buffer is never handed out twice.
 pub struct Posted {
     bits: Vec<u64>,
+    count: u32,
     n: usize,
 }
 
 impl Posted {
     /// None of `count` objects posted.
     pub fn new(count: u32) -> Self {
-        Self { bits: vec![0; (count as usize).div_ceil(64)], n: 0 }
+        Self { bits: vec![0; (count as usize).div_ceil(64)], count, n: 0 }
     }
 
     /// Mark `idx` posted; `false` if it already was (or is out of range).
     #[inline(always)]
     pub fn set(&mut self, idx: u32) -> bool {
+        if idx >= self.count {
+            return false;
+        }
         let (w, b) = (idx as usize / 64, idx % 64);
         match self.bits.get_mut(w) {
             Some(x) if *x & (1 << b) == 0 => {
@@ -147,6 +151,9 @@ impl Posted {
     /// Take `idx` back; `false` if it was not posted.
     #[inline(always)]
     pub fn take(&mut self, idx: u32) -> bool {
+        if idx >= self.count {
+            return false;
+        }
         let (w, b) = (idx as usize / 64, idx % 64);
         match self.bits.get_mut(w) {
             Some(x) if *x & (1 << b) != 0 => {
