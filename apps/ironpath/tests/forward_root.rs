@@ -206,6 +206,36 @@ fn the_wire_pipeline_carries_kernel_traffic_with_offloads_on_root() {
     assert!(out.contains("tx_a") && out.contains("tx_b"), "{out}");
 }
 
+/// A third host for the bridges: namespace `ns` holding veth end `e0` (IPv6 off, up,
+/// `addr` on it if given), the other end `port` here for ironpath; removed on drop,
+/// pass or fail.
+struct Host {
+    ns: String,
+    port: String,
+}
+
+impl Host {
+    fn new(tag: &str, addr: Option<&str>) -> Host {
+        let id = std::process::id() % 100_000;
+        let h = Host { ns: format!("ipf-{tag}c-{id}"), port: format!("if{tag}{id}c") };
+        let (c, pc) = (&h.ns, &h.port);
+        let addr = addr.map(|a| format!("ip -n {c} addr add {a} dev e0 && ")).unwrap_or_default();
+        sh(&format!(
+            "ip netns add {c} && ip netns exec {c} sysctl -qw net.ipv6.conf.default.disable_ipv6=1 && \
+             ip link add {pc} type veth peer name e0 netns {c} && \
+             sysctl -qw net.ipv6.conf.{pc}.disable_ipv6=1 && ip link set {pc} up && {addr}ip -n {c} link set e0 up"
+        ));
+        h
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.port]).output();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+    }
+}
+
 /// The bridge's counter `name` in a stats line.
 fn bridge_counter(line: &serde_json::Value, name: &str) -> u64 {
     line["nodes"]["br"]["counters"][name].as_u64().unwrap_or_else(|| panic!("no counter {name}: {line}"))
@@ -219,22 +249,8 @@ fn the_l2_bridge_learns_forwards_floods_relearns_a_moved_mac_and_ages_root() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let p = Pair::new("br", 51);
     // A third host, c (198.18.51.3), behind the bridge's third port.
-    let id = std::process::id() % 100_000;
-    let (c, pc) = (format!("ipf-brc-{id}"), format!("ifbr{id}c"));
-    struct Gone(String, String);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["link", "del", &self.1]).output();
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-        }
-    }
-    let _c = Gone(c.clone(), pc.clone());
-    sh(&format!(
-        "ip netns add {c} && ip netns exec {c} sysctl -qw net.ipv6.conf.default.disable_ipv6=1 && \
-         ip link add {pc} type veth peer name e0 netns {c} && \
-         sysctl -qw net.ipv6.conf.{pc}.disable_ipv6=1 && ip link set {pc} up && \
-         ip netns exec {c} ip addr add 198.18.51.3/24 dev e0 && ip netns exec {c} ip link set e0 up"
-    ));
+    let host = Host::new("br", Some("198.18.51.3/24"));
+    let (c, pc) = (host.ns.clone(), host.port.clone());
     let env = [
         ("IRONPATH_PORT_A", p.pa.clone()),
         ("IRONPATH_PORT_B", p.pb.clone()),
@@ -291,20 +307,8 @@ fn the_vlan_bridge_carries_each_vlan_only_where_its_ports_are_members_root() {
     // a, b from the pair and c made here send and read 802.1Q-tagged frames on their e0
     // (raw sockets: no VLAN interfaces needed). Ports: a carries 10 and 20, b 10, c 20.
     let p = Pair::new("vb", 54);
-    let id = std::process::id() % 100_000;
-    let (c, pc) = (format!("ipf-vbc-{id}"), format!("ifvb{id}c"));
-    struct Gone(String, String);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["link", "del", &self.1]).output();
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-        }
-    }
-    let _c = Gone(c.clone(), pc.clone());
-    sh(&format!(
-        "ip netns add {c} && ip link add {pc} type veth peer name e0 netns {c} && \
-         sysctl -qw net.ipv6.conf.{pc}.disable_ipv6=1 && ip link set {pc} up && ip -n {c} link set e0 up"
-    ));
+    let host = Host::new("vb", None);
+    let (c, pc) = (host.ns.clone(), host.port.clone());
     let env = [("IRONPATH_PORT_A", p.pa.clone()), ("IRONPATH_PORT_B", p.pb.clone()), ("IRONPATH_PORT_C", pc.clone())];
     let mut run = Run::start(&config("vlan-bridge.yaml"), &env, "vlan-bridge");
     let hosts = [("a", p.a.clone()), ("b", p.b.clone()), ("c", c.clone())];

@@ -441,13 +441,7 @@ impl Pmd for AfPacket {
     }
 
     fn link(&self) -> abi::Link {
-        let up = sys::is_running(&self.iface);
-        let speed = std::fs::read_to_string(format!("/sys/class/net/{}/speed", self.iface))
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|s| *s > 0)
-            .unwrap_or(0) as u32;
-        abi::Link { speed_mbps: speed, up: u8::from(up), full_duplex: 1, autoneg: 0, reserved: 0 }
+        ironpath_pmd_sdk::linux::link(&self.iface)
     }
 
     fn extra_stats(&self, s: &mut abi::Stats) {

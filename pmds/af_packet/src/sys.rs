@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use ironpath_pmd_sdk::linux::cvt;
 pub use ironpath_pmd_sdk::linux::{
-    hwaddr, iface_flags, ifindex, is_running, mtu, promisc_membership as promisc, set_iface_flag, set_mtu, Fd,
+    hwaddr, iface_flags, ifindex, mtu, promisc_membership as promisc, set_iface_flag, set_mtu, Fd,
 };
 
 pub use ironpath_pmd_sdk::tpacket::{BLK_STATUS, H3_LEN, H3_MAC, H3_SNAPLEN, H3_STATUS};

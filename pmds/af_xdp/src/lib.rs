@@ -290,13 +290,7 @@ impl Pmd for AfXdp {
     }
 
     fn link(&self) -> abi::Link {
-        let up = sys::is_running(&self.a.iface);
-        let speed = std::fs::read_to_string(format!("/sys/class/net/{}/speed", self.a.iface))
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|s| *s > 0)
-            .unwrap_or(0) as u32;
-        abi::Link { speed_mbps: speed, up: u8::from(up), full_duplex: 1, autoneg: 0, reserved: 0 }
+        ironpath_pmd_sdk::linux::link(&self.a.iface)
     }
 
     /// Frames the kernel could not deliver: no buffer in the fill ring (or another

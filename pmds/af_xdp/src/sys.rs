@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use ironpath_pmd_sdk::linux::cvt;
 pub use ironpath_pmd_sdk::linux::{
-    hwaddr, iface_flags, ifindex, is_running, membership_socket, mtu, promisc_membership, set_iface_flag, set_mtu, Fd,
+    hwaddr, iface_flags, ifindex, membership_socket, mtu, promisc_membership, set_iface_flag, set_mtu, Fd,
 };
 
 /// `AF_XDP`.

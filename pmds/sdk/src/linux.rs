@@ -139,6 +139,18 @@ pub fn is_running(name: &str) -> bool {
     iface_flags(name).is_ok_and(|f| f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0)
 }
 
+/// The link of interface `name` as a port reports it: up while the kernel says it is
+/// running, at the speed it reports (`/sys/class/net/NAME/speed`; 0 when it has none,
+/// as a veth), full duplex.
+pub fn link(name: &str) -> crate::abi::Link {
+    let speed = std::fs::read_to_string(format!("/sys/class/net/{name}/speed"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(0) as u32;
+    crate::abi::Link { speed_mbps: speed, up: u8::from(is_running(name)), full_duplex: 1, autoneg: 0, reserved: 0 }
+}
+
 /// Promiscuous mode on interface `ifindex` held by AF_PACKET socket `fd`
 /// (`PACKET_MR_PROMISC` membership): the kernel counts one promiscuous user while
 /// the socket holds it, and drops it when the socket closes, however the process
