@@ -1,0 +1,432 @@
+//! `net_memif`: shared-memory packet interfaces to another packet process (DPDK's
+//! net_memif, VPP's memif, libmemif applications, another ironpath), speaking
+//! libmemif's protocol, version 2.0.
+//!
+//! * Roles: `role=server` listens on the socket (several clients may try; one
+//!   interface id is served per port), `role=client` connects and owns the shared
+//!   memory: one memfd region (sealed against shrinking) holding every ring and one
+//!   buffer of `bsize` bytes per descriptor, DPDK's layout. The control channel runs
+//!   on a thread of its own from `start` to `stop` ([`ctl`]).
+//! * Data path ([`ring`]): copy mode. Received packets are copied out of the shared
+//!   buffers into mbufs of the queue's pool (a bulk allocation per burst; chained
+//!   descriptors become one packet, up to 64 KiB), sent packets are copied into
+//!   shared buffers (a packet longer than a buffer, or in several segments, spans
+//!   descriptors chained with `NEXT`) and freed at once, so no mbuf is ever in the
+//!   peer's hands and nothing needs reclaiming when it goes. A server also serves a
+//!   zero-copy client (DPDK's `zero-copy=yes`): it reads and fills whatever buffers the
+//!   client's descriptors name, in any region the client added. Our own client's
+//!   zero-copy mode (exposing the mempool itself) is not offered: `zero-copy=yes` is
+//!   refused saying so.
+//! * Poll mode only: our RX rings are flagged `MASK_INT` so the peer never signals
+//!   them; after TX the peer's eventfd is signalled only if it asked for interrupts.
+//! * The peer is not trusted ([`proto`] and [`ring`] say how): region sizes are
+//!   checked against their files, ring offsets against their regions, every
+//!   descriptor against its region before a byte moves; violations are refused with
+//!   the reason sent to the peer, or counted (`rx_bad_desc`, `tx_bad_desc`,
+//!   `*_bad_ring_index`) and dropped.
+//! * Link state follows the peer: up from `CONNECTED` until a `DISCONNECT` or the
+//!   socket closing (a killed peer); a client then reconnects every 0.5 s until the
+//!   server is back. A reconnection brings fresh memory; queues switch over on their
+//!   next burst.
+//!
+//! Device arguments (DPDK's): `role=server|client` (server), `id=<u32>` (0),
+//! `socket=<path>` (`/run/memif.sock`), `socket-abstract=yes|no` (yes: the name in the
+//! abstract namespace, as DPDK 22.11 does by default), `mac=<addr>`,
+//! `secret=<up to 23 chars>`, `bsize=<bytes>` (2048), `rsize=<log2 ring size>` (10),
+//! `zero-copy=no`. Queue counts are the port's (`--rxq`/`--txq`); a client agrees
+//! with the server on the smaller of both sides.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod ctl;
+pub mod proto;
+pub mod ring;
+mod sys;
+
+use ctl::{Config, Link, Queues, Role};
+use ironpath_pmd_sdk::abi;
+use ironpath_pmd_sdk::{
+    export_pmd, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxBurst, RxQueue, SoftState, TxBurst, TxQueue,
+};
+use proto::{Layout, SECRET_SZ};
+use ring::{Conn, QueueFaults, RxState, TxState};
+use std::ffi::CStr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use sys::SockPath;
+
+const KEYS: &[&str] = &["role", "id", "socket", "socket-abstract", "mac", "secret", "bsize", "rsize", "zero-copy"];
+/// Most queue pairs (DPDK's limit).
+const MAX_QUEUES: u16 = 255;
+
+/// The device arguments, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Args {
+    role: Role,
+    id: u32,
+    sock: SockPath,
+    mac: Option<[u8; 6]>,
+    secret: Option<[u8; SECRET_SZ]>,
+    bsize: u32,
+    log2: u8,
+}
+
+fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
+    let role = match a.get("role") {
+        None | Some("server") | Some("master") => Role::Server,
+        Some("client") | Some("slave") => Role::Client,
+        Some(v) => {
+            return Err(PmdError::invalid(format!("device argument `role={v}` is not a role: accepted server or client")))
+        }
+    };
+    let id = a.get_u64("id", 0, 0, u64::from(u32::MAX))? as u32;
+    let is_abstract = a.get_bool("socket-abstract", true)?;
+    let name = a.get("socket").unwrap_or("/run/memif.sock").to_string();
+    let max = if is_abstract { 106 } else { 107 };
+    if name.is_empty() || name.len() > max || name.contains('\0') {
+        return Err(PmdError::invalid(format!(
+            "device argument `socket={name}` must be 1 to {max} bytes (a Unix socket address)"
+        )));
+    }
+    if !is_abstract {
+        let dir = std::path::Path::new(&name).parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) {
+            return Err(PmdError::invalid(format!(
+                "device argument `socket={name}`: its directory does not exist (or use socket-abstract=yes)"
+            )));
+        }
+    }
+    let secret = match a.get("secret") {
+        None => None,
+        Some(s) if s.is_empty() || s.len() >= SECRET_SZ => {
+            return Err(PmdError::invalid(format!("device argument `secret` must be 1 to {} bytes", SECRET_SZ - 1)))
+        }
+        Some(s) => Some(proto::Msg::secret(s)),
+    };
+    let bsize = a.get_u64("bsize", 2048, 64, 65535)? as u32;
+    let log2 = a.get_u64("rsize", 10, 1, u64::from(proto::MAX_LOG2_RING))? as u8;
+    if a.get_bool("zero-copy", false)? {
+        return Err(PmdError::not_supported(
+            "device argument `zero-copy=yes` (an ironpath client shares its buffers by copy; \
+             a server serves zero-copy clients as they are)",
+        ));
+    }
+    let run = proto::ClientRun { c2s: MAX_QUEUES, s2c: MAX_QUEUES, log2 };
+    if Layout::new(run, bsize).is_none() && role == Role::Client {
+        // The region of the largest agreement must fit the protocol's 32-bit offsets.
+        let fits = (1..=MAX_QUEUES).rev().find(|&q| Layout::new(proto::ClientRun { c2s: q, s2c: q, log2 }, bsize).is_some());
+        if fits.is_none() {
+            return Err(PmdError::invalid(format!(
+                "bsize={bsize} with rsize={log2}: one ring pair's buffers exceed 4 GiB; lower either"
+            )));
+        }
+    }
+    Ok(Args { role, id, sock: SockPath { name, is_abstract }, mac: a.get_mac("mac")?, secret, bsize, log2 })
+}
+
+/// A device.
+pub struct Memif {
+    a: Args,
+    name: String,
+    soft: SoftState,
+    link: Arc<Link>,
+    thread: Option<JoinHandle<()>>,
+    queues: Queues,
+    rx_faults: Vec<Arc<QueueFaults>>,
+    tx_faults: Vec<Arc<QueueFaults>>,
+}
+
+impl Memif {
+    fn stop_thread(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.link.stop.store(true, Ordering::Release);
+            let _ = t.join();
+            self.link.stop.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Memif {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+/// The connection a queue uses, switched when the control thread publishes another.
+struct Follow {
+    link: Arc<Link>,
+    gen: u64,
+    conn: Option<Arc<Conn>>,
+}
+
+impl Follow {
+    /// The live connection (`fresh`: a different one than last time).
+    #[inline(always)]
+    fn get(&mut self) -> (Option<&Arc<Conn>>, bool) {
+        let g = self.link.gen.load(Ordering::Acquire);
+        let mut fresh = false;
+        if g != self.gen {
+            let now = self.link.conn.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            fresh = match (&now, &self.conn) {
+                (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
+                (a, b) => a.is_some() || b.is_some(),
+            };
+            self.conn = now;
+            self.gen = g;
+        }
+        (self.conn.as_ref(), fresh)
+    }
+}
+
+/// An RX queue.
+pub struct MemifRx {
+    q: u16,
+    follow: Follow,
+    pool: Pool,
+    stats: Arc<QueueStats>,
+    faults: Arc<QueueFaults>,
+    st: RxState,
+    scratch: Vec<u8>,
+}
+
+impl RxQueue for MemifRx {
+    #[inline]
+    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
+        let (conn, fresh) = self.follow.get();
+        if fresh {
+            self.st = RxState::default();
+        }
+        let Some(c) = conn else { return };
+        let (p, b, nombuf) = ring::rx(c, self.q, &mut self.st, burst, &self.pool, &self.faults, &mut self.scratch);
+        if p > 0 {
+            self.stats.packets.add(p);
+            self.stats.bytes.add(b);
+        }
+        if nombuf > 0 {
+            self.stats.nombuf.add(nombuf);
+        }
+    }
+}
+
+/// A TX queue.
+pub struct MemifTx {
+    q: u16,
+    follow: Follow,
+    stats: Arc<QueueStats>,
+    faults: Arc<QueueFaults>,
+    st: TxState,
+}
+
+impl TxQueue for MemifTx {
+    #[inline]
+    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
+        let (conn, fresh) = self.follow.get();
+        if fresh {
+            self.st = TxState::default();
+        }
+        let Some(c) = conn else { return };
+        let (p, b) = ring::tx(c, self.q, &mut self.st, burst, &self.faults);
+        if p > 0 {
+            self.stats.packets.add(p);
+            self.stats.bytes.add(b);
+        }
+    }
+}
+
+impl Pmd for Memif {
+    const NAME: &'static CStr = c"net_memif";
+    const DEVARGS_HELP: &'static CStr = c"role=server|client (server),id=<u32> (0),socket=<path> (/run/memif.sock),socket-abstract=yes|no (yes),mac=<xx:xx:xx:xx:xx:xx>,secret=<1..23 chars>,bsize=<64..65535> (2048),rsize=<log2 ring size 1..14> (10),zero-copy=no";
+    type Rx = MemifRx;
+    type Tx = MemifTx;
+
+    const CHECKS_ARGS: bool = true;
+
+    fn check_args(ctx: &ProbeCtx<'_>) -> Result<(), PmdError> {
+        parse_args(&DevArgs::parse(ctx.args, KEYS)?).map(drop)
+    }
+
+    fn probe(ctx: &ProbeCtx<'_>) -> Result<Self, PmdError> {
+        let a = parse_args(&DevArgs::parse(ctx.args, KEYS)?)?;
+        let mac = a.mac.unwrap_or_else(|| SoftState::mac_from_name(0x4d, ctx.name));
+        Ok(Memif {
+            a,
+            name: ctx.name.to_string(),
+            soft: SoftState::new(mac, 9000),
+            link: Arc::new(Link::default()),
+            thread: None,
+            queues: Queues { rx: 1, tx: 1 },
+            rx_faults: Vec::new(),
+            tx_faults: Vec::new(),
+        })
+    }
+
+    fn info(&self) -> abi::DevInfo {
+        abi::DevInfo {
+            max_rx_queues: MAX_QUEUES,
+            max_tx_queues: MAX_QUEUES,
+            min_desc: 1,
+            max_desc: 16384,
+            min_mtu: 68,
+            max_mtu: 9000,
+            mtu: self.soft.mtu,
+            max_rx_pktlen: ring::MAX_FRAME as u32,
+            ..Default::default()
+        }
+    }
+
+    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
+        if self.thread.is_some() {
+            return Err(PmdError::new(abi::errno::EBUSY, "stop the port before configuring it"));
+        }
+        self.queues = Queues { rx: conf.nb_rx_queues.max(1), tx: conf.nb_tx_queues.max(1) };
+        if conf.mtu != 0 {
+            self.set_mtu(conf.mtu)?;
+        }
+        Ok(())
+    }
+
+    fn rx_queue_setup(&mut self, qid: u16, _nb_desc: u16, pool: Pool, stats: Arc<QueueStats>) -> Result<MemifRx, PmdError> {
+        let faults = Arc::new(QueueFaults::default());
+        let i = usize::from(qid);
+        if self.rx_faults.len() <= i {
+            self.rx_faults.resize_with(i + 1, Default::default);
+        }
+        self.rx_faults[i] = faults.clone();
+        Ok(MemifRx {
+            q: qid,
+            follow: Follow { link: self.link.clone(), gen: u64::MAX, conn: None },
+            pool,
+            stats,
+            faults,
+            st: RxState::default(),
+            scratch: Vec::new(),
+        })
+    }
+
+    fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<MemifTx, PmdError> {
+        let faults = Arc::new(QueueFaults::default());
+        let i = usize::from(qid);
+        if self.tx_faults.len() <= i {
+            self.tx_faults.resize_with(i + 1, Default::default);
+        }
+        self.tx_faults[i] = faults.clone();
+        Ok(MemifTx {
+            q: qid,
+            follow: Follow { link: self.link.clone(), gen: u64::MAX, conn: None },
+            stats,
+            faults,
+            st: TxState::default(),
+        })
+    }
+
+    /// Start the control channel: a server binds its socket here (a socket another
+    /// process serves is refused), a client starts connecting.
+    fn start(&mut self) -> Result<(), PmdError> {
+        if self.thread.is_some() {
+            return Ok(());
+        }
+        let listener = match self.a.role {
+            Role::Server => Some(ctl::bind(&self.a.sock).map_err(|e| {
+                let hint = match e.raw_os_error() {
+                    Some(libc::EADDRINUSE) => " (another process serves it: pick another socket= or id=)",
+                    Some(libc::EACCES) | Some(libc::EPERM) => " (no permission to create it there)",
+                    _ => "",
+                };
+                PmdError::new(
+                    e.raw_os_error().unwrap_or(abi::errno::EIO),
+                    format!("socket={}: cannot listen: {e}{hint}", self.a.sock),
+                )
+            })?),
+            Role::Client => None,
+        };
+        let cfg = Config {
+            role: self.a.role,
+            id: self.a.id,
+            sock: self.a.sock.clone(),
+            secret: self.a.secret,
+            bsize: self.a.bsize,
+            log2: self.a.log2,
+            if_name: self.name.clone(),
+        };
+        let (q, link) = (self.queues, self.link.clone());
+        let t = std::thread::Builder::new()
+            .name(format!("memif-{}", self.name))
+            .spawn(move || ctl::run(cfg, q, listener, link))
+            .map_err(|e| PmdError::new(abi::errno::EIO, format!("cannot start the control thread: {e}")))?;
+        self.thread = Some(t);
+        Ok(())
+    }
+
+    /// Disconnect (the peer is told "Device stopped") and stop the control channel.
+    fn stop(&mut self) -> Result<(), PmdError> {
+        self.stop_thread();
+        Ok(())
+    }
+
+    fn link(&self) -> abi::Link {
+        let up = self.link.up.load(Ordering::Acquire) && !self.soft.link_down;
+        abi::Link { speed_mbps: 0, up: u8::from(up), full_duplex: 1, autoneg: 0, reserved: 0 }
+    }
+
+    fn xstats(&self) -> Vec<(String, u64)> {
+        let c = &self.link.c;
+        let sum = |v: &[Arc<QueueFaults>], f: fn(&QueueFaults) -> u64| v.iter().map(|x| f(x)).sum::<u64>();
+        vec![
+            ("connected".to_string(), u64::from(self.link.up.load(Ordering::Acquire))),
+            ("connects".to_string(), c.connects.get()),
+            ("disconnects".to_string(), c.disconnects.get()),
+            ("refused".to_string(), c.refused.get()),
+            ("peer_disconnects".to_string(), c.peer_disconnects.get()),
+            ("handshake_timeouts".to_string(), c.timeouts.get()),
+            ("waiting_overflow".to_string(), c.overflow.get()),
+            ("connect_failures".to_string(), c.connect_failures.get()),
+            ("rx_bad_desc".to_string(), sum(&self.rx_faults, |f| f.bad_desc.get())),
+            ("rx_bad_ring_index".to_string(), sum(&self.rx_faults, |f| f.bad_ring_index.get())),
+            ("tx_bad_desc".to_string(), sum(&self.tx_faults, |f| f.bad_desc.get())),
+            ("tx_bad_ring_index".to_string(), sum(&self.tx_faults, |f| f.bad_ring_index.get())),
+            ("tx_ring_full".to_string(), sum(&self.tx_faults, |f| f.ring_full.get())),
+        ]
+    }
+
+    fn soft(&self) -> Option<&SoftState> {
+        Some(&self.soft)
+    }
+
+    fn soft_mut(&mut self) -> Option<&mut SoftState> {
+        Some(&mut self.soft)
+    }
+}
+
+export_pmd!(Memif);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Result<Args, PmdError> {
+        parse_args(&DevArgs::parse(s, KEYS)?)
+    }
+
+    #[test]
+    fn arguments_follow_dpdk_and_name_what_is_wrong() {
+        let a = args("").unwrap();
+        assert_eq!(
+            (a.role, a.id, a.sock.clone(), a.bsize, a.log2, a.secret),
+            (Role::Server, 0, SockPath { name: "/run/memif.sock".into(), is_abstract: true }, 2048, 10, None)
+        );
+        let a = args("role=client,id=7,socket=/tmp/m.sock,socket-abstract=no,secret=pw,bsize=4096,rsize=12").unwrap();
+        assert_eq!((a.role, a.id, a.sock.is_abstract, a.bsize, a.log2), (Role::Client, 7, false, 4096, 12));
+        assert_eq!(a.secret, Some(proto::Msg::secret("pw")));
+        assert!(args("role=master").is_ok() && args("role=slave").is_ok());
+        assert!(args("role=peer").unwrap_err().msg.contains("accepted server or client"));
+        assert!(args("rsize=15").unwrap_err().msg.contains("rsize"));
+        assert!(args("bsize=10").unwrap_err().msg.contains("bsize"));
+        assert!(args("secret=012345678901234567890123").unwrap_err().msg.contains("secret"));
+        assert!(args("socket=/no/such/dir/s.sock,socket-abstract=no").unwrap_err().msg.contains("directory"));
+        assert!(args("zero-copy=yes").unwrap_err().msg.contains("zero-copy"));
+        assert!(args("zero-copy=no").is_ok());
+        assert!(args("sock=x").unwrap_err().msg.contains("socket"));
+    }
+}

@@ -1,0 +1,473 @@
+//! A live connection's shared memory, and the copies in and out of it.
+//!
+//! Trust: the peer shares the memory and may write any of it at any time. So
+//! * every descriptor is read once (a 16-byte volatile copy) and checked before use:
+//!   a server reads the client's buffers only where [`Desc::fits`] says the bytes
+//!   lie inside a mapped region, and writes into a posted buffer only within its
+//!   room and region; a client uses its own buffer of the slot (its region layout is
+//!   its own) and takes from the server only a length, capped at the buffer size;
+//! * the index this side moves is kept locally and only stored to the ring (a peer
+//!   that rewrites it changes nothing here); the peer's index is loaded once per
+//!   burst and must lie within the ring ([`pending`]), else the burst is skipped and
+//!   counted (`bad_ring_index`);
+//! * regions were checked against their file's size before mapping (no access past
+//!   the end of a file), and each client region is sealed against shrinking.
+//!
+//! Reads and writes of the packet bytes race with a misbehaving peer by nature of
+//! shared memory; they are plain copies between raw pointers into the mapping, never
+//! references, so a racing peer can only garble the bytes it owns.
+
+use crate::proto::{
+    pending, Desc, Layout, DESC_FLAG_NEXT, DESC_SIZE, RING_FLAGS_OFF, RING_FLAG_MASK_INT, RING_HDR,
+    RING_HEAD_OFF, RING_TAIL_OFF,
+};
+use crate::sys::{self, Mapping};
+use ironpath_pmd_sdk::abi::Mbuf;
+use ironpath_pmd_sdk::packet::PushError;
+use ironpath_pmd_sdk::{free_bulk, Counter, Pool, RxBurst, TxBurst};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU16, Ordering};
+
+/// One ring in a mapped region.
+#[derive(Debug)]
+pub struct Ring {
+    base: *mut u8,
+    mask: u16,
+    size: u32,
+    /// The peer's eventfd for this ring (signalled after TX if it did not mask
+    /// interrupts).
+    kick: Option<OwnedFd>,
+}
+
+// SAFETY: `base` points into a mapping the connection owns; the ring is used by one
+// queue (one lcore) at a time and its shared words are atomics.
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    /// The ring at `offset` of `m`, `1 << log2` descriptors.
+    ///
+    /// # Safety
+    /// `offset` is 8-byte aligned and the whole ring lies inside `m`, which outlives
+    /// the ring.
+    pub unsafe fn new(m: &Mapping, offset: u64, log2: u8, kick: Option<OwnedFd>) -> Ring {
+        // SAFETY: the caller's contract: the ring lies inside the mapping.
+        let base = unsafe { m.ptr().add(offset as usize) };
+        Ring { base, mask: ((1u32 << log2) - 1) as u16, size: 1 << log2, kick }
+    }
+
+    fn word(&self, off: usize) -> &AtomicU16 {
+        // SAFETY: `off` is a header offset inside the ring, 2-byte aligned (the ring
+        // is 8-byte aligned); shared words are only accessed atomically here.
+        unsafe { AtomicU16::from_ptr(self.base.add(off).cast()) }
+    }
+
+    /// `head`.
+    pub fn head(&self) -> &AtomicU16 {
+        self.word(RING_HEAD_OFF)
+    }
+
+    /// `tail`.
+    pub fn tail(&self) -> &AtomicU16 {
+        self.word(RING_TAIL_OFF)
+    }
+
+    /// `flags`.
+    pub fn flags(&self) -> &AtomicU16 {
+        self.word(RING_FLAGS_OFF)
+    }
+
+    /// The cookie the client wrote.
+    pub fn cookie(&self) -> u32 {
+        // SAFETY: the first 4 bytes of the ring, aligned; a volatile read of shared memory.
+        unsafe { std::ptr::read_volatile(self.base.cast::<u32>()) }
+    }
+
+    /// Write the cookie (client).
+    pub fn set_cookie(&self, c: u32) {
+        // SAFETY: as in `cookie`.
+        unsafe { std::ptr::write_volatile(self.base.cast::<u32>(), c) }
+    }
+
+    /// Entries.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    #[inline(always)]
+    fn desc_ptr(&self, slot: u16) -> *mut [u8; DESC_SIZE] {
+        // SAFETY: `slot & mask` indexes one of the ring's descriptors, inside it.
+        unsafe { self.base.add(RING_HDR + usize::from(slot & self.mask) * DESC_SIZE).cast() }
+    }
+
+    /// Descriptor of `slot` (masked), read once.
+    #[inline(always)]
+    pub fn desc(&self, slot: u16) -> Desc {
+        // SAFETY: inside the ring (`desc_ptr`); an unaligned volatile copy.
+        Desc::from_bytes(unsafe { std::ptr::read_volatile(self.desc_ptr(slot)) })
+    }
+
+    /// Write the descriptor of `slot` (masked).
+    #[inline(always)]
+    pub fn set_desc(&self, slot: u16, d: Desc) {
+        // SAFETY: as in `desc`.
+        unsafe { std::ptr::write_volatile(self.desc_ptr(slot), d.to_bytes()) }
+    }
+
+    /// Wake the receiver if it asked for interrupts.
+    #[inline(always)]
+    fn notify(&self) {
+        if self.flags().load(Ordering::Relaxed) & RING_FLAG_MASK_INT == 0 {
+            if let Some(k) = &self.kick {
+                sys::kick(k.as_raw_fd());
+            }
+        }
+    }
+}
+
+/// A connection: the mapped regions and the rings, as each queue sees them.
+#[derive(Debug)]
+pub struct Conn {
+    /// Rings client-to-server, by queue.
+    pub c2s: Vec<Option<Ring>>,
+    /// Rings server-to-client, by queue.
+    pub s2c: Vec<Option<Ring>>,
+    /// Region sizes (what descriptors are checked against).
+    pub sizes: Vec<u64>,
+    /// The client's own layout (None: we are the server and read descriptors).
+    pub layout: Option<Layout>,
+    /// Mapped regions (last: dropped after the rings that point into them).
+    pub regions: Vec<Mapping>,
+}
+
+impl Conn {
+    /// A pointer to `len` bytes at `offset` of `region`.
+    ///
+    /// Callers checked `offset + len <= sizes[region]`.
+    #[inline(always)]
+    fn at(&self, region: u16, offset: u64) -> *mut u8 {
+        // SAFETY: the caller checked the bytes lie inside the mapping.
+        unsafe { self.regions[usize::from(region)].ptr().add(offset as usize) }
+    }
+}
+
+/// Per-queue counters of what the peer did wrong (single writer: the queue).
+#[derive(Debug, Default)]
+pub struct QueueFaults {
+    /// Descriptors naming bytes outside a region, longer than a buffer, or a chain
+    /// too long: the packet is dropped.
+    pub bad_desc: Counter,
+    /// The peer's ring index was outside the ring: the burst is skipped.
+    pub bad_ring_index: Counter,
+    /// TX: packets left to the host for lack of room in the ring.
+    pub ring_full: Counter,
+}
+
+/// Longest packet accepted from a peer (a chain of descriptors).
+pub const MAX_FRAME: usize = 64 * 1024 + 64;
+
+/// The RX side of one queue over a connection.
+#[derive(Debug, Default)]
+pub struct RxState {
+    /// Next slot to consume.
+    pub last: u16,
+    /// Client: next slot to post (our own copy of `head`).
+    pub head: u16,
+}
+
+/// Most packets one RX burst takes.
+const RX_MAX: usize = 64;
+
+/// Receive into `burst` from ring `q` of `c` (the server reads C2S rings, the
+/// client S2C rings); returns (packets, bytes, no-mbuf drops).
+pub fn rx(
+    c: &Conn,
+    q: u16,
+    st: &mut RxState,
+    burst: &mut RxBurst<'_>,
+    pool: &Pool,
+    f: &QueueFaults,
+    scratch: &mut Vec<u8>,
+) -> (u64, u64, u64) {
+    let client = c.layout;
+    let rings = if client.is_some() { &c.s2c } else { &c.c2s };
+    let Some(ring) = rings.get(usize::from(q)).and_then(Option::as_ref) else { return (0, 0, 0) };
+    let size = ring.size();
+    let (mut pkts, mut bytes, mut nombuf) = (0u64, 0u64, 0u64);
+    // The peer's index: the server reads the client's head, the client the server's tail.
+    let to = if client.is_some() { ring.tail() } else { ring.head() }.load(Ordering::Acquire);
+    let avail = match pending(st.last, to, size) {
+        // The client's posted buffers bound what the server may have filled.
+        Some(n) if client.is_none() || n <= st.head.wrapping_sub(st.last) => n,
+        _ => {
+            f.bad_ring_index.add(1);
+            return (0, 0, 0);
+        }
+    };
+    let mut cur = st.last;
+    let end = cur.wrapping_add(avail);
+    let want = usize::from(avail).min(burst.room()).min(RX_MAX);
+    let mut fresh = [std::ptr::null_mut::<Mbuf>(); RX_MAX];
+    let mut used = 0usize;
+    if want > 0 && !pool.alloc_bulk(&mut fresh[..want]) {
+        // Nothing taken: the packets wait in the ring for the next burst.
+        nombuf += 1;
+    } else {
+        let room = usize::from(pool.buf_len().saturating_sub(pool.headroom()));
+        let port = burst.port_id();
+        while cur != end && burst.room() > 0 && used < want {
+            // One packet: descriptors up to the first without NEXT.
+            let start = cur;
+            let mut total = 0usize;
+            let mut ok = true;
+            let mut first: Option<(*const u8, usize)> = None;
+            let mut chained = false;
+            loop {
+                if cur == end {
+                    // A chain the peer has not finished: wait for it (nothing consumed).
+                    cur = start;
+                    break;
+                }
+                let d = ring.desc(cur);
+                let piece = match client {
+                    Some(l) => (d.length <= l.bsize)
+                        .then(|| (c.at(0, l.buffer_offset(false, q, cur & ring.mask)) as *const u8, d.length as usize)),
+                    None => d.fits(&c.sizes).then(|| (c.at(d.region, u64::from(d.offset)) as *const u8, d.length as usize)),
+                };
+                cur = cur.wrapping_add(1);
+                match piece {
+                    Some((src, len)) if ok && total + len <= MAX_FRAME => {
+                        total += len;
+                        if first.is_none() {
+                            first = Some((src, len));
+                        } else {
+                            if !chained {
+                                chained = true;
+                                scratch.clear();
+                                let (s0, l0) = first.unwrap_or((src, 0));
+                                // SAFETY: `s0` holds `l0` readable bytes inside a
+                                // mapped region (checked when it was read).
+                                unsafe { extend_from(scratch, s0, l0) };
+                            }
+                            // SAFETY: as above, for this piece.
+                            unsafe { extend_from(scratch, src, len) };
+                        }
+                    }
+                    _ => ok = false,
+                }
+                if d.flags & DESC_FLAG_NEXT == 0 {
+                    break;
+                }
+            }
+            if cur == start {
+                break;
+            }
+            let Some((src, len)) = first.filter(|_| ok) else {
+                f.bad_desc.add(1);
+                continue;
+            };
+            if !chained && len <= room {
+                let m = fresh[used];
+                used += 1;
+                // SAFETY: `m` is a fresh mbuf of `pool` we own, with `room >= len`
+                // bytes after its headroom; `src` holds `len` readable bytes. The
+                // burst takes it over (the slot after those filled).
+                unsafe {
+                    let r = &mut *m;
+                    std::ptr::copy_nonoverlapping(src, r.buf_addr.add(usize::from(r.data_off)), len);
+                    r.data_len = len as u16;
+                    r.pkt_len = len as u32;
+                    r.port = port;
+                    burst.raw_rest()[0] = m;
+                    burst.set_filled(1);
+                }
+                pkts += 1;
+                bytes += len as u64;
+                continue;
+            }
+            if !chained {
+                scratch.clear();
+                // SAFETY: as above.
+                unsafe { extend_from(scratch, src, len) };
+            }
+            match burst.push_bytes(pool, scratch) {
+                Ok(p) => {
+                    p.set_port(port);
+                    pkts += 1;
+                    bytes += u64::from(p.len());
+                }
+                Err(PushError::NoMbuf) => {
+                    nombuf += 1;
+                    cur = start;
+                    break;
+                }
+                Err(_) => f.bad_desc.add(1),
+            }
+        }
+        // SAFETY: the fresh mbufs not handed to the burst are still ours.
+        unsafe { free_bulk(&fresh[used..want]) };
+    }
+    st.last = cur;
+    match client {
+        Some(l) => {
+            // Post every free buffer back: the slot's own, with its full room.
+            let free = size as u16 - st.head.wrapping_sub(st.last);
+            for _ in 0..free {
+                let off = l.buffer_offset(false, q, st.head & ring.mask) as u32;
+                ring.set_desc(st.head, Desc { flags: 0, region: 0, length: l.bsize, offset: off, metadata: 0 });
+                st.head = st.head.wrapping_add(1);
+            }
+            ring.head().store(st.head, Ordering::Release);
+        }
+        None => ring.tail().store(st.last, Ordering::Release),
+    }
+    (pkts, bytes, nombuf)
+}
+
+/// Append `len` bytes at `src` to `v`.
+///
+/// # Safety
+/// `src` points at `len` readable bytes.
+unsafe fn extend_from(v: &mut Vec<u8>, src: *const u8, len: usize) {
+    v.reserve(len);
+    // SAFETY: the caller's contract for `src`; `v` has room for `len` more bytes,
+    // which are initialised before the length grows.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, v.as_mut_ptr().add(v.len()), len);
+        v.set_len(v.len() + len);
+    }
+}
+
+/// The TX side of one queue over a connection.
+#[derive(Debug, Default)]
+pub struct TxState {
+    /// Next slot to fill (our own copy of the index we move).
+    pub next: u16,
+}
+
+/// Send the front of `burst` on ring `q` of `c` (the client writes C2S rings, the
+/// server S2C rings); returns (packets, bytes). What does not fit stays the host's.
+pub fn tx(c: &Conn, q: u16, st: &mut TxState, burst: &mut TxBurst<'_>, f: &QueueFaults) -> (u64, u64) {
+    let client = c.layout;
+    let rings = if client.is_some() { &c.c2s } else { &c.s2c };
+    let Some(ring) = rings.get(usize::from(q)).and_then(Option::as_ref) else { return (0, 0) };
+    let size = ring.size();
+    let mut free = match client {
+        // The client's in-flight descriptors: from the server's tail to our head.
+        Some(_) => match pending(ring.tail().load(Ordering::Acquire), st.next, size) {
+            Some(inflight) => size as u16 - inflight,
+            None => {
+                f.bad_ring_index.add(1);
+                return (0, 0);
+            }
+        },
+        // The server's room: buffers the client posted up to its head.
+        None => match pending(st.next, ring.head().load(Ordering::Acquire), size) {
+            Some(n) => n,
+            None => {
+                f.bad_ring_index.add(1);
+                return (0, 0);
+            }
+        },
+    };
+    let (mut pkts, mut bytes) = (0u64, 0u64);
+    let mut slot = st.next;
+    let mut sent = 0usize;
+    'pkts: for p in burst.packets() {
+        let saved = slot;
+        // The current descriptor being filled: (dst, room, used).
+        let mut cur: Option<(*mut u8, usize, usize)> = None;
+        let open = |slot: u16| -> Option<(*mut u8, usize)> {
+            match client {
+                Some(l) => Some((c.at(0, l.buffer_offset(true, q, slot & ring.mask)), l.bsize as usize)),
+                None => {
+                    let d = ring.desc(slot);
+                    (d.length > 0 && d.fits(&c.sizes)).then(|| (c.at(d.region, u64::from(d.offset)), d.length as usize))
+                }
+            }
+        };
+        let close = |slot: u16, used: usize, next: bool| {
+            let (region, offset) = match client {
+                Some(l) => (0, l.buffer_offset(true, q, slot & ring.mask) as u32),
+                None => {
+                    let d = ring.desc(slot);
+                    (d.region, d.offset)
+                }
+            };
+            let flags = if next { DESC_FLAG_NEXT } else { 0 };
+            ring.set_desc(slot, Desc { flags, region, length: used as u32, offset, metadata: 0 });
+        };
+        for seg in p.segments() {
+            let mut s = seg;
+            while !s.is_empty() {
+                let (dst, room, used) = match cur {
+                    Some(x) if x.2 < x.1 => x,
+                    other => {
+                        if let Some((_, _, used)) = other {
+                            close(slot, used, true);
+                            slot = slot.wrapping_add(1);
+                        }
+                        if free == 0 {
+                            slot = saved;
+                            f.ring_full.add(1);
+                            break 'pkts;
+                        }
+                        free -= 1;
+                        match open(slot) {
+                            Some((dst, room)) => (dst, room, 0),
+                            None => {
+                                // A posted buffer outside the client's regions: give
+                                // the slot back empty and drop the packet.
+                                f.bad_desc.add(1);
+                                close(slot, 0, false);
+                                slot = slot.wrapping_add(1);
+                                sent += 1;
+                                continue 'pkts;
+                            }
+                        }
+                    }
+                };
+                let n = s.len().min(room - used);
+                // SAFETY: `dst` has `room` writable bytes inside a mapped region
+                // (client: its own buffer; server: checked by `fits`), `used + n <= room`.
+                unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), dst.add(used), n) };
+                s = &s[n..];
+                cur = Some((dst, room, used + n));
+            }
+        }
+        match cur {
+            Some((_, _, used)) => {
+                close(slot, used, false);
+                slot = slot.wrapping_add(1);
+            }
+            None => {
+                // An empty packet: one empty descriptor.
+                if free == 0 {
+                    f.ring_full.add(1);
+                    break;
+                }
+                free -= 1;
+                if open(slot).is_none() {
+                    f.bad_desc.add(1);
+                }
+                close(slot, 0, false);
+                slot = slot.wrapping_add(1);
+            }
+        }
+        pkts += 1;
+        bytes += u64::from(p.len());
+        sent += 1;
+    }
+    if sent > 0 {
+        st.next = slot;
+        if client.is_some() {
+            ring.head().store(slot, Ordering::Release);
+        } else {
+            ring.tail().store(slot, Ordering::Release);
+        }
+        ring.notify();
+        burst.free(sent);
+    }
+    (pkts, bytes)
+}
