@@ -228,6 +228,10 @@ impl<'a> Server<'a> {
             if self.waiting.len() >= MAX_PENDING {
                 link.c.overflow.add(1);
                 disconnect(&fd, "Too many connections waiting");
+                let n = link.c.overflow.get();
+                if n.is_power_of_two() {
+                    say(1, &format!("refused a client: Too many connections waiting ({n} so far)"));
+                }
                 continue;
             }
             let hello = ServerSession::new(self.lim.clone()).hello();
@@ -385,7 +389,9 @@ impl<'a> Server<'a> {
                 // SAFETY: the session checked the ring lies inside its region
                 // (8-byte aligned offset, header and descriptors within the size),
                 // and the mapping lives in the same connection, dropped after it.
-                let ring = unsafe { Ring::new(&s.regions[usize::from(spec.region)], u64::from(spec.offset), spec.log2, fd.take()) };
+                let ring = unsafe {
+                    Ring::new(&s.regions[usize::from(spec.region)], u64::from(spec.offset), spec.log2, fd.take())
+                };
                 if ring.cookie() != COOKIE {
                     return Err("Wrong ring cookie");
                 }
@@ -467,7 +473,10 @@ impl<'a> Client<'a> {
                                 link.c.connect_failures.add(1);
                                 let err = e.to_string();
                                 if err != last_err {
-                                    say(1, &format!("cannot connect ({err}); trying again every {} ms", RETRY.as_millis()));
+                                    say(
+                                        1,
+                                        &format!("cannot connect ({err}); trying again every {} ms", RETRY.as_millis()),
+                                    );
                                 }
                                 State::Down { next: Instant::now() + RETRY, last_err: err }
                             }
@@ -490,14 +499,7 @@ impl<'a> Client<'a> {
     }
 
     /// One message of the handshake.
-    fn step(
-        &self,
-        link: &Link,
-        say: &dyn Fn(u32, &str),
-        fd: OwnedFd,
-        since: Instant,
-        h: Option<Handshake>,
-    ) -> State {
+    fn step(&self, link: &Link, say: &dyn Fn(u32, &str), fd: OwnedFd, since: Instant, h: Option<Handshake>) -> State {
         let again = |fd, h: Option<Handshake>| match h {
             None => State::Hello { fd, since },
             Some(h) => State::Setup { fd, since, h },
@@ -617,7 +619,10 @@ impl<'a> Client<'a> {
                 for slot in 0..(1u32 << run.log2) {
                     let slot = slot as u16;
                     let offset = layout.buffer_offset(c2s, i, slot) as u32;
-                    r.set_desc(slot, crate::proto::Desc { flags: 0, region: 0, length: layout.bsize, offset, metadata: 0 });
+                    r.set_desc(
+                        slot,
+                        crate::proto::Desc { flags: 0, region: 0, length: layout.bsize, offset, metadata: 0 },
+                    );
                 }
                 out.push(Some(r));
             }

@@ -78,7 +78,9 @@ fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
         None | Some("server") | Some("master") => Role::Server,
         Some("client") | Some("slave") => Role::Client,
         Some(v) => {
-            return Err(PmdError::invalid(format!("device argument `role={v}` is not a role: accepted server or client")))
+            return Err(PmdError::invalid(format!(
+                "device argument `role={v}` is not a role: accepted server or client"
+            )))
         }
     };
     let id = a.get_u64("id", 0, 0, u64::from(u32::MAX))? as u32;
@@ -116,7 +118,8 @@ fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
     let run = proto::ClientRun { c2s: MAX_QUEUES, s2c: MAX_QUEUES, log2 };
     if Layout::new(run, bsize).is_none() && role == Role::Client {
         // The region of the largest agreement must fit the protocol's 32-bit offsets.
-        let fits = (1..=MAX_QUEUES).rev().find(|&q| Layout::new(proto::ClientRun { c2s: q, s2c: q, log2 }, bsize).is_some());
+        let fits =
+            (1..=MAX_QUEUES).rev().find(|&q| Layout::new(proto::ClientRun { c2s: q, s2c: q, log2 }, bsize).is_some());
         if fits.is_none() {
             return Err(PmdError::invalid(format!(
                 "bsize={bsize} with rsize={log2}: one ring pair's buffers exceed 4 GiB; lower either"
@@ -287,7 +290,13 @@ impl Pmd for Memif {
         Ok(())
     }
 
-    fn rx_queue_setup(&mut self, qid: u16, _nb_desc: u16, pool: Pool, stats: Arc<QueueStats>) -> Result<MemifRx, PmdError> {
+    fn rx_queue_setup(
+        &mut self,
+        qid: u16,
+        _nb_desc: u16,
+        pool: Pool,
+        stats: Arc<QueueStats>,
+    ) -> Result<MemifRx, PmdError> {
         let faults = Arc::new(QueueFaults::default());
         let i = usize::from(qid);
         if self.rx_faults.len() <= i {

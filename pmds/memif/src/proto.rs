@@ -25,7 +25,7 @@
 /// Size of every control message.
 pub const MSG_SIZE: usize = 128;
 /// Written by the client at the start of each ring, checked by the server.
-pub const COOKIE: u32 = 0x3E31_F20;
+pub const COOKIE: u32 = 0x03E3_1F20;
 /// Protocol version 2.0 (`major << 8 | minor`).
 pub const VERSION: u16 = 0x0200;
 /// Names in HELLO, INIT, CONNECT and CONNECTED.
@@ -198,7 +198,13 @@ impl Msg {
             ty::INIT => {
                 let mut secret = [0u8; SECRET_SZ];
                 secret.copy_from_slice(&b[9..9 + SECRET_SZ]);
-                Msg::Init { version: u16_at(b, 2), id: u32_at(b, 4), mode: b[8], secret, name: text(&b[33..33 + NAME_SZ]) }
+                Msg::Init {
+                    version: u16_at(b, 2),
+                    id: u32_at(b, 4),
+                    mode: b[8],
+                    secret,
+                    name: text(&b[33..33 + NAME_SZ]),
+                }
             }
             ty::ADD_REGION => Msg::AddRegion { index: u16_at(b, 2), size: u64_at(b, 4) },
             ty::ADD_RING => Msg::AddRing {
@@ -222,7 +228,15 @@ impl Msg {
         let put16 = |b: &mut [u8; MSG_SIZE], at: usize, v: u16| b[at..at + 2].copy_from_slice(&v.to_ne_bytes());
         let t = match self {
             Msg::Ack => ty::ACK,
-            Msg::Hello { name, min_version, max_version, max_region, max_s2c_ring, max_c2s_ring, max_log2_ring_size } => {
+            Msg::Hello {
+                name,
+                min_version,
+                max_version,
+                max_region,
+                max_s2c_ring,
+                max_c2s_ring,
+                max_log2_ring_size,
+            } => {
                 put_text(&mut b[2..2 + NAME_SZ], name);
                 put16(&mut b, 34, *min_version);
                 put16(&mut b, 36, *max_version);
@@ -469,8 +483,7 @@ impl ClientRun {
     /// Agree on rings with the server's HELLO (`want`: our TX and RX queues and ring
     /// size); errors are the reason string for DISCONNECT.
     pub fn agree(hello: &Msg, want: ClientRun) -> Result<ClientRun, &'static str> {
-        let Msg::Hello { min_version, max_version, max_s2c_ring, max_c2s_ring, max_log2_ring_size, .. } = *hello
-        else {
+        let Msg::Hello { min_version, max_version, max_s2c_ring, max_c2s_ring, max_log2_ring_size, .. } = *hello else {
             return Err("Unexpected message");
         };
         if min_version > VERSION || max_version < VERSION {
@@ -567,7 +580,9 @@ impl Desc {
     /// the mapped regions' sizes.
     #[inline(always)]
     pub fn fits(&self, regions: &[u64]) -> bool {
-        regions.get(usize::from(self.region)).is_some_and(|&size| u64::from(self.offset) + u64::from(self.length) <= size)
+        regions
+            .get(usize::from(self.region))
+            .is_some_and(|&size| u64::from(self.offset) + u64::from(self.length) <= size)
     }
 }
 
@@ -617,10 +632,13 @@ mod tests {
         }
         // The packed layout: INIT's id at 4, mode at 8, secret at 9, name at 33.
         let b = init(0x0102_0304, "ab").encode();
-        assert_eq!((u16_at(&b, 0), u16_at(&b, 2), u32_at(&b, 4), b[8], &b[9..11], &b[33..37]),
-            (3, 0x0200, 0x0102_0304, 0, &b"ab"[..], &b"DPDK"[..]));
+        assert_eq!(
+            (u16_at(&b, 0), u16_at(&b, 2), u32_at(&b, 4), b[8], &b[9..11], &b[33..37]),
+            (3, 0x0200, 0x0102_0304, 0, &b"ab"[..], &b"DPDK"[..])
+        );
         // ADD_RING's offset at 8, log2 at 12; ADD_REGION's 64-bit size at 4.
-        let b = Msg::AddRing { flags: 1, index: 2, region: 3, offset: 0x1000, log2_ring_size: 11, private_hdr_size: 0 }.encode();
+        let b = Msg::AddRing { flags: 1, index: 2, region: 3, offset: 0x1000, log2_ring_size: 11, private_hdr_size: 0 }
+            .encode();
         assert_eq!((u16_at(&b, 2), u16_at(&b, 4), u16_at(&b, 6), u32_at(&b, 8), b[12]), (1, 2, 3, 0x1000, 11));
         assert_eq!(u64_at(&Msg::AddRegion { index: 0, size: 5 << 32 }.encode(), 4), 5 << 32);
         assert_eq!(Msg::parse(&[0; 127]), Err("Invalid message size"));
@@ -636,19 +654,35 @@ mod tests {
         let mut s = ServerSession::new(lim());
         let Msg::Hello { max_c2s_ring, max_s2c_ring, .. } = s.hello() else { panic!() };
         assert_eq!((max_c2s_ring, max_s2c_ring), (1, 1));
-        assert_eq!(s.on_msg(Msg::AddRegion { index: 0, size: 10 }, Some(10)), Step::Refuse("Unexpected message".into()));
+        assert_eq!(
+            s.on_msg(Msg::AddRegion { index: 0, size: 10 }, Some(10)),
+            Step::Refuse("Unexpected message".into())
+        );
         let mut s = ServerSession::new(lim());
         assert_eq!(s.on_msg(init(8, ""), None), Step::Refuse("ID not found".into()));
         let mut s = ServerSession::new(lim());
         assert_eq!(s.on_msg(init(7, ""), None), Step::Reply(Msg::Ack));
-        assert_eq!(s.on_msg(Msg::AddRegion { index: 0, size: 1 << 20 }, None), Step::Refuse("Missing region fd".into()));
+        assert_eq!(
+            s.on_msg(Msg::AddRegion { index: 0, size: 1 << 20 }, None),
+            Step::Refuse("Missing region fd".into())
+        );
         assert_eq!(
             s.on_msg(Msg::AddRegion { index: 0, size: 1 << 20 }, Some(4096)),
             Step::Refuse("Region larger than its file".into())
         );
-        assert_eq!(s.on_msg(Msg::AddRegion { index: 1, size: 1 << 20 }, Some(1 << 20)), Step::Refuse("Invalid region index".into()));
+        assert_eq!(
+            s.on_msg(Msg::AddRegion { index: 1, size: 1 << 20 }, Some(1 << 20)),
+            Step::Refuse("Invalid region index".into())
+        );
         assert_eq!(s.on_msg(Msg::AddRegion { index: 0, size: 1 << 20 }, Some(1 << 20)), Step::Reply(Msg::Ack));
-        let ring = |flags, index, offset, log2| Msg::AddRing { flags, index, region: 0, offset, log2_ring_size: log2, private_hdr_size: 0 };
+        let ring = |flags, index, offset, log2| Msg::AddRing {
+            flags,
+            index,
+            region: 0,
+            offset,
+            log2_ring_size: log2,
+            private_hdr_size: 0,
+        };
         assert_eq!(s.on_msg(ring(1, 0, 0, 10), None), Step::Refuse("Missing interrupt fd".into()));
         assert_eq!(s.on_msg(ring(1, 2, 0, 10), Some(0)), Step::Refuse("Invalid ring index".into()));
         assert_eq!(s.on_msg(ring(1, 0, 4, 10), Some(0)), Step::Refuse("Ring outside its region".into()));

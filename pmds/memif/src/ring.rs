@@ -18,8 +18,8 @@
 //! references, so a racing peer can only garble the bytes it owns.
 
 use crate::proto::{
-    pending, Desc, Layout, DESC_FLAG_NEXT, DESC_SIZE, RING_FLAGS_OFF, RING_FLAG_MASK_INT, RING_HDR,
-    RING_HEAD_OFF, RING_TAIL_OFF,
+    pending, Desc, Layout, DESC_FLAG_NEXT, DESC_SIZE, RING_FLAGS_OFF, RING_FLAG_MASK_INT, RING_HDR, RING_HEAD_OFF,
+    RING_TAIL_OFF,
 };
 use crate::sys::{self, Mapping};
 use ironpath_pmd_sdk::abi::Mbuf;
@@ -233,7 +233,9 @@ pub fn rx(
                 let piece = match client {
                     Some(l) => (d.length <= l.bsize)
                         .then(|| (c.at(0, l.buffer_offset(false, q, cur & ring.mask)) as *const u8, d.length as usize)),
-                    None => d.fits(&c.sizes).then(|| (c.at(d.region, u64::from(d.offset)) as *const u8, d.length as usize)),
+                    None => {
+                        d.fits(&c.sizes).then(|| (c.at(d.region, u64::from(d.offset)) as *const u8, d.length as usize))
+                    }
                 };
                 cur = cur.wrapping_add(1);
                 match piece {

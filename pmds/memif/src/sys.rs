@@ -89,7 +89,12 @@ pub fn connect(p: &SockPath) -> io::Result<OwnedFd> {
 pub fn accept(l: &OwnedFd) -> io::Result<Option<OwnedFd>> {
     // SAFETY: accept4 without an address; the result is checked.
     let r = unsafe {
-        libc::accept4(l.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+        libc::accept4(
+            l.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+        )
     };
     if r < 0 {
         let e = io::Error::last_os_error();
@@ -197,7 +202,8 @@ pub fn recv(sock: &OwnedFd) -> io::Result<Option<Received>> {
 
 /// Wait up to `ms` for any of `fds` to be readable; returns which are (or hung up).
 pub fn poll(fds: &[RawFd], ms: i32) -> Vec<bool> {
-    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     // SAFETY: `p` holds `p.len()` pollfds.
     let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
     p.iter().map(|x| r > 0 && x.revents != 0).collect()
@@ -262,7 +268,14 @@ impl Mapping {
         let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         // SAFETY: a new shared mapping of a file we hold; the result is checked.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
         };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());

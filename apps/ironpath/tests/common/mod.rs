@@ -4,7 +4,7 @@
 //! small shell helpers.
 #![allow(dead_code)]
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -430,4 +430,133 @@ pub fn download_100mib(server: &str, client: &str, addr: &str, tag: &str) {
     let _ = http.wait();
     assert!(ok, "curl of 100 MiB from {addr}");
     assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "100 MiB: SHA-256 differs");
+}
+
+/// An interactive program (a testpmd, ours or DPDK's) fed commands on stdin, its
+/// output (stdout and stderr) gathered in the background; killed on drop.
+pub struct Interactive {
+    child: Child,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Interactive {
+    /// Start `prog` with `args`.
+    pub fn spawn(prog: &str, args: &[String]) -> Interactive {
+        let mut child = Command::new(prog)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {prog}: {e}"));
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut readers = Vec::new();
+        let pipes: Vec<Box<dyn std::io::Read + Send>> =
+            vec![Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
+        for mut p in pipes {
+            let out = out.clone();
+            readers.push(std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = p.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    out.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }));
+        }
+        Interactive { child, out, readers }
+    }
+
+    /// Send one command line.
+    pub fn send(&mut self, line: &str) {
+        if let Some(i) = self.child.stdin.as_mut() {
+            let _ = writeln!(i, "{line}");
+            let _ = i.flush();
+        }
+    }
+
+    /// Everything printed so far.
+    pub fn output(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// Wait up to `secs` for `needle` to appear `count` times in the output.
+    pub fn wait_for(&self, needle: &str, count: usize, secs: u64) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(secs) {
+            if self.output().matches(needle).count() >= count {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// Send `line`, then wait (up to 10 s) until `needle` has appeared once more than
+    /// before; returns the output from the command on.
+    pub fn ask(&mut self, line: &str, needle: &str) -> String {
+        let before = self.output();
+        let n = before.matches(needle).count();
+        self.send(line);
+        self.wait_for(needle, n + 1, 10);
+        std::thread::sleep(Duration::from_millis(50));
+        self.output()[before.len()..].to_string()
+    }
+
+    /// Kill it now (SIGKILL).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().ok().flatten().is_none()
+    }
+
+    /// Send `quit`, wait up to 15 s for the exit (then kill); all it printed.
+    pub fn quit(mut self) -> String {
+        self.send("quit");
+        drop(self.child.stdin.take());
+        let t = Instant::now();
+        while self.running() && t.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        for r in std::mem::take(&mut self.readers) {
+            let _ = r.join();
+        }
+        self.output()
+    }
+}
+
+impl Drop for Interactive {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The number after `key` (`RX-packets:`) in the last NIC statistics block of `out`.
+pub fn nic_stat(out: &str, key: &str) -> u64 {
+    let at = out.rfind("NIC statistics for port").unwrap_or_else(|| panic!("no port stats in:\n{out}"));
+    let rest = &out[at..];
+    let i = rest.find(key).unwrap_or_else(|| panic!("no {key} in:\n{rest}"));
+    rest[i + key.len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{key} not a number"))
+}
+
+/// The number after `key: ` in the last extended statistics block of `out`.
+pub fn xstat_of(out: &str, key: &str) -> u64 {
+    let at = out.rfind("NIC extended statistics").unwrap_or_else(|| panic!("no xstats in:\n{out}"));
+    out[at..]
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no xstat {key} in:\n{out}"))
 }

@@ -1,0 +1,177 @@
+//! net_memif between processes, no root needed: two ironpath testpmds pass traffic
+//! both ways over one memif connection (every packet sent is received, the mbufs all
+//! come back, the server's link follows the client), and a hand-written hostile peer
+//! (`tools/memif_peer.py`) as client and as server: each bad handshake is refused
+//! with its reason, bad descriptors and ring indexes are counted and dropped, and
+//! valid traffic keeps flowing around them. Sockets are in the abstract namespace,
+//! named per test and process.
+
+mod common;
+
+use common::*;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn sock(tag: &str) -> String {
+    format!("ipmemif-{tag}-{}", std::process::id())
+}
+
+/// Our testpmd with one memif port (`args` after the driver name), interactive; its
+/// forwarding lcore is 1, or 0 with `other_core`.
+fn ours(args: &str, mode: &str, other_core: bool) -> Interactive {
+    let mut a: Vec<String> = ["testpmd", "-l", "0-1"].iter().map(|s| s.to_string()).collect();
+    if other_core {
+        a.extend(["--main-lcore".to_string(), "1".to_string()]);
+    }
+    a.extend(["--no-huge", "--vdev"].iter().map(|s| s.to_string()));
+    a.push(format!("net_memif0,{args}"));
+    a.extend(["--", "-i", &format!("--forward-mode={mode}")].iter().map(|s| s.to_string()));
+    Interactive::spawn(BIN, &a)
+}
+
+fn in_use(out: &str) -> u64 {
+    let at = out.rfind("in_use=").expect("show mempool");
+    out[at + 7..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// `sender` sends for `ms`, stops; then both sides' counters: (sent, received).
+fn burst_of_traffic(sender: &mut Interactive, receiver: &mut Interactive, ms: u64) -> (u64, u64) {
+    receiver.send("clear port stats all");
+    sender.send("clear port stats all");
+    receiver.ask("start", "testpmd>");
+    sender.ask("start", "testpmd>");
+    std::thread::sleep(Duration::from_millis(ms));
+    sender.ask("stop", "Done");
+    // The receiver drains what is still in the ring.
+    std::thread::sleep(Duration::from_millis(300));
+    let s = sender.ask("show port stats 0", "Tx-bps");
+    let r = receiver.ask("show port stats 0", "Tx-bps");
+    receiver.ask("stop", "Done");
+    (nic_stat(&s, "TX-packets:"), nic_stat(&r, "RX-packets:"))
+}
+
+#[test]
+fn two_ironpath_processes_pass_traffic_both_ways_over_memif() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = sock("pair");
+    let mut server = ours(&format!("role=server,socket={s},id=5"), "rxonly", false);
+    let mut client = ours(&format!("role=client,socket={s},id=5,rsize=9,bsize=1024"), "txonly", true);
+    assert!(server.wait_for("connected to net_memif0", 1, 10), "{}", server.output());
+    assert!(client.wait_for("connected to net_memif0", 1, 10), "{}", client.output());
+    let base = (in_use(&server.ask("show mempool", "get_fails")), in_use(&client.ask("show mempool", "get_fails")));
+    let (sent, got) = burst_of_traffic(&mut client, &mut server, 1500);
+    assert!(sent > 10_000, "client to server: {sent} sent\n{}", client.output());
+    assert_eq!(sent, got, "client to server: every packet sent is received");
+    // The other way on the same connection.
+    server.send("set fwd txonly");
+    client.send("set fwd rxonly");
+    let (sent, got) = burst_of_traffic(&mut server, &mut client, 1500);
+    assert!(sent > 10_000, "server to client: {sent} sent\n{}", server.output());
+    assert_eq!(sent, got, "server to client: every packet sent is received");
+    // Frames of 1500 bytes span two 1024-byte buffers (chained descriptors).
+    server.send("set txpkts 1500");
+    let (sent, got) = burst_of_traffic(&mut server, &mut client, 500);
+    assert!(sent > 1_000 && sent == got, "1500-byte frames: {sent} sent, {got} received");
+    let c = client.ask("show port stats 0", "Tx-bps");
+    assert!(nic_stat(&c, "RX-bytes:") >= 1500 * got, "{c}");
+    let after = (in_use(&server.ask("show mempool", "get_fails")), in_use(&client.ask("show mempool", "get_fails")));
+    assert_eq!(after, base, "every mbuf back in its pool");
+    let x = client.ask("show port xstats 0", "tx_ring_full");
+    assert_eq!((xstat_of(&x, "rx_bad_desc"), xstat_of(&x, "rx_bad_ring_index")), (0, 0), "{x}");
+    // The client leaves: the server's link goes down, saying why.
+    let out = client.quit();
+    assert!(!out.contains("panicked"), "{out}");
+    assert!(server.wait_for("the client disconnected: Device stopped", 1, 10), "{}", server.output());
+    let info = server.ask("show port info 0", "Link status");
+    assert!(info.contains("Link status: down"), "{info}");
+    let x = server.ask("show port xstats 0", "tx_ring_full");
+    assert_eq!((xstat_of(&x, "connects"), xstat_of(&x, "disconnects"), xstat_of(&x, "connected")), (1, 1, 0), "{x}");
+    let out = server.quit();
+    assert!(!out.contains("panicked"), "{out}");
+}
+
+fn peer(args: &[&str]) -> (bool, String) {
+    let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/memif_peer.py");
+    let o =
+        std::process::Command::new("timeout").arg("30").arg("python3").arg(tool).args(args).output().expect("python3");
+    (o.status.success(), text(&o))
+}
+
+#[test]
+fn a_hostile_memif_client_is_refused_or_counted_and_never_trusted() {
+    if !tools_ready(&["python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = sock("hostile");
+    let at = format!("@{s}");
+    let mut server = ours(&format!("role=server,socket={s},id=2"), "io", false);
+    server.ask("start", "testpmd>");
+    std::thread::sleep(Duration::from_millis(300));
+    for scenario in ["big-region", "no-fd", "ring-outside", "bad-cookie", "short", "unknown", "data", "stall"] {
+        let (ok, out) = peer(&["client", &at, "2", scenario]);
+        assert!(ok, "scenario {scenario}:\n{out}\nserver:\n{}", server.output());
+    }
+    // A client for an id the socket does not serve.
+    let stranger = ours(&format!("role=client,socket={s},id=3"), "rxonly", true);
+    assert!(stranger.wait_for("the server refused us: ID not found", 1, 10), "{}", stranger.output());
+    drop(stranger);
+    // After all that, an honest client connects and traffic flows.
+    let mut client = ours(&format!("role=client,socket={s},id=2"), "txonly", true);
+    assert!(client.wait_for("connected to", 1, 10), "{}", client.output());
+    client.ask("start", "testpmd>");
+    std::thread::sleep(Duration::from_millis(300));
+    client.ask("stop", "Done");
+    let c = client.ask("show port stats 0", "Tx-bps");
+    assert!(nic_stat(&c, "TX-packets:") > 1000, "{c}");
+    drop(client);
+    let x = server.ask("show port xstats 0", "tx_ring_full");
+    let out = server.quit();
+    assert!(!out.contains("panicked"), "{out}");
+    for reason in [
+        "Region larger than its file",
+        "Missing region fd",
+        "Ring outside its region",
+        "Wrong ring cookie",
+        "Invalid message size",
+        "Unknown message type",
+        "Too many connections waiting",
+    ] {
+        assert!(out.contains(reason), "the server logs \"{reason}\":\n{out}");
+    }
+    assert_eq!(xstat_of(&x, "rx_bad_desc"), 26, "{x}");
+    assert_eq!(xstat_of(&x, "tx_bad_desc"), 10, "{x}");
+    assert!(xstat_of(&x, "rx_bad_ring_index") >= 1, "{x}");
+    assert!(xstat_of(&x, "refused") >= 6, "{x}");
+    assert_eq!(xstat_of(&x, "waiting_overflow"), 2, "{x}");
+    assert!(xstat_of(&x, "handshake_timeouts") >= 4, "{x}");
+}
+
+#[test]
+fn a_hostile_memif_server_is_counted_and_refused() {
+    if !tools_ready(&["python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = sock("hserver");
+    let at = format!("@{s}");
+    let tool = std::thread::spawn(move || peer(&["server", &at, "data"]));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = ours(&format!("role=client,socket={s},rsize=8"), "rxonly", true);
+    client.ask("start", "testpmd>");
+    let (ok, out) = tool.join().unwrap();
+    assert!(ok, "{out}\nclient:\n{}", client.output());
+    assert!(client.wait_for("refused the server: Incompatible memif version", 1, 10), "{}", client.output());
+    client.ask("stop", "Done");
+    let c = client.ask("show port stats 0", "Tx-bps");
+    let x = client.ask("show port xstats 0", "tx_ring_full");
+    let out = client.quit();
+    assert!(!out.contains("panicked"), "{out}");
+    assert!(out.contains("the server disconnected: hostile server going"), "{out}");
+    assert_eq!(nic_stat(&c, "RX-packets:"), 5, "the 5 good packets\n{c}");
+    assert_eq!(xstat_of(&x, "rx_bad_desc"), 5, "{x}");
+    assert!(xstat_of(&x, "rx_bad_ring_index") >= 1, "{x}");
+    assert!(xstat_of(&x, "refused") >= 1 && xstat_of(&x, "peer_disconnects") >= 1, "{x}");
+}
