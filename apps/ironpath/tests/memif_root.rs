@@ -296,14 +296,13 @@ fn a_killed_peer_takes_the_link_down_and_its_return_brings_it_back_root() {
     let mut o = ours(&[format!("net_memif0,role=server,socket={s}")], "rxonly", false);
     let base = in_use(&o.ask("show mempool", "get_fails"));
     o.ask("start", "testpmd>");
-    let client = |o: &Interactive| {
+    let client = || {
         let mut d = dpdk("kc", &[format!("net_memif0,role=client,socket={s}")], "txonly", true, false);
         assert!(d.wait_for(DPDK_UP, 1, 15), "{}", d.output());
         d.ask("start", "testpmd>");
-        let _ = o;
         d
     };
-    let mut d = client(&o);
+    let mut d = client();
     assert!(o.wait_for(OURS_UP, 1, 5));
     std::thread::sleep(Duration::from_millis(800));
     d.kill();
@@ -312,7 +311,7 @@ fn a_killed_peer_takes_the_link_down_and_its_return_brings_it_back_root() {
     assert!(info.contains("Link status: down"), "{info}");
     let before = nic_stat(&o.ask("show port stats 0", "Tx-bps"), "RX-packets:");
     assert!(before > 10_000, "traffic before the kill: {before}");
-    let mut d = client(&o);
+    let d = client();
     assert!(o.wait_for(OURS_UP, 2, 10), "{}", o.output());
     std::thread::sleep(Duration::from_millis(800));
     let after = nic_stat(&o.ask("show port stats 0", "Tx-bps"), "RX-packets:");
