@@ -352,3 +352,27 @@ fn a_killed_peer_takes_the_link_down_and_its_return_brings_it_back_root() {
     no_panic(&o.quit());
     no_panic(&d.quit());
 }
+
+#[test]
+fn the_memif_bridge_pipeline_carries_a_kernel_ping_to_dpdks_icmpecho_root() {
+    if !ready(&["dpdk-testpmd"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("mb", 61);
+    let s = sock("bridge");
+    let mut run = Run::start(
+        &config("memif-bridge.yaml"),
+        &[("IRONPATH_IFACE", v.port.clone()), ("IRONPATH_MEMIF_SOCKET", s.clone())],
+        "memif-bridge",
+    );
+    let mut d = dpdk("bridge", &[format!("net_memif0,role=client,socket={s}")], "icmpecho", true, false);
+    assert!(d.wait_for(DPDK_UP, 1, 15), "{}", d.output());
+    d.ask("start", "testpmd>");
+    let answered = pings_answered(&v);
+    let dout = d.quit();
+    let out = run.stop();
+    no_panic(&out);
+    assert_eq!(answered, 5, "ping through memif to DPDK's icmpecho\nironpath:\n{out}\nDPDK:\n{dout}");
+    assert!(out.contains("connected to net_memif0 (DPDK 22.11"), "{out}");
+}
