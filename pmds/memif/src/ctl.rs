@@ -552,8 +552,11 @@ impl<'a> Client<'a> {
             (Ok(Msg::Connected(name)), Some(mut h)) if h.todo.is_empty() => {
                 let Some(conn) = h.conn.take() else { return refuse("Unexpected message") };
                 for r in conn.s2c.iter().flatten() {
-                    // We poll: the server need not signal us.
+                    // We poll: the server need not signal us. Every buffer is
+                    // posted at once (the descriptors were written with the rings),
+                    // so the server can send before our first receive.
                     r.flags().store(RING_FLAG_MASK_INT, Ordering::Relaxed);
+                    r.head().store(r.size() as u16, Ordering::Release);
                 }
                 *link.peer.lock().unwrap_or_else(|e| e.into_inner()) = (name.clone(), String::new());
                 say(2, &format!("connected to {name}"));

@@ -198,10 +198,10 @@ impl RxQueue for MemifRx {
     #[inline]
     fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         let (conn, fresh) = self.follow.get();
-        if fresh {
-            self.st = RxState::default();
-        }
         let Some(c) = conn else { return };
+        if fresh {
+            self.st = RxState::fresh(c, self.q);
+        }
         let (p, b, nombuf) = ring::rx(c, self.q, &mut self.st, burst, &self.pool, &self.faults, &mut self.scratch);
         if p > 0 {
             self.stats.packets.add(p);
@@ -226,10 +226,10 @@ impl TxQueue for MemifTx {
     #[inline]
     fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
         let (conn, fresh) = self.follow.get();
+        let Some(c) = conn else { return };
         if fresh {
             self.st = TxState::default();
         }
-        let Some(c) = conn else { return };
         let (p, b) = ring::tx(c, self.q, &mut self.st, burst, &self.faults);
         if p > 0 {
             self.stats.packets.add(p);

@@ -176,6 +176,18 @@ pub struct RxState {
     pub head: u16,
 }
 
+impl RxState {
+    /// The state of queue `q` on a new connection: a client's buffers are all
+    /// posted when it connects (see `ctl`).
+    pub fn fresh(c: &Conn, q: u16) -> RxState {
+        let posted = match (c.layout, c.s2c.get(usize::from(q)).and_then(Option::as_ref)) {
+            (Some(_), Some(r)) => r.size() as u16,
+            _ => 0,
+        };
+        RxState { last: 0, head: posted }
+    }
+}
+
 /// Most packets one RX burst takes.
 const RX_MAX: usize = 64;
 
