@@ -38,6 +38,10 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// Descriptors are read and written as two little-endian 8-byte words.
+#[cfg(target_endian = "big")]
+compile_error!("net_memif supports little-endian hosts only");
+
 pub mod ctl;
 pub mod proto;
 pub mod ring;

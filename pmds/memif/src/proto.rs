@@ -576,6 +576,28 @@ impl Desc {
         b
     }
 
+    /// From its two 8-byte words (little-endian fields: flags, region, length |
+    /// offset, metadata).
+    #[inline(always)]
+    pub fn from_words(w0: u64, w1: u64) -> Desc {
+        Desc {
+            flags: w0 as u16,
+            region: (w0 >> 16) as u16,
+            length: (w0 >> 32) as u32,
+            offset: w1 as u32,
+            metadata: (w1 >> 32) as u32,
+        }
+    }
+
+    /// Its two 8-byte words.
+    #[inline(always)]
+    pub fn to_words(self) -> (u64, u64) {
+        (
+            u64::from(self.flags) | u64::from(self.region) << 16 | u64::from(self.length) << 32,
+            u64::from(self.offset) | u64::from(self.metadata) << 32,
+        )
+    }
+
     /// Whether its buffer (`length` bytes at `offset`) lies inside its region, given
     /// the mapped regions' sizes.
     #[inline(always)]
@@ -744,6 +766,14 @@ mod tests {
         assert!(!d(2, 0, 1).fits(&regions));
         assert!(!d(1, u32::MAX, u32::MAX).fits(&regions));
         assert_eq!(Desc::from_bytes(d(1, 2, 3).to_bytes()), d(1, 2, 3));
+        let (w0, w1) = d(1, 2, 3).to_words();
+        assert_eq!(Desc::from_words(w0, w1), d(1, 2, 3));
+        // The words are the 16 bytes read as two little-endian u64.
+        let b = d(1, 2, 3).to_bytes();
+        assert_eq!(
+            (u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..].try_into().unwrap())),
+            (w0, w1)
+        );
         assert_eq!(pending(65530, 4, 1024), Some(10));
         assert_eq!(pending(0, 1025, 1024), None);
         assert_eq!(pending(5, 4, 1024), None);

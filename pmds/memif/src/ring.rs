@@ -96,23 +96,48 @@ impl Ring {
     }
 
     #[inline(always)]
-    fn desc_ptr(&self, slot: u16) -> *mut [u8; DESC_SIZE] {
+    fn desc_ptr(&self, slot: u16) -> *mut u64 {
         // SAFETY: `slot & mask` indexes one of the ring's descriptors, inside it.
         unsafe { self.base.add(RING_HDR + usize::from(slot & self.mask) * DESC_SIZE).cast() }
     }
 
-    /// Descriptor of `slot` (masked), read once.
+    /// Descriptor of `slot` (masked), read once (two 8-byte loads).
     #[inline(always)]
     pub fn desc(&self, slot: u16) -> Desc {
-        // SAFETY: inside the ring (`desc_ptr`); an unaligned volatile copy.
-        Desc::from_bytes(unsafe { std::ptr::read_volatile(self.desc_ptr(slot)) })
+        let p = self.desc_ptr(slot);
+        // SAFETY: inside the ring (`desc_ptr`), 8-byte aligned (the ring is, and
+        // descriptors are 16 bytes after a 128-byte header); volatile loads of
+        // memory the peer may write.
+        let (w0, w1) = unsafe { (std::ptr::read_volatile(p), std::ptr::read_volatile(p.add(1))) };
+        Desc::from_words(w0, w1)
+    }
+
+    /// The first half of the descriptor of `slot`: flags, region, length.
+    #[inline(always)]
+    pub fn desc_head(&self, slot: u16) -> Desc {
+        // SAFETY: as in `desc`, the first word only.
+        Desc::from_words(unsafe { std::ptr::read_volatile(self.desc_ptr(slot)) }, 0)
     }
 
     /// Write the descriptor of `slot` (masked).
     #[inline(always)]
     pub fn set_desc(&self, slot: u16, d: Desc) {
+        let p = self.desc_ptr(slot);
+        let (w0, w1) = d.to_words();
         // SAFETY: as in `desc`.
-        unsafe { std::ptr::write_volatile(self.desc_ptr(slot), d.to_bytes()) }
+        unsafe {
+            std::ptr::write_volatile(p, w0);
+            std::ptr::write_volatile(p.add(1), w1);
+        }
+    }
+
+    /// Write flags, region and length of the descriptor of `slot`, leaving its
+    /// offset as it is (one 8-byte store).
+    #[inline(always)]
+    pub fn set_desc_head(&self, slot: u16, flags: u16, region: u16, length: u32) {
+        let w0 = Desc { flags, region, length, offset: 0, metadata: 0 }.to_words().0;
+        // SAFETY: as in `desc`.
+        unsafe { std::ptr::write_volatile(self.desc_ptr(slot), w0) }
     }
 
     /// Wake the receiver if it asked for interrupts.
@@ -241,7 +266,7 @@ pub fn rx(
                     cur = start;
                     break;
                 }
-                let d = ring.desc(cur);
+                let d = if client.is_some() { ring.desc_head(cur) } else { ring.desc(cur) };
                 let piece = match client {
                     Some(l) => (d.length <= l.bsize)
                         .then(|| (c.at(0, l.buffer_offset(false, q, cur & ring.mask)) as *const u8, d.length as usize)),
@@ -327,9 +352,10 @@ pub fn rx(
         Some(l) => {
             // Post every free buffer back: the slot's own, with its full room.
             let free = size as u16 - st.head.wrapping_sub(st.last);
+            // (Each descriptor's offset was written with the ring; a server that
+            // changed it only misdirects its own writes: we read the slot's buffer.)
             for _ in 0..free {
-                let off = l.buffer_offset(false, q, st.head & ring.mask) as u32;
-                ring.set_desc(st.head, Desc { flags: 0, region: 0, length: l.bsize, offset: off, metadata: 0 });
+                ring.set_desc_head(st.head, 0, 0, l.bsize);
                 st.head = st.head.wrapping_add(1);
             }
             ring.head().store(st.head, Ordering::Release);
@@ -388,90 +414,53 @@ pub fn tx(c: &Conn, q: u16, st: &mut TxState, burst: &mut TxBurst<'_>, f: &Queue
     let (mut pkts, mut bytes) = (0u64, 0u64);
     let mut slot = st.next;
     let mut sent = 0usize;
-    'pkts: for p in burst.packets() {
-        let saved = slot;
-        // The current descriptor being filled: (dst, room, used).
-        let mut cur: Option<(*mut u8, usize, usize)> = None;
-        let open = |slot: u16| -> Option<(*mut u8, usize)> {
-            match client {
-                Some(l) => Some((c.at(0, l.buffer_offset(true, q, slot & ring.mask)), l.bsize as usize)),
+    for p in burst.packets() {
+        if free == 0 {
+            f.ring_full.add(1);
+            break;
+        }
+        // The common case: one segment into one buffer.
+        if p.mbuf().nb_segs == 1 {
+            let data = p.data();
+            let len = data.len();
+            let dst = match client {
+                // Our own buffer of the slot (its descriptor's offset was written
+                // with the ring and is ours to trust).
+                Some(l) if len <= l.bsize as usize => Some((c.at(0, l.buffer_offset(true, q, slot & ring.mask)), 0)),
+                Some(_) => None,
                 None => {
                     let d = ring.desc(slot);
-                    (d.length > 0 && d.fits(&c.sizes)).then(|| (c.at(d.region, u64::from(d.offset)), d.length as usize))
-                }
-            }
-        };
-        let close = |slot: u16, used: usize, next: bool| {
-            let (region, offset) = match client {
-                Some(l) => (0, l.buffer_offset(true, q, slot & ring.mask) as u32),
-                None => {
-                    let d = ring.desc(slot);
-                    (d.region, d.offset)
+                    (len <= d.length as usize && d.fits(&c.sizes))
+                        .then(|| (c.at(d.region, u64::from(d.offset)), d.region))
                 }
             };
-            let flags = if next { DESC_FLAG_NEXT } else { 0 };
-            ring.set_desc(slot, Desc { flags, region, length: used as u32, offset, metadata: 0 });
-        };
-        for seg in p.segments() {
-            let mut s = seg;
-            while !s.is_empty() {
-                let (dst, room, used) = match cur {
-                    Some(x) if x.2 < x.1 => x,
-                    other => {
-                        if let Some((_, _, used)) = other {
-                            close(slot, used, true);
-                            slot = slot.wrapping_add(1);
-                        }
-                        if free == 0 {
-                            slot = saved;
-                            f.ring_full.add(1);
-                            break 'pkts;
-                        }
-                        free -= 1;
-                        match open(slot) {
-                            Some((dst, room)) => (dst, room, 0),
-                            None => {
-                                // A posted buffer outside the client's regions: give
-                                // the slot back empty and drop the packet.
-                                f.bad_desc.add(1);
-                                close(slot, 0, false);
-                                slot = slot.wrapping_add(1);
-                                sent += 1;
-                                continue 'pkts;
-                            }
-                        }
-                    }
-                };
-                let n = s.len().min(room - used);
-                // SAFETY: `dst` has `room` writable bytes inside a mapped region
-                // (client: its own buffer; server: checked by `fits`), `used + n <= room`.
-                unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), dst.add(used), n) };
-                s = &s[n..];
-                cur = Some((dst, room, used + n));
+            if let Some((dst, region)) = dst {
+                // SAFETY: `dst` has room for `len` bytes inside a mapped region
+                // (client: its own buffer of `bsize`; server: `fits` checked the
+                // posted buffer, `len` no longer than its room).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, len) };
+                ring.set_desc_head(slot, 0, region, len as u32);
+                slot = slot.wrapping_add(1);
+                free -= 1;
+                pkts += 1;
+                bytes += len as u64;
+                sent += 1;
+                continue;
             }
         }
-        match cur {
-            Some((_, _, used)) => {
-                close(slot, used, false);
-                slot = slot.wrapping_add(1);
+        match tx_chained(c, q, ring, p, &mut slot, &mut free, f) {
+            Some(delivered) => {
+                if delivered {
+                    pkts += 1;
+                    bytes += u64::from(p.len());
+                }
+                sent += 1;
             }
             None => {
-                // An empty packet: one empty descriptor.
-                if free == 0 {
-                    f.ring_full.add(1);
-                    break;
-                }
-                free -= 1;
-                if open(slot).is_none() {
-                    f.bad_desc.add(1);
-                }
-                close(slot, 0, false);
-                slot = slot.wrapping_add(1);
+                f.ring_full.add(1);
+                break;
             }
         }
-        pkts += 1;
-        bytes += u64::from(p.len());
-        sent += 1;
     }
     if sent > 0 {
         st.next = slot;
@@ -484,4 +473,92 @@ pub fn tx(c: &Conn, q: u16, st: &mut TxState, burst: &mut TxBurst<'_>, f: &Queue
         burst.free(sent);
     }
     (pkts, bytes)
+}
+
+/// Send `p` over as many descriptors as it needs (several segments, longer than a
+/// buffer, or a posted buffer that cannot take it): `Some(true)` sent, `Some(false)`
+/// dropped for a posted buffer outside the client's regions (the slot goes back
+/// empty, counted), `None` no room (nothing consumed).
+fn tx_chained(
+    c: &Conn,
+    q: u16,
+    ring: &Ring,
+    p: &ironpath_pmd_sdk::Packet,
+    slot: &mut u16,
+    free: &mut u16,
+    f: &QueueFaults,
+) -> Option<bool> {
+    let client = c.layout;
+    let (saved, saved_free) = (*slot, *free);
+    // Where each descriptor's bytes go: (address, room, region).
+    let open = |slot: u16| -> Option<(*mut u8, usize, u16)> {
+        match client {
+            Some(l) => Some((c.at(0, l.buffer_offset(true, q, slot & ring.mask)), l.bsize as usize, 0)),
+            None => {
+                let d = ring.desc(slot);
+                (d.length > 0 && d.fits(&c.sizes))
+                    .then(|| (c.at(d.region, u64::from(d.offset)), d.length as usize, d.region))
+            }
+        }
+    };
+    // The descriptor being filled: (address, room, used, region).
+    let mut cur: Option<(*mut u8, usize, usize, u16)> = None;
+    let mut segs = p.segments().peekable();
+    let mut left: &[u8] = &[];
+    loop {
+        if left.is_empty() {
+            match segs.next() {
+                Some(s) => left = s,
+                None => break,
+            }
+            continue;
+        }
+        let (dst, room, used, region) = match cur {
+            Some(x) if x.2 < x.1 => x,
+            other => {
+                if let Some((_, _, used, region)) = other {
+                    ring.set_desc_head(*slot, DESC_FLAG_NEXT, region, used as u32);
+                    *slot = slot.wrapping_add(1);
+                }
+                if *free == 0 {
+                    *slot = saved;
+                    *free = saved_free;
+                    return None;
+                }
+                *free -= 1;
+                match open(*slot) {
+                    Some((dst, room, region)) => (dst, room, 0, region),
+                    None => {
+                        // A posted buffer outside the client's regions: give the
+                        // slot back empty and drop the packet.
+                        f.bad_desc.add(1);
+                        let d = ring.desc_head(*slot);
+                        ring.set_desc_head(*slot, 0, d.region, 0);
+                        *slot = slot.wrapping_add(1);
+                        return Some(false);
+                    }
+                }
+            }
+        };
+        let n = left.len().min(room - used);
+        // SAFETY: `dst` has `room` writable bytes inside a mapped region (client: its
+        // own buffer; server: checked by `fits`), and `used + n <= room`.
+        unsafe { std::ptr::copy_nonoverlapping(left.as_ptr(), dst.add(used), n) };
+        left = &left[n..];
+        cur = Some((dst, room, used + n, region));
+    }
+    match cur {
+        Some((_, _, used, region)) => ring.set_desc_head(*slot, 0, region, used as u32),
+        None => {
+            // An empty packet: one empty descriptor.
+            if *free == 0 {
+                return None;
+            }
+            *free -= 1;
+            let region = ring.desc_head(*slot).region;
+            ring.set_desc_head(*slot, 0, if client.is_some() { 0 } else { region }, 0);
+        }
+    }
+    *slot = slot.wrapping_add(1);
+    Some(true)
 }
