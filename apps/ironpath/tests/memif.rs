@@ -114,6 +114,13 @@ fn a_hostile_memif_client_is_refused_or_counted_and_never_trusted() {
         let (ok, out) = peer(&["client", &at, "2", scenario]);
         assert!(ok, "scenario {scenario}:\n{out}\nserver:\n{}", server.output());
     }
+    // A region that cannot be sealed against shrinking, where sealing is required.
+    let s2 = sock("sealed");
+    let mut strict = ours(&format!("role=server,socket={s2},id=2,require-sealed=yes"), "io", false);
+    strict.ask("start", "testpmd>");
+    let (ok, out) = peer(&["client", &format!("@{s2}"), "2", "unsealable"]);
+    assert!(ok, "scenario unsealable:\n{out}\nserver:\n{}", strict.output());
+    drop(strict);
     // A client for an id the socket does not serve.
     let stranger = ours(&format!("role=client,socket={s},id=3"), "rxonly", true);
     assert!(stranger.wait_for("the server refused us: ID not found", 1, 10), "{}", stranger.output());
@@ -141,6 +148,8 @@ fn a_hostile_memif_client_is_refused_or_counted_and_never_trusted() {
     ] {
         assert!(out.contains(reason), "the server logs \"{reason}\":\n{out}");
     }
+    // The hostile client's memfd allowed sealing: the server sealed it itself.
+    assert_eq!(xstat_of(&x, "unsealed_regions"), 0, "{x}");
     assert_eq!(xstat_of(&x, "rx_bad_desc"), 26, "{x}");
     assert_eq!(xstat_of(&x, "tx_bad_desc"), 10, "{x}");
     assert!(xstat_of(&x, "rx_bad_ring_index") >= 1, "{x}");

@@ -172,6 +172,8 @@ fn ours_server_with_dpdks_zero_copy_client_both_ways_root() {
     // The client exposed its hugepage memory as regions beyond region 0.
     let x = o.ask("show port xstats 0", "tx_ring_full");
     assert_eq!((xstat_of(&x, "rx_bad_desc"), xstat_of(&x, "tx_bad_desc")), (0, 0), "{x}");
+    // Its hugepage regions cannot be sealed: accepted (require-sealed=no), counted.
+    assert!(xstat_of(&x, "unsealed_regions") >= 1, "{x}");
     no_panic(&d.quit());
     no_panic(&o.quit());
 }

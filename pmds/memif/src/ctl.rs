@@ -69,6 +69,8 @@ pub struct Config {
     pub log2: u8,
     /// Our interface name (CONNECT/CONNECTED).
     pub if_name: String,
+    /// Server: refuse regions that cannot be sealed against shrinking.
+    pub require_sealed: bool,
 }
 
 /// Counters of the control thread (single writer: that thread).
@@ -88,6 +90,8 @@ pub struct CtlCounters {
     pub overflow: Counter,
     /// Client: connection attempts that failed.
     pub connect_failures: Counter,
+    /// Server: regions accepted that could not be sealed against shrinking.
+    pub unsealed: Counter,
 }
 
 /// What the control thread shares with the queues and the device.
@@ -324,15 +328,34 @@ impl<'a> Server<'a> {
             Ok(m) => m,
             Err(why) => return self.refuse(link, say, why),
         };
+        let mut sealed = true;
         let fd_size = match (&m, &r.fd) {
-            (Msg::AddRegion { .. }, Some(fd)) => Some(sys::file_size(fd).unwrap_or(0)),
+            (Msg::AddRegion { .. }, Some(fd)) => {
+                // Sealed first, so that the size checked cannot shrink afterwards.
+                sealed = sys::seal_shrink(fd);
+                Some(sys::file_size(fd).unwrap_or(0))
+            }
             (_, Some(_)) => Some(0),
             _ => None,
         };
         match s.ss.on_msg(m.clone(), fd_size) {
             Step::Reply(reply) => {
                 match m {
-                    Msg::AddRegion { size, .. } => {
+                    Msg::AddRegion { index, size } => {
+                        if !sealed {
+                            if self.cfg.require_sealed {
+                                return self.refuse(link, say, "Region not sealed against shrinking");
+                            }
+                            link.c.unsealed.add(1);
+                            say(
+                                1,
+                                &format!(
+                                    "region {index} cannot be sealed against shrinking (hugepage memory of a \
+                                     zero-copy client): a client that truncates it could crash this process \
+                                     (require-sealed=yes refuses such regions)"
+                                ),
+                            );
+                        }
                         let fd = r.fd.expect("checked by the session");
                         match Mapping::new(&fd, size) {
                             Ok(map) => s.regions.push(map),

@@ -33,7 +33,9 @@
 //! `socket=<path>` (`/run/memif.sock`), `socket-abstract=yes|no` (yes: the name in the
 //! abstract namespace, as DPDK 22.11 does by default), `mac=<addr>`,
 //! `secret=<up to 23 chars>`, `bsize=<bytes>` (2048), `rsize=<log2 ring size>` (10),
-//! `zero-copy=no`. Queue counts are the port's (`--rxq`/`--txq`); a client agrees
+//! `zero-copy=no`, and ours: `require-sealed=yes|no` (no: a server accepts regions it
+//! cannot seal against shrinking, as a zero-copy client's hugepages, and counts them in
+//! `unsealed_regions`). Queue counts are the port's (`--rxq`/`--txq`); a client agrees
 //! with the server on the smaller of both sides.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -61,7 +63,8 @@ use std::thread::JoinHandle;
 
 pub use sys::SockPath;
 
-const KEYS: &[&str] = &["role", "id", "socket", "socket-abstract", "mac", "secret", "bsize", "rsize", "zero-copy"];
+const KEYS: &[&str] =
+    &["role", "id", "socket", "socket-abstract", "mac", "secret", "bsize", "rsize", "zero-copy", "require-sealed"];
 /// Most queue pairs (DPDK's limit).
 const MAX_QUEUES: u16 = 255;
 
@@ -75,6 +78,7 @@ struct Args {
     secret: Option<[u8; SECRET_SZ]>,
     bsize: u32,
     log2: u8,
+    require_sealed: bool,
 }
 
 fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
@@ -130,7 +134,17 @@ fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
             )));
         }
     }
-    Ok(Args { role, id, sock: SockPath { name, is_abstract }, mac: a.get_mac("mac")?, secret, bsize, log2 })
+    let require_sealed = a.get_bool("require-sealed", false)?;
+    Ok(Args {
+        role,
+        id,
+        sock: SockPath { name, is_abstract },
+        mac: a.get_mac("mac")?,
+        secret,
+        bsize,
+        log2,
+        require_sealed,
+    })
 }
 
 /// A device.
@@ -244,7 +258,7 @@ impl TxQueue for MemifTx {
 
 impl Pmd for Memif {
     const NAME: &'static CStr = c"net_memif";
-    const DEVARGS_HELP: &'static CStr = c"role=server|client (server),id=<u32> (0),socket=<path> (/run/memif.sock),socket-abstract=yes|no (yes),mac=<xx:xx:xx:xx:xx:xx>,secret=<1..23 chars>,bsize=<64..65535> (2048),rsize=<log2 ring size 1..14> (10),zero-copy=no";
+    const DEVARGS_HELP: &'static CStr = c"role=server|client (server),id=<u32> (0),socket=<path> (/run/memif.sock),socket-abstract=yes|no (yes),mac=<xx:xx:xx:xx:xx:xx>,secret=<1..23 chars>,bsize=<64..65535> (2048),rsize=<log2 ring size 1..14> (10),zero-copy=no,require-sealed=yes|no (no)";
     type Rx = MemifRx;
     type Tx = MemifTx;
 
@@ -362,6 +376,7 @@ impl Pmd for Memif {
             bsize: self.a.bsize,
             log2: self.a.log2,
             if_name: self.name.clone(),
+            require_sealed: self.a.require_sealed,
         };
         let (q, link) = (self.queues, self.link.clone());
         let t = std::thread::Builder::new()
@@ -395,6 +410,7 @@ impl Pmd for Memif {
             ("handshake_timeouts".to_string(), c.timeouts.get()),
             ("waiting_overflow".to_string(), c.overflow.get()),
             ("connect_failures".to_string(), c.connect_failures.get()),
+            ("unsealed_regions".to_string(), c.unsealed.get()),
             ("rx_bad_desc".to_string(), sum(&self.rx_faults, |f| f.bad_desc.get())),
             ("rx_bad_ring_index".to_string(), sum(&self.rx_faults, |f| f.bad_ring_index.get())),
             ("tx_bad_desc".to_string(), sum(&self.tx_faults, |f| f.bad_desc.get())),

@@ -235,6 +235,16 @@ pub fn file_size(fd: &OwnedFd) -> io::Result<u64> {
     Ok(st.st_size as u64)
 }
 
+/// Seal `fd` against shrinking if it is not already; whether it is sealed now (a
+/// memfd made without `MFD_ALLOW_SEALING`, or a hugetlbfs file, cannot be).
+pub fn seal_shrink(fd: &OwnedFd) -> bool {
+    // SAFETY: fcntl on a descriptor we hold; failures are answered by F_GET_SEALS.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
+    // SAFETY: as above.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
+}
+
 /// A new shared memory file of `size` bytes that cannot shrink (a peer that maps it
 /// can rely on its size).
 pub fn memfd(name: &std::ffi::CStr, size: u64) -> io::Result<OwnedFd> {

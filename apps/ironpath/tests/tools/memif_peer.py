@@ -9,6 +9,7 @@ SOCKET is a path, or @name for the abstract namespace. Scenarios:
 client (the server runs testpmd `io`, so packets come back on the S2C ring):
   big-region     ADD_REGION larger than its memfd           -> refused, reason printed
   no-fd          ADD_REGION without a descriptor            -> refused
+  unsealable     a region that cannot be sealed (server with require-sealed=yes) -> refused
   ring-outside   a ring past the end of its region          -> refused
   bad-cookie     a ring without the cookie, then CONNECT    -> refused
   short          a 64-byte message                          -> refused
@@ -89,9 +90,9 @@ def refused(s):
 class Region:
     """Region 0: C2S ring, S2C ring, then SIZE buffers for each (our layout)."""
 
-    def __init__(self, declared=None, real=None):
+    def __init__(self, declared=None, real=None, sealable=True):
         self.size = 2 * RING + 2 * SIZE * BSIZE
-        self.fd = os.memfd_create("hostile", os.MFD_ALLOW_SEALING)
+        self.fd = os.memfd_create("hostile", os.MFD_ALLOW_SEALING if sealable else 0)
         os.ftruncate(self.fd, real or self.size)
         self.mem = mmap.mmap(self.fd, real or self.size)
         self.declared = declared or self.size
@@ -182,6 +183,9 @@ def client(name, ident, scenario):
     elif scenario == "big-region":
         r = handshake(s, ident, Region(declared=1 << 30, real=1 << 20))
         assert r == "Region larger than its file", r
+    elif scenario == "unsealable":
+        r = handshake(s, ident, Region(sealable=False))
+        assert r == "Region not sealed against shrinking", r
     elif scenario == "no-fd":
         r = handshake(s, ident, Region(), send_fd=False)
         assert r == "Missing region fd", r
