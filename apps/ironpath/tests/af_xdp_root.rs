@@ -74,16 +74,6 @@ fn quit(mut child: Child, lines: &[&str]) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
-/// The number after `key` in the last `show port xstats` of `out`.
-fn xstat(out: &str, key: &str) -> u64 {
-    let at = out.rfind("NIC extended statistics").unwrap_or_else(|| panic!("no xstats in:\n{out}"));
-    out[at..]
-        .lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no xstat {key} in:\n{out}"))
-}
-
 #[test]
 fn kernel_ping_gets_replies_from_icmpecho_over_af_xdp_root() {
     if !ready(&[]) {
@@ -100,10 +90,10 @@ fn kernel_ping_gets_replies_from_icmpecho_over_af_xdp_root() {
     assert_eq!(during, (true, true), "XDP program attached and the port promiscuous while testpmd runs:\n{out}");
     assert!(text(&ping).contains("5 packets transmitted, 5 received"), "ping: {}\ntestpmd:\n{out}", text(&ping));
     assert!(!out.contains("failed") && !out.contains("rror:"), "{out}");
-    assert_eq!(xstat(&out, "xdp_native"), 1, "veth has native XDP");
+    assert_eq!(xstat_of(&out, "xdp_native"), 1, "veth has native XDP");
     // The echo replies went out in the buffers the requests came in (the UMEM's), no copy.
-    assert_eq!((xstat(&out, "tx_copied"), xstat(&out, "rx_bad_desc")), (0, 0), "{out}");
-    assert!(xstat(&out, "rx_q0_packets") >= 5 && xstat(&out, "tx_q0_packets") >= 5, "{out}");
+    assert_eq!((xstat_of(&out, "tx_copied"), xstat_of(&out, "rx_bad_desc")), (0, 0), "{out}");
+    assert!(xstat_of(&out, "rx_q0_packets") >= 5 && xstat_of(&out, "tx_q0_packets") >= 5, "{out}");
     assert_eq!(
         wait_for(&v.port, 5, |s| s == (false, false)),
         (false, false),
@@ -203,9 +193,9 @@ fn two_queue_pairs_receive_every_datagram_over_both_sockets_root() {
     assert!(o.status.success(), "sender: {}", text(&o));
     std::thread::sleep(Duration::from_millis(500));
     let out = quit(t, &["stop", "show port xstats 0"]);
-    let (q0, q1) = (xstat(&out, "rx_q0_packets"), xstat(&out, "rx_q1_packets"));
+    let (q0, q1) = (xstat_of(&out, "rx_q0_packets"), xstat_of(&out, "rx_q1_packets"));
     assert!(q0 + q1 >= 1000 && q0 > 0 && q1 > 0, "queue 0: {q0}, queue 1: {q1}\n{out}");
-    assert_eq!((xstat(&out, "rx_dropped"), xstat(&out, "rx_bad_desc")), (0, 0), "{out}");
+    assert_eq!((xstat_of(&out, "rx_dropped"), xstat_of(&out, "rx_bad_desc")), (0, 0), "{out}");
 }
 
 #[test]

@@ -14,53 +14,21 @@ use std::time::Duration;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn sock(tag: &str) -> String {
-    format!("ipmemif-{tag}-{}", std::process::id())
-}
-
-/// Our testpmd with one memif port (`args` after the driver name), interactive; its
-/// forwarding lcore is 1, or 0 with `other_core`.
+/// Our testpmd with one memif port (`args` after the driver name).
 fn ours(args: &str, mode: &str, other_core: bool) -> Interactive {
-    let mut a: Vec<String> = ["testpmd", "-l", "0-1"].iter().map(|s| s.to_string()).collect();
-    if other_core {
-        a.extend(["--main-lcore".to_string(), "1".to_string()]);
-    }
-    a.extend(["--no-huge", "--vdev"].iter().map(|s| s.to_string()));
-    a.push(format!("net_memif0,{args}"));
-    a.extend(["--", "-i", &format!("--forward-mode={mode}")].iter().map(|s| s.to_string()));
-    Interactive::spawn(BIN, &a)
-}
-
-fn in_use(out: &str) -> u64 {
-    let at = out.rfind("in_use=").expect("show mempool");
-    out[at + 7..].split_whitespace().next().unwrap().parse().unwrap()
-}
-
-/// `sender` sends for `ms`, stops; then both sides' counters: (sent, received).
-fn burst_of_traffic(sender: &mut Interactive, receiver: &mut Interactive, ms: u64) -> (u64, u64) {
-    receiver.send("clear port stats all");
-    sender.send("clear port stats all");
-    receiver.ask("start", "testpmd>");
-    sender.ask("start", "testpmd>");
-    std::thread::sleep(Duration::from_millis(ms));
-    sender.ask("stop", "Done");
-    // The receiver drains what is still in the ring.
-    std::thread::sleep(Duration::from_millis(300));
-    let s = sender.ask("show port stats 0", "Tx-bps");
-    let r = receiver.ask("show port stats 0", "Tx-bps");
-    receiver.ask("stop", "Done");
-    (nic_stat(&s, "TX-packets:"), nic_stat(&r, "RX-packets:"))
+    our_testpmd(&[format!("net_memif0,{args}")], mode, other_core)
 }
 
 #[test]
 fn two_ironpath_processes_pass_traffic_both_ways_over_memif() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let s = sock("pair");
+    let s = memif_sock("pair");
     let mut server = ours(&format!("role=server,socket={s},id=5"), "rxonly", false);
     let mut client = ours(&format!("role=client,socket={s},id=5,rsize=9,bsize=1024"), "txonly", true);
     assert!(server.wait_for("connected to net_memif0", 1, 10), "{}", server.output());
     assert!(client.wait_for("connected to net_memif0", 1, 10), "{}", client.output());
-    let base = (in_use(&server.ask("show mempool", "get_fails")), in_use(&client.ask("show mempool", "get_fails")));
+    let base =
+        (pool_in_use(&server.ask("show mempool", "get_fails")), pool_in_use(&client.ask("show mempool", "get_fails")));
     let (sent, got) = burst_of_traffic(&mut client, &mut server, 1500);
     assert!(sent > 10_000, "client to server: {sent} sent\n{}", client.output());
     assert_eq!(sent, got, "client to server: every packet sent is received");
@@ -76,7 +44,8 @@ fn two_ironpath_processes_pass_traffic_both_ways_over_memif() {
     assert!(sent > 1_000 && sent == got, "1500-byte frames: {sent} sent, {got} received");
     let c = client.ask("show port stats 0", "Tx-bps");
     assert!(nic_stat(&c, "RX-bytes:") >= 1500 * got, "{c}");
-    let after = (in_use(&server.ask("show mempool", "get_fails")), in_use(&client.ask("show mempool", "get_fails")));
+    let after =
+        (pool_in_use(&server.ask("show mempool", "get_fails")), pool_in_use(&client.ask("show mempool", "get_fails")));
     assert_eq!(after, base, "every mbuf back in its pool");
     let x = client.ask("show port xstats 0", "tx_ring_full");
     assert_eq!((xstat_of(&x, "rx_bad_desc"), xstat_of(&x, "rx_bad_ring_index")), (0, 0), "{x}");
@@ -105,7 +74,7 @@ fn a_hostile_memif_client_is_refused_or_counted_and_never_trusted() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let s = sock("hostile");
+    let s = memif_sock("hostile");
     let at = format!("@{s}");
     let mut server = ours(&format!("role=server,socket={s},id=2"), "io", false);
     server.ask("start", "testpmd>");
@@ -115,7 +84,7 @@ fn a_hostile_memif_client_is_refused_or_counted_and_never_trusted() {
         assert!(ok, "scenario {scenario}:\n{out}\nserver:\n{}", server.output());
     }
     // A region that cannot be sealed against shrinking, where sealing is required.
-    let s2 = sock("sealed");
+    let s2 = memif_sock("sealed");
     let mut strict = ours(&format!("role=server,socket={s2},id=2,require-sealed=yes"), "io", false);
     strict.ask("start", "testpmd>");
     let (ok, out) = peer(&["client", &format!("@{s2}"), "2", "unsealable"]);
@@ -164,7 +133,7 @@ fn a_hostile_memif_server_is_counted_and_refused() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let s = sock("hserver");
+    let s = memif_sock("hserver");
     let at = format!("@{s}");
     let tool = std::thread::spawn(move || peer(&["server", &at, "data"]));
     std::thread::sleep(Duration::from_millis(300));

@@ -18,26 +18,8 @@ use std::time::Duration;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn sock(tag: &str) -> String {
-    format!("ipmemif-{tag}-{}", std::process::id())
-}
-
 fn strings(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
-}
-
-/// Our testpmd with ports `vdevs`, forwarding on lcore 1 (0 with `other_core`).
-fn ours(vdevs: &[String], mode: &str, other_core: bool) -> Interactive {
-    let mut a = strings(&["testpmd", "-l", "0-1"]);
-    if other_core {
-        a.extend(strings(&["--main-lcore", "1"]));
-    }
-    a.push("--no-huge".into());
-    for v in vdevs {
-        a.extend(["--vdev".to_string(), v.clone()]);
-    }
-    a.extend(strings(&["--", "-i", &format!("--forward-mode={mode}")]));
-    Interactive::spawn(BIN, &a)
 }
 
 /// DPDK's testpmd with ports `vdevs`; `zero_copy` runs it in hugepage memory with
@@ -64,22 +46,6 @@ fn dpdk(tag: &str, vdevs: &[String], mode: &str, other_core: bool, zero_copy: bo
 const DPDK_UP: &str = "memif_connect(): Connected.";
 const OURS_UP: &str = "connected to";
 
-/// `sender` sends for `ms` and stops; the receiver drains; both counters, read
-/// while still connected (DPDK forgets a memif port's counters on disconnect).
-fn burst_of_traffic(sender: &mut Interactive, receiver: &mut Interactive, ms: u64) -> (u64, u64) {
-    receiver.ask("clear port stats all", "testpmd>");
-    sender.ask("clear port stats all", "testpmd>");
-    receiver.ask("start", "testpmd>");
-    sender.ask("start", "testpmd>");
-    std::thread::sleep(Duration::from_millis(ms));
-    sender.ask("stop", "Done");
-    std::thread::sleep(Duration::from_millis(300));
-    let s = sender.ask("show port stats 0", "Tx-bps");
-    let r = receiver.ask("show port stats 0", "Tx-bps");
-    receiver.ask("stop", "Done");
-    (nic_stat(&s, "TX-packets:"), nic_stat(&r, "RX-packets:"))
-}
-
 /// Both directions over one connection: `a` sends to `b`, then `b` to `a`.
 fn both_ways(a: &mut Interactive, b: &mut Interactive, what: &str) {
     a.send("set fwd txonly");
@@ -94,11 +60,6 @@ fn both_ways(a: &mut Interactive, b: &mut Interactive, what: &str) {
     assert_eq!(sent, got, "{what}, second way: every packet sent is received");
 }
 
-fn in_use(out: &str) -> u64 {
-    let at = out.rfind("in_use=").expect("show mempool");
-    out[at + 7..].split_whitespace().next().unwrap().parse().unwrap()
-}
-
 fn no_panic(out: &str) {
     assert!(!out.contains("panicked") && !out.contains("fenced off"), "{out}");
 }
@@ -109,8 +70,8 @@ fn ours_server_with_dpdk_client_both_ways_root() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let s = sock("osdc");
-    let mut o = ours(&[format!("net_memif0,role=server,socket={s},id=1")], "rxonly", false);
+    let s = memif_sock("osdc");
+    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={s},id=1")], "rxonly", false);
     let mut d = dpdk("osdc", &[format!("net_memif0,role=client,socket={s},id=1")], "txonly", true, false);
     assert!(d.wait_for(DPDK_UP, 1, 15) && o.wait_for(OURS_UP, 1, 5), "{}\n{}", d.output(), o.output());
     assert!(o.output().contains("(DPDK 22.11"), "the client's name is logged: {}", o.output());
@@ -126,10 +87,10 @@ fn dpdk_server_with_ours_client_both_ways_root() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let s = sock("dsoc");
+    let s = memif_sock("dsoc");
     let mut d = dpdk("dsoc", &[format!("net_memif0,role=server,socket={s},id=4")], "rxonly", false, false);
     assert!(d.wait_for("testpmd>", 1, 15), "{}", d.output());
-    let mut o = ours(&[format!("net_memif0,role=client,socket={s},id=4")], "txonly", true);
+    let mut o = our_testpmd(&[format!("net_memif0,role=client,socket={s},id=4")], "txonly", true);
     assert!(d.wait_for(DPDK_UP, 1, 15) && o.wait_for(OURS_UP, 1, 5), "{}\n{}", d.output(), o.output());
     both_ways(&mut o, &mut d, "our client and DPDK's server");
     no_panic(&o.quit());
@@ -164,8 +125,8 @@ fn ours_server_with_dpdks_zero_copy_client_both_ways_root() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _hp = Hugepages::at_least(160);
-    let s = sock("zc");
-    let mut o = ours(&[format!("net_memif0,role=server,socket={s},id=0")], "rxonly", false);
+    let s = memif_sock("zc");
+    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={s},id=0")], "rxonly", false);
     let mut d = dpdk("zc", &[format!("net_memif0,role=client,socket={s},id=0,zero-copy=yes")], "txonly", true, true);
     assert!(d.wait_for(DPDK_UP, 1, 15) && o.wait_for(OURS_UP, 1, 5), "{}\n{}", d.output(), o.output());
     both_ways(&mut d, &mut o, "DPDK's zero-copy client and our server");
@@ -221,7 +182,7 @@ fn io_forwarding_through_dpdk_ours_dpdk_keeps_every_payload_root() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new("memif-chain");
-    let (a, b) = (sock("chain-a"), sock("chain-b"));
+    let (a, b) = (memif_sock("chain-a"), memif_sock("chain-b"));
     // 1000 frames, 60 to 1514 bytes, each payload distinct.
     let frames: Vec<Vec<u8>> = (0..1000u32)
         .map(|i| {
@@ -236,7 +197,7 @@ fn io_forwarding_through_dpdk_ours_dpdk_keeps_every_payload_root() {
         (dir.0.join("in.pcap"), dir.0.join("out.pcap"), dir.0.join("empty.pcap"), dir.0.join("back.pcap"));
     write_pcap(&inp, &frames);
     write_pcap(&empty, &[]);
-    let mut o = ours(
+    let mut o = our_testpmd(
         &[format!("net_memif0,role=server,socket={a}"), format!("net_memif1,role=server,socket={b}")],
         "io",
         false,
@@ -294,9 +255,9 @@ fn a_killed_peer_takes_the_link_down_and_its_return_brings_it_back_root() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Our server; DPDK's client is killed and started again.
-    let s = sock("kc");
-    let mut o = ours(&[format!("net_memif0,role=server,socket={s}")], "rxonly", false);
-    let base = in_use(&o.ask("show mempool", "get_fails"));
+    let s = memif_sock("kc");
+    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={s}")], "rxonly", false);
+    let base = pool_in_use(&o.ask("show mempool", "get_fails"));
     o.ask("start", "testpmd>");
     let client = || {
         let mut d = dpdk("kc", &[format!("net_memif0,role=client,socket={s}")], "txonly", true, false);
@@ -321,13 +282,13 @@ fn a_killed_peer_takes_the_link_down_and_its_return_brings_it_back_root() {
     no_panic(&d.quit());
     assert!(o.wait_for("link down", 2, 10), "{}", o.output());
     o.ask("stop", "Done");
-    assert_eq!(in_use(&o.ask("show mempool", "get_fails")), base, "every mbuf back");
+    assert_eq!(pool_in_use(&o.ask("show mempool", "get_fails")), base, "every mbuf back");
     let x = o.ask("show port xstats 0", "tx_ring_full");
     assert_eq!((xstat_of(&x, "connects"), xstat_of(&x, "disconnects")), (2, 2), "{x}");
     no_panic(&o.quit());
 
     // DPDK's server is killed and started again: our client reconnects by itself.
-    let s = sock("ks");
+    let s = memif_sock("ks");
     let server = || {
         let mut d = dpdk("ks", &[format!("net_memif0,role=server,socket={s}")], "rxonly", false, false);
         assert!(d.wait_for("testpmd>", 1, 15), "{}", d.output());
@@ -335,8 +296,8 @@ fn a_killed_peer_takes_the_link_down_and_its_return_brings_it_back_root() {
         d
     };
     let mut d = server();
-    let mut o = ours(&[format!("net_memif0,role=client,socket={s}")], "txonly", true);
-    let base = in_use(&o.ask("show mempool", "get_fails"));
+    let mut o = our_testpmd(&[format!("net_memif0,role=client,socket={s}")], "txonly", true);
+    let base = pool_in_use(&o.ask("show mempool", "get_fails"));
     assert!(o.wait_for(OURS_UP, 1, 10), "{}", o.output());
     o.ask("start", "testpmd>");
     std::thread::sleep(Duration::from_millis(500));
@@ -348,7 +309,7 @@ fn a_killed_peer_takes_the_link_down_and_its_return_brings_it_back_root() {
     let r = d.ask("show port stats 0", "Tx-bps");
     assert!(nic_stat(&r, "RX-packets:") > 10_000, "the restarted server receives\n{r}");
     o.ask("stop", "Done");
-    assert_eq!(in_use(&o.ask("show mempool", "get_fails")), base, "every mbuf back");
+    assert_eq!(pool_in_use(&o.ask("show mempool", "get_fails")), base, "every mbuf back");
     let x = o.ask("show port xstats 0", "tx_ring_full");
     assert_eq!(xstat_of(&x, "connects"), 2, "{x}");
     no_panic(&o.quit());
@@ -362,7 +323,7 @@ fn the_memif_bridge_pipeline_carries_a_kernel_ping_to_dpdks_icmpecho_root() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let v = Veth::new("mb", 61);
-    let s = sock("bridge");
+    let s = memif_sock("bridge");
     let mut run = Run::start(
         &config("memif-bridge.yaml"),
         &[("IRONPATH_IFACE", v.port.clone()), ("IRONPATH_MEMIF_SOCKET", s.clone())],

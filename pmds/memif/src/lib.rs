@@ -15,8 +15,9 @@
 //!   peer's hands and nothing needs reclaiming when it goes. A server also serves a
 //!   zero-copy client (DPDK's `zero-copy=yes`): it reads and fills whatever buffers the
 //!   client's descriptors name, in any region the client added. Our own client's
-//!   zero-copy mode (exposing the mempool itself) is not offered: `zero-copy=yes` is
-//!   refused saying so.
+//!   zero-copy mode is not offered (`zero-copy=yes` is refused saying so): a pool
+//!   holds each mbuf's header beside its buffer, so exposing it would let the peer
+//!   rewrite headers no check could catch.
 //! * Poll mode only: our RX rings are flagged `MASK_INT` so the peer never signals
 //!   them; after TX the peer's eventfd is signalled only if it asked for interrupts.
 //! * The peer is not trusted ([`proto`] and [`ring`] say how): region sizes are

@@ -255,19 +255,7 @@ pub fn rx(
         let port = burst.port_id();
         // The buffers of this burst, fetched while the first are copied (the peer
         // wrote them last, on its own core).
-        let mut s = cur;
-        for _ in 0..want {
-            match client {
-                Some(l) => prefetch(c.at(0, l.buffer_offset(false, q, s & ring.mask))),
-                None => {
-                    let d = ring.desc(s);
-                    if d.fits(&c.sizes) {
-                        prefetch(c.at(d.region, u64::from(d.offset)));
-                    }
-                }
-            }
-            s = s.wrapping_add(1);
-        }
+        prefetch_buffers(c, q, ring, false, cur, want);
         while cur != end && burst.room() > 0 && used < want {
             // One packet: descriptors up to the first without NEXT.
             let start = cur;
@@ -418,6 +406,25 @@ fn prefetch(p: *const u8) {
     }
 }
 
+/// Prefetch the buffers of `n` slots of `ring` from `slot` on: a client's own of the
+/// slot (`c2s`: its TX ring, else its RX ring), those a server's descriptors name when
+/// they lie inside a region.
+#[inline(always)]
+fn prefetch_buffers(c: &Conn, q: u16, ring: &Ring, c2s: bool, mut slot: u16, n: usize) {
+    for _ in 0..n {
+        match c.layout {
+            Some(l) => prefetch(c.at(0, l.buffer_offset(c2s, q, slot & ring.mask))),
+            None => {
+                let d = ring.desc(slot);
+                if d.fits(&c.sizes) {
+                    prefetch(c.at(d.region, u64::from(d.offset)));
+                }
+            }
+        }
+        slot = slot.wrapping_add(1);
+    }
+}
+
 /// Append `len` bytes at `src` to `v`.
 ///
 /// # Safety
@@ -468,19 +475,7 @@ pub fn tx(c: &Conn, q: u16, st: &mut TxState, burst: &mut TxBurst<'_>, f: &Queue
     let mut slot = st.next;
     let mut sent = 0usize;
     // The buffers this burst fills, fetched ahead (the peer read them last).
-    let mut s = slot;
-    for _ in 0..burst.len().min(usize::from(free)) {
-        match client {
-            Some(l) => prefetch(c.at(0, l.buffer_offset(true, q, s & ring.mask))),
-            None => {
-                let d = ring.desc(s);
-                if d.fits(&c.sizes) {
-                    prefetch(c.at(d.region, u64::from(d.offset)));
-                }
-            }
-        }
-        s = s.wrapping_add(1);
-    }
+    prefetch_buffers(c, q, ring, true, slot, burst.len().min(usize::from(free)));
     for p in burst.packets() {
         if free == 0 {
             f.ring_full.add(1);

@@ -560,3 +560,46 @@ pub fn xstat_of(out: &str, key: &str) -> u64 {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no xstat {key} in:\n{out}"))
 }
+
+/// A memif socket name for a test: in the abstract namespace, unique per process.
+pub fn memif_sock(tag: &str) -> String {
+    format!("ipmemif-{tag}-{}", std::process::id())
+}
+
+/// Our testpmd with ports `vdevs`, interactive, forwarding on lcore 1 (0 with
+/// `other_core`, for the second process of a pair on two CPUs).
+pub fn our_testpmd(vdevs: &[String], mode: &str, other_core: bool) -> Interactive {
+    let mut a: Vec<String> = ["testpmd", "-l", "0-1"].iter().map(|s| s.to_string()).collect();
+    if other_core {
+        a.extend(["--main-lcore".to_string(), "1".to_string()]);
+    }
+    a.push("--no-huge".into());
+    for v in vdevs {
+        a.extend(["--vdev".to_string(), v.clone()]);
+    }
+    a.extend(["--".to_string(), "-i".to_string(), format!("--forward-mode={mode}")]);
+    Interactive::spawn(BIN, &a)
+}
+
+/// `in_use=` of the last pool in a `show mempool` output.
+pub fn pool_in_use(out: &str) -> u64 {
+    let at = out.rfind("in_use=").expect("show mempool");
+    out[at + 7..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Two testpmds (ours or DPDK's) on either end of a link: `sender` sends for `ms`
+/// and stops, the receiver drains; both counters, read while still connected (DPDK
+/// forgets a memif port's counters on disconnect): (sent, received).
+pub fn burst_of_traffic(sender: &mut Interactive, receiver: &mut Interactive, ms: u64) -> (u64, u64) {
+    receiver.ask("clear port stats all", "testpmd>");
+    sender.ask("clear port stats all", "testpmd>");
+    receiver.ask("start", "testpmd>");
+    sender.ask("start", "testpmd>");
+    std::thread::sleep(Duration::from_millis(ms));
+    sender.ask("stop", "Done");
+    std::thread::sleep(Duration::from_millis(300));
+    let s = sender.ask("show port stats 0", "Tx-bps");
+    let r = receiver.ask("show port stats 0", "Tx-bps");
+    receiver.ask("stop", "Done");
+    (nic_stat(&s, "TX-packets:"), nic_stat(&r, "RX-packets:"))
+}
