@@ -153,3 +153,46 @@ fn a_hostile_memif_server_is_counted_and_refused() {
     assert!(xstat_of(&x, "rx_bad_ring_index") >= 1, "{x}");
     assert!(xstat_of(&x, "refused") >= 1 && xstat_of(&x, "peer_disconnects") >= 1, "{x}");
 }
+
+#[test]
+fn a_killed_server_comes_back_and_the_client_reconnects_with_two_queue_pairs() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = memif_sock("restart");
+    // Two queue pairs on both sides: the txonly side sends on both queues.
+    let two = |args: String, mode: &str, other_core: bool| {
+        let mut a: Vec<String> = ["testpmd", "-l", "0-1"].iter().map(|s| s.to_string()).collect();
+        if other_core {
+            a.extend(["--main-lcore".to_string(), "1".to_string()]);
+        }
+        a.extend(
+            ["--no-huge", "--vdev", &format!("net_memif0,{args}"), "--", "-i", "--rxq=2", "--txq=2"].map(String::from),
+        );
+        a.push(format!("--forward-mode={mode}"));
+        Interactive::spawn(BIN, &a)
+    };
+    let server = || two(format!("role=server,socket={s}"), "rxonly", false);
+    let mut srv = server();
+    let mut cli = two(format!("role=client,socket={s}"), "txonly", true);
+    assert!(cli.wait_for("connected to", 1, 10), "{}", cli.output());
+    let base = pool_in_use(&cli.ask("show mempool", "get_fails"));
+    let (sent, got) = burst_of_traffic(&mut cli, &mut srv, 1000);
+    assert!(sent > 10_000 && sent == got, "before: {sent} sent, {got} received");
+    let x = srv.ask("show port xstats 0", "tx_ring_full");
+    assert!(xstat_of(&x, "rx_q0_packets") > 0 && xstat_of(&x, "rx_q1_packets") > 0, "both rings carry\n{x}");
+    // SIGKILL: no DISCONNECT, the socket just closes.
+    srv.kill();
+    assert!(cli.wait_for("link down, reconnecting", 1, 10), "{}", cli.output());
+    let info = cli.ask("show port info 0", "Link status");
+    assert!(info.contains("Link status: down"), "{info}");
+    let mut srv = server();
+    assert!(cli.wait_for("connected to", 2, 10), "the client reconnects by itself\n{}", cli.output());
+    let (sent, got) = burst_of_traffic(&mut cli, &mut srv, 1000);
+    assert!(sent > 10_000 && sent == got, "after: {sent} sent, {got} received");
+    assert_eq!(pool_in_use(&cli.ask("show mempool", "get_fails")), base, "every mbuf back");
+    let x = cli.ask("show port xstats 0", "tx_ring_full");
+    assert_eq!((xstat_of(&x, "connects"), xstat_of(&x, "disconnects")), (2, 1), "{x}");
+    let out = cli.quit();
+    assert!(!out.contains("panicked"), "{out}");
+    let out = srv.quit();
+    assert!(!out.contains("panicked"), "{out}");
+}
