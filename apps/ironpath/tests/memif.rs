@@ -196,3 +196,61 @@ fn a_killed_server_comes_back_and_the_client_reconnects_with_two_queue_pairs() {
     let out = srv.quit();
     assert!(!out.contains("panicked"), "{out}");
 }
+
+/// `key` (`RX-packets:`) of port `port` in the last `show port stats all` of `out`.
+fn port_stat(out: &str, port: u16, key: &str) -> u64 {
+    let head = format!("NIC statistics for port {port} ");
+    let at = out.rfind(&head).unwrap_or_else(|| panic!("no stats of port {port} in:\n{out}"));
+    // This port's block only (`nic_stat` reads the last block of what it is given).
+    let block = &out[at..];
+    let end = block[head.len()..].find("NIC statistics for port").map_or(block.len(), |e| e + head.len());
+    nic_stat(&block[..end], key)
+}
+
+#[test]
+fn two_server_ports_share_one_socket_each_with_its_own_id() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = memif_sock("shared");
+    let servers =
+        [format!("net_memif0,role=server,socket={s},id=0"), format!("net_memif1,role=server,socket={s},id=1")];
+    let mut srv = our_testpmd(&servers, "rxonly", false);
+    // The clients in the other order: each INIT reaches the port with its id.
+    let clients =
+        [format!("net_memif0,role=client,socket={s},id=1"), format!("net_memif1,role=client,socket={s},id=0")];
+    let mut cli = our_testpmd(&clients, "txonly", true);
+    assert!(srv.wait_for("connected to", 2, 10), "{}", srv.output());
+    assert!(cli.wait_for("connected to", 2, 10), "{}", cli.output());
+    // A third client for id 0 finds it taken; one for id 7 finds no such interface.
+    let late = ours(&format!("role=client,socket={s},id=0"), "rxonly", true);
+    assert!(late.wait_for("the server refused us: Already connected", 1, 10), "{}", late.output());
+    drop(late);
+    let stranger = ours(&format!("role=client,socket={s},id=7"), "rxonly", true);
+    assert!(stranger.wait_for("the server refused us: ID not found", 1, 10), "{}", stranger.output());
+    drop(stranger);
+    // A second port of the same id on the socket is refused when it starts.
+    let dup = [format!("net_memif0,role=server,socket={s},id=1")];
+    let out = our_testpmd(&dup, "rxonly", false).quit();
+    assert!(out.contains("is already served") || out.contains("Address already in use"), "{out}");
+    srv.ask("start", "testpmd>");
+    cli.ask("start", "testpmd>");
+    std::thread::sleep(Duration::from_millis(800));
+    cli.ask("stop", "Done");
+    std::thread::sleep(Duration::from_millis(300));
+    let c = cli.ask("show port stats all", "NIC statistics for port 1");
+    std::thread::sleep(Duration::from_millis(200));
+    let r = srv.ask("show port stats all", "NIC statistics for port 1");
+    std::thread::sleep(Duration::from_millis(200));
+    let (c, r) = (c + &cli.output(), r + &srv.output());
+    // Client port 0 (id 1) feeds server port 1; client port 1 (id 0) feeds server port 0.
+    let (a, b) = (port_stat(&c, 0, "TX-packets:"), port_stat(&c, 1, "TX-packets:"));
+    assert!(a > 1000 && b > 1000, "both clients send: {a} {b}");
+    assert_eq!(
+        (port_stat(&r, 1, "RX-packets:"), port_stat(&r, 0, "RX-packets:")),
+        (a, b),
+        "each id's traffic on its port"
+    );
+    let out = cli.quit();
+    assert!(!out.contains("panicked"), "{out}");
+    let out = srv.quit();
+    assert!(!out.contains("panicked"), "{out}");
+}

@@ -144,7 +144,7 @@ fn disconnect(fd: &OwnedFd, why: &str) {
 
 /// Bind the server's socket (a stale socket file nobody listens on is replaced;
 /// a live one is refused).
-pub fn bind(p: &SockPath) -> io::Result<OwnedFd> {
+fn bind(p: &SockPath) -> io::Result<OwnedFd> {
     match sys::listen(p) {
         Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) && !p.is_abstract => {
             if sys::connect(p).is_ok() {
@@ -157,19 +157,93 @@ pub fn bind(p: &SockPath) -> io::Result<OwnedFd> {
     }
 }
 
+/// A connection that sent `INIT` for a port other than the one that accepted it.
+type Handoff = (OwnedFd, Instant, Msg);
+
+/// One server port on a shared socket.
+struct Member {
+    id: u32,
+    q: Queues,
+    inbox: Arc<Mutex<Vec<Handoff>>>,
+}
+
+/// A listening socket, shared by every server port of this process on that address
+/// (each serves its own interface id, as DPDK's do): whichever port's thread accepts a
+/// connection reads its `INIT` and hands it to the port with that id.
+pub struct Listener {
+    fd: OwnedFd,
+    sock: SockPath,
+    members: Mutex<Vec<Member>>,
+}
+
+/// The listeners of this process, by address.
+static LISTENERS: Mutex<Vec<std::sync::Weak<Listener>>> = Mutex::new(Vec::new());
+
+impl Listener {
+    /// Serve interface `id` with queues `q` on `p`: bind it, or join this process's
+    /// listener there. Refused if another port of this process serves `id` there, or
+    /// another process listens there.
+    pub fn join(p: &SockPath, id: u32, q: Queues) -> io::Result<Arc<Listener>> {
+        let mut all = LISTENERS.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|w| w.strong_count() > 0);
+        let l = match all.iter().filter_map(|w| w.upgrade()).find(|l| l.sock == *p) {
+            Some(l) => l,
+            None => {
+                let l = Arc::new(Listener { fd: bind(p)?, sock: p.clone(), members: Mutex::new(Vec::new()) });
+                all.push(Arc::downgrade(&l));
+                l
+            }
+        };
+        let mut m = l.members.lock().unwrap_or_else(|e| e.into_inner());
+        if m.iter().any(|x| x.id == id) {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("interface id {id} is already served on this socket by another port of this process"),
+            ));
+        }
+        m.push(Member { id, q, inbox: Arc::new(Mutex::new(Vec::new())) });
+        drop(m);
+        Ok(l)
+    }
+
+    /// Stop serving `id` (its port stopped).
+    pub fn leave(&self, id: u32) {
+        self.members.lock().unwrap_or_else(|e| e.into_inner()).retain(|m| m.id != id);
+    }
+
+    fn inbox(&self, id: u32) -> Option<Arc<Mutex<Vec<Handoff>>>> {
+        self.members.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|m| m.id == id).map(|m| m.inbox.clone())
+    }
+
+    /// The most rings any port on the socket takes (HELLO goes out before the client
+    /// says which interface it wants).
+    fn most(&self) -> Queues {
+        let m = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        Queues { rx: m.iter().map(|x| x.q.rx).max().unwrap_or(1), tx: m.iter().map(|x| x.q.tx).max().unwrap_or(1) }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if !self.sock.is_abstract {
+            let _ = std::fs::remove_file(&self.sock.name);
+        }
+    }
+}
+
 /// Run the control thread until `link.stop`.
-pub fn run(cfg: Config, q: Queues, listener: Option<OwnedFd>, link: Arc<Link>) {
+pub fn run(cfg: Config, q: Queues, listener: Option<Arc<Listener>>, link: Arc<Link>) {
     let name = cfg.if_name.clone();
     let say = |level: u32, msg: &str| log(level, &format!("net_memif {name} ({}): {msg}", cfg.sock));
     match (cfg.role, listener) {
-        (Role::Server, Some(l)) => Server::new(&cfg, q, l).run(&link, &say),
+        (Role::Server, Some(l)) => {
+            Server::new(&cfg, q, l.clone()).run(&link, &say);
+            l.leave(cfg.id);
+        }
         _ => Client::new(&cfg, q).run(&link, &say),
     }
     if link.up.load(Ordering::Acquire) {
         link.publish(None);
-    }
-    if cfg.role == Role::Server && !cfg.sock.is_abstract {
-        let _ = std::fs::remove_file(&cfg.sock.name);
     }
 }
 
@@ -187,21 +261,23 @@ struct Session {
 struct Server<'a> {
     cfg: &'a Config,
     lim: ServerLimits,
-    listener: OwnedFd,
+    listener: Arc<Listener>,
+    inbox: Arc<Mutex<Vec<Handoff>>>,
     waiting: Vec<(OwnedFd, Instant)>,
     session: Option<Session>,
 }
 
 impl<'a> Server<'a> {
-    fn new(cfg: &'a Config, q: Queues, listener: OwnedFd) -> Self {
+    fn new(cfg: &'a Config, q: Queues, listener: Arc<Listener>) -> Self {
         let lim = ServerLimits { id: cfg.id, secret: cfg.secret, c2s: q.rx, s2c: q.tx, name: "ironpath".into() };
-        Server { cfg, lim, listener, waiting: Vec::new(), session: None }
+        let inbox = listener.inbox(cfg.id).unwrap_or_default();
+        Server { cfg, lim, listener, inbox, waiting: Vec::new(), session: None }
     }
 
     fn run(mut self, link: &Link, say: &dyn Fn(u32, &str)) {
         while !link.stop.load(Ordering::Acquire) {
             let had_session = self.session.is_some();
-            let mut fds = vec![self.listener.as_raw_fd()];
+            let mut fds = vec![self.listener.fd.as_raw_fd()];
             fds.extend(self.session.as_ref().map(|s| s.fd.as_raw_fd()));
             fds.extend(self.waiting.iter().map(|w| w.0.as_raw_fd()));
             let ready = sys::poll(&fds, TICK_MS);
@@ -214,6 +290,11 @@ impl<'a> Server<'a> {
             let skip = 1 + usize::from(had_session);
             let ready_waiting: Vec<bool> = ready.get(skip..).map(<[bool]>::to_vec).unwrap_or_default();
             self.on_waiting(&ready_waiting, link, say);
+            // Connections other ports of this process accepted for us.
+            let handed: Vec<Handoff> = std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()));
+            for (fd, since, init) in handed {
+                self.take_init(fd, since, init, link, say);
+            }
             // A handshake that does not finish in time.
             if let Some(s) = &self.session {
                 if s.ss.phase != crate::proto::Phase::Connected && s.since.elapsed() > HANDSHAKE_TIMEOUT {
@@ -228,7 +309,7 @@ impl<'a> Server<'a> {
     }
 
     fn accept(&mut self, link: &Link, say: &dyn Fn(u32, &str)) {
-        while let Ok(Some(fd)) = sys::accept(&self.listener) {
+        while let Ok(Some(fd)) = sys::accept(&self.listener.fd) {
             if self.waiting.len() >= MAX_PENDING {
                 link.c.overflow.add(1);
                 disconnect(&fd, "Too many connections waiting");
@@ -238,7 +319,10 @@ impl<'a> Server<'a> {
                 }
                 continue;
             }
-            let hello = ServerSession::new(self.lim.clone()).hello();
+            // The client says which interface it wants only after HELLO: offer the
+            // most rings of any port on the socket.
+            let most = self.listener.most();
+            let hello = ServerSession::new(ServerLimits { c2s: most.rx, s2c: most.tx, ..self.lim.clone() }).hello();
             if sys::send(&fd, &hello.encode(), None).is_ok() {
                 self.waiting.push((fd, Instant::now()));
             } else {
@@ -277,27 +361,14 @@ impl<'a> Server<'a> {
             };
             match m {
                 Ok(init @ Msg::Init { .. }) => {
-                    if self.session.is_some() {
-                        // Only the id tells whether the client wants us.
-                        let Msg::Init { id, .. } = init else { unreachable!() };
-                        refuse(if id == self.lim.id { "Already connected" } else { "ID not found" });
-                        continue;
-                    }
-                    let mut ss = ServerSession::new(self.lim.clone());
-                    match ss.on_msg(init, None) {
-                        Step::Reply(ack) if sys::send(&fd, &ack.encode(), None).is_ok() => {
-                            let (c, s) = (usize::from(self.lim.c2s), usize::from(self.lim.s2c));
-                            self.session = Some(Session {
-                                fd,
-                                ss,
-                                since,
-                                regions: Vec::new(),
-                                c2s_fds: (0..c).map(|_| None).collect(),
-                                s2c_fds: (0..s).map(|_| None).collect(),
-                            });
-                        }
-                        Step::Refuse(why) => refuse(&why),
-                        _ => {}
+                    let Msg::Init { id, .. } = init else { unreachable!() };
+                    if id == self.lim.id {
+                        self.take_init(fd, since, init, link, say);
+                    } else if let Some(inbox) = self.listener.inbox(id) {
+                        // Another port of this process serves it.
+                        inbox.lock().unwrap_or_else(|e| e.into_inner()).push((fd, since, init));
+                    } else {
+                        refuse("ID not found");
                     }
                 }
                 Ok(Msg::Disconnect { reason, .. }) => {
@@ -310,6 +381,35 @@ impl<'a> Server<'a> {
         }
         keep.extend(std::mem::take(&mut self.waiting));
         self.waiting = keep;
+    }
+
+    /// A client's `INIT` for this port (read here or handed over by another port).
+    fn take_init(&mut self, fd: OwnedFd, since: Instant, init: Msg, link: &Link, say: &dyn Fn(u32, &str)) {
+        let refuse = |why: &str| {
+            link.c.refused.add(1);
+            link.set_reason(why);
+            disconnect(&fd, why);
+            say(1, &format!("refused a client: {why}"));
+        };
+        if self.session.is_some() {
+            return refuse("Already connected");
+        }
+        let mut ss = ServerSession::new(self.lim.clone());
+        match ss.on_msg(init, None) {
+            Step::Reply(ack) if sys::send(&fd, &ack.encode(), None).is_ok() => {
+                let (c, s) = (usize::from(self.lim.c2s), usize::from(self.lim.s2c));
+                self.session = Some(Session {
+                    fd,
+                    ss,
+                    since,
+                    regions: Vec::new(),
+                    c2s_fds: (0..c).map(|_| None).collect(),
+                    s2c_fds: (0..s).map(|_| None).collect(),
+                });
+            }
+            Step::Refuse(why) => refuse(&why),
+            _ => {}
+        }
     }
 
     fn on_session(&mut self, link: &Link, say: &dyn Fn(u32, &str)) {

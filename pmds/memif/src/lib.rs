@@ -3,7 +3,7 @@
 //! libmemif's protocol, version 2.0.
 //!
 //! * Roles: `role=server` listens on the socket (several clients may try; one
-//!   interface id is served per port), `role=client` connects and owns the shared
+//!   interface id is served per port, several ports of a process may share a socket), `role=client` connects and owns the shared
 //!   memory: one memfd region (sealed against shrinking) holding every ring and one
 //!   buffer of `bsize` bytes per descriptor, DPDK's layout. The control channel runs
 //!   on a thread of its own from `start` to `stop` ([`ctl`]).
@@ -356,9 +356,9 @@ impl Pmd for Memif {
             return Ok(());
         }
         let listener = match self.a.role {
-            Role::Server => Some(ctl::bind(&self.a.sock).map_err(|e| {
+            Role::Server => Some(ctl::Listener::join(&self.a.sock, self.a.id, self.queues).map_err(|e| {
                 let hint = match e.raw_os_error() {
-                    Some(libc::EADDRINUSE) => " (another process serves it: pick another socket= or id=)",
+                    Some(libc::EADDRINUSE) => " (another process serves it: pick another socket=)",
                     Some(libc::EACCES) | Some(libc::EPERM) => " (no permission to create it there)",
                     _ => "",
                 };
@@ -379,11 +379,17 @@ impl Pmd for Memif {
             if_name: self.name.clone(),
             require_sealed: self.a.require_sealed,
         };
-        let (q, link) = (self.queues, self.link.clone());
+        let (q, link, id) = (self.queues, self.link.clone(), self.a.id);
+        let joined = listener.clone();
         let t = std::thread::Builder::new()
             .name(format!("memif-{}", self.name))
             .spawn(move || ctl::run(cfg, q, listener, link))
-            .map_err(|e| PmdError::new(abi::errno::EIO, format!("cannot start the control thread: {e}")))?;
+            .map_err(|e| {
+                if let Some(l) = joined {
+                    l.leave(id);
+                }
+                PmdError::new(abi::errno::EIO, format!("cannot start the control thread: {e}"))
+            })?;
         self.thread = Some(t);
         Ok(())
     }
