@@ -95,6 +95,7 @@ fuzz_target!(|data: &[u8]| {
                 for (i, &size) in s.regions.iter().enumerate() {
                     assert!(size > 0 && size <= MAX_REGION_SIZE && size <= files[i]);
                 }
+                assert!(s.regions.iter().sum::<u64>() <= MAX_REGIONS_TOTAL);
                 for r in s.c2s.iter().chain(s.s2c.iter()).flatten() {
                     let size = s.regions[usize::from(r.region)];
                     assert!(r.offset % 8 == 0 && u64::from(r.offset) + ring_bytes(r.log2) <= size);

@@ -40,6 +40,8 @@ pub const MAX_LOG2_RING: u8 = 14;
 pub const MAX_REGIONS: usize = 256;
 /// Largest region a peer may add (a zero-copy client exposes its whole packet memory).
 pub const MAX_REGION_SIZE: u64 = 64 << 30;
+/// Most bytes of regions one connection may have us map, all together.
+pub const MAX_REGIONS_TOTAL: u64 = 256 << 30;
 /// Ring header: cookie and flags, head (cache line 0), tail (cache line 1).
 pub const RING_HDR: usize = 128;
 /// One descriptor.
@@ -434,6 +436,9 @@ impl ServerSession {
                 if size > file {
                     return refuse("Region larger than its file");
                 }
+                if self.regions.iter().sum::<u64>() + size > MAX_REGIONS_TOTAL {
+                    return refuse("Regions too large");
+                }
                 self.regions.push(size);
                 Step::Reply(Msg::Ack)
             }
@@ -697,6 +702,14 @@ mod tests {
             Step::Refuse("Invalid region index".into())
         );
         assert_eq!(s.on_msg(Msg::AddRegion { index: 0, size: 1 << 20 }, Some(1 << 20)), Step::Reply(Msg::Ack));
+        // Four more regions of 64 GiB would make the total more than 256 GiB.
+        let mut t = s.clone();
+        for i in 1..4 {
+            let r = Msg::AddRegion { index: i, size: MAX_REGION_SIZE };
+            assert_eq!(t.on_msg(r, Some(MAX_REGION_SIZE)), Step::Reply(Msg::Ack));
+        }
+        let r = Msg::AddRegion { index: 4, size: MAX_REGION_SIZE };
+        assert_eq!(t.on_msg(r, Some(MAX_REGION_SIZE)), Step::Refuse("Regions too large".into()));
         let ring = |flags, index, offset, log2| Msg::AddRing {
             flags,
             index,
