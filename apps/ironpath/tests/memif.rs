@@ -160,15 +160,7 @@ fn a_killed_server_comes_back_and_the_client_reconnects_with_two_queue_pairs() {
     let s = memif_sock("restart");
     // Two queue pairs on both sides: the txonly side sends on both queues.
     let two = |args: String, mode: &str, other_core: bool| {
-        let mut a: Vec<String> = ["testpmd", "-l", "0-1"].iter().map(|s| s.to_string()).collect();
-        if other_core {
-            a.extend(["--main-lcore".to_string(), "1".to_string()]);
-        }
-        a.extend(
-            ["--no-huge", "--vdev", &format!("net_memif0,{args}"), "--", "-i", "--rxq=2", "--txq=2"].map(String::from),
-        );
-        a.push(format!("--forward-mode={mode}"));
-        Interactive::spawn(BIN, &a)
+        our_testpmd_with(&[format!("net_memif0,{args}")], mode, other_core, &["--rxq=2", "--txq=2"])
     };
     let server = || two(format!("role=server,socket={s}"), "rxonly", false);
     let mut srv = server();

@@ -176,6 +176,16 @@ impl Drop for Memif {
     }
 }
 
+/// New counters for queue `qid`, kept in `all` (by queue) for the xstats.
+fn fresh_faults(all: &mut Vec<Arc<QueueFaults>>, qid: u16) -> Arc<QueueFaults> {
+    let i = usize::from(qid);
+    if all.len() <= i {
+        all.resize_with(i + 1, Default::default);
+    }
+    all[i] = Arc::new(QueueFaults::default());
+    all[i].clone()
+}
+
 /// The connection a queue uses, switched when the control thread publishes another.
 struct Follow {
     link: Arc<Link>,
@@ -316,12 +326,7 @@ impl Pmd for Memif {
         pool: Pool,
         stats: Arc<QueueStats>,
     ) -> Result<MemifRx, PmdError> {
-        let faults = Arc::new(QueueFaults::default());
-        let i = usize::from(qid);
-        if self.rx_faults.len() <= i {
-            self.rx_faults.resize_with(i + 1, Default::default);
-        }
-        self.rx_faults[i] = faults.clone();
+        let faults = fresh_faults(&mut self.rx_faults, qid);
         Ok(MemifRx {
             q: qid,
             follow: Follow { link: self.link.clone(), gen: u64::MAX, conn: None },
@@ -334,12 +339,7 @@ impl Pmd for Memif {
     }
 
     fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<MemifTx, PmdError> {
-        let faults = Arc::new(QueueFaults::default());
-        let i = usize::from(qid);
-        if self.tx_faults.len() <= i {
-            self.tx_faults.resize_with(i + 1, Default::default);
-        }
-        self.tx_faults[i] = faults.clone();
+        let faults = fresh_faults(&mut self.tx_faults, qid);
         Ok(MemifTx {
             q: qid,
             follow: Follow { link: self.link.clone(), gen: u64::MAX, conn: None },

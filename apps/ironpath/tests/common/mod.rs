@@ -569,6 +569,11 @@ pub fn memif_sock(tag: &str) -> String {
 /// Our testpmd with ports `vdevs`, interactive, forwarding on lcore 1 (0 with
 /// `other_core`, for the second process of a pair on two CPUs).
 pub fn our_testpmd(vdevs: &[String], mode: &str, other_core: bool) -> Interactive {
+    our_testpmd_with(vdevs, mode, other_core, &[])
+}
+
+/// The same, with `extra` testpmd arguments (`--rxq=2`).
+pub fn our_testpmd_with(vdevs: &[String], mode: &str, other_core: bool, extra: &[&str]) -> Interactive {
     let mut a: Vec<String> = ["testpmd", "-l", "0-1"].iter().map(|s| s.to_string()).collect();
     if other_core {
         a.extend(["--main-lcore".to_string(), "1".to_string()]);
@@ -578,6 +583,7 @@ pub fn our_testpmd(vdevs: &[String], mode: &str, other_core: bool) -> Interactiv
         a.extend(["--vdev".to_string(), v.clone()]);
     }
     a.extend(["--".to_string(), "-i".to_string(), format!("--forward-mode={mode}")]);
+    a.extend(extra.iter().map(|s| s.to_string()));
     Interactive::spawn(BIN, &a)
 }
 
