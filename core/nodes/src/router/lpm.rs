@@ -71,7 +71,8 @@ pub fn key4(a: std::net::Ipv4Addr) -> u128 {
 
 /// A built table.
 pub struct Lpm {
-    root: Vec<u32>,
+    /// 2^16 slots: a 16-bit index needs no bounds check.
+    root: Box<[u32; 1 << 16]>,
     plies: Vec<u32>,
 }
 
@@ -82,7 +83,8 @@ impl Lpm {
     pub fn build(routes: &[(Prefix, u32)], max_plies: usize) -> Result<Lpm, String> {
         let mut order: Vec<usize> = (0..routes.len()).collect();
         order.sort_by_key(|&i| routes[i].0.len);
-        let mut t = Lpm { root: vec![0; 1 << 16], plies: Vec::new() };
+        let root: Box<[u32; 1 << 16]> = vec![0; 1 << 16].into_boxed_slice().try_into().expect("2^16 slots");
+        let mut t = Lpm { root, plies: Vec::new() };
         for i in order {
             let (p, value) = routes[i];
             let p = p.masked();
@@ -151,7 +153,7 @@ impl Lpm {
     /// The value of the longest prefix covering `key`.
     #[inline(always)]
     pub fn lookup(&self, key: u128) -> Option<u32> {
-        self.finish(self.root[(key >> 112) as usize], key)
+        self.finish(self.root[(key >> 112) as u16 as usize], key)
     }
 
     #[inline(always)]
@@ -168,11 +170,24 @@ impl Lpm {
     /// One to three loads, no 128-bit arithmetic.
     #[inline(always)]
     pub fn leaf4(&self, a: u32, root: u32) -> u32 {
+        // (Two plies at most below the 16-bit root: bits 8..16, then 0..8.)
         let mut e = root;
-        let mut shift = 8u32;
-        while e & PLY != 0 {
-            e = self.plies[(e & !PLY) as usize * FAN + ((a >> shift) as usize & 0xff)];
-            shift = shift.wrapping_sub(8);
+        if e & PLY != 0 {
+            e = self.plies[(e & !PLY) as usize * FAN + (a >> 8 & 0xff) as usize];
+            if e & PLY != 0 {
+                e = self.plies[(e & !PLY) as usize * FAN + (a & 0xff) as usize];
+            }
+        }
+        e
+    }
+
+    /// The root slot of an IPv4 address, for [`Lpm::leaf4`] later; the ply it refers
+    /// to, if any, is prefetched meanwhile.
+    #[inline(always)]
+    pub fn root4(&self, a: u32) -> u32 {
+        let e = self.root[(a >> 16) as u16 as usize];
+        if e & PLY != 0 {
+            prefetch(&self.plies[(e & !PLY) as usize * FAN + ((a >> 8) as usize & 0xff)]);
         }
         e
     }
@@ -182,10 +197,7 @@ impl Lpm {
     #[inline]
     pub fn leaves4(&self, addrs: &[u32], out: &mut [u32]) {
         for (a, e) in addrs.iter().zip(out.iter_mut()) {
-            *e = self.root[(*a >> 16) as usize];
-            if *e & PLY != 0 {
-                prefetch(&self.plies[(*e & !PLY) as usize * FAN + ((*a >> 8) as usize & 0xff)]);
-            }
+            *e = self.root4(*a);
         }
         for (a, e) in addrs.iter().zip(out.iter_mut()) {
             *e = self.leaf4(*a, *e);
@@ -199,7 +211,7 @@ impl Lpm {
         let mut first = [0u32; ironpath_eal::MAX_BURST];
         for (chunk, outs) in keys.chunks(first.len()).zip(out.chunks_mut(first.len())) {
             for (k, e) in chunk.iter().zip(first.iter_mut()) {
-                *e = self.root[(*k >> 112) as usize];
+                *e = self.root[(*k >> 112) as u16 as usize];
                 if *e & PLY != 0 {
                     prefetch(&self.plies[(*e & !PLY) as usize * FAN + ((*k >> 104) as usize & 0xff)]);
                 }

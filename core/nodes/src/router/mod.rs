@@ -132,8 +132,9 @@ impl Parsed {
 pub struct Iface {
     edge: u16,
     mac: [u8; 6],
-    /// The MAC as its first four bytes and last two, big-endian (compared as words).
-    mac_words: (u32, u16),
+    /// The MAC in the low 48 bits of a little-endian word (a frame's first eight
+    /// bytes are compared with it in one go).
+    mac48: u64,
     v4: Vec<(Ipv4Addr, u8)>,
     v6: Vec<(Ipv6Addr, u8)>,
     /// fe80::/64 with the EUI-64 of the MAC.
@@ -174,6 +175,9 @@ pub struct Router {
     /// One bit per IPv4 address of the router (a multiplicative hash): most sources
     /// are told apart from ours without a scan.
     local4_bloom: u64,
+    /// One bit per /16: are its sources martian ([`martian4_src`] depends on the
+    /// top 16 bits only)?
+    martian16: Box<[u64; 1 << 10]>,
     local6: Vec<Ipv6Addr>,
     pool: Mempool,
     /// Packets made or released outside the burst's flow, with their edge.
@@ -183,22 +187,23 @@ pub struct Router {
     tick_per_token: u64,
     icmp_burst: u64,
     scratch: Vec<IpAddr>,
-    /// Per FIB target: what the fast path needs, and the gateway's MAC as last looked
-    /// up (neighbour table generation, usable until, MAC).
+    /// Per FIB target: what the fast path needs, with the gateway's MAC as last looked
+    /// up.
     adj: Vec<Adj>,
-    adj_mac: Vec<std::cell::Cell<(u64, u64, [u8; 6])>>,
     /// Per-burst work arrays, allocated once (out of `self` while a burst is worked).
     work: Option<Box<Work>>,
     /// Every packet takes every check (the fast path off: what tests compare it with).
     all_checks: bool,
     /// Bumped whenever a neighbour entry of any interface changes: a cached gateway
-    /// MAC (`adj_mac`) holds while it is unchanged.
+    /// MAC (`Adj::macs`) holds while it is unchanged.
     neigh_gen: u64,
 }
 
 /// What the fast path keeps per packet of a burst.
 struct Work {
-    /// IPv4 destinations of the packets on the fast path, their IP lengths, indexes.
+    /// IPv4 destinations of the packets on the fast path, the length their MTU check
+    /// compares (the IP length; 1 for a GSO aggregate), their indexes in the burst,
+    /// and their FIB root slots.
     a4: [u32; MAX_BURST],
     len4: [u16; MAX_BURST],
     idx4: [u8; MAX_BURST],
@@ -208,13 +213,19 @@ struct Work {
     slow: [Slow; MAX_BURST],
 }
 
-/// What a FIB entry needs on the fast path: a plain forward's interface and next
-/// edge (`iface` = `NOT_FORWARD` for every other kind), and its gateway.
-#[derive(Clone, Copy)]
+/// What a FIB entry needs on the fast path: a plain forward's interface, next edge
+/// and MTU (0 for every other kind of route, so no packet passes its MTU check), its
+/// gateway, and the Ethernet addresses a packet leaves with as last looked up.
 struct Adj {
+    /// The gateway's MAC then ours, valid while the neighbour tables are at
+    /// generation `gen` and the TSC is before `until` (`gen` 0: never; an on-link
+    /// route looks each destination up).
+    macs: [u8; 12],
+    gen: u64,
+    until: u64,
+    mtu: u32,
     iface: u16,
     edge: u16,
-    mtu: u32,
     gw: Option<IpAddr>,
 }
 
@@ -274,15 +285,17 @@ impl Router {
             .iter()
             .map(|t| match *t {
                 Target::Forward { iface, via } => Adj {
+                    macs: [0; 12],
+                    gen: 0,
+                    until: 0,
+                    mtu: ifaces[iface].mtu as u32,
                     iface: iface as u16,
                     edge: ifaces[iface].edge,
-                    mtu: ifaces[iface].mtu as u32,
                     gw: via,
                 },
-                _ => Adj { iface: NOT_FORWARD, edge: 0, mtu: 0, gw: None },
+                _ => Adj { macs: [0; 12], gen: 0, until: 0, mtu: 0, iface: NOT_FORWARD, edge: 0, gw: None },
             })
             .collect();
-        let adj_mac = targets.iter().map(|_| std::cell::Cell::new((0, 0, [0; 6]))).collect();
         let tick_per_token = tune.tsc_hz.checked_div(tune.icmp_rate).map_or(u64::MAX, |t| t.max(1));
         Ok(Self {
             ifaces,
@@ -293,6 +306,13 @@ impl Router {
             local_edge,
             local4_bloom: local4.iter().fold(0u64, |b, a| b | 1 << (u32::from(*a).wrapping_mul(0x9e37_79b1) >> 26)),
             local4,
+            martian16: {
+                let mut m = Box::new([0u64; 1 << 10]);
+                for x in (0..1u32 << 16).filter(|x| martian4_src(x << 16)) {
+                    m[(x >> 6) as usize] |= 1 << (x & 63);
+                }
+                m
+            },
             local6,
             pool,
             out: VecDeque::new(),
@@ -302,7 +322,6 @@ impl Router {
             icmp_burst: tune.icmp_burst,
             scratch: Vec::new(),
             adj,
-            adj_mac,
             all_checks: false,
             neigh_gen: 1,
             work: Some(Box::new(Work {
@@ -336,48 +355,63 @@ impl Router {
 
     /// The common IPv4 packet, checked in one go: to our MAC, a 20-byte header with a
     /// good checksum, a plain unicast source, TTL above 1. Gives its destination and
-    /// IP length; anything else (`None`) takes every check of [`Router::parse`].
+    /// the length its MTU check compares (`Work::len4`); anything else (`None`) takes
+    /// every check of [`Router::parse`].
     #[inline(always)]
-    fn quick4(&self, h: &RawMbuf, d: &[u8], k: usize) -> Option<(u32, u16)> {
-        let f: &[u8; ETH + 20] = d.get(..ETH + 20)?.try_into().ok()?;
-        let word = |o: usize| u32::from_be_bytes([f[o], f[o + 1], f[o + 2], f[o + 3]]);
-        // Our MAC (as two words), IPv4 with a 20-byte header.
-        let (mac_hi, mac_lo) = self.ifaces[k].mac_words;
-        if word(0) != mac_hi || u16::from_be_bytes([f[4], f[5]]) != mac_lo || word(12) >> 8 != 0x0008_0045 {
+    fn quick4(&self, h: &RawMbuf, d: &[u8], f: &Iface) -> Option<(u32, u16)> {
+        let b: &[u8; ETH + 20] = d.first_chunk()?;
+        let ne32 = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let le64 = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        // Our MAC (the low six bytes), then EtherType 0x0800 and version 4, IHL 5.
+        if (le64 ^ f.mac48) << 16 != 0 || u32::from_le(ne32(12)) & 0x00ff_ffff != 0x0045_0008 {
             return None;
         }
-        let tl = u16::from_be_bytes([f[16], f[17]]);
-        if ETH as u32 + u32::from(tl) > h.pkt_len || tl < 20 || f[22] <= 1 || h.ol_flags & abi::RX_IP_CKSUM_BAD != 0 {
+        let tl = u16::from_be_bytes([b[16], b[17]]);
+        let flags = h.ol_flags;
+        if ETH as u32 + u32::from(tl) > h.pkt_len || tl < 20 || b[22] <= 1 || flags & abi::RX_IP_CKSUM_BAD != 0 {
             return None;
         }
-        if h.ol_flags & abi::RX_IP_CKSUM_GOOD == 0 {
-            // The one's complement sum does not depend on byte order: native words.
-            let ne = |o: usize| u64::from(u32::from_ne_bytes([f[o], f[o + 1], f[o + 2], f[o + 3]]));
-            if fold64(ne(14) + ne(18) + ne(22) + ne(26) + ne(30)) != 0xffff {
+        let (src, dst) = (ne32(26), ne32(30));
+        if flags & abi::RX_IP_CKSUM_GOOD == 0 {
+            // The one's complement sum does not depend on byte order (native words),
+            // and is the sum modulo 0xffff (2^16 = 1 there), 0xffff for a good header:
+            // a nonzero multiple of 0xffff.
+            let sum = u64::from(ne32(14)) + u64::from(ne32(18)) + u64::from(ne32(22)) + u64::from(src) + u64::from(dst);
+            if sum % 0xffff != 0 || sum == 0 {
                 return None;
             }
         }
-        let src = word(26);
-        if martian4_src(src) || (self.local4_bloom >> (src.wrapping_mul(0x9e37_79b1) >> 26) & 1 != 0 && self.local4.iter().any(|a| u32::from(*a) == src)) {
+        let src = u32::from_be(src);
+        if self.martian16[(src >> 22) as usize] >> (src >> 16 & 63) & 1 != 0
+            || (self.local4_bloom >> (src.wrapping_mul(0x9e37_79b1) >> 26) & 1 != 0 && self.local4.iter().any(|a| u32::from(*a) == src))
+        {
             return None;
         }
-        Some((word(30), tl))
+        let len = if flags & (abi::RX_AGGREGATED | abi::TX_TCP_SEG) != 0 { 1 } else { tl };
+        Some((u32::from_be(dst), len))
     }
 
-    /// The next hop's MAC for FIB target `t` (a plain forward) and destination `dst`.
-    #[inline(always)]
-    fn adj_mac(&self, t: usize, a: &Adj, dst: u32, now: u64) -> Option<[u8; 6]> {
-        let Some(gw) = a.gw else {
-            return self.ifaces[usize::from(a.iface)].neigh.lookup(IpAddr::V4(Ipv4Addr::from(dst)), now);
+    /// The Ethernet addresses (the next hop's, then ours) for FIB target `t` (a plain
+    /// forward) and destination `dst`; a gateway's are cached in its [`Adj`].
+    #[inline(never)]
+    fn adj_lookup(&mut self, t: usize, dst: u32, now: u64) -> Option<[u8; 12]> {
+        let a = &self.adj[t];
+        let f = &self.ifaces[usize::from(a.iface)];
+        let join = |mac: [u8; 6]| {
+            let mut m = [0u8; 12];
+            m[..6].copy_from_slice(&mac);
+            m[6..].copy_from_slice(&f.mac);
+            m
         };
-        let slot = &self.adj_mac[t];
-        let (gen, until, mac) = slot.get();
-        if gen == self.neigh_gen && now < until {
-            return Some(mac);
-        }
-        let (mac, until) = self.ifaces[usize::from(a.iface)].neigh.lookup_until(gw, now)?;
-        slot.set((self.neigh_gen, until, mac));
-        Some(mac)
+        let Some(gw) = a.gw else {
+            return f.neigh.lookup(IpAddr::V4(Ipv4Addr::from(dst)), now).map(join);
+        };
+        let (mac, until) = f.neigh.lookup_until(gw, now)?;
+        let macs = join(mac);
+        let gen = self.neigh_gen;
+        let a = &mut self.adj[t];
+        (a.macs, a.gen, a.until) = (macs, gen, until);
+        Some(macs)
     }
 
     /// The IP header of a frame received on `from` (None: made by the router).
@@ -841,55 +875,57 @@ impl Router {
         }
     }
 
-    /// The burst's fast path: plain IPv4 unicast to a resolved next hop is checked,
-    /// looked up a burst at a time and rewritten in place; every other packet takes
-    /// every check ([`Router::general`]). Packets off both get `SLOW` and their
-    /// reason in `w.slow`.
-    fn fast(&self, w: &mut Work, pkts: &mut Burst, next: &mut [u16; MAX_BURST], now: u64) -> (u64, [u64; C::COUNT]) {
+    /// The burst's fast path: plain IPv4 unicast to a resolved next hop is checked
+    /// (its FIB root slot read, the next ply prefetched), then looked up and rewritten
+    /// in place; every other packet takes every check ([`Router::general`]). Packets
+    /// off both get `SLOW` and their reason in `w.slow`. Gives the packets forwarded
+    /// and, when any packet took every check, what those dropped.
+    fn fast(&mut self, w: &mut Work, pkts: &mut Burst, next: &mut [u16; MAX_BURST], now: u64) -> (u64, Option<[u64; C::COUNT]>) {
         let n = pkts.len();
         let (mut nf, mut ng) = (0, 0);
         // A burst mostly comes from one port: its interface looked up once.
-        let mut port = (u16::MAX, NO_IFACE);
+        let mut port = (u16::MAX, None);
         for i in 0..n {
             let h = pkts.header(i);
             if h.port != port.0 {
-                port = (h.port, self.by_port.get(h.port as usize).copied().unwrap_or(NO_IFACE));
+                port = (h.port, self.iface_of(h).map(|k| &self.ifaces[k]).filter(|_| !self.all_checks));
             }
             let quick = match port.1 {
-                k if k != NO_IFACE && !self.all_checks => self.quick4(h, pkts.data(i), usize::from(k)),
-                _ => None,
+                Some(f) => self.quick4(h, pkts.data(i), f),
+                None => None,
             };
+            // (`nf`, `ng` <= `i` < MAX_BURST: the masks only spare bounds checks.)
             match quick {
                 Some((dst, len)) => {
-                    w.a4[nf] = dst;
-                    w.len4[nf] = len;
-                    w.idx4[nf] = i as u8;
+                    let j = nf & (MAX_BURST - 1);
+                    w.a4[j] = dst;
+                    w.len4[j] = len;
+                    w.idx4[j] = i as u8;
+                    w.leaf[j] = self.fib4.root4(dst);
                     nf += 1;
                 }
                 None => {
-                    w.general[ng] = i as u8;
+                    w.general[ng & (MAX_BURST - 1)] = i as u8;
                     ng += 1;
                 }
             }
         }
-        self.fib4.leaves4(&w.a4[..nf], &mut w.leaf[..nf]);
         let mut forwarded = 0;
         for j in 0..nf {
             let i = usize::from(w.idx4[j]);
-            let t = w.leaf[j].wrapping_sub(1) as usize;
+            let dst = w.a4[j];
+            let t = self.fib4.leaf4(dst, w.leaf[j]).wrapping_sub(1) as usize;
             let sent = match self.adj.get(t) {
-                Some(a) if a.iface != NOT_FORWARD => {
-                    let h = pkts.header(i);
-                    let fits = u32::from(w.len4[j]) <= a.mtu || h.ol_flags & (abi::RX_AGGREGATED | abi::TX_TCP_SEG) != 0;
-                    match (fits, self.adj_mac(t, a, w.a4[j], now)) {
-                        (true, Some(mac)) => match pkts.data_mut(i) {
-                            Some(d) => {
-                                rewrite(d, true, Some((mac, self.ifaces[usize::from(a.iface)].mac)));
-                                next[i] = a.edge;
-                                true
-                            }
-                            None => false,
-                        },
+                // (Not a plain forward: MTU 0.)
+                Some(a) if u32::from(w.len4[j]) <= a.mtu => {
+                    let edge = a.edge;
+                    let macs = if a.gen == self.neigh_gen && now < a.until { Some(a.macs) } else { self.adj_lookup(t, dst, now) };
+                    match (macs, pkts.data_mut(i).and_then(|d| d.first_chunk_mut())) {
+                        (Some(macs), Some(f)) => {
+                            forward4(f, &macs);
+                            next[i] = edge;
+                            true
+                        }
                         _ => false,
                     }
                 }
@@ -898,9 +934,12 @@ impl Router {
             if sent {
                 forwarded += 1;
             } else {
-                w.general[ng] = i as u8;
+                w.general[ng & (MAX_BURST - 1)] = i as u8;
                 ng += 1;
             }
+        }
+        if ng == 0 {
+            return (forwarded, None);
         }
         let mut drops = [0u64; C::COUNT];
         for g in 0..ng {
@@ -909,7 +948,7 @@ impl Router {
             next[i] = edge;
             forwarded += out;
         }
-        (forwarded, drops)
+        (forwarded, Some(drops))
     }
 
     /// Every check for packet `i`: its next edge (or `SLOW`, `DROP`) and whether it
@@ -973,9 +1012,11 @@ impl Node for Router {
         let Some(mut w) = self.work.take() else { return Dispatch::Consumed };
         let (forwarded, drops) = self.fast(&mut w, pkts, next, now);
         cx.count(C::Forwarded, forwarded);
-        for (c, n) in C::ALL.iter().zip(drops) {
-            if n > 0 {
-                cx.count(*c, n);
+        if let Some(drops) = drops {
+            for (c, n) in C::ALL.iter().zip(drops) {
+                if n > 0 {
+                    cx.count(*c, n);
+                }
             }
         }
         if next[..pkts.len()].contains(&SLOW) {
@@ -1023,7 +1064,7 @@ impl Iface {
         Iface {
             edge,
             mac,
-            mac_words: (u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]), u16::from_be_bytes([mac[4], mac[5]])),
+            mac48: u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0, 0]),
             v4: f.v4.clone(),
             v6: f.v6.clone(),
             ll6: link_local(mac),
@@ -1135,6 +1176,21 @@ fn ipv6_header(ip: &mut [u8], plen: u16, hop: u8, src: &Ipv6Addr, dst: &Ipv6Addr
     ip[7] = hop;
     ip[8..24].copy_from_slice(&src.octets());
     ip[24..40].copy_from_slice(&dst.octets());
+}
+
+/// Forward a plain IPv4 packet in place ([`Router::quick4`] passed it: TTL above 1):
+/// the Ethernet addresses `macs` (destination, source), TTL minus one with the
+/// header checksum updated as [`rewrite`] does. RFC 1624's HC' = ~(~HC + ~m + m')
+/// with m the (TTL, protocol) word and m' = m - 0x0100: ~m + m' is 0xfeff whatever
+/// m, and one fold suffices (~HC + 0xfeff < 0x1ffff).
+#[inline(always)]
+fn forward4(f: &mut [u8; ETH + 20], macs: &[u8; 12]) {
+    f[..12].copy_from_slice(macs);
+    f[ETH + 8] -= 1;
+    // (In little-endian words, byte-swapped as one's complement sums allow: 0xfffe.)
+    let s = u32::from(!u16::from_le_bytes([f[ETH + 10], f[ETH + 11]])) + 0xfffe;
+    let s = (s & 0xffff) + (s >> 16);
+    f[ETH + 10..ETH + 12].copy_from_slice(&(!(s as u16)).to_le_bytes());
 }
 
 /// Forward in place: TTL / hop limit minus one (the IPv4 checksum updated, RFC 1624)
