@@ -190,6 +190,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn huge_table_starts_on_a_huge_page_boundary() {
+        for len in [0usize, 1, 65_536, 700_000] {
+            let (v, at) = huge_table(len, 7u32);
+            assert_eq!(v.len(), at + len);
+            assert!(v[at..].iter().all(|&x| x == 7));
+            assert_eq!(v[at..].as_ptr() as usize % (2 << 20), 0, "len {len}");
+        }
+    }
+
+    #[test]
     fn normal_region_is_zeroed_and_writable() {
         let r = MemRegion::new(10_000, MemPolicy::NoHuge).unwrap();
         assert_eq!(r.kind(), MemKind::Normal);
@@ -207,25 +217,35 @@ mod tests {
     }
 }
 
-/// A vector of `len` copies of `fill` whose memory the kernel is asked to back with
-/// transparent huge pages (`madvise(MADV_HUGEPAGE)` before the first touch): a large
-/// lookup table read at random (a FIB's plies) then takes far fewer TLB misses. Where
-/// the kernel says no, an ordinary vector.
-pub fn huge_vec<T: Copy>(len: usize, fill: T) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(len);
-    let bytes = len * std::mem::size_of::<T>();
+/// A table of `len` copies of `fill` for random reads (a FIB), on transparent huge
+/// pages where the kernel allows (`madvise(MADV_HUGEPAGE)` before the first touch),
+/// whatever its size: a table of a few hundred KiB on 4 KiB pages takes a TLB miss
+/// on nearly every random read, on one 2 MiB page none. Gives a vector and the index
+/// at which the table starts in it, on a 2 MiB boundary (the elements before it
+/// are padding, up to 2 MiB); the table's last huge page is whole.
+pub fn huge_table<T: Copy>(len: usize, fill: T) -> (Vec<T>, usize) {
     const HUGE: usize = 2 << 20;
-    if bytes >= HUGE {
-        let start = v.as_mut_ptr() as usize;
-        let aligned = start.next_multiple_of(HUGE);
-        let end = (start + bytes) & !(HUGE - 1);
-        if end > aligned {
-            // SAFETY: the range lies inside the vector's own allocation (capacity `len`),
-            // which nothing has touched yet; MADV_HUGEPAGE changes no content, only how
-            // the pages are backed, and a refusal is harmless.
-            unsafe { libc::madvise(aligned as *mut libc::c_void, end - aligned, libc::MADV_HUGEPAGE) };
-        }
+    let size = std::mem::size_of::<T>();
+    if size == 0 || !HUGE.is_multiple_of(size) {
+        return (vec![fill; len], 0);
     }
-    v.resize(len, fill);
-    v
+    let per = HUGE / size;
+    let span = len.next_multiple_of(per);
+    let mut v: Vec<T> = Vec::with_capacity(span + per);
+    let start = v.as_mut_ptr() as usize;
+    let pad = start.next_multiple_of(HUGE) - start;
+    if !pad.is_multiple_of(size) {
+        v.resize(len, fill);
+        return (v, 0);
+    }
+    let at = pad / size;
+    if span > 0 {
+        // SAFETY: [start + pad, start + pad + span * size) lies inside the vector's
+        // own allocation (capacity span + per elements, pad < HUGE), which nothing has
+        // touched yet; MADV_HUGEPAGE changes no content, only how the pages are
+        // backed, and a refusal is harmless.
+        unsafe { libc::madvise((start + pad) as *mut libc::c_void, span * size, libc::MADV_HUGEPAGE) };
+    }
+    v.resize(at + len, fill);
+    (v, at)
 }

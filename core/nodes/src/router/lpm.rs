@@ -69,10 +69,22 @@ pub fn key4(a: std::net::Ipv4Addr) -> u128 {
     u128::from(u32::from(a)) << 96
 }
 
+/// Root slots.
+const ROOT: usize = 1 << 16;
+
 /// A built table.
 pub struct Lpm {
-    /// 2^16 slots: a 16-bit index needs no bounds check.
-    root: Box<[u32; 1 << 16]>,
+    /// The root's 2^16 slots from `mem[root]`, then the plies: one table on huge
+    /// pages where the kernel allows (read at random, it would otherwise miss the
+    /// TLB on nearly every lookup).
+    mem: Vec<u32>,
+    root: usize,
+    plies: usize,
+}
+
+/// A table being painted.
+struct Build {
+    root: Vec<u32>,
     plies: Vec<u32>,
 }
 
@@ -83,21 +95,21 @@ impl Lpm {
     pub fn build(routes: &[(Prefix, u32)], max_plies: usize) -> Result<Lpm, String> {
         let mut order: Vec<usize> = (0..routes.len()).collect();
         order.sort_by_key(|&i| routes[i].0.len);
-        let root: Box<[u32; 1 << 16]> = vec![0; 1 << 16].into_boxed_slice().try_into().expect("2^16 slots");
-        let mut t = Lpm { root, plies: Vec::new() };
+        let mut t = Build { root: vec![0; ROOT], plies: Vec::new() };
         for i in order {
             let (p, value) = routes[i];
             let p = p.masked();
             let leaf = value.checked_add(1).filter(|l| l & PLY == 0).ok_or("route value out of range")?;
             t.paint(p, leaf, max_plies)?;
         }
-        // The plies read at random, on huge pages where the kernel allows.
-        let mut plies = ironpath_eal::memory::huge_vec(t.plies.len(), 0u32);
-        plies.copy_from_slice(&t.plies);
-        t.plies = plies;
-        Ok(t)
+        let (mut mem, root) = ironpath_eal::memory::huge_table(ROOT + t.plies.len(), 0u32);
+        mem[root..root + ROOT].copy_from_slice(&t.root);
+        mem[root + ROOT..].copy_from_slice(&t.plies);
+        Ok(Lpm { mem, root, plies: root + ROOT })
     }
+}
 
+impl Build {
     fn paint(&mut self, p: Prefix, leaf: u32, max_plies: usize) -> Result<(), String> {
         let len = u32::from(p.len);
         let top = (p.bits >> 112) as usize;
@@ -145,22 +157,37 @@ impl Lpm {
         }
     }
 
+}
+
+impl Lpm {
     /// Plies in use.
     pub fn plies(&self) -> usize {
-        self.plies.len() / FAN
+        (self.mem.len() - self.plies) / FAN
+    }
+
+    /// Root slot `x` (the top 16 bits of a key).
+    #[inline(always)]
+    fn root_slot(&self, x: u16) -> u32 {
+        self.mem[self.root + usize::from(x)]
+    }
+
+    /// Slot `byte` of the ply a slot `e` refers to.
+    #[inline(always)]
+    fn ply_slot(&self, e: u32, byte: usize) -> &u32 {
+        &self.mem[self.plies + (e & !PLY) as usize * FAN + byte]
     }
 
     /// The value of the longest prefix covering `key`.
     #[inline(always)]
     pub fn lookup(&self, key: u128) -> Option<u32> {
-        self.finish(self.root[(key >> 112) as u16 as usize], key)
+        self.finish(self.root_slot((key >> 112) as u16), key)
     }
 
     #[inline(always)]
     fn finish(&self, mut e: u32, key: u128) -> Option<u32> {
         let mut shift = 104u32;
         while e & PLY != 0 {
-            e = self.plies[(e & !PLY) as usize * FAN + ((key >> shift) as usize & 0xff)];
+            e = *self.ply_slot(e, (key >> shift) as usize & 0xff);
             shift = shift.wrapping_sub(8);
         }
         e.checked_sub(1)
@@ -173,21 +200,27 @@ impl Lpm {
         // (Two plies at most below the 16-bit root: bits 8..16, then 0..8.)
         let mut e = root;
         if e & PLY != 0 {
-            e = self.plies[(e & !PLY) as usize * FAN + (a >> 8 & 0xff) as usize];
+            e = *self.ply_slot(e, (a >> 8 & 0xff) as usize);
             if e & PLY != 0 {
-                e = self.plies[(e & !PLY) as usize * FAN + (a & 0xff) as usize];
+                e = *self.ply_slot(e, (a & 0xff) as usize);
             }
         }
         e
+    }
+
+    /// Hint the CPU to load the root slot of an IPv4 address.
+    #[inline(always)]
+    pub fn prefetch_root4(&self, a: u32) {
+        prefetch(&self.mem[self.root + (a >> 16) as usize]);
     }
 
     /// The root slot of an IPv4 address, for [`Lpm::leaf4`] later; the ply it refers
     /// to, if any, is prefetched meanwhile.
     #[inline(always)]
     pub fn root4(&self, a: u32) -> u32 {
-        let e = self.root[(a >> 16) as u16 as usize];
+        let e = self.root_slot((a >> 16) as u16);
         if e & PLY != 0 {
-            prefetch(&self.plies[(e & !PLY) as usize * FAN + ((a >> 8) as usize & 0xff)]);
+            prefetch(self.ply_slot(e, (a >> 8) as usize & 0xff));
         }
         e
     }
@@ -211,9 +244,9 @@ impl Lpm {
         let mut first = [0u32; ironpath_eal::MAX_BURST];
         for (chunk, outs) in keys.chunks(first.len()).zip(out.chunks_mut(first.len())) {
             for (k, e) in chunk.iter().zip(first.iter_mut()) {
-                *e = self.root[(*k >> 112) as u16 as usize];
+                *e = self.root_slot((*k >> 112) as u16);
                 if *e & PLY != 0 {
-                    prefetch(&self.plies[(*e & !PLY) as usize * FAN + ((*k >> 104) as usize & 0xff)]);
+                    prefetch(self.ply_slot(*e, (*k >> 104) as usize & 0xff));
                 }
             }
             for ((k, e), o) in chunk.iter().zip(first.iter()).zip(outs.iter_mut()) {

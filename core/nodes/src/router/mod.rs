@@ -211,6 +211,8 @@ struct Work {
     /// Indexes of the packets every check is run on.
     general: [u8; MAX_BURST],
     slow: [Slow; MAX_BURST],
+    /// What the packets that took every check were dropped for.
+    drops: [u64; C::COUNT],
 }
 
 /// What a FIB entry needs on the fast path: a plain forward's interface, next edge
@@ -331,6 +333,7 @@ impl Router {
                 leaf: [0; MAX_BURST],
                 general: [0; MAX_BURST],
                 slow: [Slow::Local; MAX_BURST],
+                drops: [0; C::COUNT],
             })),
         })
     }
@@ -879,10 +882,17 @@ impl Router {
     /// (its FIB root slot read, the next ply prefetched), then looked up and rewritten
     /// in place; every other packet takes every check ([`Router::general`]). Packets
     /// off both get `SLOW` and their reason in `w.slow`. Gives the packets forwarded
-    /// and, when any packet took every check, what those dropped.
-    fn fast(&mut self, w: &mut Work, pkts: &mut Burst, next: &mut [u16; MAX_BURST], now: u64) -> (u64, Option<[u64; C::COUNT]>) {
+    /// and whether any packet took every check (what those dropped is in `w.drops`).
+    fn fast(&mut self, w: &mut Work, pkts: &mut Burst, next: &mut [u16; MAX_BURST], now: u64) -> (u64, bool) {
         let n = pkts.len();
         let (mut nf, mut ng) = (0, 0);
+        // The FIB root slots of every destination asked for at once (their loads
+        // overlap; a slot read one packet at a time waits for the cache each time).
+        for i in 0..n {
+            if let Some(d) = pkts.data(i).get(ETH + 16..ETH + 20) {
+                self.fib4.prefetch_root4(u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
+            }
+        }
         // A burst mostly comes from one port: its interface looked up once.
         let mut port = (u16::MAX, None);
         for i in 0..n {
@@ -939,16 +949,16 @@ impl Router {
             }
         }
         if ng == 0 {
-            return (forwarded, None);
+            return (forwarded, false);
         }
-        let mut drops = [0u64; C::COUNT];
+        w.drops = [0; C::COUNT];
         for g in 0..ng {
             let i = usize::from(w.general[g]);
-            let (edge, out) = self.general(pkts, i, now, &mut w.slow, &mut drops);
+            let (edge, out) = self.general(pkts, i, now, &mut w.slow, &mut w.drops);
             next[i] = edge;
             forwarded += out;
         }
-        (forwarded, Some(drops))
+        (forwarded, true)
     }
 
     /// Every check for packet `i`: its next edge (or `SLOW`, `DROP`) and whether it
@@ -1010,10 +1020,10 @@ impl Node for Router {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         let now = cx.now_tsc;
         let Some(mut w) = self.work.take() else { return Dispatch::Consumed };
-        let (forwarded, drops) = self.fast(&mut w, pkts, next, now);
+        let (forwarded, general) = self.fast(&mut w, pkts, next, now);
         cx.count(C::Forwarded, forwarded);
-        if let Some(drops) = drops {
-            for (c, n) in C::ALL.iter().zip(drops) {
+        if general {
+            for (c, &n) in C::ALL.iter().zip(&w.drops) {
                 if n > 0 {
                     cx.count(*c, n);
                 }
