@@ -1,12 +1,15 @@
 //! Longest-prefix match over IPv4 and IPv6 addresses: a multibit trie with a
-//! 16-bit root and 8-bit plies.
+//! 16-bit (or, for a large IPv4 table, 24-bit) root and 8-bit plies.
 //!
 //! Why this shape: rte_lpm's DIR-24-8 answers most IPv4 lookups with one load, but
-//! its first level is 2^24 entries (64 MiB), so a lookup to a random destination
-//! misses the caches and the TLB; VPP's mtrie uses a 16-bit root (256 KiB of
-//! 4-byte entries, which stays in L2) and 8-bit plies below it, three loads at
-//! most for IPv4. We take the mtrie's strides, and use them for IPv6 too (a /64
-//! is the root and six plies; a /128 fourteen).
+//! its first level is 2^24 entries (64 MiB); VPP's mtrie uses a 16-bit root (256
+//! KiB of 4-byte entries) and 8-bit plies below it, three loads at most for IPv4.
+//! We take the mtrie's strides, and use them for IPv6 too (a /64 is the root and
+//! six plies; a /128 fourteen). A table is on transparent huge pages, so its size
+//! costs no TLB misses. An IPv4 table with routes longer than /16 under many /16s
+//! ([`Lpm::build4`]: from [`WIDE_ROOT_SLOTS`] of them) takes DIR-24-8's 24-bit root
+//! instead: a lookup to a random destination then waits for one cache miss instead
+//! of two (root, then ply), for 64 MiB of memory.
 //!
 //! Entries are leaf-pushed: every slot holds either a ply reference or the value
 //! of the longest prefix covering it, so a lookup never backtracks. The table is
@@ -69,21 +72,26 @@ pub fn key4(a: std::net::Ipv4Addr) -> u128 {
     u128::from(u32::from(a)) << 96
 }
 
-/// Root slots.
-const ROOT: usize = 1 << 16;
+/// An IPv4 table whose routes longer than /16 fall under this many /16s takes a
+/// 24-bit root ([`Lpm::build4`]): with a 16-bit root it would hold at least as
+/// many plies (1 KiB each), and most lookups would read two lines at random.
+pub const WIDE_ROOT_SLOTS: usize = 256;
 
 /// A built table.
 pub struct Lpm {
-    /// The root's 2^16 slots from `mem[root]`, then the plies: one table on huge
+    /// The root's 2^`bits` slots from `mem[root]`, then the plies: one table on huge
     /// pages where the kernel allows (read at random, it would otherwise miss the
     /// TLB on nearly every lookup).
     mem: Vec<u32>,
     root: usize,
     plies: usize,
+    /// Bits of the key that index the root: 16 or 24.
+    bits: u32,
 }
 
 /// A table being painted.
 struct Build {
+    bits: u32,
     root: Vec<u32>,
     plies: Vec<u32>,
 }
@@ -93,28 +101,43 @@ impl Lpm {
     /// the later value. Fails when the table would need more than `max_plies` plies
     /// (1 KiB each).
     pub fn build(routes: &[(Prefix, u32)], max_plies: usize) -> Result<Lpm, String> {
+        Self::build_with(routes, max_plies, 16)
+    }
+
+    /// [`Lpm::build`] for IPv4 routes: a 24-bit root when the routes longer than
+    /// /16 fall under [`WIDE_ROOT_SLOTS`] or more /16s, else a 16-bit one.
+    pub fn build4(routes: &[(Prefix, u32)], max_plies: usize) -> Result<Lpm, String> {
+        let under: std::collections::HashSet<u128> =
+            routes.iter().filter(|(p, _)| p.len > 16).map(|(p, _)| p.bits >> 112).collect();
+        Self::build_with(routes, max_plies, if under.len() >= WIDE_ROOT_SLOTS { 24 } else { 16 })
+    }
+
+    /// [`Lpm::build`] with a root of `bits` (16 or 24) bits.
+    pub fn build_with(routes: &[(Prefix, u32)], max_plies: usize, bits: u32) -> Result<Lpm, String> {
+        assert!(bits == 16 || bits == 24, "a root of 16 or 24 bits");
         let mut order: Vec<usize> = (0..routes.len()).collect();
         order.sort_by_key(|&i| routes[i].0.len);
-        let mut t = Build { root: vec![0; ROOT], plies: Vec::new() };
+        let mut t = Build { bits, root: vec![0; 1 << bits], plies: Vec::new() };
         for i in order {
             let (p, value) = routes[i];
             let p = p.masked();
             let leaf = value.checked_add(1).filter(|l| l & PLY == 0).ok_or("route value out of range")?;
             t.paint(p, leaf, max_plies)?;
         }
-        let (mut mem, root) = ironpath_eal::memory::huge_table(ROOT + t.plies.len(), 0u32);
-        mem[root..root + ROOT].copy_from_slice(&t.root);
-        mem[root + ROOT..].copy_from_slice(&t.plies);
-        Ok(Lpm { mem, root, plies: root + ROOT })
+        let n = t.root.len();
+        let (mut mem, root) = ironpath_eal::memory::huge_table(n + t.plies.len(), 0u32);
+        mem[root..root + n].copy_from_slice(&t.root);
+        mem[root + n..].copy_from_slice(&t.plies);
+        Ok(Lpm { mem, root, plies: root + n, bits })
     }
 }
 
 impl Build {
     fn paint(&mut self, p: Prefix, leaf: u32, max_plies: usize) -> Result<(), String> {
         let len = u32::from(p.len);
-        let top = (p.bits >> 112) as usize;
-        if len <= 16 {
-            let n = 1usize << (16 - len);
+        let top = (p.bits >> (128 - self.bits)) as usize;
+        if len <= self.bits {
+            let n = 1usize << (self.bits - len);
             for s in &mut self.root[top..top + n] {
                 debug_assert_eq!(*s & PLY, 0, "shorter prefixes are painted first");
                 *s = leaf;
@@ -123,7 +146,7 @@ impl Build {
         }
         // The slot that must become (or is) a ply: the root's, then a ply's.
         let mut slot = (true, top);
-        let mut depth = 16;
+        let mut depth = self.bits;
         loop {
             let e = if slot.0 { self.root[slot.1] } else { self.plies[slot.1] };
             let ply = if e & PLY != 0 {
@@ -165,10 +188,15 @@ impl Lpm {
         (self.mem.len() - self.plies) / FAN
     }
 
-    /// Root slot `x` (the top 16 bits of a key).
+    /// Bits of the key that index the root (16 or 24).
+    pub fn root_bits(&self) -> u32 {
+        self.bits
+    }
+
+    /// Root slot `x` (the top `bits` bits of a key).
     #[inline(always)]
-    fn root_slot(&self, x: u16) -> u32 {
-        self.mem[self.root + usize::from(x)]
+    fn root_slot(&self, x: usize) -> u32 {
+        self.mem[self.root + x]
     }
 
     /// Slot `byte` of the ply a slot `e` refers to.
@@ -180,12 +208,12 @@ impl Lpm {
     /// The value of the longest prefix covering `key`.
     #[inline(always)]
     pub fn lookup(&self, key: u128) -> Option<u32> {
-        self.finish(self.root_slot((key >> 112) as u16), key)
+        self.finish(self.root_slot((key >> (128 - self.bits)) as usize), key)
     }
 
     #[inline(always)]
     fn finish(&self, mut e: u32, key: u128) -> Option<u32> {
-        let mut shift = 104u32;
+        let mut shift = 120 - self.bits;
         while e & PLY != 0 {
             e = *self.ply_slot(e, (key >> shift) as usize & 0xff);
             shift = shift.wrapping_sub(8);
@@ -197,10 +225,11 @@ impl Lpm {
     /// One to three loads, no 128-bit arithmetic.
     #[inline(always)]
     pub fn leaf4(&self, a: u32, root: u32) -> u32 {
-        // (Two plies at most below the 16-bit root: bits 8..16, then 0..8.)
+        // (Two plies at most below a 16-bit root: bits 8..16, then 0..8; one below a
+        // 24-bit root.)
         let mut e = root;
         if e & PLY != 0 {
-            e = *self.ply_slot(e, (a >> 8 & 0xff) as usize);
+            e = *self.ply_slot(e, (a >> (24 - self.bits) & 0xff) as usize);
             if e & PLY != 0 {
                 e = *self.ply_slot(e, (a & 0xff) as usize);
             }
@@ -211,16 +240,16 @@ impl Lpm {
     /// Hint the CPU to load the root slot of an IPv4 address.
     #[inline(always)]
     pub fn prefetch_root4(&self, a: u32) {
-        prefetch(&self.mem[self.root + (a >> 16) as usize]);
+        prefetch(&self.mem[self.root + (a >> (32 - self.bits)) as usize]);
     }
 
     /// The root slot of an IPv4 address, for [`Lpm::leaf4`] later; the ply it refers
     /// to, if any, is prefetched meanwhile.
     #[inline(always)]
     pub fn root4(&self, a: u32) -> u32 {
-        let e = self.root_slot((a >> 16) as u16);
+        let e = self.root_slot((a >> (32 - self.bits)) as usize);
         if e & PLY != 0 {
-            prefetch(self.ply_slot(e, (a >> 8) as usize & 0xff));
+            prefetch(self.ply_slot(e, (a >> (24 - self.bits)) as usize & 0xff));
         }
         e
     }
@@ -244,9 +273,9 @@ impl Lpm {
         let mut first = [0u32; ironpath_eal::MAX_BURST];
         for (chunk, outs) in keys.chunks(first.len()).zip(out.chunks_mut(first.len())) {
             for (k, e) in chunk.iter().zip(first.iter_mut()) {
-                *e = self.root_slot((*k >> 112) as u16);
+                *e = self.root_slot((*k >> (128 - self.bits)) as usize);
                 if *e & PLY != 0 {
-                    prefetch(self.ply_slot(*e, (*k >> 104) as usize & 0xff));
+                    prefetch(self.ply_slot(*e, (*k >> (120 - self.bits)) as usize & 0xff));
                 }
             }
             for ((k, e), o) in chunk.iter().zip(first.iter()).zip(outs.iter_mut()) {
@@ -319,7 +348,9 @@ mod tests {
             let v6 = round % 2 == 1;
             let n = [1, 5, 50, 500][round % 4];
             let routes = random_routes(&mut g, n, v6);
-            let t = Lpm::build(&routes, 1 << 20).unwrap();
+            // IPv4 tables with either root (a few rounds: 64 MiB each).
+            let bits = if !v6 && round % 8 == 2 { 24 } else { 16 };
+            let t = Lpm::build_with(&routes, 1 << 20, bits).unwrap();
             let ks = keys(&mut g, &routes, v6);
             let mut out = vec![None; ks.len()];
             t.lookup_burst(&ks, &mut out);
@@ -333,7 +364,7 @@ mod tests {
             }
             for (k, o) in ks.iter().zip(&out) {
                 let want = scan(&routes, *k);
-                assert_eq!(t.lookup(*k), want, "key {k:#x}, {n} routes (v6: {v6})");
+                assert_eq!(t.lookup(*k), want, "key {k:#x}, {n} routes (v6: {v6}, {bits}-bit root)");
                 assert_eq!(*o, want, "burst lookup of {k:#x}");
             }
         }
@@ -360,6 +391,21 @@ mod tests {
         assert_eq!(six.lookup(1), Some(9));
         assert_eq!(six.lookup(2), None);
         assert_eq!(six.plies(), 14, "a /128 is the root and fourteen plies");
+    }
+
+    #[test]
+    fn a_wide_root_for_many_long_prefixes_under_many_slash_16s() {
+        let r = |a: u32, len| (Prefix::v4(Ipv4Addr::from(a), len), a >> 16);
+        let few: Vec<_> = (0..WIDE_ROOT_SLOTS as u32 - 1).map(|i| r(0x0100_0000 + (i << 16), 24)).collect();
+        assert_eq!(Lpm::build4(&few, 1 << 20).unwrap().root_bits(), 16);
+        let mut many = few.clone();
+        many.push(r(0x0a00_0000, 20));
+        let t = Lpm::build4(&many, 1 << 20).unwrap();
+        assert_eq!((t.root_bits(), t.plies()), (24, 0), "/24 and shorter: all in the root");
+        for (p, v) in &many {
+            assert_eq!(t.lookup(p.bits | 0xff << 96), Some(*v));
+        }
+        assert_eq!(t.lookup(key4(Ipv4Addr::new(1, 0, 1, 0))), None);
     }
 
     #[test]

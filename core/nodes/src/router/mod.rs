@@ -259,7 +259,7 @@ impl Router {
                 .collect()
         };
         let (r4, r6) = (index(&cfg.routes4), index(&cfg.routes6));
-        let fib4 = Lpm::build(&r4, tune.max_plies)?;
+        let fib4 = Lpm::build4(&r4, tune.max_plies)?;
         let fib6 = Lpm::build(&r6, tune.max_plies.saturating_sub(fib4.plies()))?;
         let mut by_port = Vec::new();
         let mut ifaces = Vec::new();
