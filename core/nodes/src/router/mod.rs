@@ -929,10 +929,17 @@ impl Router {
                 // (Not a plain forward: MTU 0.)
                 Some(a) if u32::from(w.len4[j]) <= a.mtu => {
                     let edge = a.edge;
-                    let macs = if a.gen == self.neigh_gen && now < a.until { Some(a.macs) } else { self.adj_lookup(t, dst, now) };
+                    // The cached MACs written straight from the adjacency (no copy).
+                    let looked_up;
+                    let macs = if a.gen == self.neigh_gen && now < a.until {
+                        Some(&self.adj[t].macs)
+                    } else {
+                        looked_up = self.adj_lookup(t, dst, now);
+                        looked_up.as_ref()
+                    };
                     match (macs, pkts.data_mut(i).and_then(|d| d.first_chunk_mut())) {
                         (Some(macs), Some(f)) => {
-                            forward4(f, &macs);
+                            forward4(f, macs);
                             next[i] = edge;
                             true
                         }
