@@ -5,8 +5,8 @@
 //! its first level is 2^24 entries (64 MiB); VPP's mtrie uses a 16-bit root (256
 //! KiB of 4-byte entries) and 8-bit plies below it, three loads at most for IPv4.
 //! We take the mtrie's strides, and use them for IPv6 too (a /64 is the root and
-//! six plies; a /128 fourteen). A table is on transparent huge pages, so its size
-//! costs no TLB misses. An IPv4 table with routes longer than /16 under many /16s
+//! six plies; a /128 fourteen). A table of a MiB or more is on transparent huge pages, so its size
+//! costs few TLB misses. An IPv4 table with routes longer than /16 under many /16s
 //! ([`Lpm::build4`]: from [`WIDE_ROOT_SLOTS`] of them) takes DIR-24-8's 24-bit root
 //! instead: a lookup to a random destination then waits for one cache miss instead
 //! of two (root, then ply), for 64 MiB of memory.
@@ -79,20 +79,23 @@ pub const WIDE_ROOT_SLOTS: usize = 256;
 
 /// A built table.
 pub struct Lpm {
-    /// The root's 2^`bits` slots from `mem[root]`, then the plies: one table on huge
-    /// pages where the kernel allows (read at random, it would otherwise miss the
-    /// TLB on nearly every lookup).
+    /// The root's 2^`bits` slots from `mem[root]`, and the plies from
+    /// `ply_mem[plies]`: tables on huge pages where the kernel allows (read at
+    /// random, they would otherwise miss the TLB on nearly every lookup).
     mem: Vec<u32>,
     root: usize,
+    ply_mem: Vec<u32>,
     plies: usize,
     /// Bits of the key that index the root: 16 or 24.
     bits: u32,
 }
 
-/// A table being painted.
+/// A table being painted: the root in place (`mem[at..]`, the final table's), the
+/// plies growing.
 struct Build {
     bits: u32,
-    root: Vec<u32>,
+    mem: Vec<u32>,
+    at: usize,
     plies: Vec<u32>,
 }
 
@@ -117,28 +120,32 @@ impl Lpm {
         assert!(bits == 16 || bits == 24, "a root of 16 or 24 bits");
         let mut order: Vec<usize> = (0..routes.len()).collect();
         order.sort_by_key(|&i| routes[i].0.len);
-        let mut t = Build { bits, root: vec![0; 1 << bits], plies: Vec::new() };
+        let (mem, at) = ironpath_eal::memory::huge_table(1 << bits, 0u32);
+        let mut t = Build { bits, mem, at, plies: Vec::new() };
         for i in order {
             let (p, value) = routes[i];
             let p = p.masked();
             let leaf = value.checked_add(1).filter(|l| l & PLY == 0).ok_or("route value out of range")?;
             t.paint(p, leaf, max_plies)?;
         }
-        let n = t.root.len();
-        let (mut mem, root) = ironpath_eal::memory::huge_table(n + t.plies.len(), 0u32);
-        mem[root..root + n].copy_from_slice(&t.root);
-        mem[root + n..].copy_from_slice(&t.plies);
-        Ok(Lpm { mem, root, plies: root + n, bits })
+        let (mut ply_mem, plies) = ironpath_eal::memory::huge_table(t.plies.len(), 0u32);
+        ply_mem[plies..].copy_from_slice(&t.plies);
+        Ok(Lpm { mem: t.mem, root: t.at, ply_mem, plies, bits })
     }
 }
 
 impl Build {
+    fn root(&mut self) -> &mut [u32] {
+        let at = self.at;
+        &mut self.mem[at..]
+    }
+
     fn paint(&mut self, p: Prefix, leaf: u32, max_plies: usize) -> Result<(), String> {
         let len = u32::from(p.len);
         let top = (p.bits >> (128 - self.bits)) as usize;
         if len <= self.bits {
             let n = 1usize << (self.bits - len);
-            for s in &mut self.root[top..top + n] {
+            for s in &mut self.root()[top..top + n] {
                 debug_assert_eq!(*s & PLY, 0, "shorter prefixes are painted first");
                 *s = leaf;
             }
@@ -148,7 +155,7 @@ impl Build {
         let mut slot = (true, top);
         let mut depth = self.bits;
         loop {
-            let e = if slot.0 { self.root[slot.1] } else { self.plies[slot.1] };
+            let e = if slot.0 { self.root()[slot.1] } else { self.plies[slot.1] };
             let ply = if e & PLY != 0 {
                 (e & !PLY) as usize
             } else {
@@ -159,7 +166,7 @@ impl Build {
                 self.plies.resize(self.plies.len() + FAN, e);
                 let r = PLY | n as u32;
                 if slot.0 {
-                    self.root[slot.1] = r;
+                    self.root()[slot.1] = r;
                 } else {
                     self.plies[slot.1] = r;
                 }
@@ -185,7 +192,7 @@ impl Build {
 impl Lpm {
     /// Plies in use.
     pub fn plies(&self) -> usize {
-        (self.mem.len() - self.plies) / FAN
+        (self.ply_mem.len() - self.plies) / FAN
     }
 
     /// Bits of the key that index the root (16 or 24).
@@ -202,7 +209,7 @@ impl Lpm {
     /// Slot `byte` of the ply a slot `e` refers to.
     #[inline(always)]
     fn ply_slot(&self, e: u32, byte: usize) -> &u32 {
-        &self.mem[self.plies + (e & !PLY) as usize * FAN + byte]
+        &self.ply_mem[self.plies + (e & !PLY) as usize * FAN + byte]
     }
 
     /// The value of the longest prefix covering `key`.
