@@ -221,6 +221,14 @@ mod tests {
     }
 }
 
+/// Can [`huge_table`] get transparent huge pages: the kernel's setting is `always`
+/// or `madvise` (not `never`, and the file exists)?
+pub fn transparent_huge_pages() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .map(|s| !s.contains("[never]"))
+        .unwrap_or(false)
+}
+
 /// A table of `len` copies of `fill` for random reads (a FIB), on transparent huge
 /// pages where the kernel allows (`madvise(MADV_HUGEPAGE)` before the first touch):
 /// a table of megabytes on 4 KiB pages takes a TLB miss on nearly every random

@@ -5,11 +5,12 @@
 //! its first level is 2^24 entries (64 MiB); VPP's mtrie uses a 16-bit root (256
 //! KiB of 4-byte entries) and 8-bit plies below it, three loads at most for IPv4.
 //! We take the mtrie's strides, and use them for IPv6 too (a /64 is the root and
-//! six plies; a /128 fourteen). A table of a MiB or more is on transparent huge pages, so its size
-//! costs few TLB misses. An IPv4 table with routes longer than /16 under many /16s
-//! ([`Lpm::build4`]: from [`WIDE_ROOT_SLOTS`] of them) takes DIR-24-8's 24-bit root
-//! instead: a lookup to a random destination then waits for one cache miss instead
-//! of two (root, then ply), for 64 MiB of memory.
+//! six plies; a /128 fourteen). A table of a MiB or more is on transparent huge
+//! pages, so its size costs few TLB misses. An IPv4 table with routes longer than
+//! /16 under many /16s ([`Lpm::build4`]: from [`WIDE_ROOT_SLOTS`] of them, when the
+//! kernel gives huge pages) takes DIR-24-8's 24-bit root instead: a lookup to a
+//! random destination then waits for one cache miss instead of two (root, then
+//! ply), for 64 MiB of memory.
 //!
 //! Entries are leaf-pushed: every slot holds either a ply reference or the value
 //! of the longest prefix covering it, so a lookup never backtracks. The table is
@@ -108,11 +109,14 @@ impl Lpm {
     }
 
     /// [`Lpm::build`] for IPv4 routes: a 24-bit root when the routes longer than
-    /// /16 fall under [`WIDE_ROOT_SLOTS`] or more /16s, else a 16-bit one.
+    /// /16 fall under [`WIDE_ROOT_SLOTS`] or more /16s and the kernel gives
+    /// transparent huge pages (on 4 KiB pages, 64 MiB read at random would miss the
+    /// TLB on every lookup), else a 16-bit one.
     pub fn build4(routes: &[(Prefix, u32)], max_plies: usize) -> Result<Lpm, String> {
         let under: std::collections::HashSet<u128> =
             routes.iter().filter(|(p, _)| p.len > 16).map(|(p, _)| p.bits >> 112).collect();
-        Self::build_with(routes, max_plies, if under.len() >= WIDE_ROOT_SLOTS { 24 } else { 16 })
+        let wide = under.len() >= WIDE_ROOT_SLOTS && ironpath_eal::memory::transparent_huge_pages();
+        Self::build_with(routes, max_plies, if wide { 24 } else { 16 })
     }
 
     /// [`Lpm::build`] with a root of `bits` (16 or 24) bits.
@@ -408,6 +412,10 @@ mod tests {
         let mut many = few.clone();
         many.push(r(0x0a00_0000, 20));
         let t = Lpm::build4(&many, 1 << 20).unwrap();
+        if !ironpath_eal::memory::transparent_huge_pages() {
+            assert_eq!(t.root_bits(), 16, "no huge pages: the narrow root");
+            return;
+        }
         assert_eq!((t.root_bits(), t.plies()), (24, 0), "/24 and shorter: all in the root");
         for (p, v) in &many {
             assert_eq!(t.lookup(p.bits | 0xff << 96), Some(*v));
