@@ -24,7 +24,7 @@ use crate::proto::{
 use crate::sys::{self, Mapping};
 use ironpath_pmd_sdk::abi::Mbuf;
 use ironpath_pmd_sdk::packet::PushError;
-use ironpath_pmd_sdk::{free_bulk, Counter, Pool, RxBurst, TxBurst};
+use ironpath_pmd_sdk::{free_bulk, prefetch, Counter, Pool, RxBurst, TxBurst};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -393,16 +393,6 @@ unsafe fn copy_frame(dst: *mut u8, src: *const u8, n: usize) {
                 std::ptr::read_unaligned(src.add(n - 16).cast::<u128>()),
             );
         }
-    }
-}
-
-/// Start loading the cache line at `p` (a buffer about to be copied).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
     }
 }
 
