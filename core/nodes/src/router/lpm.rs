@@ -248,6 +248,12 @@ impl Lpm {
         e
     }
 
+    /// Is a slot a leaf (the value + 1 of its longest prefix, or 0), not a ply?
+    #[inline(always)]
+    pub fn is_leaf(e: u32) -> bool {
+        e & PLY == 0
+    }
+
     /// Hint the CPU to load the root slot of an IPv4 address.
     #[inline(always)]
     pub fn prefetch_root4(&self, a: u32) {

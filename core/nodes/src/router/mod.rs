@@ -361,12 +361,12 @@ impl Router {
     /// the length its MTU check compares (`Work::len4`); anything else (`None`) takes
     /// every check of [`Router::parse`].
     #[inline(always)]
-    fn quick4(&self, h: &RawMbuf, d: &[u8], f: &Iface) -> Option<(u32, u16)> {
+    fn quick4(&self, h: &RawMbuf, d: &[u8], mac48: u64) -> Option<(u32, u16)> {
         let b: &[u8; ETH + 20] = d.first_chunk()?;
         let ne32 = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         let le64 = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
         // Our MAC (the low six bytes), then EtherType 0x0800 and version 4, IHL 5.
-        if (le64 ^ f.mac48) << 16 != 0 || u32::from_le(ne32(12)) & 0x00ff_ffff != 0x0045_0008 {
+        if (le64 ^ mac48) << 16 != 0 || u32::from_le(ne32(12)) & 0x00ff_ffff != 0x0045_0008 {
             return None;
         }
         let tl = u16::from_be_bytes([b[16], b[17]]);
@@ -878,6 +878,38 @@ impl Router {
         }
     }
 
+    /// Forward packet `i` (passed [`Router::quick4`]: IPv4 to `dst`, `len` for the MTU
+    /// check) by the FIB leaf `leaf` when it is a plain forward whose next hop is
+    /// resolved: rewritten in place, its next edge set. `false`: it takes every check.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn forward(&mut self, pkts: &mut Burst, next: &mut [u16; MAX_BURST], i: usize, leaf: u32, dst: u32, len: u16, now: u64) -> bool {
+        let t = leaf.wrapping_sub(1) as usize;
+        match self.adj.get(t) {
+            // (Not a plain forward: MTU 0.)
+            Some(a) if u32::from(len) <= a.mtu => {
+                let edge = a.edge;
+                // The cached MACs written straight from the adjacency (no copy).
+                let looked_up;
+                let macs = if a.gen == self.neigh_gen && now < a.until {
+                    Some(&self.adj[t].macs)
+                } else {
+                    looked_up = self.adj_lookup(t, dst, now);
+                    looked_up.as_ref()
+                };
+                match (macs, pkts.data_mut(i).and_then(|d| d.first_chunk_mut())) {
+                    (Some(macs), Some(f)) => {
+                        forward4(f, macs);
+                        next[i] = edge;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
     /// The burst's fast path: plain IPv4 unicast to a resolved next hop is checked
     /// (its FIB root slot read, the next ply prefetched), then looked up and rewritten
     /// in place; every other packet takes every check ([`Router::general`]). Packets
@@ -893,62 +925,51 @@ impl Router {
                 self.fib4.prefetch_root4(u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
             }
         }
-        // A burst mostly comes from one port: its interface looked up once.
+        // A burst mostly comes from one port: its interface looked up once (its MAC).
         let mut port = (u16::MAX, None);
+        let mut forwarded = 0;
         for i in 0..n {
             let h = pkts.header(i);
             if h.port != port.0 {
-                port = (h.port, self.iface_of(h).map(|k| &self.ifaces[k]).filter(|_| !self.all_checks));
+                port = (h.port, self.iface_of(h).map(|k| self.ifaces[k].mac48).filter(|_| !self.all_checks));
             }
             let quick = match port.1 {
-                Some(f) => self.quick4(h, pkts.data(i), f),
+                Some(mac48) => self.quick4(h, pkts.data(i), mac48),
                 None => None,
             };
             // (`nf`, `ng` <= `i` < MAX_BURST: the masks only spare bounds checks.)
-            match quick {
+            let sent = match quick {
                 Some((dst, len)) => {
-                    let j = nf & (MAX_BURST - 1);
-                    w.a4[j] = dst;
-                    w.len4[j] = len;
-                    w.idx4[j] = i as u8;
-                    w.leaf[j] = self.fib4.root4(dst);
-                    nf += 1;
+                    // A root slot that is a leaf (prefetched above) is forwarded now;
+                    // one that leads to a ply waits for the ply's line (prefetched
+                    // here) in the second pass.
+                    let e = self.fib4.root4(dst);
+                    if Lpm::is_leaf(e) {
+                        self.forward(pkts, next, i, e, dst, len, now)
+                    } else {
+                        let j = nf & (MAX_BURST - 1);
+                        w.a4[j] = dst;
+                        w.len4[j] = len;
+                        w.idx4[j] = i as u8;
+                        w.leaf[j] = e;
+                        nf += 1;
+                        continue;
+                    }
                 }
-                None => {
-                    w.general[ng & (MAX_BURST - 1)] = i as u8;
-                    ng += 1;
-                }
+                None => false,
+            };
+            if sent {
+                forwarded += 1;
+            } else {
+                w.general[ng & (MAX_BURST - 1)] = i as u8;
+                ng += 1;
             }
         }
-        let mut forwarded = 0;
         for j in 0..nf {
             let i = usize::from(w.idx4[j]);
             let dst = w.a4[j];
-            let t = self.fib4.leaf4(dst, w.leaf[j]).wrapping_sub(1) as usize;
-            let sent = match self.adj.get(t) {
-                // (Not a plain forward: MTU 0.)
-                Some(a) if u32::from(w.len4[j]) <= a.mtu => {
-                    let edge = a.edge;
-                    // The cached MACs written straight from the adjacency (no copy).
-                    let looked_up;
-                    let macs = if a.gen == self.neigh_gen && now < a.until {
-                        Some(&self.adj[t].macs)
-                    } else {
-                        looked_up = self.adj_lookup(t, dst, now);
-                        looked_up.as_ref()
-                    };
-                    match (macs, pkts.data_mut(i).and_then(|d| d.first_chunk_mut())) {
-                        (Some(macs), Some(f)) => {
-                            forward4(f, macs);
-                            next[i] = edge;
-                            true
-                        }
-                        _ => false,
-                    }
-                }
-                _ => false,
-            };
-            if sent {
+            let leaf = self.fib4.leaf4(dst, w.leaf[j]);
+            if self.forward(pkts, next, i, leaf, dst, w.len4[j], now) {
                 forwarded += 1;
             } else {
                 w.general[ng & (MAX_BURST - 1)] = i as u8;

@@ -23,17 +23,23 @@ const R1_6: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1);
 const HZ: u64 = 1_000_000;
 
 fn router(pool: &Mempool, icmp_burst: u64) -> Router {
+    router_with(pool, icmp_burst, &[])
+}
+
+/// [`router`] with more routes.
+fn router_with(pool: &Mempool, icmp_burst: u64, more: &[String]) -> Router {
     let ifaces = vec![
         IfaceCfg::new("p0", &["198.18.1.1/24", "fd00:1::1/64"]).unwrap(),
         IfaceCfg { mtu: 1400, ..IfaceCfg::new("p1", &["198.18.2.1/24", "fd00:2::1/64"]).unwrap() },
     ];
-    let routes = [
+    let mut routes = vec![
         "198.18.3.0/24 via 198.18.2.2",
         "fd00:3::/64 via fd00:2::2",
         "198.18.9.0/24 unreachable",
         "198.18.10.0/24 blackhole",
         "198.18.11.0/24 prohibit",
     ];
+    routes.extend(more.iter().map(String::as_str));
     let cfg = RouterCfg::new(ifaces, &routes).unwrap();
     let tune = Tuning {
         neigh: NeighConfig {
@@ -463,9 +469,25 @@ fn a_static_neighbour_needs_no_resolution_and_ignores_the_wire() {
 
 #[test]
 fn the_fast_path_decides_as_every_check_does() {
+    // A /16 route: its root slot is a leaf, forwarded in the fast path's first pass;
+    // /24s: their root slots lead to plies, forwarded in its second.
+    fast_path_matches_every_check(&["100.64.0.0/16 via 198.18.2.2".to_string()]);
+}
+
+#[test]
+fn the_fast_path_decides_as_every_check_does_with_a_wide_root() {
+    // /24s under 256 /16s: a 24-bit root (where the kernel gives huge pages), whose
+    // slots answer /24s themselves; a /28 under one of them needs a ply.
+    let mut more: Vec<String> = (0..=255).map(|k| format!("10.{k}.1.0/24 via 198.18.2.2")).collect();
+    more.push("10.7.1.16/28 unreachable".to_string());
+    more.push("100.64.0.0/16 via 198.18.2.2".to_string());
+    fast_path_matches_every_check(&more);
+}
+
+fn fast_path_matches_every_check(more: &[String]) {
     let pool = pool(512);
-    let mut fast = router(&pool, 1000);
-    let mut slow = router(&pool, 1000).all_checks();
+    let mut fast = router_with(&pool, 1000, more);
+    let mut slow = router_with(&pool, 1000, more).all_checks();
     let (sf, ss) = (stats(&fast), stats(&slow));
     resolve_both(&mut fast, &sf, &pool);
     resolve_both(&mut slow, &ss, &pool);
@@ -487,6 +509,10 @@ fn the_fast_path_decides_as_every_check_does() {
         Ipv4Addr::new(0, 1, 2, 3),
         Ipv4Addr::new(169, 254, 0, 1),
         Ipv4Addr::new(198, 18, 2, 77),
+        Ipv4Addr::new(100, 64, 3, 3),
+        Ipv4Addr::new(10, 7, 1, 9),
+        Ipv4Addr::new(10, 7, 1, 20),
+        Ipv4Addr::new(10, 7, 2, 1),
     ];
     let srcs = [A4, R1_4, Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(0, 0, 0, 0)];
     for round in 0..200u64 {
