@@ -19,9 +19,9 @@ use ironpath_graph::testing::call;
 use ironpath_graph::{Dispatch, Node, NodeStats, DROP};
 use ironpath_nodes::router::config::{IfaceCfg, RouterCfg};
 use ironpath_nodes::router::neigh::NeighConfig;
-use ironpath_nodes::router::{Router, Tuning};
+use ironpath_nodes::router::{Fib, Router, Tuning};
 use libfuzzer_sys::fuzz_target;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 const MACS: [[u8; 6]; 2] = [[0x02, 0, 0, 0, 1, 0], [0x02, 0, 0, 0, 1, 1]];
 const LOCAL: u16 = 2;
@@ -56,6 +56,16 @@ fn cfg() -> &'static RouterCfg {
     })
 }
 
+/// The FIB of [`cfg`], built once and shared (read-only) by the router of every
+/// input: each input still starts from a new router (and a crash reproduces), at
+/// the cost of its small tables, not of a FIB build.
+fn fib() -> &'static Arc<Fib> {
+    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
+    FIB.get_or_init(|| Arc::new(Fib::build(cfg(), MAX_PLIES).expect("routes")))
+}
+
+const MAX_PLIES: usize = 1 << 12;
+
 fn fix(f: &mut [u8], port: u16) {
     if f.len() >= 14 && port < 2 {
         f[0..6].copy_from_slice(&MACS[usize::from(port)]);
@@ -81,9 +91,10 @@ fuzz_target!(|data: &[u8]| {
         icmp_rate: 1,
         icmp_burst: BURST,
         tsc_hz: TICKS,
-        max_plies: 1 << 12, hash_key: [9; 16],
+        max_plies: MAX_PLIES,
+        hash_key: [9; 16],
     };
-    let mut r = Router::new(cfg(), &[(0, 0, MACS[0]), (1, 1, MACS[1])], Some(LOCAL), tune, p.clone()).expect("router");
+    let mut r = Router::with_fib(cfg(), fib().clone(), &[(0, 0, MACS[0]), (1, 1, MACS[1])], Some(LOCAL), tune, p.clone());
     let st = NodeStats::new(r.counters());
     let mut rest = data;
     let mut now = 1u64;

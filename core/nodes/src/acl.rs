@@ -12,7 +12,10 @@
 //! (`::ffff:a.b.c.d`), so `any` matches both families and a prefix one.
 //!
 //! A frame that is not IPv4 or IPv6 (after up to two VLAN tags) passes, counted
-//! (`not_ip`). The ports of a fragment other than the first are unknown: such a
+//! (`not_ip`). IPv6 extension headers (hop-by-hop, routing, destination options,
+//! fragment, AH) are walked to the transport, as a host would; an IP packet that
+//! cannot be classified (cut short, a malformed or over-long header chain, a first
+//! fragment too short to hold its ports) is dropped, counted (`malformed`). The ports of a fragment other than the first are unknown: such a
 //! fragment matches only rules whose port ranges include 0 (`any` does), as Linux's
 //! netfilter matches non-first fragments only against rules without ports. ICMP,
 //! and protocols without ports, are looked up with ports 0.
@@ -22,6 +25,7 @@ use ironpath_config::{Choice, Loc, Nexts, NodeSpec, ParamKind, ParamSpec, Params
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 use ironpath_wire::ethernet::{l3_offset, EtherType};
+use ironpath_wire::ipv6;
 use std::net::{IpAddr, Ipv6Addr};
 
 ironpath_config::choice! {
@@ -44,7 +48,8 @@ ironpath_graph::counters! {
         Counted("counted", "packets a count rule matched (passed on)"),
         DefaultPermit("default_permit", "packets no rule matched, passed (default: permit)"),
         DefaultDeny("default_deny", "packets no rule matched, dropped (default: deny)"),
-        NotIp("not_ip", "frames that are not IP (or cut short), passed on"),
+        NotIp("not_ip", "frames that are not IP, passed on"),
+        Malformed("malformed", "IP packets that cannot be classified (cut short, a bad or too long IPv6 header chain, a first fragment without its ports), dropped"),
     }
 }
 
@@ -258,37 +263,55 @@ fn best_split(rules: &[Rule], ids: &[u32], bounds: &[(u128, u128); FIELDS]) -> O
     best.map(|(_, f, at)| (f, at))
 }
 
-/// The lookup key of an IP frame: source, destination, protocol, ports; `None` if
-/// the frame is not IP or is cut short.
-pub fn key_of(frame: &[u8]) -> Option<[u128; FIELDS]> {
-    let (ethertype, off) = l3_offset(frame).ok()?;
-    let ip = frame.get(off..)?;
+/// Why a frame has no lookup key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoKey {
+    /// Not IPv4 or IPv6 (after up to two VLAN tags): passed on.
+    NotIp,
+    /// IP that cannot be classified: a header cut short or inconsistent, an IPv6
+    /// extension-header chain that is malformed or longer than the walk's bound, a
+    /// first fragment too short to hold its ports (RFC 1858's tiny fragments).
+    /// Dropped: passing it would let a header chain hide the ports a rule names.
+    Malformed,
+}
+
+/// The lookup key of an IP frame (its first segment): source, destination, protocol,
+/// ports. IPv6 extension headers (hop-by-hop, routing, destination options,
+/// fragment, AH) are walked to the transport header ([`ipv6::transport_at_hand`]),
+/// so a header in front of the transport does not hide its ports.
+pub fn key_of(frame: &[u8]) -> Result<[u128; FIELDS], NoKey> {
+    let (ethertype, off) = l3_offset(frame).map_err(|_| NoKey::NotIp)?;
+    let ip = frame.get(off..).ok_or(NoKey::NotIp)?;
     let (src, dst, proto, l4) = match ethertype {
         EtherType::IPV4 => {
-            let ihl = usize::from(ip.first()? & 0x0f) * 4;
-            if ip.len() < 20 || ihl < 20 {
-                return None;
+            let ihl = usize::from(ip.first().ok_or(NoKey::Malformed)? & 0x0f) * 4;
+            if ip.len() < 20 || ihl < 20 || ip[0] >> 4 != 4 {
+                return Err(NoKey::Malformed);
             }
             let later_fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff != 0;
             let v4 = |b: &[u8]| u128::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) | 0xffff << 32;
-            (v4(&ip[12..16]), v4(&ip[16..20]), ip[9], if later_fragment { None } else { ip.get(ihl..) })
+            let l4 = if later_fragment { None } else { Some(ip.get(ihl..).ok_or(NoKey::Malformed)?) };
+            (v4(&ip[12..16]), v4(&ip[16..20]), ip[9], l4)
         }
         EtherType::IPV6 => {
-            if ip.len() < 40 {
-                return None;
+            if ip.len() < ipv6::HEADER_LEN || ip[0] >> 4 != 6 {
+                return Err(NoKey::Malformed);
             }
+            let t = ipv6::transport_at_hand(ip).map_err(|_| NoKey::Malformed)?;
             let a = |b: &[u8]| u128::from_be_bytes(b.try_into().unwrap_or_default());
-            (a(&ip[8..24]), a(&ip[24..40]), ip[6], ip.get(40..))
+            let l4 = if t.later_fragment { None } else { ip.get(t.offset..) };
+            (a(&ip[8..24]), a(&ip[24..40]), t.protocol.0, l4)
         }
-        _ => return None,
+        _ => return Err(NoKey::NotIp),
     };
     let ports = match (proto, l4) {
         (6 | 17 | 132, Some(l4)) if l4.len() >= 4 => {
             [u16::from_be_bytes([l4[0], l4[1]]), u16::from_be_bytes([l4[2], l4[3]])]
         }
+        (6 | 17 | 132, Some(_)) => return Err(NoKey::Malformed),
         _ => [0, 0],
     };
-    Some([src, dst, u128::from(proto), u128::from(ports[0]), u128::from(ports[1])])
+    Ok([src, dst, u128::from(proto), u128::from(ports[0]), u128::from(ports[1])])
 }
 
 /// `any`, an address (its whole length) or a prefix `ADDR/LEN`, as a range of
@@ -368,10 +391,18 @@ impl Node for Acl {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         let mut n = [0u64; AclCounter::SPECS.len()];
         for (i, nx) in next.iter_mut().enumerate().take(pkts.len()) {
-            let Some(key) = key_of(pkts.data(i)) else {
-                n[AclCounter::NotIp as usize] += 1;
-                *nx = 0;
-                continue;
+            let key = match key_of(pkts.data(i)) {
+                Ok(key) => key,
+                Err(NoKey::NotIp) => {
+                    n[AclCounter::NotIp as usize] += 1;
+                    *nx = 0;
+                    continue;
+                }
+                Err(NoKey::Malformed) => {
+                    n[AclCounter::Malformed as usize] += 1;
+                    *nx = DROP;
+                    continue;
+                }
             };
             let (action, counter) = match self.rules.lookup(&key) {
                 Some(r) => {
@@ -552,6 +583,7 @@ mod tests {
     use super::sample::{random_key, random_rules, Lcg};
     use super::*;
     use crate::tests::{burst, call, counter, eth, ipv4, pool, stats, PEER_MAC, US_MAC};
+    use ironpath_wire::IpAddress;
     use std::net::Ipv4Addr;
 
     #[test]
@@ -625,6 +657,69 @@ mod tests {
         assert_eq!((k[3], k[4]), (0, 0));
         let dns = Rule { ranges: [ANY[0], ANY[1], (17, 17), ANY[3], (53, 53)], action: Action::Deny };
         assert_eq!(Classifier::new(vec![dns]).lookup(&k), None);
-        assert_eq!(key_of(&[0u8; 20]), None);
+        assert_eq!(key_of(&[0u8; 20]), Err(NoKey::NotIp));
+    }
+
+    /// UDP to port 53 over IPv6, behind the extension headers `ext` (each `(next
+    /// header of the one before it, bytes)`: the chain starts with `first`).
+    fn udp6_behind(first: u8, ext: &[&[u8]]) -> Vec<u8> {
+        let src: Ipv6Addr = "fd00::1".parse().unwrap();
+        let dst: Ipv6Addr = "fd00::2".parse().unwrap();
+        let u = crate::tests::udp(IpAddress::V6(src), IpAddress::V6(dst), 5000, 53, &[1; 16]);
+        let mut payload = ext.concat();
+        payload.extend_from_slice(&u);
+        eth(US_MAC, PEER_MAC, 0x86dd, &crate::tests::ipv6(src, dst, first, 64, &payload))
+    }
+
+    #[test]
+    fn ipv6_extension_headers_do_not_hide_the_ports() {
+        let deny_dns = Rule { ranges: [ANY[0], ANY[1], (17, 17), ANY[3], (53, 53)], action: Action::Deny };
+        let mut acl = Acl::new(vec![deny_dns], Action::Permit);
+        let st = stats(&acl);
+        let p = pool(16);
+        let hbh: &[u8] = &[60, 0, 1, 4, 0, 0, 0, 0]; // hop-by-hop, then destination options
+        let dst_opts: &[u8] = &[17, 0, 1, 4, 0, 0, 0, 0]; // destination options, then UDP
+        let atomic_frag: &[u8] = &[17, 0, 0, 0, 0, 0, 0, 7]; // offset 0, no more fragments
+        let ah: &[u8] = &[17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]; // AH with 4 bytes of ICV
+        let later_frag: &[u8] = &[17, 0, 0, 0x10, 0, 0, 0, 7]; // offset 2 x 8: no ports
+        let long: Vec<u8> = [[60u8, 0, 0, 0, 0, 0, 0, 0]; ipv6::MAX_EXT_HEADERS].concat();
+        let frames = [
+            udp6_behind(17, &[]),
+            udp6_behind(0, &[hbh, dst_opts]),
+            udp6_behind(60, &[dst_opts]),
+            udp6_behind(44, &[atomic_frag]),
+            udp6_behind(51, &[ah]),
+            udp6_behind(44, &[later_frag]),
+            // A chain beyond the walk's bound, and one cut short: not classified, dropped.
+            udp6_behind(60, &[&long, dst_opts]),
+        ];
+        let mut cut = udp6_behind(60, &[dst_opts]);
+        cut.truncate(14 + 40 + 8 + 2);
+        cut[14 + 4..14 + 6].copy_from_slice(&10u16.to_be_bytes());
+        let mut all = frames.to_vec();
+        all.push(cut);
+        let mut b = burst(&p, &all);
+        let c = call(&mut acl, &st, &mut b, 0);
+        assert_eq!(&c.next[..8], &[DROP, DROP, DROP, DROP, DROP, 0, DROP, DROP]);
+        assert_eq!(counter(&st, "denied"), 5);
+        assert_eq!(counter(&st, "malformed"), 2);
+        assert_eq!(counter(&st, "default_permit"), 1, "the later fragment has no ports: only port-0 rules");
+        b.free_all();
+    }
+
+    #[test]
+    fn tiny_first_fragments_and_cut_headers_are_dropped() {
+        let mut f = udp([198, 18, 1, 1], [198, 18, 0, 2], 5000, 53);
+        f.truncate(14 + 20 + 2); // two bytes of UDP: the destination port is missing
+        assert_eq!(key_of(&f), Err(NoKey::Malformed));
+        let f = udp([198, 18, 1, 1], [198, 18, 0, 2], 5000, 53);
+        for len in 14..14 + 20 + 4 {
+            assert_eq!(key_of(&f[..len]), Err(NoKey::Malformed), "IPv4 cut to {len}");
+        }
+        let f = udp6_behind(60, &[&[17, 0, 1, 4, 0, 0, 0, 0]]);
+        for len in 14..14 + 40 + 8 + 4 {
+            assert_eq!(key_of(&f[..len]), Err(NoKey::Malformed), "IPv6 cut to {len}");
+        }
+        assert!(key_of(&f).is_ok());
     }
 }

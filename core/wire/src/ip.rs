@@ -19,6 +19,8 @@ impl IpProtocol {
     pub const IPV6_ROUTE: Self = Self(43);
     /// IPv6 fragment header.
     pub const IPV6_FRAG: Self = Self(44);
+    /// IPsec Authentication Header.
+    pub const AH: Self = Self(51);
     /// ICMP for IPv6.
     pub const ICMPV6: Self = Self(58);
     /// IPv6 "no next header".
@@ -48,6 +50,7 @@ impl fmt::Display for IpProtocol {
             Self::UDP => f.write_str("UDP"),
             Self::IPV6_ROUTE => f.write_str("IPv6-Route"),
             Self::IPV6_FRAG => f.write_str("IPv6-Frag"),
+            Self::AH => f.write_str("AH"),
             Self::ICMPV6 => f.write_str("ICMPv6"),
             Self::IPV6_NONXT => f.write_str("IPv6-NoNxt"),
             Self::IPV6_OPTS => f.write_str("IPv6-Opts"),

@@ -241,10 +241,61 @@ fn is_extension(next: IpProtocol) -> bool {
 /// look for [`IpProtocol::IPV6_FRAG`] themselves. Other protocols (including
 /// [`IpProtocol::IPV6_NONXT`], AH and ESP) end the walk.
 pub fn upper_layer<T: AsRef<[u8]>>(packet: &Ipv6Packet<T>) -> Result<(IpProtocol, usize)> {
+    match walk(packet, false)? {
+        Transport { later_fragment: true, .. } => Err(Error::Unsupported),
+        t => Ok((t.protocol, t.offset)),
+    }
+}
+
+/// Where a filter finds an IPv6 packet's transport: its protocol, the offset of its
+/// header, and whether this is a fragment other than the first (whose bytes after the
+/// fragment header are no header at all: ports and ICMP types are unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transport {
+    /// The upper-layer protocol (for a later fragment, the fragment header's next header).
+    pub protocol: IpProtocol,
+    /// Offset from the start of the IPv6 header: of the upper-layer header, or of the
+    /// fragment's data.
+    pub offset: usize,
+    /// A fragment with a non-zero offset.
+    pub later_fragment: bool,
+}
+
+/// As [`upper_layer`], for packet filters and for deciding whether a packet is itself an
+/// ICMPv6 error: the Authentication Header is walked through too (its length counts
+/// 4-byte units), and a later fragment ends the walk with
+/// [`Transport::later_fragment`] set instead of an error. A filter must look behind
+/// every header a host would skip to reach the transport, or a header in front of it
+/// (hop-by-hop, destination options, an atomic fragment, AH) hides the ports.
+/// Errors: [`Error::Truncated`], [`Error::Malformed`] (hop-by-hop after the first),
+/// [`Error::Unsupported`] (a chain longer than [`MAX_EXT_HEADERS`]).
+pub fn transport<T: AsRef<[u8]>>(packet: &Ipv6Packet<T>) -> Result<Transport> {
+    walk(packet, true)
+}
+
+/// As [`transport`], over what is at hand of a packet: `ip` starts with the IPv6
+/// header and holds the packet or its beginning (the first segment of a chain whose
+/// payload continues in other buffers). The walk is bounded by `payload_len` and by
+/// `ip`'s length; a header that does not end within both is [`Error::Truncated`].
+pub fn transport_at_hand(ip: &[u8]) -> Result<Transport> {
+    let packet = Ipv6Packet::new_unchecked(ip);
+    if ip.len() < HEADER_LEN {
+        return Err(Error::Truncated);
+    }
+    let end = ip.len().min(HEADER_LEN + usize::from(packet.payload_len()));
+    walk_from(&ip[..end], packet.next_header(), true)
+}
+
+fn walk<T: AsRef<[u8]>>(packet: &Ipv6Packet<T>, through_ah: bool) -> Result<Transport> {
     packet.check_len()?;
     let data = &packet.buffer.as_ref()[..HEADER_LEN + usize::from(packet.payload_len())];
-    let mut next = packet.next_header();
+    walk_from(data, packet.next_header(), through_ah)
+}
+
+/// The walk over `data` (the IPv6 header and the bytes to walk), starting with `next`.
+fn walk_from(data: &[u8], mut next: IpProtocol, through_ah: bool) -> Result<Transport> {
     let mut offset = HEADER_LEN;
+    let upper = |protocol, offset, later_fragment| Ok(Transport { protocol, offset, later_fragment });
     for index in 0..MAX_EXT_HEADERS {
         let len = match next {
             IpProtocol::HOPOPT if index > 0 => return Err(Error::Malformed),
@@ -252,14 +303,18 @@ pub fn upper_layer<T: AsRef<[u8]>>(packet: &Ipv6Packet<T>) -> Result<(IpProtocol
                 let header = data.get(offset..offset + 2).ok_or(Error::Truncated)?;
                 (usize::from(header[1]) + 1) * 8
             }
+            IpProtocol::AH if through_ah => {
+                let header = data.get(offset..offset + 2).ok_or(Error::Truncated)?;
+                (usize::from(header[1]) + 2) * 4
+            }
             IpProtocol::IPV6_FRAG => {
                 let header = data.get(offset..offset + 8).ok_or(Error::Truncated)?;
                 if u16::from_be_bytes([header[2], header[3]]) & 0xfff8 != 0 {
-                    return Err(Error::Unsupported);
+                    return upper(IpProtocol(header[0]), offset + 8, true);
                 }
                 8
             }
-            upper => return Ok((upper, offset)),
+            upper_protocol => return upper(upper_protocol, offset, false),
         };
         if data.len() - offset < len {
             return Err(Error::Truncated);
@@ -267,10 +322,10 @@ pub fn upper_layer<T: AsRef<[u8]>>(packet: &Ipv6Packet<T>) -> Result<(IpProtocol
         next = IpProtocol(data[offset]);
         offset += len;
     }
-    if is_extension(next) {
+    if is_extension(next) || (through_ah && next == IpProtocol::AH) {
         return Err(Error::Unsupported);
     }
-    Ok((next, offset))
+    upper(next, offset, false)
 }
 
 #[cfg(test)]
@@ -419,5 +474,40 @@ mod tests {
             }
         }
         assert!(walked > 2_000, "only {walked} chains walked");
+    }
+
+    #[test]
+    fn transport_walks_ah_and_stops_at_later_fragments() {
+        // Destination options -> AH (12 bytes of ICV: length 4) -> UDP.
+        let b = packet(
+            60,
+            "3300 0000 0000 0000
+             1104 0000 0000 0100 0000 0001 0000 0000 0000 0000 0000 0000
+             0035 0035 0008 0000",
+        );
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        let t = transport(&p).unwrap();
+        assert_eq!((t.protocol, t.offset, t.later_fragment), (IpProtocol::UDP, 40 + 8 + 24, false));
+        // upper_layer stops at AH.
+        assert_eq!(upper_layer(&p), Ok((IpProtocol::AH, 48)));
+        // A later fragment of UDP: its protocol, no header after it.
+        let b = packet(44, "1100 0b91 0000 0001 0000 0000");
+        let t = transport(&Ipv6Packet::new_checked(&b[..]).unwrap()).unwrap();
+        assert_eq!((t.protocol, t.offset, t.later_fragment), (IpProtocol::UDP, 48, true));
+        // An atomic fragment (offset 0, no more fragments) is walked through.
+        let b = packet(44, "1100 0000 0000 0001 0035 0035");
+        let t = transport(&Ipv6Packet::new_checked(&b[..]).unwrap()).unwrap();
+        assert_eq!((t.protocol, t.offset, t.later_fragment), (IpProtocol::UDP, 48, false));
+        // Every truncation of the AH chain is an error, never a panic.
+        let b = packet(60, "3300 0000 0000 0000 1104 0000 0000 0100 0000 0001 0000 0000 0000 0000 0000 0000");
+        for len in 40..b.len() {
+            let mut t = b[..len].to_vec();
+            t[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
+            assert_eq!(transport(&Ipv6Packet::new_checked(&t[..]).unwrap()), Err(Error::Truncated), "{len}");
+        }
+        // A chain of AH headers longer than the bound.
+        let chain = "3300 0000 0000 0000 ".repeat(MAX_EXT_HEADERS);
+        let b = packet(51, &chain);
+        assert_eq!(transport(&Ipv6Packet::new_checked(&b[..]).unwrap()), Err(Error::Unsupported));
     }
 }

@@ -39,10 +39,14 @@ use ironpath_eal::abi::{self, Mbuf as RawMbuf};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 use ironpath_wire::checksum;
+use ironpath_wire::icmpv6::{Icmpv6Packet, NdiscOption};
+use ironpath_wire::ipv6::{self, Ipv6Packet};
+use ironpath_wire::IpProtocol;
 use ironpath_wire::ethernet::HEADER_LEN as ETH;
 use lpm::{key4, Lpm};
 use neigh::{Held, NeighConfig, Neighbours};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 ironpath_graph::counters! {
@@ -161,14 +165,45 @@ pub struct Tuning {
     pub hash_key: [u8; 16],
 }
 
+/// A router's forwarding tables: the IPv4 and IPv6 FIBs and the targets their leaves
+/// index (a route's kind, interface and gateway).
+#[derive(Clone)]
+pub struct Fib {
+    v4: Lpm,
+    v6: Lpm,
+    targets: Vec<Target>,
+}
+
+impl Fib {
+    /// The tables of `cfg`'s routes; fails when they need more than `max_plies` plies.
+    pub fn build(cfg: &config::RouterCfg, max_plies: usize) -> Result<Fib, String> {
+        let mut targets = Vec::new();
+        let mut index = |routes: &[(lpm::Prefix, Target)]| -> Vec<(lpm::Prefix, u32)> {
+            routes
+                .iter()
+                .map(|(p, t)| {
+                    let k = targets.iter().position(|x| x == t).unwrap_or_else(|| {
+                        targets.push(*t);
+                        targets.len() - 1
+                    });
+                    (*p, k as u32)
+                })
+                .collect()
+        };
+        let (r4, r6) = (index(&cfg.routes4), index(&cfg.routes6));
+        let v4 = Lpm::build4(&r4, max_plies)?;
+        let v6 = Lpm::build(&r6, max_plies.saturating_sub(v4.plies()))?;
+        Ok(Fib { v4, v6, targets })
+    }
+}
+
 /// The node.
 pub struct Router {
     ifaces: Vec<Iface>,
     /// Interface index by input port id.
     by_port: Vec<u8>,
-    fib4: Lpm,
-    fib6: Lpm,
-    targets: Vec<Target>,
+    /// The forwarding tables, shared: read-only here.
+    fib: Arc<Fib>,
     local_edge: Option<u16>,
     /// Every address of the router (any interface), for "is it to us".
     local4: Vec<Ipv4Addr>,
@@ -177,7 +212,7 @@ pub struct Router {
     local4_bloom: u64,
     /// One bit per /16: are its sources martian ([`martian4_src`] depends on the
     /// top 16 bits only)?
-    martian16: Box<[u64; 1 << 10]>,
+    martian16: &'static [u64; 1 << 10],
     local6: Vec<Ipv6Addr>,
     pool: Mempool,
     /// Packets made or released outside the burst's flow, with their edge.
@@ -245,22 +280,21 @@ impl Router {
         tune: Tuning,
         pool: Mempool,
     ) -> Result<Self, String> {
-        let mut targets = Vec::new();
-        let mut index = |routes: &[(lpm::Prefix, Target)]| -> Vec<(lpm::Prefix, u32)> {
-            routes
-                .iter()
-                .map(|(p, t)| {
-                    let k = targets.iter().position(|x| x == t).unwrap_or_else(|| {
-                        targets.push(*t);
-                        targets.len() - 1
-                    });
-                    (*p, k as u32)
-                })
-                .collect()
-        };
-        let (r4, r6) = (index(&cfg.routes4), index(&cfg.routes6));
-        let fib4 = Lpm::build4(&r4, tune.max_plies)?;
-        let fib6 = Lpm::build(&r6, tune.max_plies.saturating_sub(fib4.plies()))?;
+        let fib = Fib::build(cfg, tune.max_plies)?;
+        Ok(Self::with_fib(cfg, Arc::new(fib), ports, local_edge, tune, pool))
+    }
+
+    /// [`Router::new`] with its forwarding tables built already (from the same `cfg`)
+    /// and shared: building them is most of a router's set-up, and a fuzz target
+    /// builds them once for all its inputs.
+    pub fn with_fib(
+        cfg: &config::RouterCfg,
+        fib: Arc<Fib>,
+        ports: &[(u16, u16, [u8; 6])],
+        local_edge: Option<u16>,
+        tune: Tuning,
+        pool: Mempool,
+    ) -> Self {
         let mut by_port = Vec::new();
         let mut ifaces = Vec::new();
         let local4: Vec<Ipv4Addr> = cfg.ifaces.iter().flat_map(|f| f.v4.iter().map(|a| a.0)).collect();
@@ -283,7 +317,8 @@ impl Router {
             v6.push(f.ll6);
             f.echo = IcmpEcho::new(local4.clone(), v6, f.mac).router();
         }
-        let adj = targets
+        let adj = fib
+            .targets
             .iter()
             .map(|t| match *t {
                 Target::Forward { iface, via } => Adj {
@@ -299,22 +334,14 @@ impl Router {
             })
             .collect();
         let tick_per_token = tune.tsc_hz.checked_div(tune.icmp_rate).map_or(u64::MAX, |t| t.max(1));
-        Ok(Self {
+        Self {
             ifaces,
             by_port,
-            fib4,
-            fib6,
-            targets,
+            fib,
             local_edge,
             local4_bloom: local4.iter().fold(0u64, |b, a| b | 1 << (u32::from(*a).wrapping_mul(0x9e37_79b1) >> 26)),
             local4,
-            martian16: {
-                let mut m = Box::new([0u64; 1 << 10]);
-                for x in (0..1u32 << 16).filter(|x| martian4_src(x << 16)) {
-                    m[(x >> 6) as usize] |= 1 << (x & 63);
-                }
-                m
-            },
+            martian16: martian16(),
             local6,
             pool,
             out: VecDeque::new(),
@@ -335,7 +362,7 @@ impl Router {
                 slow: [Slow::Local; MAX_BURST],
                 drops: [0; C::COUNT],
             })),
-        })
+        }
     }
 
     /// The same router with its fast path off: every packet takes every check.
@@ -346,7 +373,7 @@ impl Router {
 
     /// The IPv4 FIB (values index the router's targets).
     pub fn fib4(&self) -> &Lpm {
-        &self.fib4
+        &self.fib.v4
     }
 
     fn iface_of(&self, h: &RawMbuf) -> Option<usize> {
@@ -500,7 +527,7 @@ impl Router {
     /// The step for a parsed packet whose FIB lookup gave `target`.
     #[inline]
     fn plan(&self, p: &Parsed, target: Option<u32>, h: &RawMbuf, made_here: bool, now: u64) -> Step {
-        let Some(t) = target.and_then(|t| self.targets.get(t as usize)) else {
+        let Some(t) = target.and_then(|t| self.fib.targets.get(t as usize)) else {
             return if made_here {
                 Step::Drop(C::NoRoute)
             } else if p.group {
@@ -540,9 +567,9 @@ impl Router {
 
     fn fib(&self, v6: bool) -> &Lpm {
         if v6 {
-            &self.fib6
+            &self.fib.v6
         } else {
-            &self.fib4
+            &self.fib.v4
         }
     }
 
@@ -686,24 +713,17 @@ impl Router {
     /// A packet to one of our addresses (or groups), received on interface `k`.
     fn local(&mut self, cx: &NodeCx<'_>, mut m: Mbuf, k: usize) {
         let d = m.data();
-        let icmp6 = if d[12..14] == [0x86, 0xdd] { icmp6_of(d) } else { None };
-        if let Some((ty, at)) = icmp6 {
-            if ty == 135 || ty == 136 {
-                self.nd(cx, &m, k, ty, at);
-            }
-            if ty == 136 {
-                return;
-            }
-            if ty == 135 {
-                // Answered only for this interface's addresses (no proxy).
-                let target = Ipv6Addr::from(<[u8; 16]>::try_from(&d[at + 8..at + 24]).unwrap_or_default());
-                if !self.ifaces[k].owns6(target) {
-                    return;
-                }
+        let icmp6 = if d.get(12..14) == Some(&[0x86, 0xdd]) { icmp6_of(d) } else { None };
+        if let Some((ty @ (NS | NA), at)) = icmp6 {
+            // A solicitation is answered only for this interface's addresses (no
+            // proxy); an advertisement only teaches.
+            match self.nd(cx, d, k, ty, at) {
+                Some(target) if ty == NS && self.ifaces[k].owns6(target) => {}
+                _ => return,
             }
         }
-        let is_icmp4 = d[12..14] == [0x08, 0x00] && d[ETH + 9] == 1;
-        if is_icmp4 || icmp6.is_some_and(|(ty, _)| ty == 128 || ty == 135) {
+        let is_icmp4 = d.get(12..14) == Some(&[0x08, 0x00]) && d.get(ETH + 9) == Some(&1);
+        if is_icmp4 || icmp6.is_some_and(|(ty, _)| ty == 128 || ty == NS) {
             match self.ifaces[k].echo.answer(&mut m) {
                 Ok(c) => {
                     cx.count(if c == crate::icmp::IcmpCounter::NaSent { C::NaSent } else { C::EchoReplies }, 1);
@@ -724,39 +744,45 @@ impl Router {
         }
     }
 
-    /// Learn from a neighbour solicitation (its source) or advertisement (its target).
-    fn nd(&mut self, cx: &NodeCx<'_>, m: &Mbuf, k: usize, ty: u8, at: usize) {
-        let d = m.data();
-        let ip = &d[ETH..ETH + 40];
-        let end = ETH + 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-        let src = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap_or_default());
-        let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap_or_default());
-        if ip[7] != 255 || end - at < 24 || !icmp6_checksum_ok(d, at..end, &src, &dst) {
-            return cx.count(C::Malformed, 1);
-        }
-        let target = Ipv6Addr::from(<[u8; 16]>::try_from(&d[at + 8..at + 24]).unwrap_or_default());
-        // Link-layer address option: source (1) in a solicitation, target (2) in an advert.
-        let want = if ty == 135 { 1 } else { 2 };
-        let mut lladdr = None;
-        let mut o = at + 24;
-        while o + 8 <= end {
-            let (ot, ol) = (d[o], usize::from(d[o + 1]) * 8);
-            if ol == 0 || o + ol > end {
-                return cx.count(C::Malformed, 1);
+    /// Learn from a neighbour solicitation (its source) or advertisement (its target)
+    /// whose ICMPv6 message starts at `at` of frame `d`. Returns the message's target,
+    /// or `None` (counted `malformed`) when the message fails RFC 4861's checks: hop
+    /// limit 255, code 0, a whole message with a valid checksum, a unicast target,
+    /// well-formed options.
+    fn nd(&mut self, cx: &NodeCx<'_>, d: &[u8], k: usize, ty: u8, at: usize) -> Option<Ipv6Addr> {
+        let parsed = (|| {
+            let ip = Ipv6Packet::new_checked(d.get(ETH..)?).ok()?;
+            let end = ETH + ipv6::HEADER_LEN + usize::from(ip.payload_len());
+            let msg = Icmpv6Packet::new_checked(d.get(at..end)?).ok()?;
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            let target = msg.target_addr();
+            if ip.hop_limit() != 255 || msg.code() != 0 || target.is_multicast() || !msg.verify_checksum(&src, &dst) {
+                return None;
             }
-            if ot == want && ol == 8 {
-                lladdr = Some(<[u8; 6]>::try_from(&d[o + 2..o + 8]).unwrap_or_default());
+            // Link-layer address option: source in a solicitation, target in an advert.
+            let mut lladdr = None;
+            for opt in msg.ndisc_options() {
+                match opt.ok()? {
+                    NdiscOption::SourceLinkLayerAddr(a) if ty == NS => lladdr = Some(a.0),
+                    NdiscOption::TargetLinkLayerAddr(a) if ty == NA => lladdr = Some(a.0),
+                    _ => {}
+                }
             }
-            o += ol;
+            Some((src, target, lladdr))
+        })();
+        let Some((src, target, lladdr)) = parsed else {
+            cx.count(C::Malformed, 1);
+            return None;
+        };
+        let (who, create) = if ty == NS { (src, self.ifaces[k].owns6(target)) } else { (target, false) };
+        if let Some(mac) = lladdr {
+            let usable = !who.is_unspecified() && mac[0] & 1 == 0;
+            let on_link = is_link_local(who) || self.ifaces[k].on_subnet6(who);
+            if usable && on_link && (create || self.ifaces[k].neigh.knows(IpAddr::V6(who))) {
+                self.learned(cx, k, IpAddr::V6(who), mac);
+            }
         }
-        let (who, create) = if ty == 135 { (src, self.ifaces[k].owns6(target)) } else { (target, false) };
-        let Some(mac) = lladdr else { return };
-        if who.is_unspecified() || mac[0] & 1 != 0 || !(is_link_local(who) || self.ifaces[k].on_subnet6(who)) {
-            return;
-        }
-        if create || self.ifaces[k].neigh.knows(IpAddr::V6(who)) {
-            self.learned(cx, k, IpAddr::V6(who), mac);
-        }
+        Some(target)
     }
 
     /// Ask for neighbour `ip` on interface `k`: an ARP request or a neighbour solicitation.
@@ -922,7 +948,7 @@ impl Router {
         // overlap; a slot read one packet at a time waits for the cache each time).
         for i in 0..n {
             if let Some(d) = pkts.data(i).get(ETH + 16..ETH + 20) {
-                self.fib4.prefetch_root4(u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
+                self.fib.v4.prefetch_root4(u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
             }
         }
         // A burst mostly comes from one port: its interface looked up once (its MAC).
@@ -943,7 +969,7 @@ impl Router {
                     // A root slot that is a leaf (prefetched above) is forwarded now;
                     // one that leads to a ply waits for the ply's line (prefetched
                     // here) in the second pass.
-                    let e = self.fib4.root4(dst);
+                    let e = self.fib.v4.root4(dst);
                     if Lpm::is_leaf(e) {
                         self.forward(pkts, next, i, e, dst, len, now)
                     } else {
@@ -968,7 +994,7 @@ impl Router {
         for j in 0..nf {
             let i = usize::from(w.idx4[j]);
             let dst = w.a4[j];
-            let leaf = self.fib4.leaf4(dst, w.leaf[j]);
+            let leaf = self.fib.v4.leaf4(dst, w.leaf[j]);
             if self.forward(pkts, next, i, leaf, dst, w.len4[j], now) {
                 forwarded += 1;
             } else {
@@ -1170,14 +1196,19 @@ impl Icmp {
 
 /// May an ICMP error answer this frame? Never about an ICMP error, a fragment
 /// other than the first, or a packet sent to a group (RFC 1812 4.3.2.7, RFC 4443 2.4).
+/// An IPv6 packet's extension headers are walked to find whether it is an ICMPv6
+/// error; a chain that cannot be walked gets no answer either.
 fn error_allowed(d: &[u8], v6: bool) -> bool {
     if v6 {
-        return match icmp6_of(d) {
-            Some((ty, _)) => ty >= 128,
-            None => true,
+        let Some(ip) = d.get(ETH..) else { return false };
+        return match ipv6::transport_at_hand(ip) {
+            Ok(t) if t.later_fragment => false,
+            Ok(t) if t.protocol == IpProtocol::ICMPV6 => ip.get(t.offset).is_some_and(|&ty| ty >= 128),
+            Ok(_) => true,
+            Err(_) => false,
         };
     }
-    let ip = &d[ETH..];
+    let Some(ip) = d.get(ETH..ETH + 20) else { return false };
     let hl = usize::from(ip[0] & 0x0f) * 4;
     let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
     if frag_off != 0 {
@@ -1196,15 +1227,6 @@ fn icmp6_of(d: &[u8]) -> Option<(u8, usize)> {
     (d.get(ETH + 6) == Some(&58)).then_some(())?;
     d.get(at + 3)?;
     Some((d[at], at))
-}
-
-fn icmp6_checksum_ok(d: &[u8], r: std::ops::Range<usize>, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
-    if r.end > d.len() {
-        return false;
-    }
-    let sum = checksum::pseudo_header_v6(src, dst, ironpath_wire::IpProtocol::ICMPV6, r.len() as u32)
-        + checksum::sum(&d[r]);
-    checksum::fold(sum) == 0xffff
 }
 
 fn ipv6_header(ip: &mut [u8], plen: u16, hop: u8, src: &Ipv6Addr, dst: &Ipv6Addr) {
@@ -1257,6 +1279,9 @@ fn rewrite(d: &mut [u8], decrement: bool, macs: Option<([u8; 6], [u8; 6])>) {
     }
 }
 
+/// ICMPv6 neighbour solicitation and advertisement (RFC 4861).
+const NS: u8 = 135;
+const NA: u8 = 136;
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 const ALL_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 2);
 
@@ -1276,6 +1301,23 @@ fn link_local(mac: [u8; 6]) -> Ipv6Addr {
 /// Never a source: "this network" (0/8), loopback, multicast, class E and broadcast,
 /// link-local.
 #[inline(always)]
+/// The bitmap of [`Router::martian16`]: one bit per /16, set where [`martian4_src`]
+/// holds (whole /8s and one /16, set as ranges); made once, shared by every router.
+fn martian16() -> &'static [u64; 1 << 10] {
+    static MAP: std::sync::OnceLock<Box<[u64; 1 << 10]>> = std::sync::OnceLock::new();
+    MAP.get_or_init(martian16_map)
+}
+
+fn martian16_map() -> Box<[u64; 1 << 10]> {
+    let mut m = Box::new([0u64; 1 << 10]);
+    let mut set = |from: u32, to: u32| (from..to).for_each(|x| m[(x >> 6) as usize] |= 1 << (x & 63));
+    set(0, 1 << 8); // 0/8
+    set(127 << 8, 128 << 8); // 127/8
+    set(224 << 8, 1 << 16); // 224/3: multicast and reserved
+    set(0xa9fe, 0xa9ff); // 169.254/16
+    m
+}
+
 fn martian4_src(a: u32) -> bool {
     let o = a >> 24;
     o == 0 || o == 127 || o >= 224 || a >> 16 == 0xa9fe

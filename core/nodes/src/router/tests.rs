@@ -547,3 +547,100 @@ fn fast_path_matches_every_check(more: &[String]) {
     drop((fast, slow));
     assert_eq!(pool.stats().in_use, 0);
 }
+
+/// Whether the ICMPv6 message at `r` of frame `f` carries a valid checksum.
+fn icmp6_checksum_ok(f: &[u8], r: std::ops::Range<usize>, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
+    Icmpv6Packet::new_unchecked(&f[r]).verify_checksum(src, dst)
+}
+
+/// A neighbour solicitation from a for `target`, to `dst`, on p0.
+fn ns_from_a(target: Ipv6Addr, dst: Ipv6Addr, dst_mac: [u8; 6]) -> Vec<u8> {
+    let ns = Icmpv6Repr::NeighborSolicit { target_addr: target, lladdr: Some(ironpath_wire::ethernet::EthernetAddress(A_MAC)) };
+    eth(dst_mac, A_MAC, 0x86dd, &ipv6(A6, dst, 58, 255, &icmp6(ns, A6, dst, &[])))
+}
+
+#[test]
+fn short_and_cut_neighbour_messages_are_counted_and_routing_goes_on() {
+    let pool = pool(64);
+    let mut r = router(&pool, 10);
+    let st = stats(&r);
+    resolve_both(&mut r, &st, &pool);
+    let all_nodes: Ipv6Addr = "ff02::1".parse().unwrap();
+    let mut bad = Vec::new();
+    // The 58-byte solicitation: an ICMPv6 body of 4 bytes, to all nodes and to us.
+    for (dst, mac) in [(all_nodes, [0x33, 0x33, 0, 0, 0, 1]), (R0_6, R0)] {
+        for ty in [135u8, 136] {
+            let f = eth(mac, A_MAC, 0x86dd, &ipv6(A6, dst, 58, 255, &[ty, 0, 0, 0]));
+            assert_eq!(f.len(), 58);
+            bad.push(f);
+        }
+    }
+    // Every cut of a valid solicitation and advertisement (payload length kept: the
+    // frame is shorter than its header says), and with the payload length cut too.
+    let group: Ipv6Addr = "ff02::1:ff00:1".parse().unwrap();
+    let whole = [ns_from_a(R0_6, group, [0x33, 0x33, 0xff, 0, 0, 1]), na(A_MAC, A6, R0, R0_6)];
+    for f in &whole {
+        for len in 54..f.len() {
+            bad.push(f[..len].to_vec());
+            let mut g = f[..len].to_vec();
+            g[18..20].copy_from_slice(&((len - 54) as u16).to_be_bytes());
+            bad.push(g);
+        }
+    }
+    // Options that run past the end, and a zero-length option.
+    for (at, v) in [(79, 3u8), (79, 0)] {
+        let mut f = whole[0].clone();
+        f[at] = v;
+        bad.push(f);
+    }
+    let n = bad.len() as u64;
+    for f in &bad {
+        let out = run(&mut r, &st, &pool, 0, std::slice::from_ref(f), 1);
+        let answered = out.iter().any(|(e, _)| *e != 2);
+        assert!(!answered, "a bad ND message of {} bytes answered: {:02x?} -> {out:02x?}", f.len(), f);
+    }
+    // Each is counted: malformed, or (an empty ICMPv6 message to us) given to `local`.
+    assert_eq!(counter(&st, "malformed") + counter(&st, "local"), n, "{}", dump(&st));
+    // The router still answers and forwards, both families.
+    let out = run(&mut r, &st, &pool, 0, &whole[..1], 2);
+    assert_eq!((out.len(), out[0].1[54]), (1, 136), "a valid solicitation is answered");
+    let (p4, p6) = (udp4(A_MAC, R0, A4, B4, 64), udp6(A_MAC, R0, A6, B6, 64, 8));
+    let out = run(&mut r, &st, &pool, 0, &[p4.clone(), p6.clone()], 3);
+    assert_eq!(out, [(1, forwarded(&p4, B_MAC, R1)), (1, forwarded(&p6, B_MAC, R1))]);
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+#[test]
+fn icmpv6_errors_behind_extension_headers_get_no_error_back() {
+    let pool = pool(64);
+    let mut r = router(&pool, 100);
+    let st = stats(&r);
+    resolve_both(&mut r, &st, &pool);
+    let far: Ipv6Addr = "fd00:9::1".parse().unwrap(); // no route
+    // An ICMPv6 destination-unreachable behind a destination-options header, an
+    // echo request behind the same header, and a later fragment.
+    let with_opts = |body: &[u8]| {
+        let mut p = vec![58, 0, 1, 4, 0, 0, 0, 0];
+        p.extend_from_slice(body);
+        eth(R0, A_MAC, 0x86dd, &ipv6(A6, far, 60, 64, &p))
+    };
+    let error = with_opts(&[1, 0, 0, 0, 0, 0, 0, 0]);
+    let echo = with_opts(&[128, 0, 0, 0, 0, 1, 0, 1]);
+    let mut later = vec![17, 0, 0, 0x10, 0, 0, 0, 1];
+    later.extend_from_slice(&[0; 16]);
+    let later = eth(R0, A_MAC, 0x86dd, &ipv6(A6, far, 44, 64, &later));
+    let out = run(&mut r, &st, &pool, 0, &[error, echo, later], 1);
+    assert_eq!(out.len(), 1, "only the echo request gets an unreachable: {}", dump(&st));
+    assert_eq!(out[0].1[54], 1);
+    assert_eq!(counter(&st, "no_route"), 3);
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+#[test]
+fn the_martian_bitmap_is_the_predicate() {
+    let m = martian16_map();
+    assert_eq!(&*m, martian16());
+    for x in 0..1u32 << 16 {
+        assert_eq!(m[(x >> 6) as usize] >> (x & 63) & 1 == 1, martian4_src(x << 16), "/16 {x:#06x}");
+    }
+}
