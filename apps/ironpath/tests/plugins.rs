@@ -1,13 +1,14 @@
 //! Plugins as their authors meet them: `-d` adds to the default plugins, every kind
 //! of refused plugin is one line with its reason and a `--vdev` of its driver says
 //! it was refused, a newer-ABI plugin is refused unless it names a minor this host
-//! meets, and a driver that panics is fenced off with one message.
+//! meets, a driver that panics is fenced off with one message, and a binary with
+//! file capabilities (secure-execution mode) ignores `-d` and `$IRONPATH_PMD_PATH`.
 
 use std::path::{Path, PathBuf};
 
 mod common;
 
-use common::{testpmd, BIN};
+use common::{is_root, skip, testpmd, BIN};
 
 /// The directory of the built plugins (next to the test's `ironpath`).
 fn build_dir() -> PathBuf {
@@ -132,6 +133,84 @@ fn every_refused_plugin_is_one_line_and_its_vdev_says_so() {
             "{name}/{env}: {err}"
         );
         assert!(!err.contains("no plugin found"), "{err}");
+    }
+}
+
+/// `ironpath plugins -d d_dir` run by `exe` as uid/gid 65534 with
+/// `$IRONPATH_PMD_PATH` = `env_dir`: (status, stdout, stderr).
+fn plugins_as_nobody(exe: &Path, d_dir: &Path, env_dir: &Path) -> std::io::Result<(bool, String, String)> {
+    use std::os::unix::process::CommandExt;
+    let o = std::process::Command::new(exe)
+        .arg("plugins")
+        .arg("-d")
+        .arg(d_dir)
+        .env("IRONPATH_PMD_PATH", env_dir)
+        .uid(65534)
+        .gid(65534)
+        .output()?;
+    Ok((
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    ))
+}
+
+#[test]
+fn a_file_capability_binary_ignores_d_and_the_env_path_root() {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() {
+        skip("needs root (setcap, and running as another uid)");
+        return;
+    }
+    if !common::have("setcap") {
+        skip("needs setcap (apt-get install libcap2-bin)");
+        return;
+    }
+    // Everything readable by uid 65534: a copy of the binary alone in its
+    // directory (no plugin next to it), one plugin directory for -d and one for
+    // the environment.
+    let top = TmpDir::new("secure");
+    let mode = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(&top.0, 0o755);
+    let (bin, d_dir, env_dir) = (top.0.join("bin"), top.0.join("d"), top.0.join("env"));
+    for d in [&bin, &d_dir, &env_dir] {
+        std::fs::create_dir(d).unwrap();
+        mode(d, 0o755);
+    }
+    let exe = bin.join("ironpath");
+    std::fs::copy(BIN, &exe).unwrap();
+    std::fs::copy(plugin("ironpath_pmd_ring"), d_dir.join("libironpath_pmd_ring.so")).unwrap();
+    std::fs::copy(plugin("ironpath_pmd_null"), env_dir.join("libironpath_pmd_null.so")).unwrap();
+
+    // Without capabilities both are searched and loaded.
+    let (ok, out, err) = plugins_as_nobody(&exe, &d_dir, &env_dir).unwrap();
+    assert!(ok, "{out}{err}");
+    assert!(lines_with(&out, "loaded ").iter().any(|l| l.contains("(net_ring)")), "{out}");
+    assert!(lines_with(&out, "loaded ").iter().any(|l| l.contains("(net_null)")), "{out}");
+
+    let set = std::process::Command::new("setcap").args(["cap_net_raw+ep"]).arg(&exe).output().unwrap();
+    if !set.status.success() {
+        skip(&format!("setcap cap_net_raw+ep failed here: {}", String::from_utf8_lossy(&set.stderr).trim()));
+        return;
+    }
+    let (ok, out, err) = match plugins_as_nobody(&exe, &d_dir, &env_dir) {
+        Ok(r) => r,
+        Err(e) => {
+            skip(&format!("a binary with file capabilities cannot run here: {e}"));
+            return;
+        }
+    };
+    assert!(!ok, "no plugin at all: {out}{err}");
+    assert!(!out.contains("loaded "), "{out}");
+    assert!(!out.contains(&d_dir.display().to_string()) && !out.contains(&env_dir.display().to_string()), "{out}");
+    // One warning line for each path ignored, naming it and where it came from.
+    for (dir, origin) in [(&d_dir, "(-d)"), (&env_dir, "($IRONPATH_PMD_PATH)")] {
+        let lines = lines_with(&err, "ignored: the process is set-uid, set-gid or has file capabilities");
+        assert_eq!(
+            lines.iter().filter(|l| l.contains(&format!("plugin path {} {origin} ignored", dir.display()))).count(),
+            1,
+            "{err}"
+        );
     }
 }
 

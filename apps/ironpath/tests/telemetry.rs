@@ -238,3 +238,325 @@ fn dpdk_telemetry_and_promtool_read_testpmd() {
         assert_eq!(sample(&metrics, &format!("ironpath_port_rx_packets_total{{port=\"net_null{i}\"}}")), rx[i]);
     }
 }
+
+/// `ironpath testpmd` (one null port, interactive) with its runtime directory
+/// under `rundir` (`$RUNTIME_DIRECTORY`) and `extra` EAL arguments; stopped with
+/// `quit`.
+struct Testpmd {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    all: String,
+}
+
+impl Testpmd {
+    fn start(rundir: &Path, prefix: &str, extra: &[&str]) -> Testpmd {
+        let mut child = Command::new(BIN)
+            .args(["testpmd", "-l", "0", "--no-huge", "--vdev", "net_null0,size=64", "--file-prefix", prefix])
+            .args(extra)
+            .args(["--", "-i"])
+            .env("RUNTIME_DIRECTORY", rundir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let lines = spawn_lines(child.stdout.take().unwrap());
+        let mut err = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut s);
+            s
+        });
+        Testpmd { child, stdin, lines, stderr: Some(stderr), all: String::new() }
+    }
+
+    /// Waits (20 s at most) for a stdout line starting with `start`.
+    fn wait_for(&mut self, start: &str) {
+        wait_line(&self.lines, &mut self.all, |l| l.starts_with(start));
+    }
+
+    /// Quits; (exit status success, stderr).
+    fn quit(mut self) -> (bool, String) {
+        if let Some(mut i) = self.stdin.take() {
+            let _ = writeln!(i, "quit");
+        }
+        let end = Instant::now() + Duration::from_secs(20);
+        while self.child.try_wait().unwrap().is_none() {
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                panic!("testpmd did not quit:\n{}", self.all);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ok = self.child.wait().unwrap().success();
+        (ok, self.stderr.take().unwrap().join().unwrap())
+    }
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        // A failed assertion leaves no process behind.
+        let _ = self.child.kill();
+    }
+}
+
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).mode() & 0o7777
+}
+
+/// A root-owned 0755 directory standing for `RUNDIR`, removed on drop.
+fn rundir(tag: &str) -> common::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = common::TempDir::new(&format!("rundir-{tag}"));
+    std::fs::set_permissions(&d.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+#[test]
+fn a_runtime_directory_another_user_could_touch_is_refused_root() {
+    use std::os::unix::fs::PermissionsExt;
+    if !common::is_root() {
+        common::skip("needs root (chown)");
+        return;
+    }
+    let prefix = format!("ironpath-test-refuse-{}", std::process::id());
+    // (what is planted at RUNDIR/dpdk/PREFIX, the refusal's reason)
+    let cases: [(&str, &str); 4] = [
+        ("other-owner", "refused: owned by uid 65534, expected uid 0"),
+        ("group-writable", "refused: writable by group or others (mode 0770)"),
+        ("symlink", "refused: it is a symbolic link"),
+        ("dpdk-other-owner", "refused: owned by uid 65534, expected uid 0"),
+    ];
+    for (case, why) in cases {
+        let base = rundir(case);
+        let (dpdk, dir) = (base.0.join("dpdk"), base.0.join("dpdk").join(&prefix));
+        std::fs::create_dir(&dpdk).unwrap();
+        std::fs::set_permissions(&dpdk, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let refused = match case {
+            "other-owner" => {
+                std::fs::create_dir(&dir).unwrap();
+                std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+                dir.clone()
+            }
+            "group-writable" => {
+                std::fs::create_dir(&dir).unwrap();
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+                dir.clone()
+            }
+            "symlink" => {
+                let elsewhere = base.0.join("elsewhere");
+                std::fs::create_dir(&elsewhere).unwrap();
+                std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+                dir.clone()
+            }
+            _ => {
+                std::os::unix::fs::chown(&dpdk, Some(65534), Some(65534)).unwrap();
+                dpdk.clone()
+            }
+        };
+        // The endpoints start before the shell reads its first command.
+        let (ok, err) = Testpmd::start(&base.0, &prefix, &[]).quit();
+        // Refused with the path and the reason; the process runs on without it.
+        assert!(ok, "{case}: {err}");
+        let line = format!("telemetry: runtime directory {}: {why}", refused.display());
+        assert!(err.contains(&line) && err.contains("running without a telemetry socket"), "{case}: {line}\n{err}");
+        let sockets = |d: &Path| std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
+        assert_eq!(sockets(&dir) + sockets(&base.0.join("elsewhere")), 0, "{case}: nothing was made in it");
+    }
+}
+
+/// A Python client of the socket at `path` run by `as_user` (a prefix such as
+/// `setpriv ...`, or nothing): prints `EACCES` if it cannot connect, `closed` if
+/// the server closes without a word, else the replies to `cmds`, one a line.
+fn socket_client(as_user: &[&str], python: &str, path: &Path, cmds: &[&str]) -> String {
+    const CLIENT: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+except PermissionError:
+    print("EACCES")
+    sys.exit(0)
+if not s.recv(65536):
+    print("closed")
+    sys.exit(0)
+for c in sys.argv[2:]:
+    s.send(c.encode())
+    print(s.recv(65536).decode())
+"#;
+    let mut argv: Vec<&str> = as_user.to_vec();
+    argv.extend([python, "-c", CLIENT]);
+    let path = path.to_str().unwrap();
+    argv.push(path);
+    argv.extend(cmds);
+    let o = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
+    assert!(o.status.success(), "{argv:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_socket_is_0600_in_a_0700_directory_and_serves_our_user_and_root_only_root() {
+    if !common::is_root() {
+        common::skip("needs root (running a client as another uid)");
+        return;
+    }
+    if !tools_ready(&["setpriv"]) {
+        return;
+    }
+    // The system's interpreter: uid 65534 can run it (a per-user install under
+    // /root it could not).
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        common::skip("needs /usr/bin/python3 (apt-get install python3)");
+        return;
+    }
+    let base = rundir("peer");
+    let prefix = format!("ironpath-test-peer-{}", std::process::id());
+    let mut tp = Testpmd::start(&base.0, &prefix, &[]);
+    tp.wait_for("telemetry: ");
+    let dir = base.0.join("dpdk").join(&prefix);
+    let sock = dir.join("dpdk_telemetry.v2");
+    assert!(tp.all.contains(&format!("telemetry: {} ", sock.display())), "{}", tp.all);
+    assert_eq!(mode_of(&sock), 0o600);
+    assert_eq!(mode_of(&dir), 0o700);
+    assert_eq!(mode_of(&base.0.join("dpdk")), 0o700);
+
+    let root = socket_client(&[], python, &sock, &["/ethdev/list"]);
+    assert_eq!(root.trim(), r#"{"/ethdev/list":[0]}"#);
+    // Another user: the directory keeps it out; given the right to pass
+    // (CAP_DAC_OVERRIDE), the server itself closes it unanswered.
+    let nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    assert_eq!(socket_client(&nobody, python, &sock, &["/ethdev/list"]).trim(), "EACCES");
+    let mut passing = nobody.to_vec();
+    passing.extend(["--inh-caps=+dac_override", "--ambient-caps=+dac_override"]);
+    assert_eq!(socket_client(&passing, python, &sock, &["/ethdev/list"]).trim(), "closed");
+    assert_eq!(socket_client(&passing, python, &sock, &["/ethdev/list"]).trim(), "closed");
+
+    let counts = socket_client(&[], python, &sock, &["/ironpath/telemetry"]);
+    let v: Value = serde_json::from_str(counts.trim()).unwrap();
+    let socket = &v["/ironpath/telemetry"]["socket"];
+    assert_eq!(socket["refused"]["peer_uid"], 2, "{v}");
+    assert_eq!(socket["clients"], 2, "root's two: {v}");
+    let (ok, err) = tp.quit();
+    assert!(ok, "{err}");
+    // Said once, with who it was.
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("telemetry: closed a client of uid 65534")).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(!sock.exists());
+}
+
+/// One `GET /metrics` with `timeout` for the whole exchange: the reply, or why not.
+fn scrape_within(addr: &str, timeout: Duration) -> Result<String, String> {
+    use std::io::Read;
+    let end = Instant::now() + timeout;
+    let mut s = std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), timeout).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(timeout)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: ironpath\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16384];
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("no whole reply within {timeout:?}"));
+        }
+        s.set_read_timeout(Some(left)).unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) => return Err(format!("{e} after {} bytes", out.len())),
+        }
+    }
+    String::from_utf8(out).map_err(|e| e.to_string())
+}
+
+/// A client that holds connections to `addr` until `stop`: it sends `each` (empty:
+/// nothing) every `gap`, and connects again whenever the server closes it.
+fn pest(addr: String, each: &'static [u8], gap: Duration, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut s) = std::net::TcpStream::connect(&addr) else { return };
+        while !stop.load(Ordering::Relaxed) {
+            if !each.is_empty() && s.write_all(each).is_err() {
+                break;
+            }
+            std::thread::sleep(gap);
+            // Closed by the server (a 408 and FIN, or a reset): start again.
+            s.set_nonblocking(true).unwrap();
+            let mut b = [0u8; 64];
+            match std::io::Read::read(&mut s, &mut b) {
+                Ok(_) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => break,
+            }
+            s.set_nonblocking(false).unwrap();
+        }
+    }
+}
+
+#[test]
+fn scrapes_are_served_while_other_clients_trickle_stay_silent_or_flood() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let base = rundir("metrics");
+    let prefix = format!("ironpath-test-metrics-{}", std::process::id());
+    let mut tp = Testpmd::start(&base.0, &prefix, &["--no-telemetry", "--metrics", &maddr]);
+    tp.wait_for("metrics: ");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut pests = Vec::new();
+    // One byte every 1.5 s, and one that sends nothing at all.
+    for (each, gap) in [(&b"G"[..], Duration::from_millis(1500)), (&b""[..], Duration::from_millis(200))] {
+        let (a, st) = (maddr.clone(), stop.clone());
+        pests.push(std::thread::spawn(move || pest(a, each, gap, st)));
+    }
+    // 1 MiB without a newline: cut at the head's bound, the connection closed.
+    let a = maddr.clone();
+    let flood = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(&a).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let sent = s.write_all(&vec![b'a'; 1 << 20]);
+        let mut r = Vec::new();
+        let read = std::io::Read::read_to_end(&mut s, &mut r);
+        (sent.is_err() || read.is_err() || String::from_utf8_lossy(&r).starts_with("HTTP/1.1 431 "), r.len())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // Five scrapes in a row, each whole within 2.5 s: less than a head's deadline,
+    // so none waited for a pest to be cut off.
+    for i in 0..5 {
+        let r = scrape_within(&maddr, Duration::from_millis(2500)).unwrap_or_else(|e| panic!("scrape {i}: {e}"));
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "scrape {i}: {r}");
+        assert!(r.contains("\nironpath_port_rx_packets_total{port=\"net_null0\"} "), "scrape {i}: {r}");
+    }
+    let (cut, got) = flood.join().unwrap();
+    assert!(cut, "the flood was answered {got} bytes that are no 431");
+    // The pests are cut at their deadline (the head whole within 3 s of the
+    // connection, however often a byte comes): both counted within 10 s.
+    let end = Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let m = scrape_within(&maddr, Duration::from_millis(2500)).unwrap();
+        let deadline = sample(&m, "ironpath_telemetry_refused_total{endpoint=\"metrics\",reason=\"deadline\"}");
+        if deadline >= 2 || Instant::now() > end {
+            break m;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    stop.store(true, Ordering::Relaxed);
+    assert!(
+        sample(&metrics, "ironpath_telemetry_refused_total{endpoint=\"metrics\",reason=\"deadline\"}") >= 2,
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "ironpath_telemetry_refused_total{endpoint=\"metrics\",reason=\"too_large\"}"), 1);
+    assert_eq!(sample(&metrics, "ironpath_telemetry_refused_total{endpoint=\"metrics\",reason=\"limit\"}"), 0);
+    assert!(sample(&metrics, "ironpath_telemetry_clients_total{endpoint=\"metrics\"}") >= 9, "{metrics}");
+    for p in pests {
+        p.join().unwrap();
+    }
+    let (ok, err) = tp.quit();
+    assert!(ok, "{err}");
+}

@@ -17,6 +17,12 @@
 //!    least the ABI 1.0 size (later minors append fields; an older entry's missing
 //!    fields read as zero: no PCI ids);
 //! 5. it has a driver name and a probe function.
+//!
+//! A process in secure-execution mode (set-uid, set-gid or given capabilities by
+//! its file: the kernel's `AT_SECURE`) loads only the plugins next to its
+//! executable: `-d` and `$IRONPATH_PMD_PATH` come from whoever started it, who may
+//! have fewer privileges than it has, and are ignored with a warning, as the
+//! dynamic loader ignores `LD_LIBRARY_PATH` then ([`origin_honoured`]).
 
 use ironpath_abi as abi;
 use std::ffi::CStr;
@@ -469,6 +475,23 @@ pub fn exe_dirs() -> Vec<PathBuf> {
     v
 }
 
+/// Whether the process runs in secure-execution mode: it is set-uid or set-gid,
+/// or its file gave it capabilities (the kernel's `AT_SECURE`, which the dynamic
+/// loader also obeys).
+pub fn secure_execution() -> bool {
+    // SAFETY: `getauxval` only reads the auxiliary vector the kernel handed the
+    // process at exec; any type may be asked for (0 when absent).
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+/// Whether plugins found through `origin` are loaded, `secure` saying whether the
+/// process runs in secure-execution mode ([`secure_execution`]): then only those
+/// next to the executable are, as what the invoker names (`-d`, the environment)
+/// must not run with privileges the invoker lacks.
+pub fn origin_honoured(origin: &Origin, secure: bool) -> bool {
+    !secure || *origin == Origin::Exe
+}
+
 /// Where a plugin search looked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -532,7 +555,22 @@ impl Registry {
     /// Load a file, or every plugin file in a directory, found through `origin`; a
     /// default (`Env`, `Exe`) plugin whose driver is loaded already is skipped, an
     /// explicit (`Arg`) one refused. Returns the refusals.
+    ///
+    /// In secure-execution mode, a path from `-d` or `$IRONPATH_PMD_PATH` is not
+    /// searched ([`origin_honoured`]): one warning line says so.
     pub fn search(&mut self, path: &Path, origin: Origin) -> Vec<LoadError> {
+        self.search_as(path, origin, secure_execution())
+    }
+
+    fn search_as(&mut self, path: &Path, origin: Origin, secure: bool) -> Vec<LoadError> {
+        if !origin_honoured(&origin, secure) {
+            log::warn!(
+                "plugin path {} ({origin}) ignored: the process is set-uid, set-gid or has file capabilities \
+                 (AT_SECURE); only the plugins next to the executable are loaded",
+                path.display()
+            );
+            return Vec::new();
+        }
         self.searched.push((path.to_path_buf(), origin.clone()));
         let files = if path.is_dir() {
             match plugin_files(path) {
@@ -663,6 +701,29 @@ mod tests {
         e.entry_size = 40;
         let err = check_sizes(Path::new("p.so"), &e).unwrap_err().to_string();
         assert_eq!(err, "plugin p.so: refused: size of PmdEntry is 40 bytes, this host expects 48");
+    }
+
+    #[test]
+    fn secure_execution_searches_only_next_to_the_executable() {
+        for origin in [Origin::Arg, Origin::Env, Origin::Exe] {
+            assert!(origin_honoured(&origin, false), "{origin}");
+        }
+        assert!(!origin_honoured(&Origin::Arg, true));
+        assert!(!origin_honoured(&Origin::Env, true));
+        assert!(origin_honoured(&Origin::Exe, true));
+        // Searched, a path that does not exist is an error; ignored, it is not
+        // even looked at.
+        let missing = Path::new("/nonexistent/plugins");
+        let mut r = Registry::default();
+        for origin in [Origin::Arg, Origin::Env] {
+            assert!(r.search_as(missing, origin, true).is_empty());
+        }
+        assert!(r.searched().is_empty() && r.found().is_empty());
+        assert_eq!(r.search_as(missing, Origin::Exe, true).len(), 1);
+        assert_eq!(r.search_as(missing, Origin::Env, false).len(), 1);
+        assert_eq!(r.searched().len(), 2);
+        // Tests do not run set-uid.
+        assert!(!secure_execution());
     }
 
     #[test]

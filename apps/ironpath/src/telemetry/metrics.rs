@@ -1,7 +1,9 @@
 //! The figures as Prometheus text (format 0.0.4) or OpenMetrics 1.0 text: one
 //! family per figure, `ironpath_` names with their unit and `_total` for
-//! counters, HELP and TYPE lines, labels `port`, `pool`, `node`, `lcore`, `name`.
+//! counters, HELP and TYPE lines, labels `port`, `pool`, `node`, `lcore`, `name`,
+//! and `endpoint`, `reason` for the telemetry endpoints' own counters.
 
+use super::counters::{Counts, Event};
 use super::Figures;
 use std::fmt::Write;
 
@@ -24,8 +26,9 @@ fn family(name: &'static str, counter: bool, help: &'static str) -> Family {
     Family { name, counter, help, samples: Vec::new() }
 }
 
-/// Renders `f` (OpenMetrics if `openmetrics`, else Prometheus text 0.0.4).
-pub fn render(f: &Figures, openmetrics: bool) -> String {
+/// Renders `f` and the endpoints' counters `counts` (OpenMetrics if `openmetrics`,
+/// else Prometheus text 0.0.4).
+pub fn render(f: &Figures, counts: &Counts, openmetrics: bool) -> String {
     let mut fams = Vec::new();
     let port = |l: &str| vec![("port", l.to_string())];
     macro_rules! port_counter {
@@ -100,6 +103,22 @@ pub fn render(f: &Figures, openmetrics: bool) -> String {
         fams.extend([calls, pkts, drops, cpp, failed, own, gauge, open]);
     }
 
+    let mut clients = family("ironpath_telemetry_clients", true, "Clients a telemetry endpoint accepted.");
+    let mut refused = family(
+        "ironpath_telemetry_refused",
+        true,
+        "Clients or requests a telemetry endpoint refused, by the bound that bit.",
+    );
+    for e in Event::ALL {
+        match e.label() {
+            (ep, None) => clients.samples.push((vec![("endpoint", ep.to_string())], counts.get(e) as f64)),
+            (ep, Some(why)) => refused
+                .samples
+                .push((vec![("endpoint", ep.to_string()), ("reason", why.to_string())], counts.get(e) as f64)),
+        }
+    }
+    fams.extend([clients, refused]);
+
     let mut out = String::new();
     for fam in fams.iter().filter(|f| !f.samples.is_empty()) {
         let sample_name = if fam.counter { format!("{}_total", fam.name) } else { fam.name.to_string() };
@@ -135,8 +154,15 @@ mod tests {
     fn labels_are_escaped_and_families_typed() {
         assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
         let f = Figures { app: "test", params: vec![], ports: vec![], pools: vec![], graph: None };
-        assert_eq!(render(&f, false), "");
-        assert_eq!(render(&f, true), "# EOF\n");
+        let text = render(&f, &Counts::default(), false);
+        assert!(text.starts_with("# HELP ironpath_telemetry_clients_total "), "{text}");
+        assert!(text.contains("\n# TYPE ironpath_telemetry_refused_total counter\n"), "{text}");
+        assert!(
+            text.contains("\nironpath_telemetry_refused_total{endpoint=\"metrics\",reason=\"evicted\"} 0\n"),
+            "{text}"
+        );
+        let om = render(&f, &Counts::default(), true);
+        assert!(om.contains("\n# TYPE ironpath_telemetry_refused counter\n") && om.ends_with("\n# EOF\n"), "{om}");
         assert_eq!(fmt_value(3.0), "3");
         assert_eq!(fmt_value(2.5), "2.5");
     }

@@ -4,15 +4,22 @@
 //! * a Unix socket speaking DPDK's telemetry v2 protocol at DPDK's path for the
 //!   file prefix ([`server`]), so `dpdk-telemetry.py -f PREFIX` connects
 //!   unchanged; it answers DPDK's `/ethdev/*`, `/mempool/*`, `/eal/params`, `/info`
-//!   and `/help`, and ironpath's `/ironpath/graph` and `/ironpath/tcp`;
+//!   and `/help`, and ironpath's `/ironpath/graph`, `/ironpath/tcp` and
+//!   `/ironpath/telemetry`; it lives in a runtime directory only our user can
+//!   enter ([`rundir`], where other sockets of the process go too);
 //! * `--metrics ADDR:PORT`: the same figures as a Prometheus / OpenMetrics text
-//!   endpoint ([`metrics`]).
+//!   endpoint ([`http`], rendered by [`metrics`]), which no client can hold up
+//!   for the others.
 //!
 //! Both read counters the data plane keeps anyway: nothing is pushed from the fast
 //! path. A request is answered by the thread that owns the ports (they are not
-//! shared between threads): it collects [`Figures`] and renders them.
+//! shared between threads): it collects [`Figures`] and renders them. Every bound
+//! a client can hit is counted ([`counters`]).
 
+pub mod counters;
+pub mod http;
 pub mod metrics;
+pub mod rundir;
 pub mod server;
 
 use ironpath_eal::abi::{Link, Stats};
@@ -131,6 +138,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "/ironpath/tcp",
         "Returns every tcp node's connections by state and its counters. Takes no parameters",
+    ),
+    (
+        "/ironpath/telemetry",
+        "Returns the telemetry endpoints' clients and what they refused, by reason. Takes no parameters",
     ),
 ];
 
