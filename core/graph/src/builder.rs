@@ -242,7 +242,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
                 node: p.decl.node,
                 stats: stats[i].clone(),
                 trace_left: traces[i].clone(),
-                failed: false,
+                guard: Default::default(),
             });
         }
         let ls = Arc::new(LcoreStats::default());

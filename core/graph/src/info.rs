@@ -214,9 +214,21 @@ impl GraphInfo {
             if ff != 0 {
                 let _ = writeln!(s, "    {:<32} {:>16} packets dropped", "frame_full", ff);
             }
-            if let Some(why) = n.stats.failure.get() {
-                let fd = n.stats.failed_drops.get();
-                let _ = writeln!(s, "    {:<32} {:>16} packets dropped: FAILED ({why})", "failed", fd);
+            let (panics, pd, fd) = (n.stats.panics.get(), n.stats.panic_drops.get(), n.stats.fenced_drops.get());
+            if panics != 0 {
+                let why = n.stats.first_panic.get().map_or("", String::as_str);
+                let _ = writeln!(s, "    {:<32} {:>16} calls (first: {why})", "panics", panics);
+                let _ = writeln!(s, "    {:<32} {:>16} packets dropped with a panicking call", "panic_drops", pd);
+            }
+            if fd != 0 || n.stats.fences.get() != 0 {
+                let now = if n.stats.fenced.get() != 0 { ", FENCED now" } else { "" };
+                let _ = writeln!(
+                    s,
+                    "    {:<32} {:>16} packets dropped while fenced ({} fences{now})",
+                    "fenced_drops",
+                    fd,
+                    n.stats.fences.get()
+                );
             }
         }
         s

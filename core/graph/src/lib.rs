@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+pub mod guard;
 mod info;
 mod node;
 mod ring;

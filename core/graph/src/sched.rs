@@ -2,6 +2,7 @@
 //! its input frame holds packets, in topological order, so a packet crosses the
 //! whole lcore-local part of the graph in one walk.
 
+use crate::guard::{self, Guard, Walking};
 use crate::info::{EdgeStats, LcoreStats};
 use crate::node::{Dispatch, Node, NodeCx, DROP};
 use crate::stats::NodeStats;
@@ -29,8 +30,8 @@ pub(crate) struct RtNode {
     pub next_names: Vec<Arc<str>>,
     pub stats: Arc<NodeStats>,
     pub trace_left: Arc<AtomicU32>,
-    /// The node panicked: it is not called again, packets sent to it are dropped.
-    pub failed: bool,
+    /// What its panics did (isolation, fencing, logging).
+    pub guard: Guard,
 }
 
 /// The part of a graph one lcore runs.
@@ -46,6 +47,10 @@ pub struct LcoreGraph {
     inputs: Vec<Box<Burst>>,
     #[allow(clippy::vec_box, reason = "as `inputs`")]
     scratch: Vec<Box<Burst>>,
+    /// A burst given to a node one packet at a time waits here.
+    held: Box<Burst>,
+    /// TSC ticks per second (for the panic guard's times).
+    hz: u64,
     next: Box<[u16; MAX_BURST]>,
     trace: Arc<TraceBuf>,
     stats: Arc<LcoreStats>,
@@ -72,11 +77,14 @@ impl LcoreGraph {
         stats: Arc<LcoreStats>,
     ) -> Self {
         let max_nexts = nodes.iter().map(|n| n.targets.len()).max().unwrap_or(0);
+        guard::install_hook();
         Self {
             lcore,
             cpu,
             inputs: nodes.iter().map(|_| Box::new(Burst::new())).collect(),
             scratch: (0..max_nexts).map(|_| Box::new(Burst::new())).collect(),
+            held: Box::new(Burst::new()),
+            hz: ironpath_eal::tsc::tsc_hz(),
             nodes,
             next: Box::new([DROP; MAX_BURST]),
             trace,
@@ -112,97 +120,136 @@ impl LcoreGraph {
         // clock per node.
         self.walk = self.walk.wrapping_add(1);
         let timed = self.walk & (TIME_EVERY - 1) == 0;
-        let mut t_prev = now;
+        let _walking = Walking::begin();
+        let mut w = Walk { now, timed, t_prev: now, received: 0 };
         let mut work = 0;
-        let mut received = 0;
         for i in 0..self.nodes.len() {
-            let (left, right) = self.inputs.split_at_mut(i + 1);
-            let input = &mut left[i];
+            let n_in = self.inputs[i].len();
             let rt = &mut self.nodes[i];
-            let n_in = input.len();
             if n_in == 0 && !rt.always {
                 continue;
             }
-            let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
-            let pre: Vec<String> =
-                if tracing { (0..n_in).map(|k| trace_record(&*rt.node, input.data(k))).collect() } else { Vec::new() };
-            if rt.failed {
-                rt.stats.failed_drops.add(n_in as u64);
-                input.free_all();
+            if rt.guard.fenced(now, &rt.stats) {
+                rt.stats.fenced_drops.add(n_in as u64);
+                self.inputs[i].free_all();
                 continue;
             }
-            let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
-            let next = &mut self.next;
-            let call = std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.process(&mut cx, input, next)));
-            let d = match call {
-                Ok(d) => d,
-                Err(payload) => {
-                    fail(self.lcore, rt, &*payload);
-                    rt.stats.failed_drops.add(input.len() as u64);
-                    input.free_all();
-                    continue;
-                }
-            };
-            let n_out = input.len();
-            let n = n_in.max(n_out);
-            rt.stats.calls.add(1);
-            if n == 0 {
-                if timed {
-                    let t = rdtsc();
-                    rt.stats.cycles.add(t.wrapping_sub(t_prev));
-                    rt.stats.idle_cycles.add(t.wrapping_sub(t_prev));
-                    t_prev = t;
-                }
-                continue;
-            }
-            if rt.always {
-                received += n_out.saturating_sub(n_in);
-            }
-            rt.stats.busy_calls.add(1);
-            rt.stats.packets.add(n as u64);
-            work += n;
-            if tracing {
-                trace_call(&self.trace, self.lcore, rt, input, pre, n_in, d, &self.next);
-            }
-            match d {
-                Dispatch::All(k) => send(rt, k, input, right, i),
-                Dispatch::Each => {
-                    let nn = rt.targets.len();
-                    let dropped = input.distribute(&self.next[..], &mut self.scratch[..nn]);
-                    rt.stats.drops.add(dropped as u64);
-                    for k in 0..nn {
-                        if !self.scratch[k].is_empty() {
-                            send(rt, k as u16, &mut self.scratch[k], right, i);
-                        }
-                    }
-                }
-                Dispatch::Consumed => {
-                    if !input.is_empty() {
-                        rt.stats.drops.add(input.len() as u64);
-                        input.free_all();
-                    }
-                }
-            }
-            if timed {
-                let t = rdtsc();
-                rt.stats.cycles.add(t.wrapping_sub(t_prev));
-                rt.stats.timed_packets.add(n as u64);
-                t_prev = t;
-            }
+            work += if rt.guard.isolate > 0 && n_in > 1 { self.call_isolated(i, &mut w) } else { self.call(i, &mut w) };
         }
         self.stats.walks.add(1);
         self.prev_busy = work > 0;
         if work > 0 {
             self.stats.busy_walks.add(1);
-            self.stats.received.add(received as u64);
+            self.stats.received.add(w.received as u64);
         }
         if work == 0 {
-            for rt in self.nodes.iter_mut().filter(|rt| !rt.failed) {
+            for rt in self.nodes.iter_mut() {
+                if rt.guard.fenced(now, &rt.stats) {
+                    continue;
+                }
                 let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
-                if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.idle(&mut cx))) {
-                    fail(self.lcore, rt, &*payload);
+                match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.idle(&mut cx))) {
+                    Ok(()) => rt.guard.returned(),
+                    Err(payload) => rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, 0, (now, self.hz)),
                 }
             }
+        }
+        work
+    }
+
+    /// Give node `i` its input frame; dispatch what it sends. Returns the packets it
+    /// handled.
+    #[inline(always)]
+    fn call(&mut self, i: usize, w: &mut Walk) -> usize {
+        let (left, right) = self.inputs.split_at_mut(i + 1);
+        let input = &mut left[i];
+        let rt = &mut self.nodes[i];
+        let n_in = input.len();
+        let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
+        let pre: Vec<String> =
+            if tracing { (0..n_in).map(|k| trace_record(&*rt.node, input.data(k))).collect() } else { Vec::new() };
+        rt.stats.calls.add(1);
+        let mut cx = NodeCx { now_tsc: w.now, lcore: self.lcore, stats: &rt.stats, live: true };
+        let next = &mut self.next;
+        let d = match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.process(&mut cx, input, next))) {
+            Ok(d) => {
+                rt.guard.returned();
+                d
+            }
+            Err(payload) => {
+                let dropped = input.len();
+                input.free_all();
+                rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, dropped, (w.now, self.hz));
+                return n_in.max(dropped);
+            }
+        };
+        let n_out = input.len();
+        let n = n_in.max(n_out);
+        if n == 0 {
+            if w.timed {
+                let t = rdtsc();
+                rt.stats.cycles.add(t.wrapping_sub(w.t_prev));
+                rt.stats.idle_cycles.add(t.wrapping_sub(w.t_prev));
+                w.t_prev = t;
+            }
+            return 0;
+        }
+        if rt.always {
+            w.received += n_out.saturating_sub(n_in);
+        }
+        rt.stats.busy_calls.add(1);
+        rt.stats.packets.add(n as u64);
+        if tracing {
+            trace_call(&self.trace, self.lcore, rt, input, pre, n_in, d, &self.next);
+        }
+        match d {
+            Dispatch::All(k) => send(rt, k, input, right, i),
+            Dispatch::Each => {
+                let nn = rt.targets.len();
+                let dropped = input.distribute(&self.next[..], &mut self.scratch[..nn]);
+                rt.stats.drops.add(dropped as u64);
+                for k in 0..nn {
+                    if !self.scratch[k].is_empty() {
+                        send(rt, k as u16, &mut self.scratch[k], right, i);
+                    }
+                }
+            }
+            Dispatch::Consumed => {
+                if !input.is_empty() {
+                    rt.stats.drops.add(input.len() as u64);
+                    input.free_all();
+                }
+            }
+        }
+        if w.timed {
+            let t = rdtsc();
+            rt.stats.cycles.add(t.wrapping_sub(w.t_prev));
+            rt.stats.timed_packets.add(n as u64);
+            w.t_prev = t;
+        }
+        n
+    }
+
+    /// Give node `i` its input frame one packet at a time (it panicked lately: a
+    /// packet that makes it panic again takes only itself down).
+    #[cold]
+    #[inline(never)]
+    fn call_isolated(&mut self, i: usize, w: &mut Walk) -> usize {
+        std::mem::swap(&mut self.inputs[i], &mut self.held);
+        let panics = self.nodes[i].stats.panics.get();
+        let mut work = 0;
+        while !self.held.is_empty() {
+            self.held.move_front_to(&mut self.inputs[i], 1);
+            work += self.call(i, w);
+            let rt = &mut self.nodes[i];
+            if rt.guard.fenced(w.now, &rt.stats) {
+                rt.stats.fenced_drops.add(self.held.len() as u64);
+                self.held.free_all();
+            }
+        }
+        let rt = &mut self.nodes[i];
+        if rt.stats.panics.get() == panics {
+            rt.guard.isolate = rt.guard.isolate.saturating_sub(1);
         }
         work
     }
@@ -214,9 +261,11 @@ impl LcoreGraph {
             return;
         }
         self.stopped = true;
-        for rt in self.nodes.iter_mut().filter(|rt| !rt.failed) {
+        let _walking = Walking::begin();
+        let now = rdtsc();
+        for rt in self.nodes.iter_mut() {
             if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.stop())) {
-                fail(self.lcore, rt, &*payload);
+                rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, 0, (now, self.hz));
             }
         }
         for b in self.inputs.iter_mut().chain(self.scratch.iter_mut()) {
@@ -231,25 +280,15 @@ impl Drop for LcoreGraph {
     }
 }
 
-/// A node panicked: it is marked failed (never called again; what is sent to it
-/// is dropped and counted in `failed_drops`), and the message is printed once. The
-/// rest of the graph keeps running: one faulty node must not stop the data plane
-/// (ARP, ICMP, other connections) silently or at all. Its state is left as the
-/// panic left it (dropped with the graph).
-#[cold]
-fn fail(lcore: u32, rt: &mut RtNode, payload: &(dyn std::any::Any + Send)) {
-    rt.failed = true;
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic with a non-text payload".into());
-    log::error!(
-        "lcore {lcore}: node `{}` panicked and is failed: {msg}; packets sent to it are dropped from now on \
-         (counted: failed), the rest of the graph runs on",
-        rt.name
-    );
-    let _ = rt.stats.failure.set(msg);
+/// The clock and counts of one walk, as its node calls go.
+struct Walk {
+    now: u64,
+    /// This walk measures node cycles.
+    timed: bool,
+    /// The last clock read of a timed walk.
+    t_prev: u64,
+    /// Packets sources and ring receivers brought in.
+    received: usize,
 }
 
 /// Move the packets in `from` along next edge `k` of node `i` (to a node after it);

@@ -25,10 +25,20 @@ pub struct NodeStats {
     pub unconnected: Counter,
     /// Packets dropped because the next node's input frame was full.
     pub frame_full: Counter,
-    /// Packets dropped because the node failed (it panicked; it is not called again).
-    pub failed_drops: Counter,
-    /// Why the node failed (its panic message), once it has.
-    pub failure: std::sync::OnceLock<String>,
+    /// Calls of the node that panicked (see the `guard` module: the call's packets
+    /// are dropped, the node runs on).
+    pub panics: Counter,
+    /// Packets dropped because the call that held them panicked.
+    pub panic_drops: Counter,
+    /// Packets dropped without a call because the node was fenced (it panicked on
+    /// every call for a while).
+    pub fenced_drops: Counter,
+    /// Times the node was fenced.
+    pub fences: Counter,
+    /// 1 while the node is fenced, else 0.
+    pub fenced: Counter,
+    /// The node's first panic: its message and where it happened.
+    pub first_panic: std::sync::OnceLock<String>,
     /// Names and units of the node's own counters.
     pub extra_specs: &'static [CounterSpec],
     extra: Box<[Counter]>,
@@ -50,8 +60,12 @@ impl NodeStats {
             drops: Counter::default(),
             unconnected: Counter::default(),
             frame_full: Counter::default(),
-            failed_drops: Counter::default(),
-            failure: std::sync::OnceLock::new(),
+            panics: Counter::default(),
+            panic_drops: Counter::default(),
+            fenced_drops: Counter::default(),
+            fences: Counter::default(),
+            fenced: Counter::default(),
+            first_panic: std::sync::OnceLock::new(),
             extra_specs,
             extra: extra_specs.iter().map(|_| Counter::default()).collect(),
             gauge_specs: &[],
@@ -104,7 +118,11 @@ impl NodeStats {
             cycles: self.cycles.get(),
             idle_cycles: self.idle_cycles.get(),
             timed_packets: self.timed_packets.get(),
-            drops: self.drops.get() + self.unconnected.get() + self.frame_full.get() + self.failed_drops.get(),
+            drops: self.drops.get()
+                + self.unconnected.get()
+                + self.frame_full.get()
+                + self.panic_drops.get()
+                + self.fenced_drops.get(),
         }
     }
 }
@@ -124,7 +142,7 @@ pub struct StatsSnapshot {
     pub idle_cycles: u64,
     /// Packets in the sampled calls.
     pub timed_packets: u64,
-    /// All drops (node, unconnected, frame full, failed node).
+    /// All drops (node, unconnected, frame full, a panicking or fenced node).
     pub drops: u64,
 }
 

@@ -308,16 +308,19 @@ fn idle_walks_that_last_long_are_counted_and_short_ones_are_not() {
     panic!("long idle walks (s, of total s): {seen:?}; expected >= 0.020 with the fast walks (> 2 ms) left out");
 }
 
-/// A test-only node that panics on the packet numbered `at` (a bug in a node).
+/// A test-only node that panics on a burst holding a packet whose number `bad`
+/// accepts (a bug in a node one packet can reach), after recording nothing of it.
 struct Panicker {
-    at: u64,
+    bad: fn(u64) -> bool,
     seen: Arc<Mutex<Vec<u64>>>,
 }
 impl Node for Panicker {
     fn process(&mut self, _cx: &mut NodeCx<'_>, pkts: &mut Burst, _n: &mut [u16; MAX_BURST]) -> Dispatch {
         let vals: Vec<u64> =
             (0..pkts.len()).map(|i| u64::from_le_bytes(pkts.data(i)[..8].try_into().unwrap())).collect();
-        assert!(!vals.contains(&self.at), "deliberate panic at packet {}", self.at);
+        if let Some(v) = vals.iter().find(|v| (self.bad)(**v)) {
+            panic!("deliberate panic at packet {v}");
+        }
         self.seen.lock().unwrap().extend(vals);
         pkts.free_all();
         Dispatch::Consumed
@@ -325,13 +328,14 @@ impl Node for Panicker {
 }
 
 #[test]
-fn a_panicking_node_is_failed_its_packets_counted_and_the_rest_of_the_graph_runs_on() {
+fn a_node_that_panics_on_one_packet_drops_that_packet_and_keeps_forwarding_the_others() {
     let p = pool(1024);
     let (even, odd) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let bad = |v: u64| v % 100 == 2;
     let nodes = vec![
         decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 1000, per_call: 32 })),
         decl("par", 0, &["even", "odd"], false, Box::new(Parity)),
-        decl("bad", 0, &[], false, Box::new(Panicker { at: 502, seen: even.clone() })),
+        decl("bad", 0, &[], false, Box::new(Panicker { bad, seen: even.clone() })),
         decl("odd", 0, &[], false, Box::new(Sink(odd.clone()))),
     ];
     let edges = [edge("src", "out", "par"), edge("par", "even", "bad"), edge("par", "odd", "odd")];
@@ -339,17 +343,74 @@ fn a_panicking_node_is_failed_its_packets_counted_and_the_rest_of_the_graph_runs
     while g.lcores[0].run_once() > 0 {}
     // The other branch got everything.
     assert_eq!(*odd.lock().unwrap(), (0..1000).filter(|v| v % 2 == 1).collect::<Vec<_>>());
-    // The failed node saw the even numbers up to its panic, then nothing more; each
-    // even number it never took is counted as a drop of the failed node.
+    // The first panic took its whole burst (packets 0..31: the evens of it); from
+    // then on the node took its bursts one packet at a time (each later panic came
+    // within the isolation), so each later bad packet took only itself.
     let seen = even.lock().unwrap().clone();
-    assert!(seen.iter().all(|&v| v < 502) && !seen.is_empty(), "{seen:?}");
-    let bad = g.info.node("bad").unwrap().stats.clone();
-    let evens = (0..1000).filter(|v| v % 2 == 0 && v % 10 != 0).count() as u64;
-    assert_eq!(bad.failed_drops.get(), evens - seen.len() as u64);
-    assert_eq!(bad.snapshot().drops, bad.failed_drops.get());
-    assert_eq!(bad.failure.get().map(String::as_str), Some("deliberate panic at packet 502"));
+    let evens: Vec<u64> = (0..1000).filter(|v| v % 2 == 0 && v % 10 != 0).collect();
+    let first_burst: Vec<u64> = evens.iter().copied().filter(|v| (0..32).contains(v)).collect();
+    let want: Vec<u64> = evens.iter().copied().filter(|v| !bad(*v) && !first_burst.contains(v)).collect();
+    assert_eq!(seen, want);
+    let st = g.info.node("bad").unwrap().stats.clone();
+    assert_eq!(st.panics.get(), 10, "packets 102, 202, .. 902, 2");
+    assert_eq!(st.panic_drops.get(), first_burst.len() as u64 + 9, "the first burst, then one packet each");
+    assert_eq!(first_burst.len(), 12);
+    assert_eq!(st.fences.get(), 0);
+    assert_eq!(st.snapshot().drops, st.panic_drops.get());
+    assert_eq!(
+        st.first_panic.get().map(|m| m.starts_with("deliberate panic at packet 2 ")),
+        Some(true),
+        "{:?}",
+        st.first_panic.get()
+    );
+    assert!(st.first_panic.get().unwrap().contains("graph.rs:"), "where it happened: {:?}", st.first_panic.get());
     let rt = g.info.format_runtime();
-    assert!(rt.contains("FAILED (deliberate panic at packet 502)"), "{rt}");
+    assert!(rt.contains("panics") && rt.contains("deliberate panic at packet 2"), "{rt}");
     drop(g);
-    assert_eq!(p.stats().in_use, 0, "the failed node's packets went back to the pool");
+    assert_eq!(p.stats().in_use, 0, "the dropped packets went back to the pool");
+}
+
+#[test]
+fn a_node_that_panics_on_every_call_is_fenced_then_called_again() {
+    use ironpath_graph::guard::{FENCE_AFTER, FENCE_FIRST, FENCE_MIN_SPAN};
+    let p = pool(1024);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: u64::MAX, per_call: 1 })),
+        decl("bad", 0, &[], false, Box::new(Panicker { bad: |_| true, seen: seen.clone() })),
+    ];
+    let mut g = build(nodes, &[edge("src", "out", "bad")], &[(0, None)]).unwrap();
+    let st = g.info.node("bad").unwrap().stats.clone();
+    let t = std::time::Instant::now();
+    // Panics in a row for FENCE_MIN_SPAN: then fenced.
+    while st.fences.get() == 0 {
+        g.lcores[0].run_once();
+        assert!(t.elapsed().as_secs_f64() < FENCE_MIN_SPAN + 5.0, "not fenced: {} panics", st.panics.get());
+    }
+    let panics = st.panics.get();
+    assert!(panics >= u64::from(FENCE_AFTER), "{panics}");
+    assert_eq!(st.fenced.get(), 1);
+    assert!(
+        t.elapsed().as_secs_f64() >= FENCE_MIN_SPAN * 0.95,
+        "fenced after {:?}, {panics} panics, hz {}",
+        t.elapsed(),
+        ironpath_eal::tsc::tsc_hz()
+    );
+    // While fenced: not called, what is sent to it counted.
+    let fenced_at = std::time::Instant::now();
+    while fenced_at.elapsed().as_secs_f64() < FENCE_FIRST / 2.0 {
+        g.lcores[0].run_once();
+    }
+    assert_eq!(st.panics.get(), panics, "a fenced node is not called");
+    assert!(st.fenced_drops.get() > 0);
+    // After the fence it is called again: it panics at once and is fenced again.
+    while st.fences.get() < 2 {
+        g.lcores[0].run_once();
+        assert!(fenced_at.elapsed().as_secs_f64() < FENCE_FIRST + 5.0, "not fenced again");
+    }
+    assert!(fenced_at.elapsed().as_secs_f64() >= FENCE_FIRST * 0.9);
+    assert_eq!(st.panics.get(), panics + 1, "one call, one panic, fenced again (for twice as long)");
+    assert!(seen.lock().unwrap().is_empty());
+    drop(g);
+    assert_eq!(p.stats().in_use, 0);
 }

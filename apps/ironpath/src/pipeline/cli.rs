@@ -292,13 +292,24 @@ pub fn run_main(args: &[String]) -> i32 {
     for e in &errs {
         eprintln!("ironpath: {e}");
     }
-    // A node that panicked was failed and the rest ran on (docs/graph.md): the run
-    // still ends in an error status, naming it.
+    // A node that panicked lost the packets of those calls and ran on (docs/graph.md):
+    // the run still ends in an error status, naming it.
     let failed_nodes: Vec<String> = run
         .info
         .nodes
         .iter()
-        .filter_map(|n| n.stats.failure.get().map(|why| format!("node `{}` failed: {why}", n.name)))
+        .filter(|n| n.stats.panics.get() > 0)
+        .map(|n| {
+            let s = &n.stats;
+            format!(
+                "node `{}` panicked {} time(s), {} packet(s) dropped with those calls, {} while fenced (first: {})",
+                n.name,
+                s.panics.get(),
+                s.panic_drops.get(),
+                s.fenced_drops.get(),
+                s.first_panic.get().map_or("", String::as_str)
+            )
+        })
         .collect();
     for f in &failed_nodes {
         eprintln!("ironpath: {f}");

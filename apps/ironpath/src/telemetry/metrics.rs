@@ -77,7 +77,10 @@ pub fn render(f: &Figures, counts: &Counts, openmetrics: bool) -> String {
         let mut drops =
             family("ironpath_node_dropped_packets", true, "Packets the node freed without passing them on.");
         let mut cpp = family("ironpath_node_cycles_per_packet", false, "TSC cycles per packet (sampled calls).");
-        let mut failed = family("ironpath_node_failed", false, "1 if the node panicked and was fenced off.");
+        let mut panics =
+            family("ironpath_node_panics", true, "Calls of the node that panicked (their packets dropped).");
+        let mut fenced =
+            family("ironpath_node_fenced", false, "1 while the node is fenced (it panicked on every call).");
         let mut own = family("ironpath_node_events", true, "The node's own counters, by name (`show runtime`).");
         let mut open = family("ironpath_tcp_open_connections", false, "Connections a tcp node holds.");
         let mut gauge = family("ironpath_node_gauge", false, "The node's own gauges, by name (values now).");
@@ -88,7 +91,8 @@ pub fn render(f: &Figures, counts: &Counts, openmetrics: bool) -> String {
             pkts.samples.push((l.clone(), s.packets as f64));
             drops.samples.push((l.clone(), s.drops as f64));
             cpp.samples.push((l.clone(), s.cycles_per_packet()));
-            failed.samples.push((l.clone(), f64::from(u8::from(n.stats.failure.get().is_some()))));
+            panics.samples.push((l.clone(), n.stats.panics.get() as f64));
+            fenced.samples.push((l.clone(), n.stats.fenced.get() as f64));
             for (spec, v) in n.stats.extra() {
                 own.samples.push((vec![("node", n.name.clone()), ("name", spec.name.to_string())], v as f64));
             }
@@ -100,7 +104,7 @@ pub fn render(f: &Figures, counts: &Counts, openmetrics: bool) -> String {
                 open.samples.push((l.clone(), c("conns_opened").saturating_sub(c("conns_closed")) as f64));
             }
         }
-        fams.extend([calls, pkts, drops, cpp, failed, own, gauge, open]);
+        fams.extend([calls, pkts, drops, cpp, panics, fenced, own, gauge, open]);
     }
 
     let mut clients = family("ironpath_telemetry_clients", true, "Clients a telemetry endpoint accepted.");

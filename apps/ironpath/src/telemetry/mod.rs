@@ -262,7 +262,9 @@ fn graph(f: &Figures) -> Value {
             json!({"type": n.type_name, "lcore": n.lcore, "calls": s.calls, "packets": s.packets,
                 "passed_on": g.passed_on(&n.name), "drops": s.drops,
                 "cycles_per_packet": (s.cycles_per_packet() * 100.0).round() / 100.0,
-                "failed": n.stats.failure.get(), "counters": counters_of(n), "gauges": gauges_of(n)}),
+                "panics": n.stats.panics.get(), "panic_drops": n.stats.panic_drops.get(),
+                "fenced": n.stats.fenced.get() != 0, "fenced_drops": n.stats.fenced_drops.get(),
+                "first_panic": n.stats.first_panic.get(), "counters": counters_of(n), "gauges": gauges_of(n)}),
         );
     }
     json!({ "nodes": nodes })
