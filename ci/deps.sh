@@ -7,7 +7,7 @@
 #   busybox-static, cpio: the e1000 guest (ci/vm/run); curl, wget, wrk, ab
 #   (apache2-utils), nginx and python3: the kernel peers of our TCP; iperf3:
 #   traffic through the forwarding pipelines; traceroute: the router's hops;
-#   tshark (editcap comes with it): capture checks; dpdk (dpdk-telemetry.py) and
+#   tshark (editcap comes with it): capture checks; dpdk, dpdk-dev (dpdk-telemetry.py) and
 #   prometheus (promtool): the telemetry clients.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -15,4 +15,4 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     tmux iproute2 iputils-ping arping tcpdump tshark ethtool curl wget python3 \
     qemu-system-x86 busybox-static cpio wrk apache2-utils nginx-light iperf3 \
-    traceroute dpdk prometheus >/dev/null
+    traceroute dpdk dpdk-dev prometheus >/dev/null
