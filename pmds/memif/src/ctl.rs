@@ -179,7 +179,9 @@ fn disconnect(fd: &OwnedFd, why: &str) {
 fn bind(p: &SockPath, allow: Option<u32>) -> io::Result<OwnedFd> {
     let fd = match sys::listen(p) {
         Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) && !p.is_abstract => {
-            if sys::connect(p).is_ok() {
+            // Stale only if nobody listens (a live server with a full backlog
+            // answers EAGAIN, and keeps its socket).
+            if sys::connect(p).err().and_then(|x| x.raw_os_error()) != Some(libc::ECONNREFUSED) {
                 return Err(e);
             }
             let _ = std::fs::remove_file(&p.name);
@@ -325,15 +327,16 @@ struct Server<'a> {
 }
 
 /// Count a peer refused for its user, and log it (the 1st, 2nd, 4th, 8th... time).
-fn refuse_user(link: &Link, say: &dyn Fn(u32, &str), uid: u32, pid: i32) {
+fn refuse_user(link: &Link, say: &dyn Fn(u32, &str), uid: u32, pid: Option<i32>) {
     link.c.refused_users.add(1);
     let n = link.c.refused_users.get();
     if n.is_power_of_two() {
+        let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
         say(
             1,
             &format!(
-                "refused a connection from uid {uid} (pid {pid}): only uid {} (ours), root or allow-uid= may \
-                 connect ({n} refused so far)",
+                "refused a connection from uid {uid}{pid}: only uid {} (ours), root or allow-uid= may connect \
+                 ({n} refused so far)",
                 sys::euid()
             ),
         );
@@ -388,7 +391,7 @@ impl<'a> Server<'a> {
             // Who connected: an abstract socket has no file mode to keep others out.
             let (uid, pid) = sys::peer_cred(&fd).unwrap_or((u32::MAX, 0));
             if !self.listener.admits(uid) {
-                refuse_user(link, say, uid, pid);
+                refuse_user(link, say, uid, Some(pid));
                 disconnect(&fd, "Permission denied");
                 continue;
             }
@@ -469,7 +472,7 @@ impl<'a> Server<'a> {
     fn take_init(&mut self, fd: OwnedFd, since: Instant, init: Msg, uid: u32, link: &Link, say: &dyn Fn(u32, &str)) {
         if !self.cfg.admits(uid) {
             // Admitted by another port's allow-uid, not by this one.
-            refuse_user(link, say, uid, 0);
+            refuse_user(link, say, uid, None);
             return disconnect(&fd, "Permission denied");
         }
         let refuse = |why: &str| {
