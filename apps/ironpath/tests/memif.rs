@@ -3,7 +3,11 @@
 //! come back, the server's link follows the client), and a hand-written hostile peer
 //! (`tools/memif_peer.py`) as client and as server: each bad handshake is refused
 //! with its reason, bad descriptors and ring indexes are counted and dropped, and
-//! valid traffic keeps flowing around them. Sockets are in the abstract namespace,
+//! valid traffic keeps flowing around them; regions that could shrink are refused,
+//! a sealed one cannot be truncated; a pipe is refused as an interrupt descriptor; a
+//! peer whose interrupt eventfd would block any write (blocking, counter at its
+//! maximum) is signalled while the lcore keeps walking another port; a server's
+//! secret keeps out clients without it. Sockets are in the abstract namespace,
 //! named per test and process.
 
 mod common;

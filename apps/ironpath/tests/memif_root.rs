@@ -5,9 +5,13 @@
 //! chain DPDK -> ours -> DPDK carries a pcap of 1000 frames of every size unchanged;
 //! a peer killed mid-run takes the link down, and when it comes back the link comes
 //! up and traffic resumes (our client reconnecting to a restarted DPDK server), every
-//! mbuf back in its pool at the end. Sockets are in the abstract namespace, named
-//! per test and process; DPDK runs with its own file prefix, without hugepages
-//! (except its zero-copy client, in memory).
+//! mbuf back in its pool at the end; DPDK's zero-copy client (unsealable hugepage
+//! regions) is refused by default and served with `require-sealed=no`. A socket is
+//! its owner's: a client run as `nobody` gets no HELLO while root's connects
+//! (`allow-uid=` admits it), a path socket is created 0600, and our client leaves a
+//! server run by `nobody`. Sockets are in the abstract namespace, named per test and
+//! process; DPDK runs with its own file prefix, without hugepages (except its
+//! zero-copy client, in memory).
 
 mod common;
 
