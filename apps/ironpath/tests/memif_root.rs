@@ -130,8 +130,8 @@ fn ours_server_with_dpdks_zero_copy_client_both_ways_root() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _hp = Hugepages::at_least(160);
     let s = memif_sock("zc");
-    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={s},id=0")], "rxonly", false);
-    let mut d = dpdk("zc", &[format!("net_memif0,role=client,socket={s},id=0,zero-copy=yes")], "txonly", true, true);
+    let o = our_testpmd(&[format!("net_memif0,role=server,socket={s},id=0")], "rxonly", false);
+    let d = dpdk("zc", &[format!("net_memif0,role=client,socket={s},id=0,zero-copy=yes")], "txonly", true, true);
     assert!(
         d.wait_for("Region not sealed against shrinking", 1, 15),
         "refused by default (require-sealed=yes)\n{}\n{}",
