@@ -43,8 +43,8 @@
 //! `zero-copy=no`, and ours: `require-sealed=yes|no` (yes; no: a server accepts
 //! regions it cannot seal against shrinking, as a zero-copy client's hugepages, and
 //! counts them in `unsealed_regions`), `allow-uid=<uid>` (none: one more user whose
-//! processes may connect, or serve us). Queue counts are the port's (`--rxq`/`--txq`); a client agrees
-//! with the server on the smaller of both sides.
+//! processes may connect, or serve us). Queue counts are the port's
+//! (`--rxq`/`--txq`); a client agrees with the server on the smaller of both sides.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
