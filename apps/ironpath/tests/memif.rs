@@ -53,6 +53,10 @@ fn two_ironpath_processes_pass_traffic_both_ways_over_memif() {
     assert_eq!(after, base, "every mbuf back in its pool");
     let x = client.ask("show port xstats 0", "tx_ring_full");
     assert_eq!((xstat_of(&x, "rx_bad_desc"), xstat_of(&x, "rx_bad_ring_index")), (0, 0), "{x}");
+    // Both sides poll: neither asks the other for interrupts.
+    assert_eq!(xstat_of(&x, "interrupts_sent"), 0, "{x}");
+    let y = server.ask("show port xstats 0", "tx_ring_full");
+    assert_eq!(xstat_of(&y, "interrupts_sent"), 0, "{y}");
     // The client leaves: the server's link goes down, saying why.
     let out = client.quit();
     assert!(!out.contains("panicked"), "{out}");
