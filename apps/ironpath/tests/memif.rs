@@ -3,7 +3,11 @@
 //! come back, the server's link follows the client), and a hand-written hostile peer
 //! (`tools/memif_peer.py`) as client and as server: each bad handshake is refused
 //! with its reason, bad descriptors and ring indexes are counted and dropped, and
-//! valid traffic keeps flowing around them. Sockets are in the abstract namespace,
+//! valid traffic keeps flowing around them; regions that could shrink are refused,
+//! a sealed one cannot be truncated; a pipe is refused as an interrupt descriptor; a
+//! peer whose interrupt eventfd would block any write (blocking, counter at its
+//! maximum) is signalled while the lcore keeps walking another port; a server's
+//! secret keeps out clients without it. Sockets are in the abstract namespace,
 //! named per test and process.
 
 mod common;
@@ -49,6 +53,10 @@ fn two_ironpath_processes_pass_traffic_both_ways_over_memif() {
     assert_eq!(after, base, "every mbuf back in its pool");
     let x = client.ask("show port xstats 0", "tx_ring_full");
     assert_eq!((xstat_of(&x, "rx_bad_desc"), xstat_of(&x, "rx_bad_ring_index")), (0, 0), "{x}");
+    // Both sides poll: neither asks the other for interrupts.
+    assert_eq!(xstat_of(&x, "interrupts_sent"), 0, "{x}");
+    let y = server.ask("show port xstats 0", "tx_ring_full");
+    assert_eq!(xstat_of(&y, "interrupts_sent"), 0, "{y}");
     // The client leaves: the server's link goes down, saying why.
     let out = client.quit();
     assert!(!out.contains("panicked"), "{out}");
@@ -79,17 +87,27 @@ fn a_hostile_memif_client_is_refused_or_counted_and_never_trusted() {
     let mut server = ours(&format!("role=server,socket={s},id=2"), "io", false);
     server.ask("start", "testpmd>");
     std::thread::sleep(Duration::from_millis(300));
-    for scenario in ["big-region", "no-fd", "ring-outside", "bad-cookie", "short", "unknown", "data", "stall"] {
+    // Regions that could shrink under us are refused by default (require-sealed=yes);
+    // one the server sealed cannot be truncated; a pipe is no interrupt fd; a ring
+    // that asks for interrupts is signalled.
+    for scenario in [
+        "big-region",
+        "no-fd",
+        "ring-outside",
+        "bad-cookie",
+        "short",
+        "unknown",
+        "data",
+        "stall",
+        "unsealable",
+        "seal-locked",
+        "truncate",
+        "pipe-kick",
+        "kick",
+    ] {
         let (ok, out) = peer(&["client", &at, "2", scenario]);
         assert!(ok, "scenario {scenario}:\n{out}\nserver:\n{}", server.output());
     }
-    // A region that cannot be sealed against shrinking, where sealing is required.
-    let s2 = memif_sock("sealed");
-    let mut strict = ours(&format!("role=server,socket={s2},id=2,require-sealed=yes"), "io", false);
-    strict.ask("start", "testpmd>");
-    let (ok, out) = peer(&["client", &format!("@{s2}"), "2", "unsealable"]);
-    assert!(ok, "scenario unsealable:\n{out}\nserver:\n{}", strict.output());
-    drop(strict);
     // A client for an id the socket does not serve.
     let stranger = ours(&format!("role=client,socket={s},id=3"), "rxonly", true);
     assert!(stranger.wait_for("the server refused us: ID not found", 1, 10), "{}", stranger.output());
@@ -114,17 +132,94 @@ fn a_hostile_memif_client_is_refused_or_counted_and_never_trusted() {
         "Invalid message size",
         "Unknown message type",
         "Too many connections waiting",
+        "Region not sealed against shrinking",
+        "Interrupt fd not an eventfd",
     ] {
         assert!(out.contains(reason), "the server logs \"{reason}\":\n{out}");
     }
-    // The hostile client's memfd allowed sealing: the server sealed it itself.
+    // The hostile client's memfd allowed sealing: the server sealed it itself; the
+    // unsealable ones were refused, not accepted.
     assert_eq!(xstat_of(&x, "unsealed_regions"), 0, "{x}");
+    assert_eq!(xstat_of(&x, "bad_interrupt_fds"), 1, "{x}");
+    assert!(xstat_of(&x, "interrupts_sent") >= 1, "{x}");
+    assert_eq!(xstat_of(&x, "interrupts_failed"), 0, "{x}");
     assert_eq!(xstat_of(&x, "rx_bad_desc"), 26, "{x}");
     assert_eq!(xstat_of(&x, "tx_bad_desc"), 10, "{x}");
     assert!(xstat_of(&x, "rx_bad_ring_index") >= 1, "{x}");
-    assert!(xstat_of(&x, "refused") >= 6, "{x}");
+    assert!(xstat_of(&x, "refused") >= 9, "{x}");
     assert_eq!(xstat_of(&x, "waiting_overflow"), 2, "{x}");
     assert!(xstat_of(&x, "handshake_timeouts") >= 4, "{x}");
+}
+
+/// `key` (`RX-packets:`) of port `port` now.
+fn stat_now(t: &mut Interactive, port: u16, key: &str) -> u64 {
+    nic_stat(&t.ask(&format!("show port stats {port}"), "Tx-bps"), key)
+}
+
+#[test]
+fn a_peer_whose_interrupt_eventfd_would_block_does_not_stop_the_lcore() {
+    if !tools_ready(&["python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = memif_sock("kick");
+    // One forwarding lcore walks both ports: null0's packets go out on memif0 (whose
+    // peer asks for interrupts on an eventfd that would block any write), memif0's
+    // into null0.
+    let mut t = our_testpmd(&[format!("net_memif0,role=server,socket={s}"), "net_null0".to_string()], "io", false);
+    t.ask("start", "testpmd>");
+    let at = format!("@{s}");
+    let tool = std::thread::spawn(move || peer(&["client", &at, "0", "saturated-kick"]));
+    assert!(t.wait_for("connected to hostile0", 1, 10), "{}", t.output());
+    // While the peer is connected (3 s), the lcore keeps walking null0 as well.
+    std::thread::sleep(Duration::from_millis(500));
+    let a = stat_now(&mut t, 1, "RX-packets:");
+    std::thread::sleep(Duration::from_millis(1000));
+    let b = stat_now(&mut t, 1, "RX-packets:");
+    let (ok, out) = tool.join().unwrap();
+    assert!(ok, "{out}\ntestpmd:\n{}", t.output());
+    assert!(b > a + 10_000, "the other port on the lcore stalled: {a} -> {b}\n{}", t.output());
+    let x = t.ask("show port xstats 0", "tx_ring_full");
+    assert!(xstat_of(&x, "interrupts_sent") >= 1, "{x}");
+    assert_eq!(xstat_of(&x, "interrupts_failed"), 0, "{x}");
+    t.ask("stop", "Done");
+    let out = t.quit();
+    assert!(!out.contains("panicked"), "{out}");
+}
+
+#[test]
+fn a_memif_server_with_a_secret_refuses_clients_without_it() {
+    if !tools_ready(&["python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = memif_sock("secret");
+    let at = format!("@{s}");
+    let mut server = ours(&format!("role=server,socket={s},id=3,secret=pw"), "rxonly", false);
+    std::thread::sleep(Duration::from_millis(300));
+    for scenario in ["no-secret", "wrong-secret"] {
+        let (ok, out) = peer(&["client", &at, "3", scenario]);
+        assert!(ok, "scenario {scenario}:\n{out}\nserver:\n{}", server.output());
+    }
+    let wrong = ours(&format!("role=client,socket={s},id=3,secret=px"), "rxonly", true);
+    assert!(wrong.wait_for("the server refused us: Incorrect secret", 1, 10), "{}", wrong.output());
+    drop(wrong);
+    let none = ours(&format!("role=client,socket={s},id=3"), "rxonly", true);
+    assert!(none.wait_for("the server refused us: Secret required", 1, 10), "{}", none.output());
+    drop(none);
+    assert!(!server.output().contains("connected to"), "{}", server.output());
+    let right = ours(&format!("role=client,socket={s},id=3,secret=pw"), "rxonly", true);
+    assert!(right.wait_for("connected to", 1, 10), "{}", right.output());
+    assert!(server.wait_for("connected to", 1, 10), "{}", server.output());
+    drop(right);
+    let x = server.ask("show port xstats 0", "tx_ring_full");
+    assert!(xstat_of(&x, "refused") >= 4, "{x}");
+    assert_eq!(xstat_of(&x, "connects"), 1, "{x}");
+    let out = server.quit();
+    assert!(!out.contains("panicked"), "{out}");
+    for reason in ["Secret required", "Incorrect secret"] {
+        assert!(out.contains(&format!("refused a client: {reason}")), "{out}");
+    }
 }
 
 #[test]

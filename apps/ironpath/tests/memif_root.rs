@@ -5,9 +5,13 @@
 //! chain DPDK -> ours -> DPDK carries a pcap of 1000 frames of every size unchanged;
 //! a peer killed mid-run takes the link down, and when it comes back the link comes
 //! up and traffic resumes (our client reconnecting to a restarted DPDK server), every
-//! mbuf back in its pool at the end. Sockets are in the abstract namespace, named
-//! per test and process; DPDK runs with its own file prefix, without hugepages
-//! (except its zero-copy client, in memory).
+//! mbuf back in its pool at the end; DPDK's zero-copy client (unsealable hugepage
+//! regions) is refused by default and served with `require-sealed=no`. A socket is
+//! its owner's: a client run as `nobody` gets no HELLO while root's connects
+//! (`allow-uid=` admits it), a path socket is created 0600, and our client leaves a
+//! server run by `nobody`. Sockets are in the abstract namespace, named per test and
+//! process; DPDK runs with its own file prefix, without hugepages (except its
+//! zero-copy client, in memory).
 
 mod common;
 
@@ -126,14 +130,24 @@ fn ours_server_with_dpdks_zero_copy_client_both_ways_root() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _hp = Hugepages::at_least(160);
     let s = memif_sock("zc");
-    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={s},id=0")], "rxonly", false);
+    let o = our_testpmd(&[format!("net_memif0,role=server,socket={s},id=0")], "rxonly", false);
+    let d = dpdk("zc", &[format!("net_memif0,role=client,socket={s},id=0,zero-copy=yes")], "txonly", true, true);
+    assert!(
+        d.wait_for("Region not sealed against shrinking", 1, 15),
+        "refused by default (require-sealed=yes)\n{}\n{}",
+        d.output(),
+        o.output()
+    );
+    no_panic(&d.quit());
+    no_panic(&o.quit());
+    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={s},id=0,require-sealed=no")], "rxonly", false);
     let mut d = dpdk("zc", &[format!("net_memif0,role=client,socket={s},id=0,zero-copy=yes")], "txonly", true, true);
     assert!(d.wait_for(DPDK_UP, 1, 15) && o.wait_for(OURS_UP, 1, 5), "{}\n{}", d.output(), o.output());
     both_ways(&mut d, &mut o, "DPDK's zero-copy client and our server");
     // The client exposed its hugepage memory as regions beyond region 0.
     let x = o.ask("show port xstats 0", "tx_ring_full");
     assert_eq!((xstat_of(&x, "rx_bad_desc"), xstat_of(&x, "tx_bad_desc")), (0, 0), "{x}");
-    // Its hugepage regions cannot be sealed: accepted (require-sealed=no), counted.
+    // Its hugepage regions cannot be sealed: accepted with require-sealed=no, counted.
     assert!(xstat_of(&x, "unsealed_regions") >= 1, "{x}");
     no_panic(&d.quit());
     no_panic(&o.quit());
@@ -338,4 +352,83 @@ fn the_memif_bridge_pipeline_carries_a_kernel_ping_to_dpdks_icmpecho_root() {
     no_panic(&out);
     assert_eq!(answered, 5, "ping through memif to DPDK's icmpecho\nironpath:\n{out}\nDPDK:\n{dout}");
     assert!(out.contains("connected to net_memif0 (DPDK 22.11"), "{out}");
+}
+
+/// The hostile peer (`tools/memif_peer.py`) run as user and group `uid`, from a copy
+/// any user can read: (whether every check held, its output).
+fn peer_as(uid: u32, dir: &TempDir, args: &[&str]) -> (bool, String) {
+    let tool = dir.0.join("memif_peer.py");
+    if !tool.exists() {
+        std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/memif_peer.py"), &tool).unwrap();
+    }
+    let id = uid.to_string();
+    let o = std::process::Command::new("timeout")
+        .args(["30", "setpriv", &format!("--reuid={id}"), &format!("--regid={id}"), "--clear-groups"])
+        .args(["/usr/bin/python3", tool.to_str().unwrap()])
+        .args(args)
+        .output()
+        .expect("setpriv");
+    (o.status.success(), text(&o))
+}
+
+const NOBODY: u32 = 65534;
+
+#[test]
+fn a_memif_socket_admits_its_owner_and_root_only_root() {
+    if !ready(&["setpriv"]) || !Path::new("/usr/bin/python3").exists() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("memif-owner");
+    // An abstract socket has no file to guard it: credentials decide.
+    let s = memif_sock("owner");
+    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={s}")], "io", false);
+    o.ask("start", "testpmd>");
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, out) = peer_as(NOBODY, &dir, &["client", &format!("@{s}"), "0", "not-owner"]);
+    assert!(ok, "{out}\n{}", o.output());
+    assert!(o.wait_for(&format!("refused a connection from uid {NOBODY}"), 1, 5), "{}", o.output());
+    // The owner (root, as this test) connects.
+    let (ok, out) = peer_as(0, &dir, &["client", &format!("@{s}"), "0", "kick"]);
+    assert!(ok, "{out}\n{}", o.output());
+    let x = o.ask("show port xstats 0", "tx_ring_full");
+    assert_eq!((xstat_of(&x, "refused_users"), xstat_of(&x, "connects")), (1, 1), "{x}");
+    no_panic(&o.quit());
+
+    // allow-uid admits one more user.
+    let s = memif_sock("allow");
+    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={s},allow-uid={NOBODY}")], "io", false);
+    o.ask("start", "testpmd>");
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, out) = peer_as(NOBODY, &dir, &["client", &format!("@{s}"), "0", "kick"]);
+    assert!(ok, "allow-uid={NOBODY}: {out}\n{}", o.output());
+    no_panic(&o.quit());
+
+    // A path socket is created 0600: the file refuses other users before we must.
+    let path = dir.0.join("m.sock");
+    let p = path.display().to_string();
+    let mut o = our_testpmd(&[format!("net_memif0,role=server,socket={p},socket-abstract=no")], "io", false);
+    o.ask("start", "testpmd>");
+    std::thread::sleep(Duration::from_millis(300));
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+    assert_eq!(mode, 0o600, "socket file mode {mode:o}");
+    let (ok, out) = peer_as(NOBODY, &dir, &["client", &p, "0", "not-owner"]);
+    assert!(ok && out.contains("EACCES"), "{out}\n{}", o.output());
+    let (ok, out) = peer_as(0, &dir, &["client", &p, "0", "kick"]);
+    assert!(ok, "{out}\n{}", o.output());
+    no_panic(&o.quit());
+
+    // Our client leaves a server run by another user without INIT (a squatter of the
+    // name would otherwise get our traffic and memory).
+    let s = memif_sock("squat");
+    let at = format!("@{s}");
+    let d2 = TempDir::new("memif-squat");
+    let squat = std::thread::spawn(move || peer_as(NOBODY, &d2, &["server", &at, "squat"]));
+    std::thread::sleep(Duration::from_millis(500));
+    let c = our_testpmd(&[format!("net_memif0,role=client,socket={s}")], "rxonly", true);
+    let (ok, out) = squat.join().unwrap();
+    assert!(ok, "{out}\n{}", c.output());
+    assert!(c.wait_for(&format!("runs as uid {NOBODY}"), 1, 5), "{}", c.output());
+    no_panic(&c.quit());
 }

@@ -1,12 +1,16 @@
 //! The control channel: one thread per port, from `start` to `stop`.
 //!
-//! * Server: listens on the socket, sends `HELLO` to each client that connects, and
-//!   walks one of them through the handshake ([`ServerSession`]); others get
+//! * Server: listens on the socket, sends `HELLO` to each client that connects (if
+//!   it runs as our user, root, or the user `allow-uid=` names: its credentials are
+//!   checked on every connection, any other gets `DISCONNECT "Permission denied"`),
+//!   and walks one of them through the handshake ([`ServerSession`]); others get
 //!   `DISCONNECT "Already connected"`. At most [`MAX_PENDING`] connections wait for
 //!   their `INIT`, each at most [`INIT_TIMEOUT`]; a handshake must end within
 //!   [`HANDSHAKE_TIMEOUT`]. Regions are mapped as they arrive, once their file is
-//!   known to be as large as declared; at `CONNECT` every ring's cookie is checked.
-//! * Client: connects (again every [`RETRY`] while the server is away), creates the
+//!   known to be as large as declared; a ring's interrupt descriptor must be an
+//!   eventfd; at `CONNECT` every ring's cookie is checked.
+//! * Client: connects (again every [`RETRY`] while the server is away, or runs as
+//!   another user than ours, root or `allow-uid=`'s), creates the
 //!   region (rings and buffers in one sealed memfd, DPDK's layout) and the rings'
 //!   eventfds, and sends `INIT`, `ADD_REGION`, `ADD_RING`s and `CONNECT`, one per
 //!   `ACK`.
@@ -17,7 +21,11 @@
 //! the last one unmaps the memory), the link goes down, and a client reconnects. In
 //! copy mode no mbuf is ever in shared memory, so nothing is left to reclaim.
 //! Every refusal, ours or the peer's, is logged with its reason and counted.
+//!
+//! The thread also signals the peer's interrupt eventfds the queues ask for
+//! ([`crate::notify`]): it polls the port's wake eventfd beside its sockets.
 
+use crate::notify::{Doorbell, Notifier, Wake};
 use crate::proto::{
     ClientRun, Layout, Msg, ServerLimits, ServerSession, Step, ADD_RING_FLAG_C2S, COOKIE, MODE_ETHERNET,
     RING_FLAG_MASK_INT, SECRET_SZ, VERSION,
@@ -71,6 +79,22 @@ pub struct Config {
     pub if_name: String,
     /// Server: refuse regions that cannot be sealed against shrinking.
     pub require_sealed: bool,
+    /// A user admitted besides ours and root (the peer's credentials).
+    pub allow_uid: Option<u32>,
+    /// The port's wake eventfd (the queues' requests for interrupts).
+    pub wake: Arc<Wake>,
+}
+
+impl Config {
+    /// Whether a peer running as `uid` may connect: our own user, root, or the one
+    /// `allow-uid=` names.
+    pub fn admits(&self, uid: u32) -> bool {
+        admits(uid, self.allow_uid)
+    }
+}
+
+fn admits(uid: u32, allow: Option<u32>) -> bool {
+    uid == sys::euid() || uid == 0 || allow == Some(uid)
 }
 
 /// Counters of the control thread (single writer: that thread).
@@ -92,6 +116,14 @@ pub struct CtlCounters {
     pub connect_failures: Counter,
     /// Server: regions accepted that could not be sealed against shrinking.
     pub unsealed: Counter,
+    /// Peers refused for running as another user (SO_PEERCRED).
+    pub refused_users: Counter,
+    /// Rings refused for an interrupt descriptor that is not an eventfd.
+    pub bad_interrupt_fds: Counter,
+    /// Interrupts signalled to the peer's eventfds.
+    pub interrupts_sent: Counter,
+    /// Interrupts the kernel would not signal (no asynchronous I/O here).
+    pub interrupts_failed: Counter,
 }
 
 /// What the control thread shares with the queues and the device.
@@ -143,27 +175,43 @@ fn disconnect(fd: &OwnedFd, why: &str) {
 }
 
 /// Bind the server's socket (a stale socket file nobody listens on is replaced;
-/// a live one is refused).
-fn bind(p: &SockPath) -> io::Result<OwnedFd> {
-    match sys::listen(p) {
+/// a live one is refused). A path socket's file is `0600`, given to `allow` if set.
+fn bind(p: &SockPath, allow: Option<u32>) -> io::Result<OwnedFd> {
+    let fd = match sys::listen(p) {
         Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) && !p.is_abstract => {
-            if sys::connect(p).is_ok() {
+            // Stale only if nobody listens (a live server with a full backlog
+            // answers EAGAIN, and keeps its socket).
+            if sys::connect(p).err().and_then(|x| x.raw_os_error()) != Some(libc::ECONNREFUSED) {
                 return Err(e);
             }
             let _ = std::fs::remove_file(&p.name);
             sys::listen(p)
         }
         r => r,
+    }?;
+    if let (Some(uid), false) = (allow, p.is_abstract) {
+        if let Err(e) = sys::give_socket(p, uid) {
+            let _ = std::fs::remove_file(&p.name);
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "allow-uid={uid}: cannot give the socket file to that user ({e}); an abstract socket needs no file"
+                ),
+            ));
+        }
     }
+    Ok(fd)
 }
 
-/// A connection that sent `INIT` for a port other than the one that accepted it.
-type Handoff = (OwnedFd, Instant, Msg);
+/// A connection that sent `INIT` for a port other than the one that accepted it,
+/// with its peer's user id.
+type Handoff = (OwnedFd, Instant, Msg, u32);
 
 /// One server port on a shared socket.
 struct Member {
     id: u32,
     q: Queues,
+    allow: Option<u32>,
     inbox: Arc<Mutex<Vec<Handoff>>>,
 }
 
@@ -183,13 +231,13 @@ impl Listener {
     /// Serve interface `id` with queues `q` on `p`: bind it, or join this process's
     /// listener there. Refused if another port of this process serves `id` there, or
     /// another process listens there.
-    pub fn join(p: &SockPath, id: u32, q: Queues) -> io::Result<Arc<Listener>> {
+    pub fn join(p: &SockPath, id: u32, q: Queues, allow: Option<u32>) -> io::Result<Arc<Listener>> {
         let mut all = LISTENERS.lock().unwrap_or_else(|e| e.into_inner());
         all.retain(|w| w.strong_count() > 0);
         let l = match all.iter().filter_map(|w| w.upgrade()).find(|l| l.sock == *p) {
             Some(l) => l,
             None => {
-                let l = Arc::new(Listener { fd: bind(p)?, sock: p.clone(), members: Mutex::new(Vec::new()) });
+                let l = Arc::new(Listener { fd: bind(p, allow)?, sock: p.clone(), members: Mutex::new(Vec::new()) });
                 all.push(Arc::downgrade(&l));
                 l
             }
@@ -201,7 +249,7 @@ impl Listener {
                 format!("interface id {id} is already served on this socket by another port of this process"),
             ));
         }
-        m.push(Member { id, q, inbox: Arc::new(Mutex::new(Vec::new())) });
+        m.push(Member { id, q, allow, inbox: Arc::new(Mutex::new(Vec::new())) });
         drop(m);
         Ok(l)
     }
@@ -213,6 +261,13 @@ impl Listener {
 
     fn inbox(&self, id: u32) -> Option<Arc<Mutex<Vec<Handoff>>>> {
         self.members.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|m| m.id == id).map(|m| m.inbox.clone())
+    }
+
+    /// Whether any port on the socket admits a peer running as `uid` (before its
+    /// `INIT` says which port it wants; that port checks again).
+    fn admits(&self, uid: u32) -> bool {
+        let m = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        admits(uid, None) || m.iter().any(|x| x.allow == Some(uid))
     }
 
     /// The most rings any port on the socket takes (HELLO goes out before the client
@@ -258,42 +313,65 @@ struct Session {
     s2c_fds: Vec<Option<OwnedFd>>,
 }
 
+/// A connection waiting for its `INIT`: since when, and its peer's user id.
+type Waiting = (OwnedFd, Instant, u32);
+
 struct Server<'a> {
     cfg: &'a Config,
     lim: ServerLimits,
     listener: Arc<Listener>,
     inbox: Arc<Mutex<Vec<Handoff>>>,
-    waiting: Vec<(OwnedFd, Instant)>,
+    waiting: Vec<Waiting>,
     session: Option<Session>,
+    notifier: Notifier,
+}
+
+/// Count a peer refused for its user, and log it (the 1st, 2nd, 4th, 8th... time).
+fn refuse_user(link: &Link, say: &dyn Fn(u32, &str), uid: u32, pid: Option<i32>) {
+    link.c.refused_users.add(1);
+    let n = link.c.refused_users.get();
+    if n.is_power_of_two() {
+        let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+        say(
+            1,
+            &format!(
+                "refused a connection from uid {uid}{pid}: only uid {} (ours), root or allow-uid= may connect \
+                 ({n} refused so far)",
+                sys::euid()
+            ),
+        );
+    }
 }
 
 impl<'a> Server<'a> {
     fn new(cfg: &'a Config, q: Queues, listener: Arc<Listener>) -> Self {
         let lim = ServerLimits { id: cfg.id, secret: cfg.secret, c2s: q.rx, s2c: q.tx, name: "ironpath".into() };
         let inbox = listener.inbox(cfg.id).unwrap_or_default();
-        Server { cfg, lim, listener, inbox, waiting: Vec::new(), session: None }
+        let notifier = Notifier::new(cfg.wake.clone());
+        Server { cfg, lim, listener, inbox, waiting: Vec::new(), session: None, notifier }
     }
 
     fn run(mut self, link: &Link, say: &dyn Fn(u32, &str)) {
         while !link.stop.load(Ordering::Acquire) {
             let had_session = self.session.is_some();
-            let mut fds = vec![self.listener.fd.as_raw_fd()];
+            let mut fds = vec![self.notifier.fd(), self.listener.fd.as_raw_fd()];
             fds.extend(self.session.as_ref().map(|s| s.fd.as_raw_fd()));
             fds.extend(self.waiting.iter().map(|w| w.0.as_raw_fd()));
             let ready = sys::poll(&fds, TICK_MS);
-            if ready[0] {
+            self.notifier.serve(link, ready[0], say);
+            if ready[1] {
                 self.accept(link, say);
             }
-            if had_session && ready[1] {
+            if had_session && ready[2] {
                 self.on_session(link, say);
             }
-            let skip = 1 + usize::from(had_session);
+            let skip = 2 + usize::from(had_session);
             let ready_waiting: Vec<bool> = ready.get(skip..).map(<[bool]>::to_vec).unwrap_or_default();
             self.on_waiting(&ready_waiting, link, say);
             // Connections other ports of this process accepted for us.
             let handed: Vec<Handoff> = std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()));
-            for (fd, since, init) in handed {
-                self.take_init(fd, since, init, link, say);
+            for (fd, since, init, uid) in handed {
+                self.take_init(fd, since, init, uid, link, say);
             }
             // A handshake that does not finish in time.
             if let Some(s) = &self.session {
@@ -310,6 +388,13 @@ impl<'a> Server<'a> {
 
     fn accept(&mut self, link: &Link, say: &dyn Fn(u32, &str)) {
         while let Ok(Some(fd)) = sys::accept(&self.listener.fd) {
+            // Who connected: an abstract socket has no file mode to keep others out.
+            let (uid, pid) = sys::peer_cred(&fd).unwrap_or((u32::MAX, 0));
+            if !self.listener.admits(uid) {
+                refuse_user(link, say, uid, Some(pid));
+                disconnect(&fd, "Permission denied");
+                continue;
+            }
             if self.waiting.len() >= MAX_PENDING {
                 link.c.overflow.add(1);
                 disconnect(&fd, "Too many connections waiting");
@@ -324,7 +409,7 @@ impl<'a> Server<'a> {
             let most = self.listener.most();
             let hello = ServerSession::new(ServerLimits { c2s: most.rx, s2c: most.tx, ..self.lim.clone() }).hello();
             if sys::send(&fd, &hello.encode(), None).is_ok() {
-                self.waiting.push((fd, Instant::now()));
+                self.waiting.push((fd, Instant::now(), uid));
             } else {
                 say(3, "a client left before HELLO");
             }
@@ -334,21 +419,21 @@ impl<'a> Server<'a> {
     /// Connections that have not sent INIT yet.
     fn on_waiting(&mut self, ready: &[bool], link: &Link, say: &dyn Fn(u32, &str)) {
         let mut keep = Vec::new();
-        for (i, (fd, since)) in std::mem::take(&mut self.waiting).into_iter().enumerate() {
+        for (i, (fd, since, uid)) in std::mem::take(&mut self.waiting).into_iter().enumerate() {
             if !ready.get(i).copied().unwrap_or(false) {
                 if since.elapsed() > INIT_TIMEOUT {
                     link.c.timeouts.add(1);
                     disconnect(&fd, "Handshake timeout");
                     say(1, "a client sent no INIT in time: closed");
                 } else {
-                    keep.push((fd, since));
+                    keep.push((fd, since, uid));
                 }
                 continue;
             }
             let m = match sys::recv(&fd) {
                 Ok(Some(r)) => Msg::parse(&r.bytes),
                 Ok(None) => {
-                    keep.push((fd, since));
+                    keep.push((fd, since, uid));
                     continue;
                 }
                 Err(_) => continue,
@@ -363,10 +448,10 @@ impl<'a> Server<'a> {
                 Ok(init @ Msg::Init { .. }) => {
                     let Msg::Init { id, .. } = init else { unreachable!() };
                     if id == self.lim.id {
-                        self.take_init(fd, since, init, link, say);
+                        self.take_init(fd, since, init, uid, link, say);
                     } else if let Some(inbox) = self.listener.inbox(id) {
                         // Another port of this process serves it.
-                        inbox.lock().unwrap_or_else(|e| e.into_inner()).push((fd, since, init));
+                        inbox.lock().unwrap_or_else(|e| e.into_inner()).push((fd, since, init, uid));
                     } else {
                         refuse("ID not found");
                     }
@@ -384,7 +469,12 @@ impl<'a> Server<'a> {
     }
 
     /// A client's `INIT` for this port (read here or handed over by another port).
-    fn take_init(&mut self, fd: OwnedFd, since: Instant, init: Msg, link: &Link, say: &dyn Fn(u32, &str)) {
+    fn take_init(&mut self, fd: OwnedFd, since: Instant, init: Msg, uid: u32, link: &Link, say: &dyn Fn(u32, &str)) {
+        if !self.cfg.admits(uid) {
+            // Admitted by another port's allow-uid, not by this one.
+            refuse_user(link, say, uid, None);
+            return disconnect(&fd, "Permission denied");
+        }
         let refuse = |why: &str| {
             link.c.refused.add(1);
             link.set_reason(why);
@@ -435,6 +525,12 @@ impl<'a> Server<'a> {
                 sealed = sys::seal_shrink(fd);
                 Some(sys::file_size(fd).unwrap_or(0))
             }
+            (Msg::AddRing { .. }, Some(fd)) if s.ss.phase == crate::proto::Phase::Setup && !sys::is_eventfd(fd) => {
+                // Signalled from our side: a pipe or a socket could block us, a file
+                // would be written.
+                link.c.bad_interrupt_fds.add(1);
+                return self.refuse(link, say, "Interrupt fd not an eventfd");
+            }
             (_, Some(_)) => Some(0),
             _ => None,
         };
@@ -451,8 +547,8 @@ impl<'a> Server<'a> {
                                 1,
                                 &format!(
                                     "region {index} cannot be sealed against shrinking (hugepage memory of a \
-                                     zero-copy client): a client that truncates it could crash this process \
-                                     (require-sealed=yes refuses such regions)"
+                                     zero-copy client), accepted as require-sealed=no asks: a client that \
+                                     truncates it could crash this process"
                                 ),
                             );
                         }
@@ -500,6 +596,7 @@ impl<'a> Server<'a> {
 
     /// The connection the session describes: rings checked and reset.
     fn connect(&mut self) -> Result<Conn, &'static str> {
+        let wake = &self.cfg.wake;
         let s = self.session.as_mut().expect("in a session");
         let sizes: Vec<u64> = s.regions.iter().map(Mapping::len).collect();
         let make = |specs: &[Option<crate::proto::RingSpec>], fds: &mut [Option<OwnedFd>], rx: bool| {
@@ -509,12 +606,12 @@ impl<'a> Server<'a> {
                     out.push(None);
                     continue;
                 };
+                let bell = fd.take().map(|fd| Doorbell::new(fd, wake.clone()));
                 // SAFETY: the session checked the ring lies inside its region
                 // (8-byte aligned offset, header and descriptors within the size),
                 // and the mapping lives in the same connection, dropped after it.
-                let ring = unsafe {
-                    Ring::new(&s.regions[usize::from(spec.region)], u64::from(spec.offset), spec.log2, fd.take())
-                };
+                let ring =
+                    unsafe { Ring::new(&s.regions[usize::from(spec.region)], u64::from(spec.offset), spec.log2, bell) };
                 if ring.cookie() != COOKIE {
                     return Err("Wrong ring cookie");
                 }
@@ -574,46 +671,71 @@ enum State {
 struct Client<'a> {
     cfg: &'a Config,
     q: Queues,
+    notifier: Notifier,
 }
 
 impl<'a> Client<'a> {
     fn new(cfg: &'a Config, q: Queues) -> Self {
-        Client { cfg, q }
+        Client { cfg, q, notifier: Notifier::new(cfg.wake.clone()) }
     }
 
-    fn run(self, link: &Link, say: &dyn Fn(u32, &str)) {
+    fn run(mut self, link: &Link, say: &dyn Fn(u32, &str)) {
         let mut st = State::Down { next: Instant::now(), last_err: String::new() };
         while !link.stop.load(Ordering::Acquire) {
-            st = match st {
-                State::Down { next, last_err } => {
-                    if Instant::now() < next {
-                        std::thread::sleep(Duration::from_millis(TICK_MS as u64));
-                        State::Down { next, last_err }
-                    } else {
-                        match sys::connect(&self.cfg.sock) {
-                            Ok(fd) => State::Hello { fd, since: Instant::now() },
-                            Err(e) => {
-                                link.c.connect_failures.add(1);
-                                let err = e.to_string();
-                                if err != last_err {
-                                    say(
-                                        1,
-                                        &format!("cannot connect ({err}); trying again every {} ms", RETRY.as_millis()),
-                                    );
-                                }
-                                State::Down { next: Instant::now() + RETRY, last_err: err }
-                            }
-                        }
-                    }
+            // Wait for the server's next message (or the time to connect) and for the
+            // queues' requests for interrupts, whichever comes first.
+            let mut fds = vec![self.notifier.fd()];
+            let due = match &st {
+                State::Hello { fd, .. } | State::Setup { fd, .. } | State::Up { fd } => {
+                    fds.push(fd.as_raw_fd());
+                    false
                 }
-                State::Hello { fd, since } => self.step(link, say, fd, since, None),
-                State::Setup { fd, since, h } => self.step(link, say, fd, since, Some(h)),
-                State::Up { fd } => self.up(link, say, fd),
+                State::Down { next, .. } => Instant::now() >= *next,
+            };
+            let polled = sys::poll(&fds, if due { 0 } else { TICK_MS });
+            self.notifier.serve(link, polled[0], say);
+            let ready = polled.get(1).copied().unwrap_or(false);
+            st = match st {
+                State::Down { next, last_err } if !due => State::Down { next, last_err },
+                State::Down { last_err, .. } => self.connect(link, say, last_err),
+                State::Hello { fd, since } => self.step(link, say, fd, since, None, ready),
+                State::Setup { fd, since, h } => self.step(link, say, fd, since, Some(h), ready),
+                State::Up { fd } => self.up(link, say, fd, ready),
             };
         }
         if let State::Up { fd } | State::Setup { fd, .. } | State::Hello { fd, .. } = &st {
             disconnect(fd, "Device stopped");
         }
+    }
+
+    /// Connect to the server, if it runs as a user we trust (anyone may bind an
+    /// abstract name first, and would get our traffic).
+    fn connect(&self, link: &Link, say: &dyn Fn(u32, &str), last_err: String) -> State {
+        let err = match sys::connect(&self.cfg.sock) {
+            Ok(fd) => match sys::peer_cred(&fd) {
+                Ok((uid, _)) if self.cfg.admits(uid) => return State::Hello { fd, since: Instant::now() },
+                Ok((uid, pid)) => {
+                    link.c.refused_users.add(1);
+                    format!(
+                        "refused the server: it runs as uid {uid} (pid {pid}); only uid {} (ours), root or \
+                         allow-uid= are trusted",
+                        sys::euid()
+                    )
+                }
+                Err(e) => {
+                    link.c.refused_users.add(1);
+                    format!("refused the server: its credentials cannot be read ({e})")
+                }
+            },
+            Err(e) => {
+                link.c.connect_failures.add(1);
+                format!("cannot connect ({e})")
+            }
+        };
+        if err != last_err {
+            say(1, &format!("{err}; trying again every {} ms", RETRY.as_millis()));
+        }
+        State::Down { next: Instant::now() + RETRY, last_err: err }
     }
 
     fn down(&self, link: &Link, why: &str) -> State {
@@ -622,7 +744,15 @@ impl<'a> Client<'a> {
     }
 
     /// One message of the handshake.
-    fn step(&self, link: &Link, say: &dyn Fn(u32, &str), fd: OwnedFd, since: Instant, h: Option<Handshake>) -> State {
+    fn step(
+        &self,
+        link: &Link,
+        say: &dyn Fn(u32, &str),
+        fd: OwnedFd,
+        since: Instant,
+        h: Option<Handshake>,
+        ready: bool,
+    ) -> State {
         let again = |fd, h: Option<Handshake>| match h {
             None => State::Hello { fd, since },
             Some(h) => State::Setup { fd, since, h },
@@ -633,7 +763,7 @@ impl<'a> Client<'a> {
             say(1, "the server did not finish the handshake in time");
             return self.down(link, "Handshake timeout");
         }
-        if !sys::poll(&[fd.as_raw_fd()], TICK_MS)[0] {
+        if !ready {
             return again(fd, h);
         }
         let m = match sys::recv(&fd) {
@@ -737,7 +867,7 @@ impl<'a> Client<'a> {
                 ));
                 // SAFETY: the layout puts the ring inside the region (`Layout::size`
                 // covers every ring), at a multiple of the ring size (16-byte aligned).
-                let r = unsafe { Ring::new(&map, off, run.log2, Some(ev)) };
+                let r = unsafe { Ring::new(&map, off, run.log2, Some(Doorbell::new(ev, self.cfg.wake.clone()))) };
                 r.set_cookie(COOKIE);
                 r.flags().store(0, Ordering::Relaxed);
                 r.head().store(0, Ordering::Relaxed);
@@ -761,8 +891,8 @@ impl<'a> Client<'a> {
         Ok(Handshake { todo, conn: Some(conn), _memfd: memfd })
     }
 
-    fn up(&self, link: &Link, say: &dyn Fn(u32, &str), fd: OwnedFd) -> State {
-        if !sys::poll(&[fd.as_raw_fd()], TICK_MS)[0] {
+    fn up(&self, link: &Link, say: &dyn Fn(u32, &str), fd: OwnedFd, ready: bool) -> State {
+        if !ready {
             return State::Up { fd };
         }
         let why = match sys::recv(&fd) {

@@ -19,12 +19,18 @@
 //!   holds each mbuf's header beside its buffer, so exposing it would let the peer
 //!   rewrite headers no check could catch.
 //! * Poll mode only: our RX rings are flagged `MASK_INT` so the peer never signals
-//!   them; after TX the peer's eventfd is signalled only if it asked for interrupts.
-//! * The peer is not trusted ([`proto`] and [`ring`] say how): region sizes are
-//!   checked against their files, ring offsets against their regions, every
-//!   descriptor against its region before a byte moves; violations are refused with
-//!   the reason sent to the peer, or counted (`rx_bad_desc`, `tx_bad_desc`,
-//!   `*_bad_ring_index`) and dropped.
+//!   them. After TX a peer that asked for interrupts is signalled, but never from the
+//!   queue ([`notify`]): the queue marks the ring and pokes an eventfd of our own, and
+//!   the control thread has the kernel signal the peer's eventfd, which cannot block
+//!   whatever the peer did to it.
+//! * The peer is not trusted ([`proto`] and [`ring`] say how): it must run as our
+//!   user or root (or `allow-uid=`'s; checked on every connection, both roles), a
+//!   path socket is created `0600`; region sizes are checked against their files
+//!   (which must be sealed against shrinking, unless `require-sealed=no`), ring
+//!   offsets against their regions, interrupt descriptors must be eventfds, every
+//!   descriptor is checked against its region before a byte moves; violations are
+//!   refused with the reason sent to the peer, or counted (`rx_bad_desc`,
+//!   `tx_bad_desc`, `*_bad_ring_index`) and dropped.
 //! * Link state follows the peer: up from `CONNECTED` until a `DISCONNECT` or the
 //!   socket closing (a killed peer); a client then reconnects every 0.5 s until the
 //!   server is back. A reconnection brings fresh memory; queues switch over on their
@@ -34,10 +40,11 @@
 //! `socket=<path>` (`/run/memif.sock`), `socket-abstract=yes|no` (yes: the name in the
 //! abstract namespace, as DPDK 22.11 does by default), `mac=<addr>`,
 //! `secret=<up to 23 chars>`, `bsize=<bytes>` (2048), `rsize=<log2 ring size>` (10),
-//! `zero-copy=no`, and ours: `require-sealed=yes|no` (no: a server accepts regions it
-//! cannot seal against shrinking, as a zero-copy client's hugepages, and counts them in
-//! `unsealed_regions`). Queue counts are the port's (`--rxq`/`--txq`); a client agrees
-//! with the server on the smaller of both sides.
+//! `zero-copy=no`, and ours: `require-sealed=yes|no` (yes; no: a server accepts
+//! regions it cannot seal against shrinking, as a zero-copy client's hugepages, and
+//! counts them in `unsealed_regions`), `allow-uid=<uid>` (none: one more user whose
+//! processes may connect, or serve us). Queue counts are the port's
+//! (`--rxq`/`--txq`); a client agrees with the server on the smaller of both sides.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -46,6 +53,7 @@
 compile_error!("net_memif supports little-endian hosts only");
 
 pub mod ctl;
+pub mod notify;
 pub mod proto;
 pub mod ring;
 mod sys;
@@ -64,8 +72,19 @@ use std::thread::JoinHandle;
 
 pub use sys::SockPath;
 
-const KEYS: &[&str] =
-    &["role", "id", "socket", "socket-abstract", "mac", "secret", "bsize", "rsize", "zero-copy", "require-sealed"];
+const KEYS: &[&str] = &[
+    "role",
+    "id",
+    "socket",
+    "socket-abstract",
+    "mac",
+    "secret",
+    "bsize",
+    "rsize",
+    "zero-copy",
+    "require-sealed",
+    "allow-uid",
+];
 /// Most queue pairs (DPDK's limit).
 const MAX_QUEUES: u16 = 255;
 
@@ -80,6 +99,7 @@ struct Args {
     bsize: u32,
     log2: u8,
     require_sealed: bool,
+    allow_uid: Option<u32>,
 }
 
 fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
@@ -135,7 +155,11 @@ fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
             )));
         }
     }
-    let require_sealed = a.get_bool("require-sealed", false)?;
+    let require_sealed = a.get_bool("require-sealed", true)?;
+    let allow_uid = match a.get("allow-uid") {
+        None => None,
+        Some(_) => Some(a.get_u64("allow-uid", 0, 0, u64::from(u32::MAX - 1))? as u32),
+    };
     Ok(Args {
         role,
         id,
@@ -145,6 +169,7 @@ fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
         bsize,
         log2,
         require_sealed,
+        allow_uid,
     })
 }
 
@@ -269,7 +294,7 @@ impl TxQueue for MemifTx {
 
 impl Pmd for Memif {
     const NAME: &'static CStr = c"net_memif";
-    const DEVARGS_HELP: &'static CStr = c"role=server|client (server),id=<u32> (0),socket=<path> (/run/memif.sock),socket-abstract=yes|no (yes),mac=<xx:xx:xx:xx:xx:xx>,secret=<1..23 chars>,bsize=<64..65535> (2048),rsize=<log2 ring size 1..14> (10),zero-copy=no,require-sealed=yes|no (no)";
+    const DEVARGS_HELP: &'static CStr = c"role=server|client (server),id=<u32> (0),socket=<path> (/run/memif.sock),socket-abstract=yes|no (yes),mac=<xx:xx:xx:xx:xx:xx>,secret=<1..23 chars>,bsize=<64..65535> (2048),rsize=<log2 ring size 1..14> (10),zero-copy=no,require-sealed=yes|no (yes),allow-uid=<uid> (none: only our user and root may connect)";
     type Rx = MemifRx;
     type Tx = MemifTx;
 
@@ -355,18 +380,22 @@ impl Pmd for Memif {
         if self.thread.is_some() {
             return Ok(());
         }
+        let wake = notify::Wake::new()
+            .map_err(|e| PmdError::new(e.raw_os_error().unwrap_or(abi::errno::EIO), format!("eventfd: {e}")))?;
         let listener = match self.a.role {
-            Role::Server => Some(ctl::Listener::join(&self.a.sock, self.a.id, self.queues).map_err(|e| {
-                let hint = match e.raw_os_error() {
-                    Some(libc::EADDRINUSE) => " (another process serves it: pick another socket=)",
-                    Some(libc::EACCES) | Some(libc::EPERM) => " (no permission to create it there)",
-                    _ => "",
-                };
-                PmdError::new(
-                    e.raw_os_error().unwrap_or(abi::errno::EIO),
-                    format!("socket={}: cannot listen: {e}{hint}", self.a.sock),
-                )
-            })?),
+            Role::Server => {
+                Some(ctl::Listener::join(&self.a.sock, self.a.id, self.queues, self.a.allow_uid).map_err(|e| {
+                    let hint = match e.raw_os_error() {
+                        Some(libc::EADDRINUSE) => " (another process serves it: pick another socket=)",
+                        Some(libc::EACCES) | Some(libc::EPERM) => " (no permission to create it there)",
+                        _ => "",
+                    };
+                    PmdError::new(
+                        e.raw_os_error().unwrap_or(abi::errno::EIO),
+                        format!("socket={}: cannot listen: {e}{hint}", self.a.sock),
+                    )
+                })?)
+            }
             Role::Client => None,
         };
         let cfg = Config {
@@ -378,6 +407,8 @@ impl Pmd for Memif {
             log2: self.a.log2,
             if_name: self.name.clone(),
             require_sealed: self.a.require_sealed,
+            allow_uid: self.a.allow_uid,
+            wake,
         };
         let (q, link, id) = (self.queues, self.link.clone(), self.a.id);
         let joined = listener.clone();
@@ -418,6 +449,10 @@ impl Pmd for Memif {
             ("waiting_overflow".to_string(), c.overflow.get()),
             ("connect_failures".to_string(), c.connect_failures.get()),
             ("unsealed_regions".to_string(), c.unsealed.get()),
+            ("refused_users".to_string(), c.refused_users.get()),
+            ("bad_interrupt_fds".to_string(), c.bad_interrupt_fds.get()),
+            ("interrupts_sent".to_string(), c.interrupts_sent.get()),
+            ("interrupts_failed".to_string(), c.interrupts_failed.get()),
             ("rx_bad_desc".to_string(), sum(&self.rx_faults, |f| f.bad_desc.get())),
             ("rx_bad_ring_index".to_string(), sum(&self.rx_faults, |f| f.bad_ring_index.get())),
             ("tx_bad_desc".to_string(), sum(&self.tx_faults, |f| f.bad_desc.get())),
@@ -464,5 +499,12 @@ mod tests {
         assert!(args("zero-copy=yes").unwrap_err().msg.contains("zero-copy"));
         assert!(args("zero-copy=no").is_ok());
         assert!(args("sock=x").unwrap_err().msg.contains("socket"));
+        // Secure by default: sealed regions only, no other user.
+        let d = args("").unwrap();
+        assert_eq!((d.require_sealed, d.allow_uid), (true, None));
+        let a = args("require-sealed=no,allow-uid=1000").unwrap();
+        assert_eq!((a.require_sealed, a.allow_uid), (false, Some(1000)));
+        assert!(args("allow-uid=-1").unwrap_err().msg.contains("allow-uid"));
+        assert!(args("allow-uid=4294967295").unwrap_err().msg.contains("allow-uid"));
     }
 }

@@ -17,15 +17,15 @@
 //! shared memory; they are plain copies between raw pointers into the mapping, never
 //! references, so a racing peer can only garble the bytes it owns.
 
+use crate::notify::Doorbell;
 use crate::proto::{
     pending, Desc, Layout, DESC_FLAG_NEXT, DESC_SIZE, RING_FLAGS_OFF, RING_FLAG_MASK_INT, RING_HDR, RING_HEAD_OFF,
     RING_TAIL_OFF,
 };
-use crate::sys::{self, Mapping};
+use crate::sys::Mapping;
 use ironpath_pmd_sdk::abi::Mbuf;
 use ironpath_pmd_sdk::packet::PushError;
 use ironpath_pmd_sdk::{free_bulk, prefetch, Counter, Pool, RxBurst, TxBurst};
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 
 /// One ring in a mapped region.
@@ -34,9 +34,9 @@ pub struct Ring {
     base: *mut u8,
     mask: u16,
     size: u32,
-    /// The peer's eventfd for this ring (signalled after TX if it did not mask
-    /// interrupts).
-    kick: Option<OwnedFd>,
+    /// The interrupt to the peer (asked for after TX if it did not mask interrupts;
+    /// the control thread signals its eventfd, never the queue).
+    bell: Option<Doorbell>,
 }
 
 // SAFETY: `base` points into a mapping the connection owns; the ring is used by one
@@ -51,10 +51,15 @@ impl Ring {
     /// # Safety
     /// `offset` is 8-byte aligned and the whole ring lies inside `m`, which outlives
     /// the ring.
-    pub unsafe fn new(m: &Mapping, offset: u64, log2: u8, kick: Option<OwnedFd>) -> Ring {
+    pub unsafe fn new(m: &Mapping, offset: u64, log2: u8, bell: Option<Doorbell>) -> Ring {
         // SAFETY: the caller's contract: the ring lies inside the mapping.
         let base = unsafe { m.ptr().add(offset as usize) };
-        Ring { base, mask: ((1u32 << log2) - 1) as u16, size: 1 << log2, kick }
+        Ring { base, mask: ((1u32 << log2) - 1) as u16, size: 1 << log2, bell }
+    }
+
+    /// The ring's interrupt to the peer, if it has an eventfd.
+    pub fn doorbell(&self) -> Option<&Doorbell> {
+        self.bell.as_ref()
     }
 
     fn word(&self, off: usize) -> &AtomicU16 {
@@ -140,12 +145,13 @@ impl Ring {
         unsafe { std::ptr::write_volatile(self.desc_ptr(slot), w0) }
     }
 
-    /// Wake the receiver if it asked for interrupts.
+    /// Wake the receiver if it asked for interrupts: mark the doorbell (no system
+    /// call on the peer's descriptor here; see [`crate::notify`]).
     #[inline(always)]
     fn notify(&self) {
         if self.flags().load(Ordering::Relaxed) & RING_FLAG_MASK_INT == 0 {
-            if let Some(k) = &self.kick {
-                sys::kick(k.as_raw_fd());
+            if let Some(b) = &self.bell {
+                b.ring();
             }
         }
     }
@@ -613,4 +619,103 @@ fn tx_chained(
     }
     *slot = slot.wrapping_add(1);
     Some(true)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::notify::{Doorbell, Wake};
+    use crate::proto::ring_bytes;
+    use crate::sys;
+    use ironpath_pmd_sdk::testing::TestPool;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::time::Duration;
+
+    /// A server's connection with one S2C ring of 16 slots whose client posted every
+    /// buffer and asks for interrupts (flags 0), signalled through `bell`.
+    pub(crate) fn server_conn(bell: Doorbell) -> Conn {
+        let log2 = 4;
+        let size = ring_bytes(log2) + 16 * 2048;
+        let fd = sys::memfd(c"ring-test", size).unwrap();
+        let map = Mapping::new(&fd, size).unwrap();
+        // SAFETY: offset 0, the whole ring inside the mapping, which the connection keeps.
+        let r = unsafe { Ring::new(&map, 0, log2, Some(bell)) };
+        for i in 0..16u16 {
+            let offset = (ring_bytes(log2) + u64::from(i) * 2048) as u32;
+            r.set_desc(i, Desc { flags: 0, region: 0, length: 2048, offset, metadata: 0 });
+        }
+        r.flags().store(0, Ordering::Relaxed);
+        r.head().store(16, Ordering::Relaxed);
+        r.tail().store(0, Ordering::Relaxed);
+        Conn { c2s: vec![None], s2c: vec![Some(r)], sizes: vec![size], layout: None, regions: vec![map] }
+    }
+
+    /// A blocking pipe's write end whose pipe is full (any write(2) to it would wait),
+    /// and the bytes queued in it.
+    fn full_pipe() -> (OwnedFd, OwnedFd, i32) {
+        let mut p = [0; 2];
+        // SAFETY: pipe2 fills two descriptors we then own.
+        assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }, 0);
+        // SAFETY: as above.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+        let chunk = [0u8; 4096];
+        // SAFETY: writes from a live buffer until the pipe is full (EAGAIN).
+        while unsafe { libc::write(w.as_raw_fd(), chunk.as_ptr().cast(), chunk.len()) } > 0 {}
+        // SAFETY: clears O_NONBLOCK on our own descriptor: from now on a write waits.
+        assert_eq!(unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETFL, 0) }, 0);
+        (r, w, queued(&p[0]))
+    }
+
+    fn queued(fd: &i32) -> i32 {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int.
+        assert_eq!(unsafe { libc::ioctl(*fd, libc::FIONREAD, &mut n) }, 0);
+        n
+    }
+
+    fn readable(fd: i32) -> bool {
+        sys::poll(&[fd], 0)[0]
+    }
+
+    #[test]
+    fn tx_with_interrupts_wanted_never_touches_the_peers_descriptor() {
+        // The peer's interrupt descriptor is one a write(2) would wait on forever: a
+        // full blocking pipe (refused at ADD_RING, but the queue must not rely on
+        // that), then a blocking eventfd at its maximum.
+        for pipe in [true, false] {
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            let t = std::thread::spawn(move || {
+                let (pr, peer, before) = if pipe {
+                    let (r, w, n) = full_pipe();
+                    (Some(r), w, n)
+                } else {
+                    (None, sys::tests::saturated_eventfd(), 0)
+                };
+                let wake = Wake::new().unwrap();
+                let conn = server_conn(Doorbell::new(peer, wake.clone()));
+                let tp = TestPool::new(32, 2048, 128);
+                let mut raw: Vec<_> = (0..4).map(|_| tp.packet(&[0xab; 60]).into_raw()).collect();
+                // SAFETY: each pointer is a packet we own, handed over to the burst.
+                let mut burst = unsafe { TxBurst::new(&mut raw) };
+                let (mut st, f) = (TxState::default(), QueueFaults::default());
+                let (pkts, _) = tx(&conn, 0, &mut st, &mut burst, &f);
+                // Twice: the second burst finds the doorbell already marked.
+                let mut raw2: Vec<_> = (0..2).map(|_| tp.packet(&[0xcd; 60]).into_raw()).collect();
+                // SAFETY: as above.
+                let mut burst2 = unsafe { TxBurst::new(&mut raw2) };
+                let (pkts2, _) = tx(&conn, 0, &mut st, &mut burst2, &f);
+                let ring = conn.s2c[0].as_ref().unwrap();
+                let wanted = ring.doorbell().unwrap().is_wanted();
+                let after = pr.as_ref().map_or(0, |r| queued(&r.as_raw_fd()));
+                let _ = done_tx.send((pkts + pkts2, wanted, readable(wake.fd()), before, after, tp.in_use()));
+            });
+            // A queue that wrote to the peer's descriptor would never answer.
+            let (pkts, wanted, woken, before, after, in_use) =
+                done_rx.recv_timeout(Duration::from_secs(5)).expect("the TX path blocked on the peer's descriptor");
+            t.join().unwrap();
+            assert_eq!((pkts, in_use), (6, 0), "sent and freed");
+            assert!(wanted && woken, "the interrupt is asked of the control thread");
+            assert_eq!(before, after, "nothing written to the peer's pipe");
+        }
+    }
 }

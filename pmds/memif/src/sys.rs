@@ -1,7 +1,8 @@
 //! The system calls net_memif makes: the control socket (a `SOCK_SEQPACKET` Unix
-//! socket, by path or in the abstract namespace), messages with a file descriptor
-//! attached (`SCM_RIGHTS`), shared memory (`memfd_create`, sealed against shrinking,
-//! and `mmap`), eventfds and `poll`.
+//! socket, by path or in the abstract namespace; a path created `0600`), the peer's
+//! credentials, messages with a file descriptor attached (`SCM_RIGHTS`), shared
+//! memory (`memfd_create`, sealed against shrinking, and `mmap`), eventfds, signals
+//! to a peer's eventfd that cannot block ([`Signaller`]) and `poll`.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -63,10 +64,15 @@ fn seqpacket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Listen on `p` (non-blocking).
+/// Listen on `p` (non-blocking). A path socket's file is created `0600` (the mode is
+/// the socket's before `bind`, so the file never exists with a wider one).
 pub fn listen(p: &SockPath) -> io::Result<OwnedFd> {
     let (un, len) = p.addr()?;
     let fd = seqpacket()?;
+    if !p.is_abstract {
+        // SAFETY: fchmod on a socket we own: bind gives the file this mode (less the umask).
+        cvt(unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) })?;
+    }
     // SAFETY: `un` is a valid address of `len` bytes.
     cvt(unsafe { libc::bind(fd.as_raw_fd(), (&un as *const libc::sockaddr_un).cast(), len) })?;
     // SAFETY: a bound socket.
@@ -75,14 +81,48 @@ pub fn listen(p: &SockPath) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Connect to `p` (then non-blocking).
+/// Connect to `p`, non-blocking: a server whose backlog is full answers at once
+/// (`WouldBlock`) instead of holding the control thread.
 pub fn connect(p: &SockPath) -> io::Result<OwnedFd> {
     let (un, len) = p.addr()?;
     let fd = seqpacket()?;
+    set_nonblocking(&fd)?;
     // SAFETY: `un` is a valid address of `len` bytes.
     cvt(unsafe { libc::connect(fd.as_raw_fd(), (&un as *const libc::sockaddr_un).cast(), len) })?;
-    set_nonblocking(&fd)?;
     Ok(fd)
+}
+
+/// Give the file of path socket `p` to user `uid` (the file stays `0600`; a link
+/// put in its place is not followed).
+pub fn give_socket(p: &SockPath, uid: u32) -> io::Result<()> {
+    let path = std::ffi::CString::new(p.name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: lchown of a C string path; the result is checked.
+    cvt(unsafe { libc::lchown(path.as_ptr(), uid, u32::MAX) }).map(drop)
+}
+
+/// The user id of the process at the other end of connected socket `fd`, and its pid
+/// (as they were when it connected).
+pub fn peer_cred(fd: &OwnedFd) -> io::Result<(u32, i32)> {
+    // SAFETY: an all-zero ucred is valid.
+    let mut c: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `c`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    })?;
+    Ok((c.uid, c.pid))
+}
+
+/// Our effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// Accept one connection, if any waits.
@@ -217,13 +257,142 @@ pub fn eventfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Signal eventfd `fd` (an interrupt to a peer that asked for them).
+/// Add one to eventfd `fd`, which must be one we created non-blocking and shared
+/// with no one (a [`crate::notify::Wake`]): no one else can fill it or make it
+/// blocking, so the write returns at once.
 #[inline]
-pub fn kick(fd: RawFd) {
+pub fn poke(fd: RawFd) {
     let one = 1u64;
-    // SAFETY: writes 8 bytes from a live u64; a failure (a closed or full eventfd)
-    // only loses a wake-up of a peer that polls anyway.
+    // SAFETY: writes 8 bytes from a live u64; a failure (a counter at its maximum,
+    // which would take 2^64 pokes) only merges wake-ups.
     unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// Reset eventfd `fd` (ours, non-blocking) to zero.
+pub fn drain(fd: RawFd) {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into a live u64; a counter at zero fails with EAGAIN.
+    unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+}
+
+/// Whether `fd` is an eventfd (what a ring's interrupt descriptor must be: a pipe,
+/// a socket or a file could block or do worse when written).
+pub fn is_eventfd(fd: &OwnedFd) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .is_ok_and(|l| l.as_os_str() == "anon_inode:[eventfd]")
+}
+
+/// The kernel's asynchronous I/O (`io_submit`), used for one thing: an eventfd named
+/// in a request's `resfd` is signalled when the request completes, by the kernel,
+/// which only adds to the counter (up to its maximum) and never waits, whatever the
+/// descriptor's flags. Each signal is a read of nothing from a memfd of ours, which
+/// completes at once.
+pub struct Signaller {
+    ctx: libc::c_ulong,
+    src: OwnedFd,
+}
+
+/// `struct iocb` (linux/aio_abi.h, little-endian).
+#[repr(C)]
+#[derive(Default)]
+struct Iocb {
+    data: u64,
+    key: u32,
+    rw_flags: i32,
+    opcode: u16,
+    reqprio: i16,
+    fildes: u32,
+    buf: u64,
+    nbytes: u64,
+    offset: i64,
+    reserved2: u64,
+    flags: u32,
+    resfd: u32,
+}
+
+/// `struct io_event`.
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct IoEvent {
+    data: u64,
+    obj: u64,
+    res: i64,
+    res2: i64,
+}
+
+const IOCB_CMD_PREAD: u16 = 0;
+const IOCB_FLAG_RESFD: u32 = 1;
+/// Requests in flight at most (each completes inside `io_submit`).
+const AIO_EVENTS: usize = 16;
+
+impl Signaller {
+    /// A context of our own.
+    pub fn new() -> io::Result<Signaller> {
+        // SAFETY: a memfd of our own (empty); the result is checked.
+        let src = cvt(unsafe { libc::memfd_create(c"memif-signal".as_ptr(), libc::MFD_CLOEXEC) })?;
+        // SAFETY: a new descriptor we own.
+        let src = unsafe { OwnedFd::from_raw_fd(src) };
+        let mut ctx: libc::c_ulong = 0;
+        // SAFETY: io_setup writes the context id into `ctx`.
+        let r =
+            unsafe { libc::syscall(libc::SYS_io_setup, AIO_EVENTS as libc::c_long, &mut ctx as *mut libc::c_ulong) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Signaller { ctx, src })
+    }
+
+    /// Add one to each eventfd of `fds`; returns how many were signalled (an fd that
+    /// is not an eventfd is refused by the kernel and not counted).
+    pub fn signal(&self, fds: &[RawFd]) -> usize {
+        let mut sent = 0;
+        let mut none = [0u8; 1];
+        for &fd in fds {
+            let mut cb = Iocb {
+                opcode: IOCB_CMD_PREAD,
+                fildes: self.src.as_raw_fd() as u32,
+                buf: none.as_mut_ptr() as u64,
+                nbytes: 0,
+                flags: IOCB_FLAG_RESFD,
+                resfd: fd as u32,
+                ..Default::default()
+            };
+            let mut list = [&mut cb as *mut Iocb];
+            // SAFETY: one valid iocb whose buffer (0 bytes) lives through the call; the
+            // read completes inside io_submit (an empty memfd), and is reaped below.
+            let r = unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, 1 as libc::c_long, list.as_mut_ptr()) };
+            if r == 1 {
+                sent += 1;
+            }
+            self.reap();
+        }
+        sent
+    }
+
+    /// Collect completed requests (without waiting).
+    fn reap(&self) {
+        let mut ev = [IoEvent::default(); AIO_EVENTS];
+        let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: room for AIO_EVENTS events; a zero timeout never waits.
+        unsafe {
+            libc::syscall(
+                libc::SYS_io_getevents,
+                self.ctx,
+                0 as libc::c_long,
+                AIO_EVENTS as libc::c_long,
+                ev.as_mut_ptr(),
+                &zero as *const libc::timespec,
+            )
+        };
+    }
+}
+
+impl Drop for Signaller {
+    fn drop(&mut self) {
+        // SAFETY: our context, destroyed once (nothing is in flight: every request
+        // completed inside io_submit).
+        unsafe { libc::syscall(libc::SYS_io_destroy, self.ctx) };
+    }
 }
 
 /// The size of the file behind `fd`.
@@ -309,5 +478,88 @@ impl Drop for Mapping {
         // SAFETY: our own mapping, unmapped once; nothing refers to it any more (the
         // connection that holds it is gone).
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn pipe() -> (OwnedFd, OwnedFd) {
+        let mut p = [0; 2];
+        // SAFETY: pipe2 fills two descriptors we then own.
+        cvt(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }).unwrap();
+        // SAFETY: as above.
+        unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) }
+    }
+
+    /// A blocking eventfd whose counter is at its maximum: a write(2) of 1 would wait.
+    pub(crate) fn saturated_eventfd() -> OwnedFd {
+        // SAFETY: plain eventfd(2), blocking.
+        let fd = unsafe { OwnedFd::from_raw_fd(cvt(libc::eventfd(0, libc::EFD_CLOEXEC)).unwrap()) };
+        let max = u64::MAX - 1;
+        // SAFETY: writes 8 bytes from a live u64.
+        assert_eq!(unsafe { libc::write(fd.as_raw_fd(), (&max as *const u64).cast(), 8) }, 8);
+        fd
+    }
+
+    fn count(fd: &OwnedFd) -> u64 {
+        let mut v = 0u64;
+        // SAFETY: the counter is not zero in these tests, so the read returns at once.
+        assert_eq!(unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) }, 8);
+        v
+    }
+
+    #[test]
+    fn only_eventfds_pass_as_interrupt_descriptors() {
+        assert!(is_eventfd(&eventfd().unwrap()));
+        let (r, w) = pipe();
+        assert!(!is_eventfd(&r) && !is_eventfd(&w));
+        assert!(!is_eventfd(&memfd(c"t", 4096).unwrap()));
+        // SAFETY: plain timerfd_create; another anonymous inode that is no eventfd.
+        let t = unsafe { OwnedFd::from_raw_fd(cvt(libc::timerfd_create(libc::CLOCK_MONOTONIC, 0)).unwrap()) };
+        assert!(!is_eventfd(&t));
+    }
+
+    #[test]
+    fn the_kernel_signals_an_eventfd_that_a_write_would_block_on() {
+        let Ok(sig) = Signaller::new() else {
+            // No asynchronous I/O in this kernel: the notifier counts failures instead.
+            return;
+        };
+        let full = saturated_eventfd();
+        let plain = eventfd().unwrap();
+        let t = Instant::now();
+        assert_eq!(sig.signal(&[full.as_raw_fd(), plain.as_raw_fd(), plain.as_raw_fd()]), 3);
+        assert!(t.elapsed() < Duration::from_secs(1));
+        // The full counter went to its very top (the peer has a wake-up pending); the
+        // other one took both signals.
+        assert_eq!((count(&full), count(&plain)), (u64::MAX, 2));
+        // A pipe is no eventfd: refused, not written.
+        let (_r, w) = pipe();
+        assert_eq!(sig.signal(&[w.as_raw_fd()]), 0);
+    }
+
+    #[test]
+    fn a_path_socket_is_its_owners_only_from_the_start() {
+        let dir = std::env::temp_dir().join(format!("memif-sys-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let p = SockPath { name: dir.join("s").display().to_string(), is_abstract: false };
+        let _ = std::fs::remove_file(&p.name);
+        // SAFETY: umask cannot fail; a permissive one shows the mode does not come from it.
+        let old = unsafe { libc::umask(0) };
+        let l = listen(&p);
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        let l = l.unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::metadata(&p.name).unwrap().permissions().mode() & 0o777, 0o600);
+        // Our own connection passes; its credentials are ours.
+        let c = connect(&p).unwrap();
+        let a = accept(&l).unwrap().unwrap();
+        assert_eq!(peer_cred(&a).unwrap(), (euid(), std::process::id() as i32));
+        assert_eq!(peer_cred(&c).unwrap().0, euid());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

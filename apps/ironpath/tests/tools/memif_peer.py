@@ -9,7 +9,20 @@ SOCKET is a path, or @name for the abstract namespace. Scenarios:
 client (the server runs testpmd `io`, so packets come back on the S2C ring):
   big-region     ADD_REGION larger than its memfd           -> refused, reason printed
   no-fd          ADD_REGION without a descriptor            -> refused
-  unsealable     a region that cannot be sealed (server with require-sealed=yes) -> refused
+  unsealable     a region that cannot be sealed (the server's default) -> refused
+  seal-locked    a region sealed with F_SEAL_SEAL only (it may shrink, and no seal can be
+                 added)                                      -> refused
+  truncate       a valid connection; truncating the region then fails (the server
+                 sealed it), and traffic goes on
+  pipe-kick      a full blocking pipe as a ring's interrupt fd -> refused
+  kick           the S2C ring asks for interrupts: after packets come back, its eventfd
+                 has been signalled
+  saturated-kick the S2C ring asks for interrupts and its eventfd is blocking with its
+                 counter at the maximum: packets keep coming on S2C for 3 s (the server
+                 never writes it from its lcore), and the counter was signalled
+  no-secret      INIT without a secret (server with secret=pw) -> refused
+  wrong-secret   INIT with a wrong secret                    -> refused
+  not-owner      (run as another user) no HELLO: the connection is refused at once
   ring-outside   a ring past the end of its region          -> refused
   bad-cookie     a ring without the cookie, then CONNECT    -> refused
   short          a 64-byte message                          -> refused
@@ -23,9 +36,12 @@ server (the client runs testpmd `rxonly`):
   data           a valid connection, then S2C descriptors longer than a buffer, a tail
                  past the buffers posted, then 5 good packets; then DISCONNECT and,
                  on the client's reconnection, a HELLO of an unknown version.
+  squat          (run as another user) HELLO to whoever connects: the client must
+                 leave without INIT.
 
 Prints one line per check ("ok ...") and exits 0 when every expectation held.
 """
+import fcntl
 import mmap
 import os
 import socket
@@ -120,10 +136,14 @@ class Region:
         return struct.unpack_from("<H", self.mem, ring + 64)[0]
 
 
-def handshake(s, ident, region, rings=((1, 0, 0), (0, 0, RING)), send_fd=True, connect_msg=True):
+def handshake(s, ident, region, rings=((1, 0, 0), (0, 0, RING)), send_fd=True, connect_msg=True, secret=b"", kick=None):
+    """Walk the handshake; None when connected, else the server's reason. `kick`
+    makes the interrupt fd of each ring (default: a new eventfd)."""
     expect(s, HELLO)
-    s.send(msg(INIT, struct.pack("<HIB", VERSION, ident, 0) + bytes(24) + b"hostile"))
-    expect(s, ACK)
+    s.send(msg(INIT, struct.pack("<HIB", VERSION, ident, 0) + secret.ljust(24, b"\0") + b"hostile"))
+    t, b = parse(s.recv(256))
+    if t != ACK:
+        return b
     body = msg(ADD_REGION, struct.pack("<HQ", 0, region.declared))
     if send_fd:
         socket.send_fds(s, [body], [region.fd])
@@ -133,7 +153,7 @@ def handshake(s, ident, region, rings=((1, 0, 0), (0, 0, RING)), send_fd=True, c
     if t != ACK:
         return b
     for flags, index, off in rings:
-        ev = os.eventfd(0)
+        ev = kick(flags) if kick else os.eventfd(0)
         socket.send_fds(s, [msg(ADD_RING, struct.pack("<HHHIBH", flags, index, 0, off, LOG2, 0))], [ev])
         t, b = parse(s.recv(256))
         if t != ACK:
@@ -169,6 +189,16 @@ def client(name, ident, scenario):
         assert away == 2 and late == 4, reasons
         print("ok stall: 4 timed out, 2 turned away")
         return
+    if scenario == "not-owner":
+        try:
+            s = connect(name)
+        except PermissionError:
+            print("ok not-owner: the socket file refused us (EACCES)")
+            return
+        t, b = parse(s.recv(256))
+        assert t != HELLO, "a HELLO to another user"
+        print(f"ok not-owner: no HELLO, refused with {b!r}")
+        return
     s = connect(name)
     if scenario == "short":
         expect(s, HELLO)
@@ -186,6 +216,34 @@ def client(name, ident, scenario):
     elif scenario == "unsealable":
         r = handshake(s, ident, Region(sealable=False))
         assert r == "Region not sealed against shrinking", r
+    elif scenario == "seal-locked":
+        reg = Region()
+        fcntl.fcntl(reg.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL)
+        r = handshake(s, ident, reg)
+        assert r == "Region not sealed against shrinking", r
+    elif scenario == "truncate":
+        truncate_client(s, ident)
+        return
+    elif scenario == "pipe-kick":
+        rd, wr = os.pipe()
+        os.set_blocking(wr, False)
+        try:
+            while True:
+                os.write(wr, bytes(65536))
+        except BlockingIOError:
+            pass
+        os.set_blocking(wr, True)
+        r = handshake(s, ident, Region(), kick=lambda flags: wr)
+        assert r == "Interrupt fd not an eventfd", r
+    elif scenario in ("kick", "saturated-kick"):
+        kick_client(s, ident, scenario == "saturated-kick")
+        return
+    elif scenario == "no-secret":
+        r = handshake(s, ident, Region())
+        assert r == "Secret required", r
+    elif scenario == "wrong-secret":
+        r = handshake(s, ident, Region(), secret=b"wrong")
+        assert r == "Incorrect secret", r
     elif scenario == "no-fd":
         r = handshake(s, ident, Region(), send_fd=False)
         assert r == "Missing region fd", r
@@ -204,6 +262,100 @@ def client(name, ident, scenario):
     else:
         raise SystemExit(f"no scenario {scenario}")
     print(f"ok {scenario}: refused with \"{r}\"")
+
+
+class Echo:
+    """Both rings of a connected Region: send frames on C2S, take what comes back on
+    S2C and post its buffer again."""
+
+    def __init__(self, reg):
+        self.reg, self.c2s, self.s2c = reg, 0, RING
+        for i in range(SIZE):
+            reg.desc(self.s2c, i, 0, 0, BSIZE, reg.buf(False, i))
+        reg.head(self.s2c, SIZE)
+        self.head, self.rx, self.posted = 0, 0, SIZE
+
+    def send(self, frames):
+        reg = self.reg
+        for f in frames:
+            off = reg.buf(True, self.head)
+            reg.mem[off : off + len(f)] = f
+            reg.desc(self.c2s, self.head, 0, 0, len(f), off)
+            self.head += 1
+        reg.head(self.c2s, self.head)
+        assert wait(lambda: reg.tail(self.c2s) == self.head & 0xFFFF), "the server did not consume"
+
+    def take(self):
+        """Frames received so far (their buffers posted again)."""
+        reg, got = self.reg, []
+        while self.rx != reg.tail(self.s2c):
+            _, _, length, _, _ = reg.read_desc(self.s2c, self.rx)
+            off = reg.buf(False, self.rx)
+            got.append(bytes(reg.mem[off : off + length]))
+            reg.desc(self.s2c, self.posted, 0, 0, BSIZE, reg.buf(False, self.posted))
+            self.posted += 1
+            self.rx = (self.rx + 1) & 0xFFFF
+        reg.head(self.s2c, self.posted)
+        return got
+
+
+def truncate_client(s, ident):
+    reg = Region()
+    r = handshake(s, ident, reg)
+    assert r is None, r
+    try:
+        os.ftruncate(reg.fd, 4096)
+        raise SystemExit("the region could be truncated: the server did not seal it")
+    except PermissionError:
+        pass
+    assert os.fstat(reg.fd).st_size == reg.size
+    print("ok the region cannot be truncated (sealed against shrinking)")
+    e = Echo(reg)
+    e.send([frame(i) for i in range(16)])
+    assert wait(lambda: e.reg.tail(e.s2c) == 16), "no echo after the truncation attempt"
+    assert e.take() == [frame(i) for i in range(16)]
+    print("ok traffic goes on")
+    s.send(msg(DISCONNECT, struct.pack("<I", 0) + b"hostile done"))
+    s.close()
+
+
+def kick_client(s, ident, saturated):
+    """The S2C ring asks for interrupts (its flags stay 0)."""
+    made = []
+
+    def kick(flags):
+        ev = os.eventfd(0)  # blocking
+        if saturated and flags == 0:
+            os.write(ev, struct.pack("<Q", 0xFFFFFFFFFFFFFFFE))
+        made.append((flags, ev))
+        return ev
+
+    reg = Region()
+    r = handshake(s, ident, reg, kick=kick)
+    assert r is None, r
+    s2c_ev = [ev for flags, ev in made if flags == 0][0]
+    e = Echo(reg)
+    got, t = 0, time.time()
+    # The server forwards what we send back on S2C (testpmd io), or another port's
+    # traffic: either way packets keep coming while its interrupts are wanted.
+    while time.time() - t < (3.0 if saturated else 0.5):
+        if (e.head - reg.tail(e.c2s)) & 0xFFFF == 0:
+            n = min(32, (e.posted - e.rx) & 0xFFFF)
+            e.send([frame(e.head + i) for i in range(n)])
+        got += len(e.take())
+        time.sleep(0.001)
+    assert got >= (1000 if saturated else 16), f"only {got} packets came on S2C"
+    os.set_blocking(s2c_ev, False)
+    count = struct.unpack("<Q", os.read(s2c_ev, 8))[0]
+    if saturated:
+        # The counter stops at its maximum: signalled, never blocked on.
+        assert count == 0xFFFFFFFFFFFFFFFF, hex(count)
+        print(f"ok {got} packets came on S2C while its eventfd was saturated, and it was signalled")
+    else:
+        assert count >= 1, count
+        print(f"ok {got} packets came back and the eventfd was signalled ({count})")
+    s.send(msg(DISCONNECT, struct.pack("<I", 0) + b"hostile done"))
+    s.close()
 
 
 def data_client(s, ident):
@@ -275,7 +427,7 @@ def data_client(s, ident):
 
 
 def server(name, scenario):
-    assert scenario == "data"
+    assert scenario in ("data", "squat")
     ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     if not name.startswith("@") and os.path.exists(name):
         os.unlink(name)
@@ -284,7 +436,17 @@ def server(name, scenario):
     ls.settimeout(10)
     s, _ = ls.accept()
     s.settimeout(5)
-    s.send(msg(HELLO, b"hostile".ljust(32, b"\0") + struct.pack("<HHHHHB", VERSION, VERSION, 0, 0, 0, LOG2)))
+    hello = msg(HELLO, b"hostile".ljust(32, b"\0") + struct.pack("<HHHHHB", VERSION, VERSION, 0, 0, 0, LOG2))
+    if scenario == "squat":
+        try:
+            s.send(hello)
+            t, b = parse(s.recv(256))
+        except (BrokenPipeError, ConnectionResetError):
+            t, b = "eof", ""
+        assert t in ("eof", "disconnect"), f"the client answered a stranger's HELLO: {t}"
+        print(f"ok the client left without INIT ({b or 'closed'})")
+        return
+    s.send(hello)
     region = None
     rings = {}
     while True:
