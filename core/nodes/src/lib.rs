@@ -19,6 +19,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(any(test, feature = "test-utils"))]
+pub mod attack;
 pub mod doc;
 #[cfg(test)]
 mod example;
@@ -125,14 +127,7 @@ pub(crate) mod tests {
     use ironpath_eal::{Burst, MemPolicy, MempoolConfig};
     use ironpath_graph::testing::{self, Call};
     use ironpath_graph::{Dispatch, Node, NodeStats};
-    use ironpath_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
-    use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
-    use ironpath_wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
-    use ironpath_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
-    use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
-    use ironpath_wire::ipv6::{Ipv6Packet, Ipv6Repr};
-    use ironpath_wire::udp::{UdpPacket, UdpRepr};
-    use ironpath_wire::{IpAddress, IpProtocol};
+    use ironpath_wire::icmpv6::Icmpv6Repr;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     /// Our MAC (the node's port).
@@ -196,96 +191,7 @@ pub(crate) mod tests {
         out
     }
 
-    /// An Ethernet frame.
-    pub(crate) fn eth(dst: [u8; 6], src: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
-        let mut f = vec![0u8; 14 + payload.len()];
-        EthernetRepr {
-            dst_addr: EthernetAddress(dst),
-            src_addr: EthernetAddress(src),
-            ethertype: EtherType(ethertype),
-        }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-        f[14..].copy_from_slice(payload);
-        f
-    }
-
-    /// An ARP packet (28 bytes, no Ethernet header).
-    pub(crate) fn arp(op: ArpOperation, sha: [u8; 6], spa: Ipv4Addr, tha: [u8; 6], tpa: Ipv4Addr) -> Vec<u8> {
-        let mut p = vec![0u8; 28];
-        ArpRepr {
-            operation: op,
-            source_hardware_addr: EthernetAddress(sha),
-            source_protocol_addr: spa,
-            target_hardware_addr: EthernetAddress(tha),
-            target_protocol_addr: tpa,
-        }
-        .emit(&mut ArpPacket::new_unchecked(&mut p[..]));
-        p
-    }
-
-    /// An IPv4 packet (20-byte header, valid checksum, TTL `ttl`).
-    pub(crate) fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, ttl: u8, payload: &[u8]) -> Vec<u8> {
-        let mut p = vec![0u8; 20 + payload.len()];
-        Ipv4Repr {
-            src_addr: src,
-            dst_addr: dst,
-            next_header: IpProtocol(proto),
-            payload_len: payload.len(),
-            hop_limit: ttl,
-        }
-        .emit(&mut Ipv4Packet::new_unchecked(&mut p[..]));
-        p[20..].copy_from_slice(payload);
-        p
-    }
-
-    /// An ICMP echo request (`reply`: an echo reply) with a valid checksum.
-    pub(crate) fn icmp4_echo(reply: bool, ident: u16, seq_no: u16, data: &[u8]) -> Vec<u8> {
-        let mut p = vec![0u8; 8 + data.len()];
-        p[8..].copy_from_slice(data);
-        let data_len = data.len();
-        let repr = if reply {
-            Icmpv4Repr::EchoReply { ident, seq_no, data_len }
-        } else {
-            Icmpv4Repr::EchoRequest { ident, seq_no, data_len }
-        };
-        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut p[..]));
-        p
-    }
-
-    /// A UDP datagram with a valid checksum for these addresses.
-    pub(crate) fn udp(src: IpAddress, dst: IpAddress, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-        let mut p = vec![0u8; 8 + payload.len()];
-        p[8..].copy_from_slice(payload);
-        UdpRepr { src_port: sport, dst_port: dport, payload_len: payload.len() }.emit(
-            &mut UdpPacket::new_unchecked(&mut p[..]),
-            &src,
-            &dst,
-        );
-        p
-    }
-
-    /// An IPv6 packet whose payload (extension headers included) is `payload`.
-    pub(crate) fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next: u8, hop: u8, payload: &[u8]) -> Vec<u8> {
-        let mut p = vec![0u8; 40 + payload.len()];
-        Ipv6Repr {
-            src_addr: src,
-            dst_addr: dst,
-            next_header: IpProtocol(next),
-            payload_len: payload.len(),
-            hop_limit: hop,
-        }
-        .emit(&mut Ipv6Packet::new_unchecked(&mut p[..]));
-        p[40..].copy_from_slice(payload);
-        p
-    }
-
-    /// An ICMPv6 message for `repr` (echo `data` after the header) with a valid checksum.
-    pub(crate) fn icmp6(repr: Icmpv6Repr, src: Ipv6Addr, dst: Ipv6Addr, data: &[u8]) -> Vec<u8> {
-        let mut p = vec![0u8; repr.buffer_len().max(8 + data.len())];
-        p[8..8 + data.len()].copy_from_slice(data);
-        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut p[..]), &src, &dst);
-        p
-    }
+    pub(crate) use crate::attack::frames::{arp, eth, icmp4_echo, icmp6, ipv4, ipv6, udp};
 
     /// A full Ethernet/IPv4/ICMP echo request from the peer to `dst`.
     pub(crate) fn ping4(dst: Ipv4Addr, seq_no: u16, data: &[u8]) -> Vec<u8> {

@@ -28,7 +28,9 @@ pub struct RxQ {
     pub port: PortId,
     /// Queue index.
     pub queue: u16,
-    _lease: Arc<Lease>,
+    /// Keeps the queue valid while the handle lives: the port's [`Lease`] on it, or
+    /// whatever else owns the queue (an in-process device in tests).
+    _hold: Arc<dyn Any + Send + Sync>,
 }
 
 /// Fast-path transmit handle.
@@ -53,9 +55,16 @@ unsafe impl Send for RxQ {}
 unsafe impl Send for TxQ {}
 
 impl RxQ {
-    /// The handle of driver queue `q` of `port`, holding `lease` on it.
-    pub(super) fn new(q: *mut c_void, f: abi::RxBurstFn, port: PortId, queue: u16, lease: Arc<Lease>) -> Self {
-        Self { q, f, port, queue, _lease: lease }
+    /// The handle of driver queue `q` of `port`; `hold` keeps the queue valid while
+    /// the handle lives (the port's lease on it).
+    pub(super) fn new(
+        q: *mut c_void,
+        f: abi::RxBurstFn,
+        port: PortId,
+        queue: u16,
+        hold: Arc<dyn Any + Send + Sync>,
+    ) -> Self {
+        Self { q, f, port, queue, _hold: hold }
     }
 
     /// Receive up to `pkts.len()` (at most 65535) packets; returns how many.

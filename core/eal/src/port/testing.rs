@@ -1,8 +1,9 @@
-//! In-process transmit queues for tests of nodes and batching: no plugin, no port.
+//! In-process receive and transmit queues for tests of nodes and batching: no plugin,
+//! no port.
 //! Behind the `testing` feature (enable it in `[dev-dependencies]`), never in a
 //! production build.
 
-use super::TxQ;
+use super::{RxQ, TxQ};
 use crate::mbuf::Mbuf;
 use ironpath_abi::Mbuf as RawMbuf;
 use std::ffi::c_void;
@@ -105,5 +106,46 @@ pub fn sink_txq(room: usize, hold: bool) -> (TxQ, Arc<SinkDevice>) {
     }
     // The queue holds the device: `q` points into it as long as the handle lives.
     let q = TxQ::new(Arc::as_ptr(&dev) as *mut c_void, burst, (Some(cleanup), Some(inflight)), (0, 0), dev.clone());
+    (q, dev)
+}
+
+/// A fake device behind an [`RxQ`] from [`feed_rxq`]: the test queues packets, the
+/// queue's receive burst hands them out in order.
+#[derive(Default)]
+pub struct FeedDevice {
+    queued: Mutex<std::collections::VecDeque<Mbuf>>,
+}
+
+impl FeedDevice {
+    /// Queue `m` for a later receive.
+    pub fn push(&self, m: Mbuf) {
+        self.queued.lock().unwrap_or_else(|e| e.into_inner()).push_back(m);
+    }
+
+    /// Packets queued and not yet received.
+    pub fn queued(&self) -> usize {
+        self.queued.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+unsafe extern "C" fn rx_burst(q: *mut c_void, pkts: *mut *mut RawMbuf, n: u16) -> u16 {
+    // SAFETY: `q` is the `FeedDevice` kept alive by the RxQ; `pkts` has room for n
+    // pointers.
+    let (dev, out) = unsafe { (&*q.cast::<FeedDevice>(), std::slice::from_raw_parts_mut(pkts, n as usize)) };
+    let mut g = dev.queued.lock().unwrap_or_else(|e| e.into_inner());
+    let mut got = 0;
+    while got < out.len() {
+        let Some(m) = g.pop_front() else { break };
+        out[got] = m.into_raw();
+        got += 1;
+    }
+    got as u16
+}
+
+/// An RX queue on a fresh [`FeedDevice`] of port `port`.
+pub fn feed_rxq(port: u16) -> (RxQ, Arc<FeedDevice>) {
+    let dev = Arc::new(FeedDevice::default());
+    // The queue holds the device: `q` points into it as long as the handle lives.
+    let q = RxQ::new(Arc::as_ptr(&dev) as *mut c_void, rx_burst, port, 0, dev.clone());
     (q, dev)
 }
