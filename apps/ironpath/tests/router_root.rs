@@ -137,3 +137,114 @@ fn the_router_pings_traces_carries_100_mib_answers_unreachable_and_filters_root(
     let out = run.stop();
     assert!(out.contains("ip_router"), "{out}");
 }
+
+fn tool(name: &str) -> String {
+    format!("{}/tests/tools/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `ping -c n` from `ns` to `dst`: how many replies came back.
+fn replies(h: &Hosts, ns: &str, dst: &str, n: u32, interval: &str) -> u32 {
+    let o = h.in_ns(ns, 5 + n, &format!("ping -c {n} -i {interval} -W 1 {dst}"));
+    o.split(" received").next().and_then(|s| s.rsplit(", ").next()).and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+/// The attacks of "Hostile network, part 2" on the router, each followed by traffic
+/// that must still cross it: (1) 58-byte neighbour solicitations and advertisements
+/// (a 4-byte ICMPv6 body) to all nodes and to the router, and every cut of a whole
+/// solicitation, which once made the node panic and stop routing for good; (2) UDP
+/// to the port the ACL denies, behind a hop-by-hop, a destination-options and an
+/// atomic fragment header (the ACL read the ports at byte 40 and let them through);
+/// (3) a scan of a connected /64 at 1,500 addresses a second, which filled the
+/// table of neighbours being resolved and lost a new neighbour's first pings.
+#[test]
+fn crafted_neighbour_messages_extension_headers_and_a_scan_neither_stop_nor_pass_the_router_root() {
+    if !ready(&["ping", "python3"]) {
+        return;
+    }
+    let h = Hosts::new();
+    let env = [("IRONPATH_PORT_A", h.pa.clone()), ("IRONPATH_PORT_B", h.pb.clone())];
+    let mut run = Run::start(&config("router.yaml"), &env, "router-attacks");
+    let across = |when: &str| {
+        for dst in ["198.18.55.2", "fd00:55::2"] {
+            assert_eq!(replies(&h, &h.a, dst, 3, "0.2"), 3, "ping {dst} {when}");
+        }
+    };
+    across("before the attacks");
+    let router_mac = std::fs::read_to_string(format!("/sys/class/net/{}/address", h.pa)).unwrap().trim().to_string();
+    let a_mac = h.in_ns(&h.a, 5, "cat /sys/class/net/e0/address").trim().to_string();
+
+    // (1) Short and cut neighbour discovery messages.
+    let before = run.latest();
+    for (dst_mac, dst) in [("33:33:00:00:00:01", "ff02::1"), (router_mac.as_str(), "fd00:54::1")] {
+        let o =
+            h.in_ns(&h.a, 10, &format!("python3 {} e0 short-nd {dst_mac} {a_mac} fd00:54::2 {dst}", tool("frames.py")));
+        assert!(o.trim().parse::<u32>().is_ok_and(|n| n > 60), "frames.py: {o}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    across("after the short neighbour messages");
+    let after = run.latest();
+    assert_eq!(after["nodes"]["router"]["panics"].as_u64(), Some(0), "{after}");
+    let bad = node_counter(&after, "router", "malformed") - node_counter(&before, "router", "malformed");
+    assert!(bad >= 60, "the cut messages are counted malformed: {bad}");
+
+    // (2) UDP behind extension headers to the denied port (9) is denied as plain UDP
+    // is; to port 10 it crosses the router.
+    let listener = format!(
+        "ip netns exec {} timeout 8 python3 -c \"
+import socket, select, time
+socks = []
+for p in (9, 10):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.bind(('::', p)); socks.append(s)
+got = {{9: 0, 10: 0}}
+end = time.time() + 4
+while time.time() < end:
+    r, _, _ = select.select(socks, [], [], 0.2)
+    for s in r:
+        s.recv(100); got[s.getsockname()[1]] += 1
+print(got[9], got[10])
+\"",
+        h.b
+    );
+    let listen =
+        std::process::Command::new("sh").args(["-c", &listener]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let before = run.latest();
+    for port in [9, 10] {
+        let o = h.in_ns(
+            &h.a,
+            10,
+            &format!("python3 {} e0 udp6-ext {router_mac} {a_mac} fd00:54::2 fd00:55::2 {port}", tool("frames.py")),
+        );
+        assert_eq!(o.trim(), "4", "frames.py: {o}");
+    }
+    let got = String::from_utf8_lossy(&listen.wait_with_output().unwrap().stdout).trim().to_string();
+    assert_eq!(
+        got, "0 4",
+        "datagrams received on ports 9 and 10 behind no, hop-by-hop, destination-options and fragment headers"
+    );
+    let after = run.latest();
+    assert_eq!(node_counter(&after, "fw", "denied") - node_counter(&before, "fw", "denied"), 4, "{after}");
+
+    // (3) A scan of fd00:55::/64 while a new neighbour appears: its pings are answered.
+    let before = run.latest();
+    let scan = std::process::Command::new("ip")
+        .args(["netns", "exec", &h.a, "python3", &tool("frames.py"), "-", "scan6", "fd00:55::", "6", "1500"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    h.in_ns(&h.b, 5, "ip -6 addr add fd00:55::77/64 dev e0 nodad");
+    let got = replies(&h, &h.a, "fd00:55::77", 12, "0.25");
+    let sent = String::from_utf8_lossy(&scan.wait_with_output().unwrap().stdout).trim().to_string();
+    let after = run.latest();
+    let evicted =
+        node_counter(&after, "router", "resolving_evicted") - node_counter(&before, "router", "resolving_evicted");
+    assert!(
+        got >= 11,
+        "{got} of 12 pings to a new neighbour answered during a scan ({sent} scan datagrams, {evicted} evicted)"
+    );
+    assert!(evicted > 0, "the scan filled the table of neighbours being resolved: {after}");
+    across("after the scan");
+    assert_eq!(after["nodes"]["router"]["panics"].as_u64(), Some(0), "{after}");
+    run.stop();
+}

@@ -67,7 +67,8 @@ pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, sec
                 "passed_on": run.info.passed_on(&n.name), "drops": s.drops,
                 "calls": s.calls, "cycles_per_packet": s.cycles_per_packet(), "cycles": s.cycles,
                 "idle_cycles": s.idle_cycles, "timed_packets": s.timed_packets, "counters": counters,
-                "gauges": gauges}),
+                "gauges": gauges, "panics": n.stats.panics.get(), "panic_drops": n.stats.panic_drops.get(),
+                "fenced_drops": n.stats.fenced_drops.get()}),
         );
     }
     let mut pools = serde_json::Map::new();

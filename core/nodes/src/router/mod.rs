@@ -64,8 +64,8 @@ ironpath_graph::counters! {
         Evicted("evicted", "neighbour entries evicted (table full)"),
         Held("held", "packets held awaiting resolution"),
         HoldFull("hold_full", "packets dropped (the neighbour's hold queue full)"),
-        PendingFull("pending_full", "packets dropped (too many neighbours being resolved)"),
-        Unresolved("unresolved", "packets dropped (no answer after max_tries)"),
+        ResolvingEvicted("resolving_evicted", "neighbours being resolved given up for a newer one (`resolving` reached: a scan), their held packets dropped"),
+        Unresolved("unresolved", "packets dropped (no answer after max_tries, or their neighbour gave up its place: resolving_evicted)"),
         TtlExceeded("ttl_exceeded", "packets dropped (TTL or hop limit ran out)"),
         NoRoute("no_route", "packets dropped (no route)"),
         Rejected("rejected", "packets dropped by unreachable or prohibit routes"),
@@ -629,14 +629,17 @@ impl Router {
                     rewrite(d, !made_here, None);
                 }
                 match self.ifaces[k].neigh.hold(nh, m, cx.now_tsc) {
-                    Held::Yes { request } => {
+                    Held::Yes { request, evicted } => {
                         cx.count(C::Held, 1);
+                        if let Some(packets) = evicted {
+                            cx.count(C::ResolvingEvicted, 1);
+                            cx.count(C::Unresolved, packets);
+                        }
                         if request {
                             self.solicit(cx, k, nh);
                         }
                     }
                     Held::QueueFull => cx.count(C::HoldFull, 1),
-                    Held::TooManyPending => cx.count(C::PendingFull, 1),
                 }
             }
             Slow::TimeExceeded => {
@@ -1370,7 +1373,7 @@ pub const KIND: NodeKind = NodeKind {
             param("max_tries", ParamKind::Uint { min: 1, max: 100 }, false, Some("3"), "requests before giving up on a neighbour"),
             param("reachable", ParamKind::Duration, false, Some("60s"), "a neighbour entry is used this long after it was confirmed, then resolved again"),
             param("neighbours", ParamKind::Uint { min: 1, max: 1 << 20 }, false, Some("4096"), "neighbour entries per interface (the least recently confirmed of a sample is evicted)"),
-            param("resolving", ParamKind::Uint { min: 1, max: 1 << 16 }, false, Some("256"), "neighbours being resolved at once per interface"),
+            param("resolving", ParamKind::Uint { min: 1, max: 1 << 16 }, false, Some("256"), "neighbours being resolved at once per interface (beyond it, the one asked about longest ago gives up its place: a scan cannot lock new neighbours out)"),
             param("max_plies", ParamKind::Uint { min: 1, max: 1 << 22 }, false, Some("262144"), "bound on the FIB's 1 KiB plies (a build that needs more is refused)"),
         ],
         nexts: Nexts::PortsAnd(&["local"]),

@@ -2,7 +2,10 @@
 //! discovery): resolved entries that age, and unresolved neighbours with the
 //! packets held for them, retried and given up on. Everything is bounded: entries
 //! (the least recently confirmed of a sample is evicted), unresolved neighbours
-//! (beyond the bound a packet is dropped and counted), packets held per neighbour.
+//! (beyond the bound the one asked about longest ago gives up its place, its held
+//! packets dropped: a scan of a subnet's addresses, which keeps the table of
+//! unresolved neighbours full, cannot keep a real new neighbour from being resolved),
+//! packets held per neighbour.
 
 use crate::hash::KeyedState;
 use ironpath_eal::Mbuf;
@@ -31,6 +34,8 @@ struct Pending {
     held: VecDeque<Mbuf>,
     last_request: u64,
     tries: u32,
+    /// Its number in the order neighbours started being resolved ([`Neighbours::order`]).
+    serial: u64,
 }
 
 /// What became of a packet given to [`Neighbours::hold`].
@@ -40,11 +45,12 @@ pub enum Held {
     Yes {
         /// Send a request for the neighbour now.
         request: bool,
+        /// The bound on neighbours being resolved was reached: the one asked about
+        /// longest ago gave up its place, and this many packets it held were dropped.
+        evicted: Option<u64>,
     },
     /// Dropped: the neighbour already holds `hold` packets.
     QueueFull,
-    /// Dropped: too many neighbours are being resolved.
-    TooManyPending,
 }
 
 /// One interface's table.
@@ -53,6 +59,11 @@ pub struct Neighbours {
     /// Keyed: a peer chooses which addresses it makes us resolve.
     entries: HashMap<IpAddr, ([u8; 6], u64), KeyedState>,
     pending: HashMap<IpAddr, Pending, KeyedState>,
+    /// Neighbours in the order they started being resolved, with their serial (an
+    /// address resolved, given up or evicted leaves a stale item, skipped and
+    /// compacted away): the oldest gives up its place when `pending` is full.
+    order: VecDeque<(IpAddr, u64)>,
+    serial: u64,
     /// Entries from the configuration: never age, never evicted, not changed by the wire.
     fixed: HashMap<IpAddr, [u8; 6]>,
     /// The last entry looked up (most routed traffic goes to one gateway); its
@@ -70,6 +81,8 @@ impl Neighbours {
             cfg,
             entries: HashMap::with_hasher(KeyedState::new(key)),
             pending: HashMap::with_hasher(KeyedState::new(key)),
+            order: VecDeque::new(),
+            serial: 0,
             fixed: HashMap::new(),
             last: Cell::new(None),
         }
@@ -145,16 +158,38 @@ impl Neighbours {
 
     /// Hold `m` until `ip` is resolved.
     pub fn hold(&mut self, ip: IpAddr, m: Mbuf, now: u64) -> Held {
-        if !self.pending.contains_key(&ip) && self.pending.len() >= self.cfg.max_pending {
-            return Held::TooManyPending;
-        }
         let first = !self.pending.contains_key(&ip);
-        let p = self.pending.entry(ip).or_insert_with(|| Pending { held: VecDeque::new(), last_request: now, tries: 1 });
+        let mut evicted = None;
+        if first {
+            if self.pending.len() >= self.cfg.max_pending.max(1) {
+                evicted = self.evict_oldest();
+            }
+            self.serial += 1;
+            let serial = self.serial;
+            self.pending.insert(ip, Pending { held: VecDeque::new(), last_request: now, tries: 1, serial });
+            self.order.push_back((ip, serial));
+            if self.order.len() > 2 * self.cfg.max_pending.max(1) + 16 {
+                let pending = &self.pending;
+                self.order.retain(|(a, s)| pending.get(a).is_some_and(|p| p.serial == *s));
+            }
+        }
+        let Some(p) = self.pending.get_mut(&ip) else { return Held::QueueFull };
         if p.held.len() >= self.cfg.hold.max(1) {
             return Held::QueueFull;
         }
         p.held.push_back(m);
-        Held::Yes { request: first }
+        Held::Yes { request: first, evicted }
+    }
+
+    /// Give up the neighbour that started being resolved longest ago; returns how
+    /// many packets it held (now dropped), or None if none is being resolved.
+    fn evict_oldest(&mut self) -> Option<u64> {
+        while let Some((ip, serial)) = self.order.pop_front() {
+            if self.pending.get(&ip).is_some_and(|p| p.serial == serial) {
+                return self.pending.remove(&ip).map(|p| p.held.len() as u64);
+            }
+        }
+        None
     }
 
     /// Neighbours to ask again now (into `again`); returns the packets dropped for
@@ -203,11 +238,10 @@ mod tests {
         let pool = pool(16);
         let mut n = Neighbours::new(cfg(), [1; 16]);
         let m = |tag: u8| Mbuf::from_slice(&pool, &[tag; 60]).unwrap();
-        assert_eq!(n.hold(ip(1), m(1), 0), Held::Yes { request: true });
-        assert_eq!(n.hold(ip(1), m(2), 1), Held::Yes { request: false });
+        assert_eq!(n.hold(ip(1), m(1), 0), Held::Yes { request: true, evicted: None });
+        assert_eq!(n.hold(ip(1), m(2), 1), Held::Yes { request: false, evicted: None });
         assert_eq!(n.hold(ip(1), m(3), 2), Held::QueueFull);
-        assert_eq!(n.hold(ip(2), m(4), 2), Held::Yes { request: true });
-        assert_eq!(n.hold(ip(3), m(5), 2), Held::TooManyPending);
+        assert_eq!(n.hold(ip(2), m(4), 2), Held::Yes { request: true, evicted: None });
         assert_eq!(pool.stats().in_use, 3);
         let (out, evicted) = n.learn(ip(1), [2; 6], 10);
         assert!(!evicted);
@@ -223,6 +257,38 @@ mod tests {
         assert_eq!(n.retry(370, &mut again), 1);
         assert_eq!(again, [ip(2), ip(2)]);
         assert!(!n.resolving());
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    /// A scan of many addresses keeps the table of neighbours being resolved full;
+    /// a new neighbour still gets a place (the oldest scanned address gives up its
+    /// own) and is resolved.
+    #[test]
+    fn a_scan_cannot_keep_a_new_neighbour_from_being_resolved() {
+        let pool = pool(64);
+        let cfg = NeighConfig { max_pending: 8, hold: 1, ..cfg() };
+        let mut n = Neighbours::new(cfg, [1; 16]);
+        let m = |tag: u8| Mbuf::from_slice(&pool, &[tag; 60]).unwrap();
+        let mut dropped = 0;
+        for k in 100..200u8 {
+            match n.hold(ip(k), m(k), u64::from(k)) {
+                Held::Yes { request: true, evicted } => dropped += evicted.unwrap_or(0),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(dropped, 92, "each scanned address beyond the eighth evicted the oldest");
+        assert_eq!(pool.stats().in_use, 8);
+        assert_eq!(n.hold(ip(7), m(7), 300), Held::Yes { request: true, evicted: Some(1) });
+        // More of the scan: the new neighbour is not the oldest yet.
+        for k in 200..206u8 {
+            assert!(matches!(n.hold(ip(k), m(k), 301), Held::Yes { request: true, evicted: Some(1) }));
+        }
+        let (out, _) = n.learn(ip(7), [7; 6], 302);
+        assert_eq!(out.iter().map(|m| m.data()[0]).collect::<Vec<_>>(), [7], "its packet held, then released");
+        drop(out);
+        // The queue of the order is compacted: bounded by the table, not the scan.
+        assert!(n.order.len() <= 2 * 8 + 16, "{}", n.order.len());
+        drop(n);
         assert_eq!(pool.stats().in_use, 0);
     }
 

@@ -374,10 +374,12 @@ fn held_packets_are_bounded_and_dropped_when_the_neighbour_never_answers() {
     }
     assert_eq!(requests, 3);
     assert_eq!(counter(&st, "unresolved"), 2);
-    // Too many neighbours at once (resolving = 4).
+    // Too many neighbours at once (resolving = 4): each one beyond takes the place
+    // of the one asked about longest ago, whose packet is dropped.
     let many: Vec<_> = (10..16).map(|k| udp4(A_MAC, R0, A4, Ipv4Addr::new(198, 18, 2, k), 64)).collect();
-    assert_eq!(run(&mut r, &st, &pool, 0, &many, 10 * HZ).len(), 4);
-    assert_eq!(counter(&st, "pending_full"), 2);
+    assert_eq!(run(&mut r, &st, &pool, 0, &many, 10 * HZ).len(), 6, "a request for each");
+    assert_eq!(counter(&st, "resolving_evicted"), 2);
+    assert_eq!(counter(&st, "unresolved"), 4);
     drop(r);
     assert_eq!(pool.stats().in_use, 0);
 }
