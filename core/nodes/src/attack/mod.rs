@@ -480,6 +480,14 @@ pub fn fuzz_seeds() -> Vec<(String, Vec<u8>)> {
             b.extend_from_slice(f);
         }
         out.push((format!("ip_router/{group}"), b));
+        // l2_forward: one burst (count, step), each frame from port 0.
+        let mut b = vec![frames.len() as u8, 1];
+        for f in &frames {
+            b.push(0);
+            b.extend_from_slice(&le(f));
+            b.extend_from_slice(f);
+        }
+        out.push((format!("l2_forward/{group}"), b));
         // nodes: flags (no checksum verified by a NIC), then the frames.
         let mut b = vec![0];
         for f in &frames {
