@@ -109,30 +109,6 @@ pub(super) fn uncount_state(states: &mut [u64; TcpGauge::COUNT], e: &Entry) {
     }
 }
 
-/// Brings `total` (memory all connections' received data holds) and `e`'s peer up
-/// to date with what `e`'s connection holds now.
-#[inline]
-pub(super) fn account_rx(total: &mut u64, peers: &mut super::Peers, e: &mut Entry) {
-    let held = e.conn.recv_mem() as u64;
-    if held != e.rx_held {
-        *total = *total + held - e.rx_held;
-        peers.recharge(e.peer, e.rx_held, held);
-        e.rx_held = held;
-    }
-}
-
-/// Brings `total` (heap all connections' applications hold) and `e`'s peer up to date
-/// with what `e`'s application holds now.
-#[inline]
-pub(super) fn account_heap(total: &mut u64, peers: &mut super::Peers, e: &mut Entry) {
-    let heap = e.app.heap() as u64;
-    if heap != e.heap {
-        *total = *total + heap - e.heap;
-        peers.recharge(e.peer, e.heap, heap);
-        e.heap = heap;
-    }
-}
-
 /// The node's counters that add up a connection's own, with the connection's values.
 pub(super) fn synced(c: &ironpath_tcp::Counters) -> [(TcpCounter, u64); 7] {
     [

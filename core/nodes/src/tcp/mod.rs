@@ -24,6 +24,7 @@
 //! it; ends are queued in order, no heap).
 
 mod apps;
+mod budget;
 mod config;
 mod counters;
 mod files;
@@ -38,6 +39,7 @@ pub mod trace;
 mod wire;
 
 use apps::{App, AppEnv, HttpGet};
+use budget::{account_heap, account_rx};
 pub use files::raise_descriptor_limit;
 pub use http_server::Site;
 use peers::Peers;
@@ -117,10 +119,6 @@ struct Pending {
 
 type FlowKey = (Endpoint, Endpoint);
 
-/// How long a connection must have made no progress to be reset under memory pressure.
-const STALLED: std::time::Duration = std::time::Duration::from_secs(1);
-/// Looks for connections to reset under memory pressure are this far apart at least.
-const RECLAIM_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The node.
 pub struct TcpNode {
@@ -485,84 +483,6 @@ impl TcpNode {
                 cx.count(TcpCounter::ConnsFailed, 1);
             }
         }
-    }
-
-    /// Takes what `e` (leaving the table) was charged off the totals and its peer.
-    fn uncharge(&mut self, e: &Entry) {
-        self.rx_held -= e.rx_held;
-        self.heap_held -= e.heap;
-        self.peers.recharge(e.peer, e.held(), 0);
-        self.peers.detach(e.peer);
-    }
-
-    /// Memory all connections hold.
-    fn held(&self) -> u64 {
-        self.rx_held + self.heap_held
-    }
-
-    /// Under memory pressure (at most every 100 ms): resets the connections holding
-    /// the most that made no progress for a second (the peer acknowledged nothing and
-    /// the application read nothing), largest first, until all hold 1/8 less than
-    /// `mem_limit`, so that pressure costs the holders that block, never the next
-    /// newcomer. Returns whether any was reset.
-    fn reclaim(&mut self, cx: &NodeCx<'_>, now: Time) -> bool {
-        self.pressure = false;
-        if now < self.reclaim_at || self.held() < self.mem_limit {
-            return false;
-        }
-        self.reclaim_at = now + RECLAIM_EVERY;
-        let mut cand = std::mem::take(&mut self.reclaim_scratch);
-        cand.clear();
-        for (slot, e) in self.slots.iter().enumerate() {
-            if let Some(e) = e {
-                if e.held() > 0 && now - e.progress_at >= STALLED && e.conn.state() != State::Closed {
-                    cand.push((e.held(), slot as u32));
-                }
-            }
-        }
-        cand.sort_unstable_by(|a, b| b.cmp(a));
-        let target = self.mem_limit - self.mem_limit / 8;
-        let mut any = false;
-        for &(_, slot) in &cand {
-            if self.held() <= target {
-                break;
-            }
-            let Some(Some(e)) = self.slots.get_mut(slot as usize) else { continue };
-            e.conn.abort();
-            e.app = App::Discard;
-            account_rx(&mut self.rx_held, &mut self.peers, e);
-            account_heap(&mut self.heap_held, &mut self.peers, e);
-            cx.count(TcpCounter::MemReclaimed, 1);
-            any = true;
-            self.touch(slot);
-        }
-        self.reclaim_scratch = cand;
-        any
-    }
-
-    /// Whether a new connection from `addr` may be held: the connection table, the
-    /// peer's connections and memory, all connections' memory (after a reclaim).
-    /// Counts the refusal.
-    fn admit(&mut self, cx: &NodeCx<'_>, now: Time, addr: IpAddress) -> bool {
-        if self.flows.len() >= self.cfg.max_connections {
-            cx.count(TcpCounter::SynDropped, 1);
-            return false;
-        }
-        let (conns, held) = self.peers.usage(addr);
-        let cap = self.cfg.limits.max_per_peer;
-        if cap > 0 && conns >= cap {
-            cx.count(TcpCounter::PeerCapped, 1);
-            return false;
-        }
-        if held >= self.peer_limit {
-            cx.count(TcpCounter::PeerMemRefused, 1);
-            return false;
-        }
-        if self.held() >= self.mem_limit && !(self.reclaim(cx, now) && self.held() < self.mem_limit) {
-            cx.count(TcpCounter::MemRefused, 1);
-            return false;
-        }
-        true
     }
 
     /// Publishes the state gauges that changed (TIME-WAIT: the compact table).
