@@ -260,6 +260,8 @@ impl HttpConn {
                 env.stats.http_errors += 1;
                 self.out.clear();
                 self.pending = None;
+                self.responses.clear();
+                self.responses_heap = 0;
                 self.closing = true;
                 conn.abort();
                 return;

@@ -301,6 +301,12 @@ impl TcpNode {
         self.flows.len()
     }
 
+    /// Memory the connections are charged: received data and their applications'
+    /// heap ("Per-peer accounting" in docs/tcp.md).
+    pub fn memory_held(&self) -> u64 {
+        self.held()
+    }
+
     /// Connections in TIME-WAIT.
     pub fn in_time_wait(&self) -> usize {
         self.time_wait.len()
