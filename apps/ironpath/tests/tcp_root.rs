@@ -639,6 +639,7 @@ fn a_streamed_file_read_slowly_by_three_clients_does_not_grow_memory_by_the_file
         last["nodes"]["tcp"]["counters"]
     );
     assert!(got.iter().all(|&g| g > 32 << 20), "each client got a good part of the file: {got:?}");
+    assert!(counter(&last, "tcp", "files_streamed") >= 1, "the file was streamed, not cached");
     // What each connection's send buffer holds (4 MiB here) and a piece or two: not
     // the ~96 MB each client read.
     assert!(peak < rss0 + (64 << 20), "RSS grew from {} to {} MiB", rss0 >> 20, peak >> 20);

@@ -54,6 +54,7 @@ ironpath_graph::counters! {
         PipelineHeld("pipeline_held", "times an HTTP connection left pipelined requests unparsed: max_pipeline responses queued or unacknowledged"),
         FdExhausted("fd_exhausted", "HTTP requests answered 503: the file could not be opened for lack of descriptors"),
         FdsClosed("fds_closed", "descriptors of cached files closed to stay within open_files (least recently used first)"),
+        FilesStreamed("files_streamed", "files opened to be streamed (read as sent, freed once acknowledged): larger than what file_cache had left"),
     }
 }
 

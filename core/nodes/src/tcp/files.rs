@@ -240,6 +240,8 @@ pub(super) struct Files {
     next_id: u64,
     /// Descriptors closed to stay within `max_open` (the node counts them).
     pub(super) fds_closed: u64,
+    /// Files opened to be streamed, not cached (the node counts them).
+    pub(super) streamed: u64,
 }
 
 /// Bytes of files a site keeps in memory unless told otherwise.
@@ -261,6 +263,7 @@ impl Files {
             recent: Recent::default(),
             next_id: 0,
             fds_closed: 0,
+            streamed: 0,
         };
         f.set_limits(CACHE_LIMIT, OPEN_FILES);
         f
@@ -328,6 +331,7 @@ impl Files {
             return Ok(body);
         }
         let body = Arc::new(FileBody::new(self.next_id, file, ident, false));
+        self.streamed += 1;
         if self.streams.len() >= 64 {
             self.streams.retain(|_, w| w.strong_count() > 0);
         }

@@ -569,6 +569,7 @@ fn a_streamed_file_costs_its_reader_the_pieces_in_flight_only() {
     let bound = 3 * (send_buffer + 2 * FILE_PIECE as u64 + 4096);
     assert!(max_heap <= bound, "heap {max_heap} for 3 readers of a {size}-byte file (bound {bound})");
     assert!(max_heap > 0, "streamed pieces are charged");
+    assert_eq!(b.counter("files_streamed"), 1, "one descriptor for the three requests");
     drop(b);
     std::fs::remove_dir_all(&dir).unwrap();
 }

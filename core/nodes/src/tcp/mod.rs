@@ -526,6 +526,10 @@ impl TcpNode {
             if closed != 0 {
                 cx.count(TcpCounter::FdsClosed, closed);
             }
+            let streamed = std::mem::take(&mut site.files.streamed);
+            if streamed != 0 {
+                cx.count(TcpCounter::FilesStreamed, streamed);
+            }
         }
     }
 }
