@@ -18,8 +18,9 @@
 //!
 //! No panic; every frame the node sends is Ethernet + IPv4/IPv6 + TCP from our MAC
 //! and one of our addresses, with exact lengths, a valid IPv4 header checksum, a
-//! valid TCP checksum and options, and at most an MSS of payload; and once the node
-//! is gone no mbuf may be left in use.
+//! valid TCP checksum and options, and at most an MSS of payload; with no connection
+//! left, no memory is charged to any; and once the node is gone no mbuf may be left in
+//! use.
 #![no_main]
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, MemPolicy, Mempool, MempoolConfig};
@@ -412,6 +413,11 @@ fuzz_target!(|data: &[u8]| {
         for k in 0..40u64 {
             now += if k < 10 { 10_000 } else { 250_000 };
             poll(&mut node, &st, &mut Burst::new(), now, &mut peer);
+        }
+        // The memory charged to connections and peers is what they hold: nothing once
+        // none is left.
+        if node.connections() == 0 {
+            assert_eq!(node.memory_held(), 0, "memory charged to no connection");
         }
     }
     assert_eq!(pool.stats().in_use, 0, "mbufs leaked");

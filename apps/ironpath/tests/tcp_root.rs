@@ -591,3 +591,168 @@ fn curl_downloads_through_a_syn_flood_answered_with_syn_cookies_root() {
     );
     run.stop();
 }
+
+#[test]
+fn a_streamed_file_read_slowly_by_three_clients_does_not_grow_memory_by_the_file_root() {
+    if !ready(&["curl"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("ts", 28);
+    let w = TempDir::new("www-ts");
+    www(&w.0, &[("small", 1000)]);
+    // 256 MiB (sparse: zeros, no disk), far above the 16 MiB cache: streamed.
+    const BIG: u64 = 256 << 20;
+    std::fs::File::create(w.0.join("big")).unwrap().set_len(BIG).unwrap();
+    let run = http_server(&v, &w.0, &[("IRONPATH_FILE_CACHE", "16777216")], "stream");
+    let url = |f: &str| format!("http://{}/{f}", v.ours4());
+    let o = v.exec_for(10, &["curl", "-sS", "--fail", "-o", "/dev/null", &url("small")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let pid = run.pid();
+    let rss0 = rss(pid);
+    // Three slow downloads (24 MB/s each, 4 s: ~96 MB each, about a third of the file).
+    let clients: Vec<std::process::Child> = (0..3)
+        .map(|_| {
+            std::process::Command::new("timeout")
+                .args(["15", "ip", "netns", "exec", &v.ns, "curl", "-s", "-o", "/dev/null", "-w", "%{size_download}"])
+                .args(["--limit-rate", "24M", "--max-time", "4", &url("big")])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    let mut peak = rss0;
+    while t.elapsed() < std::time::Duration::from_secs(5) {
+        peak = peak.max(rss(pid));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let got: Vec<u64> = clients
+        .into_iter()
+        .map(|c| String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).trim().parse().unwrap_or(0))
+        .collect();
+    let last = run.latest();
+    eprintln!(
+        "downloaded {got:?} bytes of {BIG}; RSS {} MiB before, {} MiB at most; tcp: {}",
+        rss0 >> 20,
+        peak >> 20,
+        last["nodes"]["tcp"]["counters"]
+    );
+    assert!(got.iter().all(|&g| g > 32 << 20), "each client got a good part of the file: {got:?}");
+    assert!(counter(&last, "tcp", "files_streamed") >= 1, "the file was streamed, not cached");
+    // What each connection's send buffer holds (4 MiB here) and a piece or two: not
+    // the ~96 MB each client read.
+    assert!(peak < rss0 + (64 << 20), "RSS grew from {} to {} MiB", rss0 >> 20, peak >> 20);
+}
+
+/// Keep-alive GETs of every path listed in the file ARGV[2] from host ARGV[1]; prints
+/// "STATUS:COUNT" pairs.
+const FETCH_ALL: &str = r#"
+import collections, http.client, sys
+host, paths = sys.argv[1], open(sys.argv[2]).read().split()
+codes = collections.Counter()
+c = http.client.HTTPConnection(host, 80, timeout=10)
+for p in paths:
+    for attempt in range(2):
+        try:
+            c.request("GET", p)
+            r = c.getresponse()
+            r.read()
+            codes[r.status] += 1
+            break
+        except (http.client.HTTPException, OSError):
+            c.close()
+            c = http.client.HTTPConnection(host, 80, timeout=10)
+print(" ".join("%d:%d" % kv for kv in sorted(codes.items())))
+"#;
+
+/// ARGV[2] connections to host ARGV[1], each asking for /sN (N its index) and reading
+/// only the status line, all held open ARGV[3] seconds; prints "STATUS:COUNT" pairs.
+const HOLD_FILES: &str = r#"
+import collections, socket, sys, time
+host, n, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+codes, socks = collections.Counter(), []
+for i in range(n):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(5)
+    s.connect((host, 80))
+    s.sendall(b"GET /s%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+    line = s.recv(64).split(b"\r\n")[0]
+    codes[int(line.split()[1]) if len(line.split()) > 1 else 0] += 1
+    socks.append(s)
+time.sleep(secs)
+print(" ".join("%d:%d" % kv for kv in sorted(codes.items())))
+"#;
+
+/// "STATUS:COUNT ..." as a map.
+fn codes(out: &str) -> std::collections::BTreeMap<u32, u32> {
+    out.split_whitespace()
+        .filter_map(|kv| kv.split_once(':'))
+        .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
+        .collect()
+}
+
+#[test]
+fn many_files_under_a_low_descriptor_limit_are_served_and_none_is_a_404_root() {
+    if !ready(&["python3", "prlimit", "curl"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("tn", 29);
+    let w = TempDir::new("www-tn");
+    // 1,100 small files (cached) and 150 of 8 MiB (sparse; streamed: each response in
+    // flight holds its descriptor and a 256 KiB piece).
+    let mut list = String::new();
+    for i in 0..1100 {
+        std::fs::write(w.0.join(format!("f{i}")), format!("file {i}\n").repeat(100)).unwrap();
+        list.push_str(&format!("/f{i}\n"));
+    }
+    for i in 0..150 {
+        std::fs::File::create(w.0.join(format!("s{i}"))).unwrap().set_len(8 << 20).unwrap();
+    }
+    let paths = w.0.join("paths.txt");
+    std::fs::write(&paths, &list).unwrap();
+    let run = http_server_wrapped(
+        &["prlimit", "--nofile=128:128"],
+        &v,
+        &w.0,
+        // The holders below are one peer: let it have the whole memory budget, and each
+        // response hold about a piece (a 64 KiB send buffer), not 4 MiB of them.
+        &[("IRONPATH_FILE_CACHE", "4194304"), ("IRONPATH_PEER_SHARE", "100"), ("IRONPATH_SEND_BUFFER", "65536")],
+        "nofile",
+    );
+    let fetch_all = |when: &str| {
+        let o = v.exec_for(60, &["python3", "-c", FETCH_ALL, &v.ours4(), paths.to_str().unwrap()]);
+        let c = codes(&text(&o));
+        assert_eq!(c.get(&200), Some(&1100), "{when}: {}", text(&o));
+    };
+    // Eight times the descriptors the process may open: every one is served.
+    fetch_all("first");
+    fetch_all("again, from the cache");
+    // 150 streamed responses in flight want more descriptors than there are: the
+    // later ones are 503, never 404, and the cached files are still served meanwhile.
+    let hold = std::process::Command::new("timeout")
+        .args(["30", "ip", "netns", "exec", &v.ns, "python3", "-c", HOLD_FILES, &v.ours4(), "150", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    fetch_all("while descriptors run out");
+    let o = hold.wait_with_output().unwrap();
+    let held = codes(&String::from_utf8_lossy(&o.stdout));
+    let last = run.wait_for(10, |l| counter(l, "tcp", "fd_exhausted") > 0);
+    eprintln!("held: {held:?}; tcp: {}", last["nodes"]["tcp"]["counters"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(held.values().sum::<u32>(), 150, "{held:?}");
+    assert!(held.get(&503).is_some_and(|&n| n > 0), "some ran out of descriptors: {held:?}");
+    assert!(held.get(&200).is_some_and(|&n| n > 0), "{held:?}");
+    assert!(!held.contains_key(&404), "no file that exists is a 404: {held:?}");
+    assert_eq!(counter(&last, "tcp", "fd_exhausted") as u32, held[&503]);
+    // The holders gone, their files open again.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let o =
+        v.exec_for(20, &["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", &format!("http://{}/s149", v.ours4())]);
+    assert_eq!(text(&o), "200", "a streamed file after the holders left");
+}

@@ -119,6 +119,20 @@ impl HeadBuf {
         self.skip
     }
 
+    /// Bytes of heap the buffer keeps (its capacity), for a caller that charges
+    /// what a connection makes it hold.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Gives the buffer's heap back if it holds nothing (after a burst of requests;
+    /// the next bytes allocate again).
+    pub fn release(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
+        }
+    }
+
     /// Forgets everything (for a new connection).
     pub fn clear(&mut self) {
         self.buf.clear();

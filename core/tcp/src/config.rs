@@ -68,6 +68,15 @@ pub struct Config {
     /// `None` (the default): only the retransmission limit ends such a connection,
     /// and a peer that keeps answering zero-window probes is kept forever.
     pub send_timeout: Option<Duration>,
+    /// With `send_timeout`: the bytes per second the peer must acknowledge while data
+    /// waits for it. Each `send_timeout` period in which data waited must end with at
+    /// least `send_min_rate` × `send_timeout` bytes acknowledged (or nothing left
+    /// waiting), else the connection is reset ([`ConnError::SendTooSlow`]); a reader
+    /// that takes a little now and then cannot keep a full send buffer forever. 0
+    /// (the default): any acknowledgment starts the timeout again.
+    ///
+    /// [`ConnError::SendTooSlow`]: crate::ConnError::SendTooSlow
+    pub send_min_rate: u32,
     /// TSO: new data goes out in segments of up to this many payload bytes (whole
     /// sender MSSs), marked with [`Segment::tso_segsz`](crate::Segment::tso_segsz) for
     /// the NIC or the kernel to cut. Retransmissions stay one MSS. 0 (the default): off.
@@ -118,6 +127,7 @@ impl Default for Config {
             idle_timeout: None,
             fin_wait2_timeout: Some(Duration::from_secs(60)),
             send_timeout: None,
+            send_min_rate: 0,
             tso_max: 0,
         }
     }

@@ -59,4 +59,9 @@ pub enum ConnError {
     /// [`Config::send_timeout`](crate::Config::send_timeout) (a zero window, or no ACK).
     #[error("peer accepted no data for the send timeout")]
     SendTimeout,
+    /// The peer acknowledged less than
+    /// [`Config::send_min_rate`](crate::Config::send_min_rate) × `send_timeout` bytes
+    /// in a send timeout while data waited for it.
+    #[error("peer accepted data slower than the minimum rate")]
+    SendTooSlow,
 }

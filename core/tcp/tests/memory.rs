@@ -177,6 +177,42 @@ fn a_slow_reader_that_keeps_taking_data_is_not_timed_out() {
     }
 }
 
+/// Reads `per_sec` bytes a second from the server side for up to `secs` seconds while
+/// the client has 1 MB to send; returns the bytes read when the client closed (or the
+/// end).
+fn trickle(sim: &mut Sim, per_sec: usize, secs: u64) -> usize {
+    let t0 = sim.now;
+    sim.a.conn().send(Bytes::from(stream(0, 1_000_000))).unwrap();
+    let (mut got, mut at) = (0, t0);
+    while at < t0 + Duration::from_secs(secs) && sim.a.state() != State::Closed {
+        at = at + Duration::from_secs(1);
+        sim.wake_at(at);
+        sim.run_until(at, |_| false);
+        let mut n = 0;
+        while n < per_sec {
+            let Some(p) = sim.b.conn().recv() else { break };
+            n += p.len();
+        }
+        got += n;
+    }
+    got
+}
+
+#[test]
+fn a_reader_below_the_minimum_rate_is_reset_and_one_above_it_is_not() {
+    // 8 KiB/s over 2 s periods: each period must see 16 KiB acknowledged.
+    let client = Config { send_timeout: Some(Duration::from_secs(2)), send_min_rate: 8192, ..cfg(1 << 20) };
+    let mut slow = established(&client, &cfg(8192));
+    let got = trickle(&mut slow, 4096, 20);
+    assert_eq!(slow.a.state(), State::Closed, "a 4 KiB/s reader outlived 20 s ({got} bytes)");
+    assert_eq!(slow.a.conn().error(), Some(ConnError::SendTooSlow));
+    assert!(got < 40_000, "reset after {got} bytes");
+    let mut fast = established(&client, &cfg(65536));
+    let got = trickle(&mut fast, 32768, 10);
+    assert_ne!(fast.a.state(), State::Closed, "a 32 KiB/s reader was reset after {got} bytes");
+    assert!(got > 200_000, "{got}");
+}
+
 #[test]
 fn only_segments_that_pass_the_sequence_and_ack_checks_are_accepted() {
     let mut sim = established(&cfg(1 << 20), &cfg(1 << 20));

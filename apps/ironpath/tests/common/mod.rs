@@ -156,9 +156,17 @@ fn drain(
 impl Run {
     /// Starts `ironpath run cfg` with `env`; waits until the first stats line shows up.
     pub fn start(cfg: &Path, env: &[(&str, String)], tag: &str) -> Run {
+        Self::start_wrapped(&[], cfg, env, tag)
+    }
+
+    /// The same, run by the command `wrapper` (e.g. `prlimit --nofile=256:256`).
+    pub fn start_wrapped(wrapper: &[&str], cfg: &Path, env: &[(&str, String)], tag: &str) -> Run {
         let stats = std::env::temp_dir().join(format!("ironpath-{tag}-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&stats);
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(wrapper.first().copied().unwrap_or(BIN));
+        if !wrapper.is_empty() {
+            cmd.args(&wrapper[1..]).arg(BIN);
+        }
         cmd.args(["run", cfg.to_str().unwrap(), "--no-huge", "--duration", "900", "--stats-period", "1"])
             .arg("--stats-json")
             .arg(&stats)
@@ -182,6 +190,11 @@ impl Run {
             std::thread::sleep(Duration::from_millis(100));
         }
         run
+    }
+
+    /// The process id (of `ironpath`, or of its wrapper, which execs it).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
     }
 
     /// The JSON stats lines so far.
@@ -331,6 +344,11 @@ pub use skip_log::skip;
 
 /// `configs/http-server.yaml` on `v`'s port serving `root`, with `extra` variables.
 pub fn http_server(v: &Veth, root: &Path, extra: &[(&str, &str)], tag: &str) -> Run {
+    http_server_wrapped(&[], v, root, extra, tag)
+}
+
+/// The same, run by the command `wrapper` ([`Run::start_wrapped`]).
+pub fn http_server_wrapped(wrapper: &[&str], v: &Veth, root: &Path, extra: &[(&str, &str)], tag: &str) -> Run {
     let mut env = vec![
         ("IRONPATH_IFACE", v.port.clone()),
         ("IRONPATH_IPV4", v.ours4()),
@@ -338,7 +356,14 @@ pub fn http_server(v: &Veth, root: &Path, extra: &[(&str, &str)], tag: &str) -> 
         ("IRONPATH_WWW", root.display().to_string()),
     ];
     env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-    Run::start(&config("http-server.yaml"), &env, tag)
+    Run::start_wrapped(wrapper, &config("http-server.yaml"), &env, tag)
+}
+
+/// Resident memory of process `pid` in bytes (`VmRSS` of /proc/PID/status).
+pub fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next());
+    kb.and_then(|k| k.parse::<u64>().ok()).map_or(0, |k| k * 1024)
 }
 
 /// Replies to 5 pings 200 ms apart from the namespace to our address.

@@ -7,7 +7,8 @@
 //! much as its send buffer takes: a 100 MiB file is queued as one reference and
 //! leaves in window-sized slices.
 
-use super::http_server::{FileBody, HttpConn, Site};
+use super::files::{piece_cost, FileBody, Recent};
+use super::http_server::{HttpConn, Site};
 use super::payload::Chunk;
 use ironpath_http as http;
 use ironpath_tcp::{Connection, Payload, State, Time};
@@ -47,6 +48,13 @@ pub struct AppStats {
     pub header_timeouts: u64,
     /// HTTP connections closed by `keepalive_timeout`.
     pub keepalive_timeouts: u64,
+    /// Times an application took no new work while it had some (its peer, or all
+    /// connections, over their memory budget).
+    pub held_back: u64,
+    /// Times an HTTP connection left pipelined requests unparsed (`max_pipeline`).
+    pub pipeline_held: u64,
+    /// HTTP requests answered 503 for lack of descriptors.
+    pub fd_exhausted: u64,
 }
 
 /// How long an HTTP connection may wait for a request, or take to send its head.
@@ -72,26 +80,57 @@ pub struct AppEnv {
     pub now: Time,
     /// HTTP timeouts.
     pub timeouts: HttpTimeouts,
+    /// `http`: responses a connection may have queued or unacknowledged.
+    pub max_pipeline: usize,
+    /// The connection being polled belongs to a peer over its share of the memory
+    /// budget, or all connections are over theirs: take no new work while some is
+    /// under way (requests, file pieces, echo reads).
+    pub held_back: bool,
 }
 
-/// Data queued by an application and not yet taken by the connection.
+/// Data queued by an application and not yet taken by the connection, and the heap
+/// kept for the connection alone until its peer acknowledges it (response heads and
+/// error bodies, echo copies, pieces of streamed files): what the connection is
+/// charged beyond its received data.
 #[derive(Default)]
 pub struct Sender {
     queue: VecDeque<Part>,
     pub(super) bytes: usize,
+    /// Bytes the connection took from this queue: the stream offset of the next one.
+    sent: u64,
+    /// Heap of queued parts, freed once the stream is acknowledged up to the offset.
+    owned_parts: VecDeque<(u64, usize)>,
+    /// Heap of streamed file pieces read, freed once acknowledged up to the offset.
+    owned_pieces: VecDeque<(u64, usize)>,
+    /// The sum of both.
+    owned: usize,
 }
 
-/// What a [`Sender`] holds: bytes, or a range of a file, read as it is sent.
+/// What a [`Sender`] holds: bytes, or a range of a file, read as it is sent (with the
+/// piece being sent).
 enum Part {
     Data(Chunk),
-    File { body: Arc<FileBody>, off: u64, end: u64 },
+    File { body: Arc<FileBody>, off: u64, end: u64, piece: Option<(Arc<[u8]>, u64)> },
 }
 
 impl Sender {
+    /// Queues `c`, a buffer shared with others (an object, a cached head): it costs the
+    /// connection nothing of its own.
     pub(super) fn push(&mut self, c: Chunk) {
         if !c.is_empty() {
             self.bytes += c.len();
             self.queue.push_back(Part::Data(c));
+        }
+    }
+
+    /// Queues `c`, a buffer made for this connection: charged to it until the peer
+    /// acknowledges its last byte.
+    pub(super) fn push_owned(&mut self, c: Chunk) {
+        if !c.is_empty() {
+            let cost = c.truesize();
+            self.push(c);
+            self.owned += cost;
+            self.owned_parts.push_back((self.queued_end(), cost));
         }
     }
 
@@ -100,55 +139,111 @@ impl Sender {
         let end = body.len();
         if end > 0 {
             self.bytes += end as usize;
-            self.queue.push_back(Part::File { body, off: 0, end });
+            self.queue.push_back(Part::File { body, off: 0, end, piece: None });
         }
     }
 
+    /// The stream offset just past everything queued so far.
+    pub(super) fn queued_end(&self) -> u64 {
+        self.sent + self.bytes as u64
+    }
+
+    /// Frees what the peer acknowledged, given the connection's send queue; returns
+    /// the stream offset acknowledged.
+    pub(super) fn release(&mut self, send_queue: usize) -> u64 {
+        let acked = self.sent.saturating_sub(send_queue as u64);
+        for q in [&mut self.owned_parts, &mut self.owned_pieces] {
+            while let Some(&(end, cost)) = q.front() {
+                if end > acked {
+                    break;
+                }
+                q.pop_front();
+                self.owned -= cost;
+            }
+        }
+        acked
+    }
+
+    /// Heap kept for this connection alone (see [`Sender`]).
+    pub(super) fn owned(&self) -> usize {
+        self.owned
+    }
+
     /// Moves queued data into the connection's send buffer, as much as it takes. A
-    /// file is read a piece at a time, only as far as the buffer has room; a read
-    /// that fails (the file shrank since) is returned: the response cannot be
-    /// completed.
-    pub(super) fn flush(&mut self, conn: &mut Connection<Chunk>) -> std::io::Result<()> {
-        while let Some(part) = self.queue.front_mut() {
+    /// file is read a piece at a time, only as far as the buffer has room; while
+    /// `held_back`, a streamed file's next piece is read only once the send buffer is
+    /// empty (returns `Ok(true)` when that held it). A read that fails (the file
+    /// shrank since) is returned: the response cannot be completed.
+    pub(super) fn flush(
+        &mut self,
+        conn: &mut Connection<Chunk>,
+        held_back: bool,
+        mut recent: Option<&mut Recent>,
+    ) -> std::io::Result<bool> {
+        let Sender { queue, bytes, sent, owned_pieces, owned, .. } = self;
+        while let Some(part) = queue.front_mut() {
             match part {
                 Part::Data(c) => {
                     let len = c.len();
                     let n = conn.send(c.clone()).unwrap_or(0);
-                    self.bytes -= n;
+                    *bytes -= n;
+                    *sent += n as u64;
                     if n < len {
                         *c = c.slice(n, len - n);
-                        return Ok(());
+                        return Ok(false);
                     }
                 }
-                Part::File { body, off, end } => {
+                Part::File { body, off, end, piece } => {
                     while *off < *end {
                         if conn.send_free() == 0 {
-                            return Ok(());
+                            return Ok(false);
                         }
-                        let (piece, start) = body.piece_at(*off)?;
-                        let from = (*off - start) as usize;
-                        let to = (piece.len() as u64).min(*end - start) as usize;
-                        let n = conn.send(Chunk::from_bytes(piece, from, to - from)).unwrap_or(0);
-                        self.bytes -= n;
+                        let have = piece.as_ref().is_some_and(|(p, s)| *off >= *s && *off < *s + p.len() as u64);
+                        if !have {
+                            let streamed = !body.is_cached();
+                            if streamed && held_back && conn.send_queue() > 0 {
+                                return Ok(true);
+                            }
+                            let (p, s) = body.piece_at(*off, recent.as_deref_mut())?;
+                            if streamed {
+                                // Its memory is this connection's until its last byte
+                                // sent here is acknowledged.
+                                let last = (s + p.len() as u64).min(*end);
+                                let cost = piece_cost(p.len());
+                                *owned += cost;
+                                owned_pieces.push_back((*sent + (last - *off), cost));
+                            }
+                            *piece = Some((p, s));
+                        }
+                        let Some((p, s)) = piece.as_ref() else { return Ok(false) };
+                        let from = (*off - s) as usize;
+                        let to = (p.len() as u64).min(*end - s) as usize;
+                        let n = conn.send(Chunk::from_bytes(Arc::clone(p), from, to - from)).unwrap_or(0);
+                        *bytes -= n;
+                        *sent += n as u64;
                         *off += n as u64;
                         if n < to - from {
-                            return Ok(());
+                            return Ok(false);
                         }
                     }
                 }
             }
-            self.queue.pop_front();
+            queue.pop_front();
         }
-        Ok(())
+        Ok(false)
     }
 
     pub(super) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 
+    /// Drops everything queued (the connection is aborted: its send buffer goes too).
     pub(super) fn clear(&mut self) {
         self.queue.clear();
         self.bytes = 0;
+        self.owned_parts.clear();
+        self.owned_pieces.clear();
+        self.owned = 0;
     }
 }
 
@@ -188,16 +283,22 @@ impl App {
                 close_when_peer_did(conn, true);
             }
             App::Echo(out) => {
+                out.release(conn.send_queue());
                 // Read only while little is waiting, so a slow reader closes our window.
                 // The bytes are copied: a peer that sends one-byte segments and never
-                // reads the answers must not keep a packet buffer per byte.
+                // reads the answers must not keep a packet buffer per byte. Held back,
+                // read only once everything read before was acknowledged.
                 while out.bytes < 1 << 20 {
+                    if env.held_back && (out.bytes > 0 || conn.send_queue() > 0) {
+                        env.stats.held_back += u64::from(conn.recv_queue() > 0);
+                        break;
+                    }
                     let Some(c) = conn.recv() else { break };
                     env.stats.bytes_in += c.len() as u64;
                     env.stats.bytes_out += c.len() as u64;
-                    out.push(Chunk::from_vec(c.to_vec()));
+                    out.push_owned(Chunk::from_vec(c.to_vec()));
                 }
-                let _ = out.flush(conn); // bytes only: cannot fail
+                let _ = out.flush(conn, false, None); // bytes only: cannot fail
                 close_when_peer_did(conn, out.is_empty());
             }
             App::Source { left, sent } => {
@@ -231,6 +332,16 @@ impl App {
             }
             App::Http(h) => h.poll(conn, env),
             App::HttpGet(g) => g.poll(conn, env),
+        }
+    }
+
+    /// Heap the application keeps for its connection alone (see [`Sender`]; `http`
+    /// adds its unread request bytes).
+    pub fn heap(&self) -> usize {
+        match self {
+            App::Echo(out) => out.owned(),
+            App::Http(h) => h.heap(),
+            _ => 0,
         }
     }
 

@@ -67,9 +67,11 @@ pub struct TcpConfig {
     pub isn_secret: [u8; 16],
     /// Bytes per connection handed to TX and not yet completed, at most (0: no limit).
     pub tx_inflight_limit: u64,
-    /// Received payload bytes all connections may hold (unread and out of order)
-    /// before the node drops out-of-order data and refuses SYNs; 1/8 above it, all
-    /// data (0: no limit; each connection is bounded by its `recv_buffer` anyway).
+    /// Memory all connections may make the node hold (received data charged at its
+    /// buffers, and their applications' heap) before the node drops out-of-order
+    /// data, holds applications back, resets the largest holders that make no
+    /// progress and refuses SYNs; 1/8 above it, all data (0: only `pool_share`
+    /// bounds it).
     pub memory_limit: u64,
     /// Connections held in TIME-WAIT at most (in a compact form, outside the
     /// connection table); beyond it a connection closes without TIME-WAIT, counted.
@@ -84,9 +86,21 @@ pub struct TcpLimits {
     /// Percent of the node's mempool the received data of all connections may pin
     /// at most (the rest stays for RX, ARP, ICMP and new connections).
     pub pool_share: u32,
-    /// Connections (established or closing, not TIME-WAIT) one peer address may
-    /// hold; 0: no cap.
+    /// Connections (established or closing, not TIME-WAIT) one peer (an IPv4 address,
+    /// an IPv6 /64) may hold; 0: no cap.
     pub max_per_peer: u32,
+    /// Percent of the node's memory budget (`memory_limit`, `pool_share`) one peer may
+    /// hold: received data and its applications' heap for it.
+    pub peer_share: u32,
+    /// `http`: responses one connection may have queued or unacknowledged; further
+    /// pipelined requests wait, unparsed, in the receive buffer.
+    pub max_pipeline: usize,
+    /// `http`: bytes of files a site keeps in memory; a file that does not fit is
+    /// streamed (read as sent, freed once acknowledged).
+    pub file_cache: u64,
+    /// `http`: descriptors of cached files a site keeps open at most (files whose
+    /// pieces are not all in memory yet); least recently used ones are closed first.
+    pub open_files: usize,
     /// Neighbour (IP to MAC) entries held at most; entries of addresses without a
     /// connection are evicted to make room.
     pub max_neighbours: usize,

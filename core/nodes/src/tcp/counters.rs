@@ -46,6 +46,15 @@ ironpath_graph::counters! {
         PeerCapped("peer_capped", "connections refused: the peer address held max_per_peer already"),
         NeighEvicted("neigh_evicted", "neighbour entries dropped to stay within max_neighbours (none had a connection)"),
         NeighRefused("neigh_refused", "MAC changes refused: from a segment no connection or handshake accepted, for an address with connections"),
+        SendTooSlow("send_too_slow", "connections reset: the peer acknowledged less than send_min_rate x send_timeout in a send_timeout"),
+        PeerMemDropped("peer_mem_dropped", "data segments dropped: their peer (address, IPv6 /64) held its peer_share of the memory budget (out-of-order first)"),
+        PeerMemRefused("peer_mem_refused", "SYNs and cookie handshakes refused: their peer held its peer_share of the memory budget"),
+        HeldBack("held_back", "times an application took no new work (request, file piece, echo read) while it had some: its peer over peer_share or all over memory_limit"),
+        MemReclaimed("mem_reclaimed", "connections reset under memory pressure: the largest holders without progress for a second, before any SYN is refused"),
+        PipelineHeld("pipeline_held", "times an HTTP connection left pipelined requests unparsed: max_pipeline responses queued or unacknowledged"),
+        FdExhausted("fd_exhausted", "HTTP requests answered 503: the file could not be opened for lack of descriptors"),
+        FdsClosed("fds_closed", "descriptors of cached files closed to stay within open_files (least recently used first)"),
+        FilesStreamed("files_streamed", "files opened to be streamed (read as sent, freed once acknowledged): larger than what file_cache had left"),
     }
 }
 
@@ -99,14 +108,6 @@ pub(super) fn uncount_state(states: &mut [u64; TcpGauge::COUNT], e: &Entry) {
     if let Some(k) = state_gauge(e.counted) {
         states[k] -= 1;
     }
-}
-
-/// Brings `total` (memory all connections' received data holds) up to date with
-/// what `e`'s connection holds now.
-pub(super) fn account_rx(total: &mut u64, e: &mut Entry) {
-    let held = e.conn.recv_mem() as u64;
-    *total = *total + held - e.rx_held;
-    e.rx_held = held;
 }
 
 /// The node's counters that add up a connection's own, with the connection's values.

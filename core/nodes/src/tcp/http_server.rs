@@ -1,60 +1,21 @@
 //! The `http` application's server side: the [`Site`] (a root directory and
-//! in-memory objects, files opened beneath the root only and cached) and one
-//! connection's request/response loop ([`HttpConn`]).
+//! in-memory objects; its files, opened beneath the root only, in
+//! [`Files`](super::files)) and one connection's request/response loop
+//! ([`HttpConn`]).
 
 use super::apps::{close_when_peer_did, AppEnv, Sender, MAX_HEAD};
+use super::files::Files;
+pub(super) use super::files::FileBody;
 use super::payload::Chunk;
 use ironpath_http as http;
 use ironpath_tcp::{Connection, Payload, State, Time};
-use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
-use std::time::SystemTime;
+use std::sync::Arc;
 
-/// Bytes of a file read at a time (and kept, for a cached file).
-pub(super) const FILE_PIECE: usize = 256 << 10;
-
-/// A file being served, read from the open file a piece at a time when its bytes
-/// are first sent: reading a large file whole at its first request stalled the
-/// lcore, and every connection on it, for the whole read (100 MiB: 130-400 ms).
-/// Pieces read stay for later requests of a cached file.
-pub(super) struct FileBody {
-    file: File,
-    len: u64,
-    pieces: Box<[OnceLock<Arc<[u8]>>]>,
-}
-
-impl FileBody {
-    /// `file`, of which the first `len` bytes are served.
-    fn new(file: File, len: u64) -> FileBody {
-        let n = len.div_ceil(FILE_PIECE as u64) as usize;
-        FileBody { file, len, pieces: (0..n).map(|_| OnceLock::new()).collect() }
-    }
-
-    /// Bytes served.
-    pub(super) fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// The piece holding byte `off` (< `len`) and the file offset where it starts;
-    /// read now if it was not read before.
-    pub(super) fn piece_at(&self, off: u64) -> std::io::Result<(Arc<[u8]>, u64)> {
-        let i = (off / FILE_PIECE as u64) as usize;
-        let start = i as u64 * FILE_PIECE as u64;
-        let slot = self.pieces.get(i).ok_or_else(|| std::io::Error::other("offset past the end of the file"))?;
-        if let Some(p) = slot.get() {
-            return Ok((Arc::clone(p), start));
-        }
-        let n = (self.len - start).min(FILE_PIECE as u64) as usize;
-        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, n).collect();
-        let dst = Arc::get_mut(&mut buf).ok_or_else(|| std::io::Error::other("piece buffer shared"))?;
-        self.file.read_exact_at(dst, start)?;
-        let _ = slot.set(Arc::clone(&buf));
-        Ok((buf, start))
-    }
-}
+/// Bytes of responses a connection queues beyond what its send buffer holds; more
+/// requests wait.
+const MAX_QUEUED: usize = 4 << 20;
 
 /// A response body: bytes in memory, or a file.
 enum Body {
@@ -71,24 +32,18 @@ impl Body {
     }
 }
 
-/// An HTTP site: a root directory and in-memory objects; files stay open and their
-/// bytes in memory once sent (read again when their size or time changes).
+/// An HTTP site: a root directory and in-memory objects; files stay in memory once
+/// sent, up to a limit (read again when their size or time changes).
 ///
 /// Files are opened beneath the root only (`openat2` with `RESOLVE_BENEATH` from a
 /// descriptor of the root): a symlink may lead elsewhere inside the root, never out
 /// of it (an absolute one not at all); names starting with `.` are refused unless
 /// `dotfiles` is set.
 pub struct Site {
-    root: Option<PathBuf>,
-    /// The root directory, opened at the first request that needs it.
-    root_dir: Option<std::os::fd::OwnedFd>,
     dotfiles: bool,
     /// Looked up by every request (a fixed key: the requests do not choose the keys).
     objects: HashMap<String, Object, crate::hash::KeyedState>,
-    /// Path -> (size, modification time, contents).
-    cache: HashMap<PathBuf, Cached>,
-    /// Sum of the sizes of the cached files.
-    cached_bytes: usize,
+    pub(super) files: Files,
 }
 
 /// An in-memory object: its body and its two possible 200 response heads (written
@@ -108,13 +63,6 @@ struct Found {
     ctype: &'static str,
     head: Option<Arc<[u8]>>,
 }
-
-/// A cached file: its device and inode, size and modification time when opened, and
-/// its body.
-type Cached = ((u64, u64), u64, Option<SystemTime>, Arc<FileBody>);
-
-/// Bytes of files a site keeps in memory at most; larger sets are read again.
-const CACHE_LIMIT: usize = 1 << 30;
 
 impl Site {
     /// A site serving `root` (if any) and `objects` (`/path=size` pairs, comma-separated;
@@ -139,7 +87,13 @@ impl Site {
             };
             map.insert(path.trim().to_owned(), Object { body: body.into(), heads: [head(false), head(true)] });
         }
-        Ok(Site { root, root_dir: None, dotfiles, objects: map, cache: HashMap::new(), cached_bytes: 0 })
+        Ok(Site { dotfiles, objects: map, files: Files::new(root) })
+    }
+
+    /// Keeps at most `cache` bytes of files in memory (larger files are streamed) and
+    /// `open_files` descriptors of cached files open (see [`Files`]).
+    pub fn set_file_limits(&mut self, cache: u64, open_files: usize) {
+        self.files.set_limits(cache, open_files);
     }
 
     /// The body a GET of `target` answers with, read whole, or the error status (for
@@ -150,7 +104,7 @@ impl Site {
             Body::File(f) => {
                 let mut v = Vec::with_capacity(f.len() as usize);
                 while (v.len() as u64) < f.len() {
-                    let (piece, start) = f.piece_at(v.len() as u64).map_err(|_| http::Status(500))?;
+                    let (piece, start) = f.piece_at(v.len() as u64, None).map_err(|_| http::Status(500))?;
                     v.extend_from_slice(&piece[(v.len() as u64 - start) as usize..]);
                 }
                 Ok(v)
@@ -173,34 +127,8 @@ impl Site {
         if !self.dotfiles && rel.components().any(|c| c.as_os_str().as_encoded_bytes().starts_with(b".")) {
             return Err(http::Status(404));
         }
-        let body = self.file(rel).ok_or(http::Status(404))?;
+        let body = self.files.file(rel)?;
         Ok(Found { body: Body::File(body), ctype: http::content_type(rel), head: None })
-    }
-
-    /// The body of the file at `rel` beneath the root: cached, or opened now (nothing
-    /// is read yet). `None` if there is no root, no such regular file, or resolving it
-    /// would leave the root.
-    fn file(&mut self, rel: &Path) -> Option<Arc<FileBody>> {
-        use std::os::unix::fs::MetadataExt;
-        if self.root_dir.is_none() {
-            self.root_dir = Some(beneath::open_dir(self.root.as_deref()?).ok()?);
-        }
-        let file = beneath::open(self.root_dir.as_ref()?, rel).ok()?;
-        let meta = file.metadata().ok().filter(|m| m.is_file())?;
-        let (id, mtime) = ((meta.dev(), meta.ino()), meta.modified().ok());
-        if let Some((cid, len, t, b)) = self.cache.get(rel) {
-            if *cid == id && *len == meta.len() && *t == mtime {
-                return Some(Arc::clone(b));
-            }
-        }
-        let body = Arc::new(FileBody::new(file, meta.len()));
-        let old = self.cache.remove(rel).map_or(0, |(_, len, _, _)| len as usize);
-        self.cached_bytes -= old;
-        if self.cached_bytes + meta.len() as usize <= CACHE_LIMIT {
-            self.cached_bytes += meta.len() as usize;
-            self.cache.insert(rel.to_owned(), (id, meta.len(), mtime, Arc::clone(&body)));
-        }
-        Some(body)
     }
 }
 
@@ -247,21 +175,31 @@ pub(crate) mod beneath {
     }
 }
 
+
 /// One HTTP server connection.
 pub struct HttpConn {
     site: usize,
-    /// Bytes of requests not yet answered.
-    head: Vec<u8>,
-    /// Request body bytes still to skip.
-    skip: usize,
+    /// Request heads as they arrive (at most [`MAX_HEAD`] bytes held); request bodies
+    /// are skipped.
+    heads: http::HeadBuf,
+    /// Received bytes the head buffer has not taken yet (requests beyond the
+    /// pipeline's bound; at most one received payload).
+    pending: Option<Chunk>,
     out: Sender,
+    /// Each response queued and not yet acknowledged: where it ends in the stream, and
+    /// the heap of its own it holds until then (a head or an error body written for it).
+    responses: VecDeque<(u64, usize)>,
+    /// The sum of that heap.
+    responses_heap: usize,
     /// Close after what is queued (no keep-alive, or an error).
     closing: bool,
     /// Requests answered.
     served: u64,
+    /// Requests wait unparsed (the pipeline's bound, or held back).
+    waiting: bool,
     /// Since when the connection has waited for a request with nothing left to send.
     idle_since: Option<Time>,
-    /// When the request head in `head` began (the connection's opening, for the first).
+    /// When the request head being received began (the connection's opening, for the first).
     head_since: Option<Time>,
     /// When request body bytes last arrived, while some are still to come.
     body_since: Option<Time>,
@@ -275,11 +213,14 @@ impl HttpConn {
     pub(super) fn new(site: usize) -> Self {
         HttpConn {
             site,
-            head: Vec::new(),
-            skip: 0,
+            heads: http::HeadBuf::new(MAX_HEAD),
+            pending: None,
             out: Sender::default(),
+            responses: VecDeque::new(),
+            responses_heap: 0,
             closing: false,
             served: 0,
+            waiting: false,
             idle_since: None,
             head_since: None,
             body_since: None,
@@ -287,46 +228,135 @@ impl HttpConn {
         }
     }
 
+    /// Heap the connection holds for its peer: request bytes taken and not yet
+    /// parsed, and what [`Sender`] keeps until it is acknowledged.
+    pub(super) fn heap(&self) -> usize {
+        self.heads.capacity()
+            + self.pending.as_ref().map_or(0, Payload::truesize)
+            + self.responses_heap
+            + self.out.owned()
+    }
+
     pub(super) fn poll(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv) {
         let now = env.now;
+        let acked = self.out.release(conn.send_queue());
+        while let Some(&(end, heap)) = self.responses.front() {
+            if end > acked {
+                break;
+            }
+            self.responses.pop_front();
+            self.responses_heap -= heap;
+        }
         if !self.closing && self.deadline.is_some_and(|d| now >= d) {
             self.time_out(conn, env);
         }
-        // Take new bytes only while answers are not piling up (pipelining backpressure).
-        while !self.closing && self.out.bytes < 4 << 20 {
-            let Some(c) = conn.recv() else { break };
-            env.stats.bytes_in += c.len() as u64;
-            let (was_empty, skipping) = (self.head.is_empty(), self.skip > 0);
+        self.requests(conn, env, now);
+        let held_back = env.held_back;
+        match self.out.flush(conn, held_back, Some(&mut env.sites[self.site].files.recent)) {
+            Ok(held) => env.stats.held_back += u64::from(held),
+            Err(_) => {
+                // A file could not be read to the length announced: end the connection
+                // with a reset, so the peer does not take the short body as complete.
+                env.stats.http_errors += 1;
+                self.out.clear();
+                self.pending = None;
+                self.responses.clear();
+                self.responses_heap = 0;
+                self.closing = true;
+                conn.abort();
+                return;
+            }
+        }
+        if self.closing && self.out.is_empty() && conn.may_send() {
+            conn.close();
+        }
+        close_when_peer_did(conn, self.out.is_empty() && !self.waiting);
+        if self.heads.buffered().is_empty() && self.heads.capacity() > 2 * 1024 {
+            // A large burst of requests is over: give back its buffer.
+            self.heads.release();
+        }
+        self.deadline = self.next_deadline(conn, env);
+    }
+
+    /// Answers the requests received, parsing them only while fewer than
+    /// `max_pipeline` responses (one, held back) are queued or unacknowledged: the
+    /// others wait in the head buffer and the receive buffer, closing the window.
+    fn requests(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv, now: Time) {
+        self.waiting = false;
+        let bound = if env.held_back { 1 } else { env.max_pipeline.max(1) };
+        while !self.closing {
+            if self.responses.len() >= bound || self.out.bytes >= MAX_QUEUED {
+                self.waiting = self.pending.is_some() || !self.heads.buffered().is_empty() || conn.recv_queue() > 0;
+                if self.waiting {
+                    if self.responses.len() < env.max_pipeline && self.out.bytes < MAX_QUEUED {
+                        env.stats.held_back += 1;
+                    } else {
+                        env.stats.pipeline_held += 1;
+                    }
+                }
+                break;
+            }
+            if self.heads.skipping() == 0 && !self.heads.buffered().is_empty() {
+                match self.heads.next_request() {
+                    http::Parse::Done { req, .. } => {
+                        self.served += 1;
+                        self.body_since = (self.heads.skipping() > 0).then_some(now);
+                        // A pipelined request already begun starts its own clock.
+                        self.head_since = (!self.heads.buffered().is_empty()).then_some(now);
+                        self.respond(&req, env);
+                        continue;
+                    }
+                    http::Parse::Error(status) => {
+                        let mut v = Vec::new();
+                        http::error_response(&mut v, status, false, false);
+                        env.stats.http_requests += 1;
+                        env.stats.http_errors += 1;
+                        env.stats.bytes_out += v.len() as u64;
+                        self.queue_response(Chunk::from_vec(v));
+                        self.closing = true;
+                        self.heads.clear();
+                        self.pending = None;
+                        break;
+                    }
+                    http::Parse::Incomplete => {}
+                }
+            }
+            let c = match self.pending.take() {
+                Some(c) => c,
+                None => match conn.recv() {
+                    Some(c) => {
+                        env.stats.bytes_in += c.len() as u64;
+                        c
+                    }
+                    None => break,
+                },
+            };
+            let (was_empty, skipping) = (self.heads.buffered().is_empty(), self.heads.skipping() > 0);
+            let (mut taken, mut full) = (0, false);
+            let heads = &mut self.heads;
             c.for_each_slice(|s| {
-                let skip = self.skip.min(s.len());
-                self.skip -= skip;
-                self.head.extend_from_slice(&s[skip..]);
+                if !full {
+                    let n = heads.push(s);
+                    taken += n;
+                    full = n < s.len();
+                }
             });
+            if taken < c.len() {
+                self.pending = Some(c.slice(taken, c.len() - taken));
+            }
             if skipping {
                 self.body_since = Some(now);
             }
-            if was_empty && !self.head.is_empty() {
+            if was_empty && !self.heads.buffered().is_empty() {
                 // The first request's head has had its time since the connection
                 // opened (nginx's client_header_timeout from the accept); a later
                 // one's starts with its first byte.
                 self.head_since = Some(if self.served == 0 { self.idle_since.unwrap_or(now) } else { now });
             }
-            self.answer(env, now);
+            if taken == 0 {
+                break; // a full head buffer the parser did not refuse (cannot happen)
+            }
         }
-        if self.out.flush(conn).is_err() {
-            // A file could not be read to the length announced: end the connection
-            // with a reset, so the peer does not take the short body as complete.
-            env.stats.http_errors += 1;
-            self.out.clear();
-            self.closing = true;
-            conn.abort();
-            return;
-        }
-        if self.closing && self.out.is_empty() && conn.may_send() {
-            conn.close();
-        }
-        close_when_peer_did(conn, self.out.is_empty());
-        self.deadline = self.next_deadline(conn, env);
     }
 
     /// The time the connection is closed at unless a request (or more of it) comes.
@@ -335,11 +365,17 @@ impl HttpConn {
             return None;
         }
         let t = env.timeouts;
-        if self.skip > 0 {
+        if self.waiting {
+            // Requests wait for responses on their way: the engine's send timeout
+            // watches those.
+            self.idle_since = None;
+            return None;
+        }
+        if self.heads.skipping() > 0 {
             self.idle_since = None;
             return t.header.zip(self.body_since).map(|(d, since)| since + d);
         }
-        if !self.head.is_empty() {
+        if !self.heads.buffered().is_empty() {
             self.idle_since = None;
             return t.header.zip(self.head_since).map(|(d, since)| since + d);
         }
@@ -356,51 +392,31 @@ impl HttpConn {
     /// A timeout: a request begun gets a 408; the connection closes, and what it
     /// received and did not read is dropped (its buffers go back at once).
     fn time_out(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv) {
-        if self.served == 0 || !self.head.is_empty() || self.skip > 0 {
+        let begun = !self.heads.buffered().is_empty();
+        if self.served == 0 || begun || self.heads.skipping() > 0 {
             env.stats.header_timeouts += 1;
         } else {
             env.stats.keepalive_timeouts += 1;
         }
-        if !self.head.is_empty() {
+        if begun {
             let mut v = Vec::new();
             http::error_response(&mut v, http::Status::REQUEST_TIMEOUT, false, false);
             env.stats.http_errors += 1;
             env.stats.bytes_out += v.len() as u64;
-            self.out.push(Chunk::from_vec(v));
+            self.queue_response(Chunk::from_vec(v));
         }
-        self.head = Vec::new();
-        self.skip = 0;
+        self.heads = http::HeadBuf::new(MAX_HEAD);
+        self.pending = None;
         self.closing = true;
         conn.discard_recv();
     }
 
-    /// Answers every complete request in `head`.
-    fn answer(&mut self, env: &mut AppEnv, now: Time) {
-        while !self.closing && self.skip == 0 && !self.head.is_empty() {
-            match http::parse_request(&self.head, MAX_HEAD) {
-                http::Parse::Incomplete => break,
-                http::Parse::Error(status) => {
-                    let mut v = Vec::new();
-                    http::error_response(&mut v, status, false, false);
-                    env.stats.http_requests += 1;
-                    env.stats.http_errors += 1;
-                    env.stats.bytes_out += v.len() as u64;
-                    self.out.push(Chunk::from_vec(v));
-                    self.closing = true;
-                    self.head.clear();
-                }
-                http::Parse::Done { req, consumed } => {
-                    let body_in_head = req.content_length.min(self.head.len() - consumed);
-                    self.skip = req.content_length - body_in_head;
-                    self.head.drain(..consumed + body_in_head);
-                    self.served += 1;
-                    self.body_since = (self.skip > 0).then_some(now);
-                    // A pipelined request already begun starts its own clock.
-                    self.head_since = (!self.head.is_empty()).then_some(now);
-                    self.respond(&req, env);
-                }
-            }
-        }
+    /// Queues a response written for this connection alone (an error), whole.
+    fn queue_response(&mut self, c: Chunk) {
+        let heap = c.truesize();
+        self.out.push(c);
+        self.responses.push_back((self.out.queued_end(), heap));
+        self.responses_heap += heap;
     }
 
     fn respond(&mut self, req: &http::Request, env: &mut AppEnv) {
@@ -410,6 +426,7 @@ impl HttpConn {
             http::Method::Other => Err(http::Status(405)),
             _ => env.sites[self.site].lookup(&req.path, req.keep_alive),
         };
+        let mut heap = 0;
         match found {
             Ok(Found { body, ctype, head }) => {
                 let head = match head {
@@ -420,7 +437,9 @@ impl HttpConn {
                     None => {
                         let mut v = Vec::with_capacity(160);
                         http::response_head(&mut v, http::Status(200), body.len(), ctype, req.keep_alive);
-                        Chunk::from_vec(v)
+                        let c = Chunk::from_vec(v);
+                        heap = c.truesize();
+                        c
                     }
                 };
                 env.stats.bytes_out += head.len() as u64;
@@ -438,12 +457,19 @@ impl HttpConn {
             }
             Err(status) => {
                 env.stats.http_errors += 1;
+                if status == http::Status::SERVICE_UNAVAILABLE {
+                    env.stats.fd_exhausted += 1;
+                }
                 let mut v = Vec::with_capacity(160);
                 http::error_response(&mut v, status, req.keep_alive, head_only);
                 env.stats.bytes_out += v.len() as u64;
-                self.out.push(Chunk::from_vec(v));
+                let c = Chunk::from_vec(v);
+                heap = c.truesize();
+                self.out.push(c);
             }
         }
+        self.responses.push_back((self.out.queued_end(), heap));
+        self.responses_heap += heap;
         if !req.keep_alive {
             self.closing = true;
         }

@@ -26,31 +26,40 @@ impl TcpNode {
             let e = self.slots[slot as usize].as_mut().expect("flow table points at a live slot");
             let reuse = e.conn.state() == State::TimeWait && syn_replaces(&rx.repr, e.conn.info().rcv_nxt);
             if !reuse {
-                let limit = self.mem_limit;
-                if payload.is_some() && self.rx_held >= limit {
+                let (limit, plimit) = (self.mem_limit, self.peer_limit);
+                if payload.is_some()
+                    && (self.rx_held + self.heap_held >= limit || self.peers.held(e.peer) >= plimit)
+                {
                     // Under memory pressure this connection's small pieces are copied
                     // into compact buffers first (Linux's collapse); then out-of-order
                     // data goes (it cannot be read until the hole fills); well over the
-                    // limit, all data. The peer sends it again.
+                    // limit, all data. The peer sends it again. A peer over its own
+                    // share meets the same, before the others do.
                     e.conn.collapse_recv();
-                    account_rx(&mut self.rx_held, e);
+                    account_rx(&mut self.rx_held, &mut self.peers, e);
                     let in_order = e.conn.in_order(ironpath_tcp::SeqNum(rx.repr.seq_number));
                     // A segment that fills a hole is taken up to 1/4 beyond the limit:
                     // it turns held out-of-order data into data the application reads.
                     let fills_hole = in_order && e.conn.recv_held() > e.conn.recv_queue();
-                    let room = match () {
-                        _ if self.rx_held < limit => true,
-                        _ if self.rx_held < limit + limit / 8 => in_order,
-                        _ => fills_hole && self.rx_held < limit + limit / 4,
+                    let room = |held: u64, limit: u64| match () {
+                        _ if held < limit => true,
+                        _ if held < limit + limit / 8 => in_order,
+                        _ => fills_hole && held < limit + limit / 4,
                     };
-                    if !room {
+                    if plimit < limit && !room(self.peers.held(e.peer), plimit) {
+                        cx.count(TcpCounter::PeerMemDropped, 1);
+                        self.touch(slot);
+                        return;
+                    }
+                    if !room(self.rx_held + self.heap_held, limit) {
                         cx.count(TcpCounter::MemDropped, 1);
+                        self.pressure = true;
                         self.touch(slot);
                         return;
                     }
                 }
                 let reply = e.conn.process(now, &rx.repr, payload, rx.segs);
-                account_rx(&mut self.rx_held, e);
+                account_rx(&mut self.rx_held, &mut self.peers, e);
                 let accepted = e.conn.accepted();
                 self.learn(cx, rx.src, rx.src_mac, accepted);
                 if let Some(r) = reply {
@@ -102,16 +111,7 @@ impl TcpNode {
             return;
         };
         if rx.repr.control == TcpControl::Syn {
-            if self.flows.len() >= self.cfg.max_connections {
-                cx.count(TcpCounter::SynDropped, 1);
-                return;
-            }
-            if self.rx_held >= self.mem_limit {
-                cx.count(TcpCounter::MemRefused, 1);
-                return;
-            }
-            if self.peer_full(rx.src) {
-                cx.count(TcpCounter::PeerCapped, 1);
+            if !self.admit(cx, now, rx.src) {
                 return;
             }
             // A SYN may name the MAC of an address without connections (the SYN-ACK
@@ -140,17 +140,11 @@ impl TcpNode {
             }
         }
         self.listeners_due = true;
-        self.accept(cx, li);
+        self.accept(cx, now, li, out);
         if self.flows.contains_key(&key) {
             // This segment completed a valid handshake (or carried a valid cookie).
             self.learn(cx, rx.src, rx.src_mac, true);
         }
-    }
-
-    /// Whether `peer` holds `max_per_peer` connections already.
-    pub(super) fn peer_full(&self, peer: IpAddress) -> bool {
-        let cap = self.cfg.limits.max_per_peer;
-        cap > 0 && self.wire.peers.get(&peer).is_some_and(|&n| n >= cap)
     }
 
     pub(super) fn learn(&mut self, cx: &NodeCx<'_>, ip: IpAddress, mac: [u8; 6], accepted: bool) {
@@ -163,18 +157,23 @@ impl TcpNode {
         }
     }
 
-    pub(super) fn accept(&mut self, cx: &NodeCx<'_>, li: usize) {
-        while let Some(conn) = self.listeners[li].0.accept() {
-            if self.peer_full(conn.remote().addr) {
-                // A handshake (a SYN cookie's, say) completed for a peer at its cap:
-                // no state is kept; the peer's data finds no connection.
-                cx.count(TcpCounter::PeerCapped, 1);
+    /// Takes the connections listener `li` completed into the table: each passes the
+    /// limits a SYN passes (a handshake completed by a SYN cookie was never checked,
+    /// and the limits may have changed since the SYN); a refused one is reset.
+    pub(super) fn accept(&mut self, cx: &NodeCx<'_>, now: Time, li: usize, out: &mut Out<'_>) {
+        while let Some(mut conn) = self.listeners[li].0.accept() {
+            if !self.admit(cx, now, conn.remote().addr) {
+                conn.abort();
+                let wire = &self.wire;
+                if conn.dispatch(now, |s| wire.emit(out, s, 0)).is_err() {
+                    cx.count(TcpCounter::TxFull, 1);
+                }
                 continue;
             }
             let (_, l, site) = &self.listeners[li];
             let app = App::server(l.app, l.bytes, *site);
             cx.count(TcpCounter::ConnsOpened, 1);
-            self.insert(conn, app);
+            self.insert(now, conn, app);
         }
     }
 }

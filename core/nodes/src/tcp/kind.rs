@@ -159,12 +159,17 @@ const PARAMS: &[ParamSpec] = &[
     param("tx_inflight_limit", ParamKind::Uint { min: 0, max: 1 << 30 }, false, Some("262144"), "bytes per connection handed to TX and not yet completed (freed by the driver or the completion policy), like Linux's TCP Small Queues; the connection sends again the moment completions arrive; 0: no limit"),
     param("tso", ParamKind::Bool, false, Some("true"), "send up to 64 KiB per packet for the port to cut into MSS-sized segments (TSO), when the port offers TX_TCP_SEG (af_packet and tap do, through the kernel's GSO)"),
     param("max_time_wait", ParamKind::Uint { min: 0, max: 10_000_000 }, false, Some("262144"), "connections kept in TIME-WAIT at most (each ~250 bytes with its table entry, outside the connection table and max_connections); beyond it a connection closes without TIME-WAIT (counted: time_wait_overflow), as Linux's tcp_max_tw_buckets"),
-    param("memory_limit", ParamKind::Uint { min: 0, max: 1 << 40 }, false, Some("67108864"), "memory all connections' received data may pin (unread or out of order), each piece charged the buffer it holds (truesize); beyond it a connection's small pieces are collapsed, then out-of-order data is dropped and SYNs refused, 1/8 beyond it all data but segments that fill a hole, 1/4 beyond it those too (counted: rcv_collapsed, mem_dropped, mem_refused); 0: only pool_share bounds it"),
+    param("memory_limit", ParamKind::Uint { min: 0, max: 1 << 40 }, false, Some("67108864"), "memory all connections may make the node hold: received data (unread or out of order, each piece charged the buffer it holds: truesize) and their applications' heap (unread requests, queued responses, streamed file pieces, echo copies); beyond it a connection's small pieces are collapsed, out-of-order data is dropped, applications take no new work while they have some, the largest holders that made no progress for a second are reset (counted: mem_reclaimed) and then SYNs refused; 1/8 beyond it all data but segments that fill a hole, 1/4 beyond it those too (counted: rcv_collapsed, mem_dropped, mem_refused); 0: only pool_share bounds it"),
     param("pool_share", ParamKind::Uint { min: 1, max: 100 }, false, Some("50"), "percent of the node's mempool that received data may pin at most, whatever memory_limit says: RX, ARP, ICMP and new connections always find buffers"),
     param("send_timeout", ParamKind::Duration, false, Some("60s"), "reset a connection whose peer accepts nothing of what waits for it (a zero window, or no ACK) for this long (nginx send_timeout); 0: never"),
     param("header_timeout", ParamKind::Duration, false, Some("60s"), "http: close a connection whose request head is not complete this long after it began (after the connection opened, for the first); 408 if some of it came (nginx client_header_timeout); 0: never"),
     param("keepalive_timeout", ParamKind::Duration, false, Some("75s"), "http: close a keep-alive connection idle this long between requests (nginx keepalive_timeout); 0: never"),
-    param("max_per_peer", ParamKind::Uint { min: 0, max: 10_000_000 }, false, Some("16384"), "connections one peer address may hold (SYNs beyond are dropped, counted: peer_capped); 0: no cap"),
+    param("send_min_rate", ParamKind::Uint { min: 0, max: 1 << 30 }, false, Some("4096"), "bytes per second a peer must acknowledge while data waits for it: each send_timeout period must end with send_min_rate x send_timeout bytes taken, or the connection is reset (counted: send_too_slow); a reader that takes a little now and then cannot hold a full send buffer forever; 0: any acknowledgment restarts send_timeout"),
+    param("max_per_peer", ParamKind::Uint { min: 0, max: 10_000_000 }, false, Some("16384"), "connections one peer (an IPv4 address, an IPv6 /64) may hold (SYNs and handshakes completed by a SYN cookie beyond are refused, counted: peer_capped); 0: no cap"),
+    param("peer_share", ParamKind::Uint { min: 1, max: 100 }, false, Some("25"), "percent of the node's memory budget (memory_limit, pool_share) one peer (an IPv4 address, an IPv6 /64) may hold: its received data and its applications' heap (unread requests, queued responses, streamed file pieces, echo copies); beyond it that peer's data is dropped (out-of-order first; counted: peer_mem_dropped), its applications take no new work while they have some (held_back) and its SYNs are refused (peer_mem_refused)"),
+    param("max_pipeline", ParamKind::Uint { min: 1, max: 4096 }, false, Some("16"), "http: responses a connection may have queued or unacknowledged; pipelined requests beyond wait unparsed in the receive buffer (counted: pipeline_held)"),
+    param("file_cache", ParamKind::Uint { min: 0, max: 1 << 40 }, false, Some("1073741824"), "http: bytes of files each listener keeps in memory once read; a file that does not fit is streamed (counted: files_streamed): read a piece at a time as the send buffer takes it, each piece freed once acknowledged"),
+    param("open_files", ParamKind::Uint { min: 1, max: 10_000_000 }, false, Some("4096"), "http: descriptors of cached files kept open per listener (a file is closed once all of it is in memory), at most a quarter of the process's descriptor limit (RLIMIT_NOFILE, raised to its hard limit at start); least recently used closed first (counted: fds_closed); a file that cannot be opened for lack of descriptors is a 503 (fd_exhausted)"),
     param("max_neighbours", ParamKind::Uint { min: 16, max: 10_000_000 }, false, Some("65536"), "IP-to-MAC entries kept; entries of addresses without a connection are evicted to make room (counted: neigh_evicted)"),
 ];
 
@@ -184,6 +189,8 @@ pub const KIND: NodeKind = NodeKind {
     build: |b, env| {
         let p = b.params();
         let port = p.port("port")?;
+        // Files served and their descriptors: the process's whole allowance.
+        super::raise_descriptor_limit();
         let tso = p.bool("tso")? && env.port_tx_offloads(port) & ironpath_eal::abi::TX_TCP_SEG != 0;
         let cfg = TcpConfig {
             mac: env.port_mac(port)?,
@@ -227,6 +234,7 @@ pub fn config(p: Values<'_>, tso: bool) -> Result<TcpConfig, NodeError> {
         idle_timeout: p.nonzero_duration("idle_timeout")?,
         fin_wait2_timeout: p.nonzero_duration("fin_wait2_timeout")?,
         send_timeout: p.nonzero_duration("send_timeout")?,
+        send_min_rate: p.int("send_min_rate")?,
         // TSO when the port can cut segments: up to 64 KiB of payload per packet
         // (IPv4's total length leaves 65535 - 20 - 60 for the data).
         tso_max: if tso { 65_000 } else { 0 },
@@ -249,6 +257,10 @@ pub fn config(p: Values<'_>, tso: bool) -> Result<TcpConfig, NodeError> {
         limits: TcpLimits {
             pool_share: p.int("pool_share")?,
             max_per_peer: p.int("max_per_peer")?,
+            peer_share: p.int("peer_share")?,
+            max_pipeline: p.int("max_pipeline")?,
+            file_cache: p.uint("file_cache")?,
+            open_files: p.int("open_files")?,
             max_neighbours: p.int("max_neighbours")?,
             header_timeout: p.nonzero_duration("header_timeout")?,
             keepalive_timeout: p.nonzero_duration("keepalive_timeout")?,

@@ -5,9 +5,9 @@
 //! and a web root with links and dot-files.
 
 use super::*;
-use crate::tests::{call, counter, eth, ipv4, pool, stats, PEER4, PEER_MAC, US4, US_MAC};
+use crate::tests::{call, counter, eth, ipv4, ipv6, pool, stats, PEER4, PEER_MAC, US4, US6, US_MAC};
 use ironpath_graph::NodeStats;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 /// TSC ticks per second of these tests (a virtual nanosecond clock).
@@ -24,7 +24,7 @@ fn limits() -> TcpLimits {
 fn server_cfg(root: Option<std::path::PathBuf>, limits: TcpLimits) -> TcpConfig {
     TcpConfig {
         mac: US_MAC,
-        addresses: vec![IpAddress::V4(US4)],
+        addresses: vec![IpAddress::V4(US4), IpAddress::V6(US6)],
         tcp: Config { send_timeout: Some(Duration::from_secs(4)), ..Config::default() },
         listen: vec![ListenCfg {
             port: 80,
@@ -50,7 +50,7 @@ fn server_cfg(root: Option<std::path::PathBuf>, limits: TcpLimits) -> TcpConfig 
 /// One scripted TCP endpoint (no options: no timestamps, SACK or window scaling).
 struct Peer {
     mac: [u8; 6],
-    ip: Ipv4Addr,
+    ip: IpAddress,
     port: u16,
     /// Next sequence number to send.
     seq: u32,
@@ -60,7 +60,11 @@ struct Peer {
 
 impl Peer {
     fn new(ip: Ipv4Addr, port: u16) -> Peer {
-        Peer { mac: PEER_MAC, ip, port, seq: 1_000_000 + u32::from(port) * 7919, ack: 0 }
+        Peer { mac: PEER_MAC, ip: IpAddress::V4(ip), port, seq: 1_000_000 + u32::from(port) * 7919, ack: 0 }
+    }
+
+    fn new6(ip: Ipv6Addr, port: u16) -> Peer {
+        Peer { ip: IpAddress::V6(ip), ..Peer::new(PEER4, port) }
     }
 
     /// A frame from this peer (or from `mac`, forged) with `flags`, at `seq` + `off`.
@@ -74,8 +78,16 @@ impl Peer {
         t[13] = flags;
         t[14..16].copy_from_slice(&65535u16.to_be_bytes());
         t[20..].copy_from_slice(payload);
-        TcpPacket::new_unchecked(&mut t[..]).fill_checksum(&IpAddress::V4(self.ip), &IpAddress::V4(US4));
-        eth(US_MAC, mac, 0x0800, &ipv4(self.ip, US4, 6, 64, &t))
+        match self.ip {
+            IpAddress::V4(ip) => {
+                TcpPacket::new_unchecked(&mut t[..]).fill_checksum(&self.ip, &IpAddress::V4(US4));
+                eth(US_MAC, mac, 0x0800, &ipv4(ip, US4, 6, 64, &t))
+            }
+            IpAddress::V6(ip) => {
+                TcpPacket::new_unchecked(&mut t[..]).fill_checksum(&self.ip, &IpAddress::V6(US6));
+                eth(US_MAC, mac, 0x86dd, &ipv6(ip, US6, 6, 64, &t))
+            }
+        }
     }
 
     fn frame(&self, flags: u8, off: u32, payload: &[u8]) -> Vec<u8> {
@@ -153,9 +165,10 @@ fn drain(b: &mut Burst) -> Vec<Sent> {
             let d = b.data(i);
             let mut mac = [0u8; 6];
             mac.copy_from_slice(&d[0..6]);
-            let tcp = TcpPacket::new_checked(&d[34..]).unwrap();
+            let l4 = if d[12..14] == [0x86, 0xdd] { 54 } else { 34 };
+            let tcp = TcpPacket::new_checked(&d[l4..]).unwrap();
             let payload = tcp.payload().to_vec();
-            (mac, d[34 + 13], tcp.seq_number(), tcp.ack_number(), tcp.dst_port(), payload)
+            (mac, d[l4 + 13], tcp.seq_number(), tcp.ack_number(), tcp.dst_port(), payload)
         })
         .collect();
     b.free_all();
@@ -358,4 +371,205 @@ fn keepalive_requests_do_not_pile_up_timer_entries() {
     // Each request moved the keep-alive deadline 75 s on and the send timeout 4 s:
     // one entry waits for them (the engine's shorter timers leave a few more).
     assert!(b.node.timers.len() < 100, "{} timer entries after 1000 requests", b.node.timers.len());
+}
+
+/// Opens `p`'s connection in two steps: its SYN now (returns whether a SYN-ACK came),
+/// its ACK with [`finish`].
+fn syn(b: &mut Bench, p: &mut Peer) -> bool {
+    let out = b.feed(&[p.frame(0x02, 0, &[])]);
+    let Some(synack) = out.iter().find(|s| s.4 == p.port && s.1 & 0x12 == 0x12) else { return false };
+    p.seq = p.seq.wrapping_add(1);
+    p.ack = synack.2.wrapping_add(1);
+    true
+}
+
+/// The handshake's last ACK of `p`; returns what the node sent.
+fn finish(b: &mut Bench, p: &Peer) -> Vec<Sent> {
+    b.feed(&[p.frame(0x10, 0, &[])])
+}
+
+#[test]
+fn one_peer_over_its_share_is_pushed_back_and_another_peer_is_not() {
+    let mut b = Bench::new(pool(4096), server_cfg(None, TcpLimits { header_timeout: None, ..limits() }));
+    let attacker = Ipv4Addr::new(198, 18, 1, 1);
+    let mut peers: Vec<Peer> = (0..40).map(|i| Peer::new(attacker, 40000 + i)).collect();
+    for p in &mut peers {
+        assert!(b.connect(p));
+    }
+    let plimit = b.node.peer_limit;
+    assert!(plimit > 0 && plimit < b.node.mem_limit);
+    // Full-sized segments beyond a hole: they cannot be collapsed away, and 40
+    // connections x 100 of them would pin 8,000 packet buffers.
+    let data = [b'x'; 1400];
+    let mut max = 0;
+    for round in 0..100u32 {
+        let frames: Vec<Vec<u8>> = peers.iter().map(|p| p.frame(0x18, 1 + round * 1400, &data)).collect();
+        b.feed(&frames);
+        max = max.max(b.node.peers.usage(IpAddress::V4(attacker)).1);
+    }
+    assert!(max <= plimit + plimit / 4 + 4096, "the peer held {max}, its share is {plimit}");
+    assert!(b.counter("peer_mem_dropped") > 0);
+    assert_eq!(b.counter("mem_dropped"), 0, "the others' budget was not touched");
+    // Its new connections are refused while it is over its share.
+    assert!(!b.connect(&mut Peer::new(attacker, 45000)));
+    assert_eq!(b.counter("peer_mem_refused"), 1);
+    // Another peer connects and is answered.
+    let mut c = Peer::new(PEER4, 50000);
+    assert!(b.connect(&mut c));
+    let out = b.feed(&[c.frame(0x18, 0, b"GET /obj HTTP/1.1\r\nHost: x\r\n\r\n")]);
+    let body: usize = out.iter().filter(|s| s.4 == 50000).map(|s| s.5.len()).sum();
+    assert!(body > 1000, "the response came ({body} bytes)");
+}
+
+#[test]
+fn max_per_peer_counts_an_ipv6_64_as_one_peer() {
+    let cap = TcpLimits { max_per_peer: 3, ..limits() };
+    let mut b = Bench::new(pool(512), server_cfg(None, cap));
+    let opened = (1..=5u16)
+        .filter(|&i| b.connect(&mut Peer::new6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0x77, i), 41000 + i)))
+        .count();
+    assert_eq!(opened, 3, "five addresses of one /64 are one peer");
+    assert_eq!(b.counter("peer_capped"), 2);
+    assert!(b.connect(&mut Peer::new6(Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 1), 41000)), "another /64 is not capped");
+    assert_eq!(b.node.connections(), 4);
+}
+
+#[test]
+fn handshakes_completed_by_syn_cookies_pass_the_same_limits() {
+    let mut cfg = server_cfg(None, TcpLimits { max_per_peer: 2, ..limits() });
+    cfg.listen[0].backlog = 1;
+    cfg.max_connections = 3;
+    let mut b = Bench::new(pool(512), cfg);
+    let (a, c2, c3) = (PEER4, Ipv4Addr::new(198, 18, 0, 12), Ipv4Addr::new(198, 18, 0, 13));
+    // The first SYN fills the backlog; the others are answered with cookies (nothing kept).
+    let mut p: Vec<Peer> =
+        [(a, 1), (a, 2), (a, 3), (c2, 4), (c3, 5)].iter().map(|&(ip, i)| Peer::new(ip, 43000 + i)).collect();
+    for q in &mut p {
+        assert!(syn(&mut b, q));
+    }
+    assert_eq!(b.counter("syn_cookies_sent"), 4);
+    // The handshakes end: `a` holds two connections at most, the table three.
+    let mut resets = Vec::new();
+    for q in &p {
+        let out = finish(&mut b, q);
+        resets.extend(out.iter().filter(|s| s.4 == q.port && s.1 & 0x04 != 0).map(|s| s.4));
+    }
+    assert_eq!(b.counter("syn_cookies_valid"), 4);
+    assert_eq!(b.counter("peer_capped"), 1, "the third connection of one address");
+    assert_eq!(b.counter("syn_dropped"), 1, "the fourth connection of the table");
+    assert_eq!(b.node.connections(), 3);
+    assert_eq!(resets, [43003, 43005], "each refused handshake is reset");
+}
+
+#[test]
+fn pipelined_requests_are_parsed_a_bounded_number_ahead() {
+    let mut b = Bench::new(pool(512), server_cfg(None, TcpLimits { max_pipeline: 4, ..limits() }));
+    let mut p = Peer::new(PEER4, 44000);
+    assert!(b.connect(&mut p));
+    let reqs: Vec<u8> = b"GET /obj HTTP/1.1\r\nHost: x\r\n\r\n".repeat(20);
+    let mut out = b.feed(&[p.frame(0x18, 0, &reqs)]);
+    p.seq = p.seq.wrapping_add(reqs.len() as u32);
+    let mut answered = 0;
+    let mut rounds = 0;
+    while answered < 20 && rounds < 20 {
+        let data: Vec<&Sent> = out.iter().filter(|s| s.4 == 44000 && !s.5.is_empty()).collect();
+        let heads: usize = data.iter().map(|s| s.5.windows(12).filter(|w| w == b"HTTP/1.1 200").count()).sum();
+        assert!(heads <= 4, "{heads} responses out at once (max_pipeline 4)");
+        answered += heads;
+        // Acknowledge everything sent so far.
+        if let Some(last) = data.iter().max_by_key(|s| s.2.wrapping_sub(p.ack) as i32 + s.5.len() as i32) {
+            p.ack = last.2.wrapping_add(last.5.len() as u32);
+        }
+        out = b.feed(&[p.frame(0x10, 0, &[])]);
+        rounds += 1;
+    }
+    assert_eq!(answered, 20);
+    assert!(b.counter("pipeline_held") > 0);
+    assert_eq!(b.counter("http_requests"), 20);
+}
+
+#[test]
+fn under_memory_pressure_stalled_holders_are_reset_before_a_newcomer_is_refused() {
+    let mut cfg = server_cfg(None, TcpLimits { header_timeout: None, peer_share: 100, ..limits() });
+    cfg.memory_limit = 256 << 10;
+    let mut b = Bench::new(pool(4096), cfg);
+    let mut peers: Vec<Peer> = (0..8).map(|i| Peer::new(Ipv4Addr::new(198, 18, 2, i + 1), 40000)).collect();
+    for p in &mut peers {
+        assert!(b.connect(p));
+    }
+    // Out-of-order data the application can never read, until the budget is full.
+    let data = [b'y'; 1400];
+    for round in 0..40u32 {
+        let frames: Vec<Vec<u8>> = peers.iter().map(|p| p.frame(0x18, 1 + round * 1400, &data)).collect();
+        b.feed(&frames);
+    }
+    assert!(b.node.held() >= b.node.mem_limit, "{} of {}", b.node.held(), b.node.mem_limit);
+    // Still under a second without progress: a newcomer is refused.
+    assert!(!b.connect(&mut Peer::new(PEER4, 50001)));
+    assert_eq!(b.counter("mem_refused"), 1);
+    // Past it, the largest stalled holders go first and the newcomer is taken.
+    b.advance(Duration::from_millis(1200));
+    let mut c = Peer::new(PEER4, 50002);
+    assert!(b.connect(&mut c), "{}", b.counter("mem_refused"));
+    assert!(b.counter("mem_reclaimed") > 0);
+    assert!(b.counter("mem_reclaimed") < 8, "only as many as needed");
+    assert!(b.node.held() < b.node.mem_limit);
+    let out = b.feed(&[c.frame(0x18, 0, b"GET /obj HTTP/1.1\r\nHost: x\r\n\r\n")]);
+    assert!(out.iter().any(|s| s.4 == 50002 && s.5.starts_with(b"HTTP/1.1 200")));
+}
+
+#[test]
+fn a_streamed_file_costs_its_reader_the_pieces_in_flight_only() {
+    use super::files::FILE_PIECE;
+    let dir = std::env::temp_dir().join(format!("ironpath-stream-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let size = 16 * FILE_PIECE;
+    std::fs::write(dir.join("big"), vec![7u8; size]).unwrap();
+    let lim = TcpLimits { file_cache: FILE_PIECE as u64, ..limits() };
+    let mut b = Bench::new(pool(4096), server_cfg(Some(dir.clone()), lim));
+    let send_buffer = Config::default().send_buffer as u64;
+    // Three clients (three peers), on ports 46000..46002.
+    let mut readers: Vec<Peer> = (0..3).map(|i| Peer::new(Ipv4Addr::new(198, 18, 3, 1 + i), 46000 + u16::from(i))).collect();
+    // What each reader was sent and has not taken yet: seq -> length.
+    let mut unacked: Vec<std::collections::HashMap<u32, usize>> = vec![Default::default(); 3];
+    let take = |out: &[Sent], unacked: &mut Vec<std::collections::HashMap<u32, usize>>| {
+        for s in out.iter().filter(|s| !s.5.is_empty() && (46000..46003).contains(&s.4)) {
+            unacked[usize::from(s.4 - 46000)].insert(s.2, s.5.len());
+        }
+    };
+    for p in &mut readers {
+        assert!(b.connect(p));
+        let out = b.feed(&[p.frame(0x18, 0, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")]);
+        p.seq = p.seq.wrapping_add(31);
+        take(&out, &mut unacked);
+    }
+    // Each reader acknowledges what came in order, for most of the file.
+    let (mut got, mut max_heap) = ([0usize; 3], 0);
+    for _ in 0..2000 {
+        b.now += 1_000_000;
+        for (i, p) in readers.iter_mut().enumerate() {
+            while let Some(n) = unacked[i].remove(&p.ack) {
+                p.ack = p.ack.wrapping_add(n as u32);
+                got[i] += n;
+            }
+        }
+        let acks: Vec<Vec<u8>> = readers.iter().map(|p| p.frame(0x10, 0, &[])).collect();
+        let out = b.feed(&acks);
+        take(&out, &mut unacked);
+        max_heap = max_heap.max(b.node.heap_held);
+        if got.iter().all(|&g| g > size * 3 / 4) {
+            break;
+        }
+    }
+    let names = ["held_back", "http_errors", "alloc_failed", "tx_full", "peer_mem_dropped", "send_timeouts", "conns_closed"];
+    let c: Vec<(&str, u64)> = names.iter().map(|n| (*n, b.counter(n))).collect();
+    assert!(got.iter().all(|&g| g > size / 2), "{got:?} {c:?} heap {}", b.node.heap_held);
+    // Never the file per reader: what each send buffer holds, and a piece or two.
+    let bound = 3 * (send_buffer + 2 * FILE_PIECE as u64 + 4096);
+    assert!(max_heap <= bound, "heap {max_heap} for 3 readers of a {size}-byte file (bound {bound})");
+    assert!(max_heap > 0, "streamed pieces are charged");
+    assert_eq!(b.counter("files_streamed"), 1, "one descriptor for the three requests");
+    drop(b);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -24,19 +24,25 @@
 //! it; ends are queued in order, no heap).
 
 mod apps;
-mod http_server;
+mod budget;
 mod config;
 mod counters;
+mod files;
 mod frame;
+mod http_server;
 mod input;
 mod kind;
 pub mod payload;
+mod peers;
 mod service;
 pub mod trace;
 mod wire;
 
-pub use http_server::Site;
 use apps::{App, AppEnv, HttpGet};
+use budget::{account_heap, account_rx};
+pub use files::raise_descriptor_limit;
+pub use http_server::Site;
+use peers::Peers;
 pub use config::{ConnectCfg, ListenCfg, TcpConfig, TcpLimits};
 use counters::*;
 pub use counters::{TcpCounter, TcpGauge};
@@ -47,8 +53,8 @@ use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_tcp::{
-    rst_reply, Config, ConnError, Connection, Endpoint, IsnGenerator, Listener, Segment, State, Time, TimeWait,
-    TimeWaitReply,
+    rst_reply, Config, ConnError, Connection, Endpoint, IsnGenerator, Listener, Segment, SeqNum, State, Time,
+    TimeWait, TimeWaitReply,
 };
 use ironpath_wire::checksum;
 use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN as ETH_LEN};
@@ -86,6 +92,21 @@ struct Entry {
     tsq_blocked: bool,
     /// The state the connection is counted in ([`TcpNode::states`]).
     counted: State,
+    /// Its peer's index in [`TcpNode::peers`].
+    peer: u32,
+    /// Heap its application holds for it when last looked at (summed in `heap_held`).
+    heap: u64,
+    /// `snd_una` when last looked at, and when the connection last made progress (the
+    /// peer acknowledged data, or the application read some).
+    una: SeqNum,
+    progress_at: Time,
+}
+
+impl Entry {
+    /// Memory the connection is charged: received data and its application's heap.
+    fn held(&self) -> u64 {
+        self.rx_held + self.heap
+    }
 }
 
 /// A sent frame whose completion (its last other reference released) the node awaits.
@@ -97,6 +118,7 @@ struct Pending {
 }
 
 type FlowKey = (Endpoint, Endpoint);
+
 
 /// The node.
 pub struct TcpNode {
@@ -131,8 +153,20 @@ pub struct TcpNode {
     next_id: u64,
     /// Memory all connections' received data holds (see `TcpConfig::memory_limit`).
     rx_held: u64,
-    /// What `rx_held` may reach: `memory_limit` and the pool share.
+    /// Heap all connections' applications hold for them.
+    heap_held: u64,
+    /// What `rx_held + heap_held` may reach: `memory_limit` and the pool share.
     mem_limit: u64,
+    /// What one peer may hold (`peer_share` of `mem_limit`).
+    peer_limit: u64,
+    /// Connections and memory by peer (address, IPv6 /64).
+    peers: Peers,
+    /// Over `mem_limit`: look for connections to reset at the end of the call.
+    pressure: bool,
+    /// The earliest time of the next look for connections to reset.
+    reclaim_at: Time,
+    /// (memory held, slot) of the candidates of a reclaim (kept for its capacity).
+    reclaim_scratch: Vec<(u64, u32)>,
     /// Connections in the table by state ([`GAUGES`]; TIME-WAIT from its own table).
     states: [u64; TcpGauge::COUNT],
     /// The gauges as last published.
@@ -169,7 +203,9 @@ impl TcpNode {
             }
             let site = sites.len();
             if l.app == ServerApp::Http {
-                sites.push(Site::new(l.root.clone(), &l.objects, l.dotfiles)?);
+                let mut site = Site::new(l.root.clone(), &l.objects, l.dotfiles)?;
+                site.set_file_limits(cfg.limits.file_cache, cfg.limits.open_files);
+                sites.push(site);
             }
             let mut lcfg = cfg.tcp.clone();
             lcfg.congestion = l.congestion.unwrap_or(lcfg.congestion);
@@ -186,7 +222,15 @@ impl TcpNode {
         }
         let timeouts =
             apps::HttpTimeouts { header: cfg.limits.header_timeout, keepalive: cfg.limits.keepalive_timeout };
-        let env = AppEnv { pattern: apps::pattern(), sites, stats: Default::default(), now: Time::ZERO, timeouts };
+        let env = AppEnv {
+            pattern: apps::pattern(),
+            sites,
+            stats: Default::default(),
+            now: Time::ZERO,
+            timeouts,
+            max_pipeline: cfg.limits.max_pipeline.max(1),
+            held_back: false,
+        };
         let seed = u64::from_le_bytes(cfg.isn_secret[..8].try_into().unwrap_or_default());
         // What received data may pin: `memory_limit`, and the pool share (less 1/5,
         // since segments that fill a hole are taken up to 1/4 beyond the limit).
@@ -196,7 +240,14 @@ impl TcpNode {
             0 => share,
             m => m.min(share),
         };
+        let peer_limit = mem_limit * u64::from(cfg.limits.peer_share.clamp(1, 100)) / 100;
         Ok(TcpNode {
+            peers: Peers::new(key),
+            peer_limit,
+            heap_held: 0,
+            pressure: false,
+            reclaim_at: Time::ZERO,
+            reclaim_scratch: Vec::new(),
             wire: Wire {
                 pool,
                 mac: cfg.mac,
@@ -250,17 +301,25 @@ impl TcpNode {
         self.flows.len()
     }
 
+    /// Memory the connections are charged: received data and their applications'
+    /// heap ("Per-peer accounting" in docs/tcp.md).
+    pub fn memory_held(&self) -> u64 {
+        self.held()
+    }
+
     /// Connections in TIME-WAIT.
     pub fn in_time_wait(&self) -> usize {
         self.time_wait.len()
     }
 
-    fn insert(&mut self, conn: Connection<Chunk>, app: App) -> u32 {
+    fn insert(&mut self, now: Time, conn: Connection<Chunk>, app: App) -> u32 {
         let key = (conn.local(), conn.remote());
         self.wire.peer_conns(key.1.addr, true);
+        let peer = self.peers.attach(key.1.addr);
         let ip_id = (slot_hint(&conn) | 1) as u16;
         self.next_id += 1;
         let counted = conn.state();
+        let conn_una = conn.snd_una();
         if let Some(k) = state_gauge(counted) {
             self.states[k] += 1;
         }
@@ -276,6 +335,10 @@ impl TcpNode {
             id: self.next_id,
             inflight: 0,
             tsq_blocked: false,
+            peer,
+            heap: 0,
+            una: conn_una,
+            progress_at: now,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -341,7 +404,7 @@ impl TcpNode {
                 match Connection::connect(now, local, remote, &ccfg, &self.isn) {
                     Ok(conn) => {
                         cx.count(TcpCounter::ConnsOpened, 1);
-                        self.insert(conn, app);
+                        self.insert(now, conn, app);
                     }
                     Err(_) => cx.count(TcpCounter::ConnsFailed, 1),
                 }
@@ -370,7 +433,7 @@ impl TcpNode {
         if let Some(mut e) = self.slots[slot as usize].take() {
             sync_counters(cx, &mut e);
             uncount_state(&mut self.states, &e);
-            self.rx_held -= e.rx_held;
+            self.uncharge(&e);
             let key = (e.conn.local(), e.conn.remote());
             self.flows.remove(&key);
             self.wire.peer_conns(key.1.addr, false);
@@ -410,7 +473,7 @@ impl TcpNode {
         if let Some(mut e) = self.slots[slot as usize].take() {
             sync_counters(cx, &mut e);
             uncount_state(&mut self.states, &e);
-            self.rx_held -= e.rx_held;
+            self.uncharge(&e);
             self.flows.remove(&(e.conn.local(), e.conn.remote()));
             self.wire.peer_conns(e.conn.remote().addr, false);
             self.free.push(slot);
@@ -419,6 +482,7 @@ impl TcpNode {
                 Some(ConnError::IdleTimeout) => cx.count(TcpCounter::IdleResets, 1),
                 Some(ConnError::KeepaliveTimeout) => cx.count(TcpCounter::KeepaliveResets, 1),
                 Some(ConnError::SendTimeout) => cx.count(TcpCounter::SendTimeouts, 1),
+                Some(ConnError::SendTooSlow) => cx.count(TcpCounter::SendTooSlow, 1),
                 _ => {}
             }
             if e.conn.error().is_some() {
@@ -449,9 +513,22 @@ impl TcpNode {
             (TcpCounter::ClientsDone, s.clients_done),
             (TcpCounter::HeaderTimeouts, s.header_timeouts),
             (TcpCounter::KeepaliveTimeouts, s.keepalive_timeouts),
+            (TcpCounter::HeldBack, s.held_back),
+            (TcpCounter::PipelineHeld, s.pipeline_held),
+            (TcpCounter::FdExhausted, s.fd_exhausted),
         ] {
             if v != 0 {
                 cx.count(k, v);
+            }
+        }
+        for site in &mut self.env.sites {
+            let closed = std::mem::take(&mut site.files.fds_closed);
+            if closed != 0 {
+                cx.count(TcpCounter::FdsClosed, closed);
+            }
+            let streamed = std::mem::take(&mut site.files.streamed);
+            if streamed != 0 {
+                cx.count(TcpCounter::FilesStreamed, streamed);
             }
         }
     }
@@ -515,6 +592,9 @@ impl Node for TcpNode {
         }
         if out.tso != 0 {
             cx.count(TcpCounter::TsoSent, out.tso);
+        }
+        if self.pressure {
+            self.reclaim(cx, now);
         }
         self.flush_stats(cx);
         self.publish_states(cx);

@@ -9,6 +9,11 @@ impl TcpNode {
     pub(super) fn service(&mut self, cx: &NodeCx<'_>, now: Time, slot: u32, out: &mut Out<'_>) -> bool {
         let Some(e) = self.slots[slot as usize].as_mut() else { return true };
         self.env.now = now;
+        // A peer over its share, or all connections over the budget: the application
+        // takes no new work while it has some.
+        self.env.held_back =
+            self.peers.held(e.peer) >= self.peer_limit || self.rx_held + self.heap_held >= self.mem_limit;
+        let read_before = self.env.stats.bytes_in;
         e.app.poll(&mut e.conn, &mut self.env);
         let wire = &self.wire;
         let ip_id = &mut e.ip_id;
@@ -59,7 +64,13 @@ impl TcpNode {
         }
         sync_counters(cx, e);
         count_state(&mut self.states, e);
-        account_rx(&mut self.rx_held, e);
+        account_rx(&mut self.rx_held, &mut self.peers, e);
+        account_heap(&mut self.heap_held, &mut self.peers, e);
+        let una = e.conn.snd_una();
+        if una != e.una || self.env.stats.bytes_in != read_before {
+            e.una = una;
+            e.progress_at = now;
+        }
         if e.conn.state() == State::TimeWait {
             // Nothing more to send or read for 2 MSL: the connection leaves the table
             // for the compact TIME-WAIT one, its slot and buffers to the next
@@ -73,6 +84,7 @@ impl TcpNode {
                 // application and its queues' memory, and moves at its next service.
                 e.app = App::Discard;
                 e.conn.release_buffers();
+                account_heap(&mut self.heap_held, &mut self.peers, e);
             }
         }
         let at = e.conn.poll_at();
@@ -118,7 +130,7 @@ impl TcpNode {
             complete &= lis.dispatch(now, |s| wire.emit(out, s, 0)).is_ok();
         }
         for li in 0..self.listeners.len() {
-            self.accept(cx, li);
+            self.accept(cx, now, li, out);
         }
         self.listeners_due = !complete;
         self.listeners_armed = self.listeners.iter().filter_map(|(l, _, _)| l.poll_at()).min();

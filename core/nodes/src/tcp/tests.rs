@@ -217,7 +217,7 @@ fn a_file_is_read_piece_by_piece_and_served_whole_twice() {
     let dir = std::env::temp_dir().join(format!("ipt-tcp-file-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("www")).unwrap();
     // Not a multiple of the piece size, and not the pattern.
-    let data: Vec<u8> = (0..3 * super::http_server::FILE_PIECE + 1234).map(|i| (i * 7 % 256) as u8).collect();
+    let data: Vec<u8> = (0..3 * super::files::FILE_PIECE + 1234).map(|i| (i * 7 % 256) as u8).collect();
     std::fs::write(dir.join("www/f.bin"), &data).unwrap();
     let save = dir.join("body");
     let mut s = file_server(&pool, &dir.join("www"));
@@ -236,7 +236,7 @@ fn a_file_cut_short_while_sent_resets_the_connection() {
     let dir = std::env::temp_dir().join(format!("ipt-tcp-cut-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("www")).unwrap();
     let path = dir.join("www/f.bin");
-    std::fs::write(&path, vec![5u8; 8 * super::http_server::FILE_PIECE]).unwrap();
+    std::fs::write(&path, vec![5u8; 8 * super::files::FILE_PIECE]).unwrap();
     let save = dir.join("body");
     let mut s = file_server(&pool, &dir.join("www"));
     let mut c = client(&pool, vec![get("/f.bin", &save, 1, 1)]);
@@ -247,7 +247,7 @@ fn a_file_cut_short_while_sent_resets_the_connection() {
     let (sc, ss) = run(&mut c, &mut s, 3000, |_, _| true);
     assert_eq!(counter(&ss, "http_errors"), 1, "the server saw the read fail");
     assert_eq!(counter(&sc, "http_requests"), 0, "the client did not take a short body as complete");
-    assert!(std::fs::read(&save).unwrap().len() < 8 * super::http_server::FILE_PIECE);
+    assert!(std::fs::read(&save).unwrap().len() < 8 * super::files::FILE_PIECE);
     assert_eq!(s.connections(), 0, "the server's connection is gone");
     assert_eq!(pool.stats().in_use, 0);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -584,6 +584,8 @@ fn memory_limit_drops_out_of_order_data_first_and_the_transfer_still_completes()
     let pool = pool(8192);
     let mut c = cfg(US_MAC, US4);
     c.memory_limit = 16 * 1024;
+    // One peer: let it have the whole budget (limits_tests.rs has the peer's share).
+    c.limits.peer_share = 100;
     c.listen = vec![discard_on(9, None)];
     let mut b = TcpNode::new(c, pool.clone()).unwrap();
     const N: u64 = 2_000_000;

@@ -348,8 +348,11 @@ impl<P: Payload> Connection<P> {
         self.send_buf.consume(acked as usize);
         self.snd_una = ack;
         // The peer took something: the send timeout starts again (or stops, if
-        // nothing waits any more: `update_timers` sees to it).
-        self.stalled_since = Some(now);
+        // nothing waits any more: `update_timers` sees to it). With a minimum rate the
+        // period runs on: its end checks how much was taken.
+        if self.config.send_min_rate == 0 {
+            self.stalled_since = Some(now);
+        }
         self.snd_nxt = self.snd_nxt.max(ack);
         self.take_rtt_sample(now, ack, timestamp);
         self.retries = 0;

@@ -215,6 +215,8 @@ pub struct Connection<P> {
     /// Since when data or a FIN has waited for the peer without an ACK moving
     /// `snd_una` (for `send_timeout`); `None` while nothing waits.
     stalled_since: Option<Time>,
+    /// `snd_una` when the current send-timeout period began (`send_min_rate`).
+    stall_una: SeqNum,
     /// Payload bytes per byte of memory of the full-sized segments received, in
     /// 1/1024 (1024 until one arrives): the window offered is the free memory times it.
     rcv_ratio: u32,
@@ -275,6 +277,7 @@ impl<P: Payload> Connection<P> {
             fin_wait2_at: Time::ZERO,
             ack_limits: input::AckLimits::default(),
             stalled_since: None,
+            stall_una: iss,
             rcv_ratio: RATIO_ONE,
             accepted: false,
             discard: false,
@@ -423,6 +426,12 @@ impl<P: Payload> Connection<P> {
             0 => Err(SendError::BufferFull),
             n => Ok(n),
         }
+    }
+
+    /// The oldest unacknowledged sequence number (what [`info`](Self::info) reports,
+    /// without building the rest).
+    pub fn snd_una(&self) -> SeqNum {
+        self.snd_una
     }
 
     /// Bytes queued or in flight (what the send buffer holds).

@@ -74,7 +74,20 @@ impl<P: Payload> Connection<P> {
     fn on_idle_timer(&mut self, now: Time) {
         let [fin_wait2, idle, keepalive, stalled] = self.idle_deadlines();
         let reset = if stalled.is_some_and(|t| now >= t) {
-            Some(ConnError::SendTimeout)
+            let quota = self.send_quota();
+            let taken = u64::from(self.snd_una.distance(self.stall_una));
+            if quota == 0 {
+                Some(ConnError::SendTimeout)
+            } else if taken >= quota {
+                // Enough went through this period: the next one starts now.
+                self.stalled_since = Some(now);
+                self.stall_una = self.snd_una;
+                None
+            } else if taken == 0 {
+                Some(ConnError::SendTimeout)
+            } else {
+                Some(ConnError::SendTooSlow)
+            }
         } else if fin_wait2.is_some_and(|t| now >= t) || idle.is_some_and(|t| now >= t) {
             Some(ConnError::IdleTimeout)
         } else if keepalive.is_some_and(|t| now >= t) {
@@ -93,6 +106,14 @@ impl<P: Payload> Connection<P> {
             self.rst_due = Some(self.snd_max);
             self.enter_closed(Some(e));
         }
+    }
+
+    /// Bytes the peer must acknowledge per send-timeout period (`send_min_rate`); 0:
+    /// any acknowledgment will do.
+    fn send_quota(&self) -> u64 {
+        let rate = u64::from(self.config.send_min_rate);
+        let period = self.config.send_timeout.unwrap_or_default();
+        (rate * period.as_millis() as u64 / 1000).max(u64::from(rate > 0))
     }
 
     /// Retransmission timeout (RFC 6298 §5.4 to §5.6, RFC 5681 §3.1): back off, shrink
@@ -138,7 +159,10 @@ impl<P: Payload> Connection<P> {
         // the send timeout runs from when it began to wait or the peer last took some.
         let waiting = self.snd_max > self.snd_una || self.unsent() > 0;
         match (waiting, self.stalled_since) {
-            (true, None) => self.stalled_since = Some(now),
+            (true, None) => {
+                self.stalled_since = Some(now);
+                self.stall_una = self.snd_una;
+            }
             (false, Some(_)) => self.stalled_since = None,
             _ => {}
         }

@@ -1,0 +1,137 @@
+//! Peers: what each peer makes the node hold. A peer is an IPv4 address or an IPv6
+//! /64 (one host is given a whole /64 and may use any address in it). Each has a
+//! count of its connections (`max_per_peer`) and the memory they hold (`peer_share`):
+//! received data charged at its buffers, plus the heap their applications keep for
+//! them. A connection keeps its peer's index, so charging costs no lookup.
+
+use crate::hash::KeyedState;
+use ironpath_wire::IpAddress;
+use std::collections::HashMap;
+
+/// The peer an address belongs to: the address itself (IPv4), its /64 (IPv6).
+pub(super) fn peer_key(a: IpAddress) -> IpAddress {
+    match a {
+        IpAddress::V4(_) => a,
+        IpAddress::V6(v6) => {
+            let mut b = v6.octets();
+            b[8..].fill(0);
+            IpAddress::V6(std::net::Ipv6Addr::from(b))
+        }
+    }
+}
+
+/// One peer's use.
+struct PeerUse {
+    key: IpAddress,
+    conns: u32,
+    held: u64,
+}
+
+/// The peers with connections, by [`peer_key`].
+pub(super) struct Peers {
+    index: HashMap<IpAddress, u32, KeyedState>,
+    slots: Vec<PeerUse>,
+    free: Vec<u32>,
+}
+
+impl Peers {
+    pub(super) fn new(key: KeyedState) -> Peers {
+        Peers { index: HashMap::with_hasher(key), slots: Vec::new(), free: Vec::new() }
+    }
+
+    /// Connections and memory of the peer of `addr` (nothing if it has no connection).
+    pub(super) fn usage(&self, addr: IpAddress) -> (u32, u64) {
+        self.index.get(&peer_key(addr)).map_or((0, 0), |&i| {
+            let p = &self.slots[i as usize];
+            (p.conns, p.held)
+        })
+    }
+
+    /// Counts a new connection of the peer of `addr`; returns the peer's index.
+    pub(super) fn attach(&mut self, addr: IpAddress) -> u32 {
+        let key = peer_key(addr);
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let p = PeerUse { key, conns: 0, held: 0 };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slots[i as usize] = p;
+                        i
+                    }
+                    None => {
+                        self.slots.push(p);
+                        (self.slots.len() - 1) as u32
+                    }
+                };
+                self.index.insert(key, i);
+                i
+            }
+        };
+        self.slots[i as usize].conns += 1;
+        i
+    }
+
+    /// A connection of peer `i` is gone (its memory was uncharged before).
+    pub(super) fn detach(&mut self, i: u32) {
+        let Some(p) = self.slots.get_mut(i as usize) else { return };
+        p.conns = p.conns.saturating_sub(1);
+        if p.conns == 0 {
+            debug_assert_eq!(p.held, 0, "a peer without connections holds nothing");
+            self.index.remove(&p.key);
+            self.free.push(i);
+        }
+    }
+
+    /// Memory peer `i` holds.
+    #[inline]
+    pub(super) fn held(&self, i: u32) -> u64 {
+        self.slots.get(i as usize).map_or(0, |p| p.held)
+    }
+
+    /// Peer `i`'s charge for one connection goes from `old` to `new`.
+    #[inline]
+    pub(super) fn recharge(&mut self, i: u32, old: u64, new: u64) {
+        if let Some(p) = self.slots.get_mut(i as usize) {
+            p.held = p.held + new - old;
+        }
+    }
+
+    /// Peers with connections.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.index.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn v6(s: &str) -> IpAddress {
+        IpAddress::V6(s.parse::<Ipv6Addr>().unwrap())
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_peer_and_ipv4_addresses_are_each_their_own() {
+        assert_eq!(peer_key(v6("fd00:1:2:3:4:5:6:7")), v6("fd00:1:2:3::"));
+        assert_ne!(peer_key(v6("fd00:1:2:3::1")), peer_key(v6("fd00:1:2:4::1")));
+        let a = IpAddress::V4(Ipv4Addr::new(198, 18, 0, 1));
+        let b = IpAddress::V4(Ipv4Addr::new(198, 18, 0, 2));
+        assert_ne!(peer_key(a), peer_key(b));
+        let mut p = Peers::new(KeyedState::default());
+        let i = p.attach(v6("fd00::1"));
+        assert_eq!(p.attach(v6("fd00::ffff:1")), i, "same /64, same peer");
+        p.recharge(i, 0, 5000);
+        assert_eq!(p.usage(v6("fd00::9")), (2, 5000));
+        let j = p.attach(a);
+        assert_ne!(i, j);
+        p.recharge(i, 5000, 0);
+        p.detach(i);
+        p.detach(i);
+        assert_eq!(p.usage(v6("fd00::9")), (0, 0));
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.attach(b), i, "the slot is reused");
+    }
+}
