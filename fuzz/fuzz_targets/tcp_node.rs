@@ -14,7 +14,8 @@
 //! through the handshake into established, closing and TIME-WAIT states; in
 //! structured mode a record whose first frame byte has bit 7 set holds a raw frame
 //! after that byte. Raw frames longer than a buffer (2048 bytes) arrive chained.
-//! After the records the node is polled for ~8 virtual seconds, then dropped.
+//! After the records the node is polled for ~8 virtual seconds while it holds a
+//! connection or a handshake, then dropped.
 //!
 //! No panic; every frame the node sends is Ethernet + IPv4/IPv6 + TCP from our MAC
 //! and one of our addresses, with exact lengths, a valid IPv4 header checksum, a
@@ -409,9 +410,13 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         poll(&mut node, &st, &mut pkts, now, &mut peer);
-        // Timers: delayed ACKs, retransmissions and their backoff, persist probes.
-        for k in 0..40u64 {
-            now += if k < 10 { 10_000 } else { 250_000 };
+        // Timers: delayed ACKs, retransmissions and their backoff, persist probes
+        // (while a connection or a handshake is left to have them).
+        for k in 0..18u64 {
+            if node.connections() == 0 && node.handshakes() == 0 {
+                break;
+            }
+            now += if k < 5 { 10_000 } else { 600_000 };
             poll(&mut node, &st, &mut Burst::new(), now, &mut peer);
         }
         // The memory charged to connections and peers is what they hold: nothing once

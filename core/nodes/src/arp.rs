@@ -33,7 +33,7 @@ ironpath_graph::counters! {
         HoldFull("hold_full", "packets dropped (hold queue full)"),
         Unresolved("unresolved", "packets dropped (no reply after max_tries)"),
         Malformed("malformed", "packets dropped"),
-        Ignored("ignored", "ARP packets not for us"),
+        Ignored("ignored", "ARP packets neither answered nor learned from (not for us, or a reply that teaches nothing)"),
         AllocFailed("alloc_failed", "ARP requests not sent (mempool empty)"),
     }
 }
@@ -83,12 +83,18 @@ impl Arp {
         self.cache.get(&ip).map(|e| e.0)
     }
 
-    fn learn(&mut self, cx: &NodeCx<'_>, ip: Ipv4Addr, mac: [u8; 6]) {
+    /// Add or update the entry of `ip`; false when the sender cannot be learned (an
+    /// unspecified address, a group MAC).
+    fn learn(&mut self, cx: &NodeCx<'_>, ip: Ipv4Addr, mac: [u8; 6]) -> bool {
         if ip.is_unspecified() || mac[0] & 1 != 0 {
-            return;
+            return false;
         }
         if !self.cache.contains_key(&ip) && self.cache.len() >= self.cfg.max_entries {
-            if let Some(oldest) = self.cache.iter().min_by_key(|(_, v)| v.1).map(|(k, _)| *k) {
+            // The least recently confirmed of a few (the map's order is random enough
+            // and a peer cannot choose which): a constant cost per learned entry, where
+            // a scan of the whole table would let a flood of senders cost
+            // `max_entries` steps a packet.
+            if let Some(oldest) = self.cache.iter().take(8).min_by_key(|(_, v)| v.1).map(|(k, _)| *k) {
                 self.cache.remove(&oldest);
             }
         }
@@ -99,6 +105,7 @@ impl Arp {
                 self.send_resolved(cx, m, mac);
             }
         }
+        true
     }
 
     fn send_resolved(&mut self, cx: &NodeCx<'_>, mut m: Mbuf, mac: [u8; 6]) {
@@ -142,11 +149,13 @@ impl Arp {
         let for_us = self.cfg.addresses.contains(&repr.target_protocol_addr);
         // RFC 826: update an entry we have (or wait for); add one when the packet is for us.
         let sender = repr.source_protocol_addr;
+        let mut learned = false;
         if for_us || self.cache.contains_key(&sender) || self.pending.contains_key(&sender) {
-            self.learn(cx, sender, repr.source_hardware_addr.0);
+            learned = self.learn(cx, sender, repr.source_hardware_addr.0);
         }
         if !(for_us && repr.operation == ArpOperation::Request) {
-            cx.count(ArpCounter::Ignored, u64::from(!for_us));
+            // Not a request we answer: counted as learned from, or else ignored.
+            cx.count(ArpCounter::Ignored, u64::from(!learned));
             return;
         }
         let reply = ArpRepr {
@@ -490,7 +499,7 @@ mod tests {
         // The neighbour asks for someone else: still, we learn its MAC (we wait for it).
         let req = arp_frame([0xff; 6], ArpOperation::Request, NEIGH_MAC, PEER4, [0; 6], Ipv4Addr::new(198, 18, 0, 9));
         assert_eq!(run(&mut a, &st, &pool, &[req], 2), [sent(&p, NEIGH_MAC)]);
-        assert_eq!(counter(&st, "ignored"), 1);
+        assert_eq!((counter(&st, "learned"), counter(&st, "ignored")), (1, 0), "learned from, not ignored");
         assert_eq!(a.lookup(PEER4), Some(NEIGH_MAC));
         assert_eq!(pool.stats().in_use, 0);
     }

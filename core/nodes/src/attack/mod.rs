@@ -323,10 +323,13 @@ impl Subject {
             self.counted += self.accounted().wrapping_sub(before_counts);
             assert!(
                 self.gone <= self.counted,
-                "{what}: {} input packets left circulation with {} counted (this call was given {given}; call {})",
+                "{what}: {} input packets left circulation with {} counted (this call was given {given}; call {}; \
+                 counters: {}drops={})",
                 self.gone,
                 self.counted,
-                self.calls
+                self.calls,
+                self.counters(),
+                self.stats.drops.get()
             );
         }
         b.free_all();

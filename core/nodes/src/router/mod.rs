@@ -56,8 +56,10 @@ ironpath_graph::counters! {
         Local("local", "packets to the router sent to the `local` edge"),
         LocalDropped("local_dropped", "packets to the router dropped (nothing answers them, `local` not connected)"),
         EchoReplies("echo_replies", "ICMP and ICMPv6 echo replies"),
+        ArpIn("arp_in", "ARP packets received (answered, learned from, or neither)"),
         ArpReplies("arp_replies", "ARP replies"),
         ArpRequests("arp_requests", "ARP requests"),
+        NdIn("nd_in", "neighbour solicitations and advertisements received (answered, learned from, or neither)"),
         NaSent("na_sent", "neighbour advertisements"),
         NsSent("ns_sent", "neighbour solicitations"),
         Learned("learned", "neighbour entries added or confirmed"),
@@ -688,6 +690,7 @@ impl Router {
         if a[0..6] != [0, 1, 8, 0, 6, 4] {
             return cx.count(C::Malformed, 1);
         }
+        cx.count(C::ArpIn, 1);
         let op = u16::from_be_bytes([a[6], a[7]]);
         let sha: [u8; 6] = a[8..14].try_into().unwrap_or_default();
         let spa = Ipv4Addr::new(a[14], a[15], a[16], a[17]);
@@ -777,6 +780,7 @@ impl Router {
             cx.count(C::Malformed, 1);
             return None;
         };
+        cx.count(C::NdIn, 1);
         let (who, create) = if ty == NS { (src, self.ifaces[k].owns6(target)) } else { (target, false) };
         if let Some(mac) = lladdr {
             let usable = !who.is_unspecified() && mac[0] & 1 == 0;

@@ -26,9 +26,11 @@ pub const MAX_HEAD: usize = 8192;
 /// byte `i % 251` at offset `i` whatever the slice sizes.
 const PATTERN_LEN: usize = 251 * 261;
 
-/// The `source` pattern (byte `i % 251` at stream offset `i`).
+/// The `source` pattern (byte `i % 251` at stream offset `i`): made once, shared by
+/// every node (it is never written).
 pub fn pattern() -> Arc<[u8]> {
-    (0..PATTERN_LEN).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into()
+    static PATTERN: std::sync::OnceLock<Arc<[u8]>> = std::sync::OnceLock::new();
+    PATTERN.get_or_init(|| (0..PATTERN_LEN).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into()).clone()
 }
 
 /// What applications count (added to the node's counters by the caller).

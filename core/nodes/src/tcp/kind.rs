@@ -314,13 +314,19 @@ fn secret(node: &str, seed: u64) -> Result<[u8; 16], NodeError> {
 
 /// The settings of a `tcp` node whose parameters are all defaults (with the
 /// address 198.18.0.2), read from [`KIND`]'s specs through the pipeline
-/// validation: for tests, benchmarks and fuzz targets that vary a few.
+/// validation (once per process: a fuzz target asks for every input): for tests,
+/// benchmarks and fuzz targets that vary a few.
 pub fn defaults() -> TcpConfig {
-    let yaml = "ports: [{name: p0, driver: net_null}]\nlcores: [{id: 0}]\n\
-                nodes: [{name: t, type: tcp, lcore: 0, params: {port: p0, addresses: 198.18.0.2}}]\n";
-    let catalog = ironpath_config::Catalog { nodes: crate::CATALOG, drivers: None };
-    let p = ironpath_config::parse_str(yaml, std::path::Path::new("t.yaml"), &catalog).expect("valid");
-    config(Values(&p.nodes[0].params), false).expect("defaults")
+    static DEFAULTS: std::sync::OnceLock<TcpConfig> = std::sync::OnceLock::new();
+    DEFAULTS
+        .get_or_init(|| {
+            let yaml = "ports: [{name: p0, driver: net_null}]\nlcores: [{id: 0}]\n\
+                        nodes: [{name: t, type: tcp, lcore: 0, params: {port: p0, addresses: 198.18.0.2}}]\n";
+            let catalog = ironpath_config::Catalog { nodes: crate::CATALOG, drivers: None };
+            let p = ironpath_config::parse_str(yaml, std::path::Path::new("t.yaml"), &catalog).expect("valid");
+            config(Values(&p.nodes[0].params), false).expect("defaults")
+        })
+        .clone()
 }
 
 /// The catalog's defaults ([`defaults`]).

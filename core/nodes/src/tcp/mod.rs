@@ -312,6 +312,11 @@ impl TcpNode {
         self.time_wait.len()
     }
 
+    /// Handshakes the listeners hold (SYN received, not yet accepted).
+    pub fn handshakes(&self) -> usize {
+        self.listeners.iter().map(|(l, ..)| l.pending()).sum()
+    }
+
     fn insert(&mut self, now: Time, conn: Connection<Chunk>, app: App) -> u32 {
         let key = (conn.local(), conn.remote());
         self.wire.peer_conns(key.1.addr, true);
