@@ -44,7 +44,7 @@ run() {
     if [ "$san" = none ]; then dir=(--target-dir fuzz/target-nosan --no-trace-compares); fi
     cargo fuzz run "$t" --release --debug-assertions -s "$san" "${dir[@]}" "fuzz/corpus/$t" "${seeds[@]}" -- \
         -max_total_time="$s" -rss_limit_mb=2048 -print_final_stats=1 "$@" 2>&1 |
-        grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==|SUMMARY|thread .* panicked)" || true
+        grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec|==[0-9]+==|SUMMARY|thread .* panicked)" || true
     if [ -n "$(ls -A "fuzz/artifacts/$t" 2>/dev/null)" ]; then
         echo "fuzz target $t found a crash: fuzz/artifacts/$t" >&2
         exit 1
