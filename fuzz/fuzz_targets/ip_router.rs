@@ -12,16 +12,19 @@
 //! No panic; everything the router sends goes to an interface or to `local`, and
 //! what leaves by an interface carries that interface's MAC as source; every ICMP
 //! error fits in 576 (IPv4) or 1280 (IPv6) bytes; the ICMP budget holds; once the
-//! router is gone no mbuf is left in use.
+//! router has forgotten what it holds no mbuf is left in use. (The router is built
+//! once per process and forgets between inputs: its FIB's build would cost more
+//! than an input.)
 #![no_main]
 use ironpath_eal::{abi, Burst, Mbuf, MemPolicy, Mempool, MempoolConfig};
 use ironpath_graph::testing::call;
 use ironpath_graph::{Dispatch, Node, NodeStats, DROP};
 use ironpath_nodes::router::config::{IfaceCfg, RouterCfg};
 use ironpath_nodes::router::neigh::NeighConfig;
-use ironpath_nodes::router::{Fib, Router, Tuning};
+use ironpath_nodes::router::{Router, Tuning};
 use libfuzzer_sys::fuzz_target;
-use std::sync::{Arc, OnceLock};
+use std::cell::RefCell;
+use std::sync::OnceLock;
 
 const MACS: [[u8; 6]; 2] = [[0x02, 0, 0, 0, 1, 0], [0x02, 0, 0, 0, 1, 1]];
 const LOCAL: u16 = 2;
@@ -56,16 +59,6 @@ fn cfg() -> &'static RouterCfg {
     })
 }
 
-/// The FIB of [`cfg`], built once and shared (read-only) by the router of every
-/// input: each input still starts from a new router (and a crash reproduces), at
-/// the cost of its small tables, not of a FIB build.
-fn fib() -> &'static Arc<Fib> {
-    static FIB: OnceLock<Arc<Fib>> = OnceLock::new();
-    FIB.get_or_init(|| Arc::new(Fib::build(cfg(), MAX_PLIES).expect("routes")))
-}
-
-const MAX_PLIES: usize = 1 << 12;
-
 fn fix(f: &mut [u8], port: u16) {
     if f.len() >= 14 && port < 2 {
         f[0..6].copy_from_slice(&MACS[usize::from(port)]);
@@ -84,17 +77,29 @@ fn fix(f: &mut [u8], port: u16) {
     }
 }
 
-fuzz_target!(|data: &[u8]| {
-    let p = pool();
+thread_local! {
+    /// The router, built once per process (its FIB takes far longer to build than an
+    /// input to run); each input starts from it as just built ([`Router::forget`]), so
+    /// a crash reproduces.
+    static ROUTER: RefCell<Option<Router>> = const { RefCell::new(None) };
+}
+
+fn router() -> Router {
     let tune = Tuning {
         neigh: NeighConfig { max_entries: 4, max_pending: 3, hold: 2, retry_tsc: 50, max_tries: 2, reachable_tsc: 400 },
         icmp_rate: 1,
         icmp_burst: BURST,
         tsc_hz: TICKS,
-        max_plies: MAX_PLIES,
+        max_plies: 1 << 12,
         hash_key: [9; 16],
     };
-    let mut r = Router::with_fib(cfg(), fib().clone(), &[(0, 0, MACS[0]), (1, 1, MACS[1])], Some(LOCAL), tune, p.clone());
+    Router::new(cfg(), &[(0, 0, MACS[0]), (1, 1, MACS[1])], Some(LOCAL), tune, pool().clone()).expect("router")
+}
+
+fuzz_target!(|data: &[u8]| {
+    let p = pool();
+    let mut r = ROUTER.with(|c| c.borrow_mut().take()).unwrap_or_else(router);
+    r.forget();
     let st = NodeStats::new(r.counters());
     let mut rest = data;
     let mut now = 1u64;
@@ -146,6 +151,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(sent <= BURST + now / TICKS + 1, "ICMP budget: {sent} errors by {now}");
         b.free_all();
     }
-    drop(r);
+    r.forget();
     assert_eq!(p.stats().in_use, 0, "mbufs left in use");
+    ROUTER.with(|c| *c.borrow_mut() = Some(r));
 });

@@ -79,7 +79,6 @@ pub fn key4(a: std::net::Ipv4Addr) -> u128 {
 pub const WIDE_ROOT_SLOTS: usize = 256;
 
 /// A built table.
-#[derive(Clone)]
 pub struct Lpm {
     /// The root's 2^`bits` slots from `mem[root]`, and the plies from
     /// `ply_mem[plies]`: tables on huge pages where the kernel allows (read at

@@ -69,6 +69,8 @@ pub struct Neighbours {
     /// The last entry looked up (most routed traffic goes to one gateway); its
     /// confirmation time, None for a fixed entry.
     last: Cell<Option<Cached>>,
+    /// The hash key of the tables (kept for [`Neighbours::forget`]).
+    key: [u8; 16],
 }
 
 /// A looked-up entry: address, MAC, confirmation time (None: fixed).
@@ -85,7 +87,16 @@ impl Neighbours {
             serial: 0,
             fixed: HashMap::new(),
             last: Cell::new(None),
+            key,
         }
+    }
+
+    /// Forget what was learned and held: resolved entries, neighbours being resolved
+    /// and their packets (freed). Static entries stay.
+    pub fn forget(&mut self) {
+        let fixed = std::mem::take(&mut self.fixed);
+        *self = Self::new(self.cfg, self.key);
+        self.fixed = fixed;
     }
 
     /// A permanent entry (as `ip neigh add ... permanent`).

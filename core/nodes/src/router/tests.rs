@@ -646,3 +646,26 @@ fn the_martian_bitmap_is_the_predicate() {
         assert_eq!(m[(x >> 6) as usize] >> (x & 63) & 1 == 1, martian4_src(x << 16), "/16 {x:#06x}");
     }
 }
+
+#[test]
+fn forget_leaves_the_router_as_built() {
+    let pool = pool(64);
+    let mut r = router(&pool, 2);
+    let st = stats(&r);
+    resolve_both(&mut r, &st, &pool);
+    r.ifaces[1].neigh.add_static(IpAddr::V4(Ipv4Addr::new(198, 18, 2, 9)), [9; 6]);
+    // A packet held for a neighbour being resolved, and an ICMP budget spent.
+    run(&mut r, &st, &pool, 0, &[udp4(A_MAC, R0, A4, Ipv4Addr::new(198, 18, 2, 77), 64)], 1);
+    run(&mut r, &st, &pool, 0, &vec![udp4(A_MAC, R0, A4, Ipv4Addr::new(203, 0, 113, 1), 64); 3], 2);
+    assert!(pool.stats().in_use > 0, "a held packet");
+    r.forget();
+    assert_eq!(pool.stats().in_use, 0, "held packets freed");
+    assert_eq!(r.ifaces[0].neigh.lookup(IpAddr::V4(A4), 3), None, "learned entries forgotten");
+    assert_eq!(r.ifaces[1].neigh.lookup(IpAddr::V4(Ipv4Addr::new(198, 18, 2, 9)), 3), Some([9; 6]), "static kept");
+    // The ICMP budget is full again: two errors in a burst (held: a is forgotten).
+    let (sent, limited) = (counter(&st, "icmp_sent"), counter(&st, "icmp_rate_limited"));
+    run(&mut r, &st, &pool, 0, &vec![udp4(A_MAC, R0, A4, Ipv4Addr::new(203, 0, 113, 1), 64); 3], 4);
+    assert_eq!((counter(&st, "icmp_sent") - sent, counter(&st, "icmp_rate_limited") - limited), (2, 1));
+    drop(r);
+    assert_eq!(pool.stats().in_use, 0);
+}
