@@ -1,66 +1,71 @@
 //! `pcap_capture`: write the packets passing an edge to a pcap file (as
-//! dpdk-pdump does) and pass them on unchanged. Records are buffered and written
-//! when the lcore is idle and at stop; a write error stops the capture (counted)
-//! but never the traffic.
+//! dpdk-pdump does) and pass them on unchanged. The lcore only copies each record
+//! into a ring ([`Spool`]); a thread of the node's own writes the file, since a
+//! write to a file waits for the disk and an lcore must never wait. A record that
+//! finds the ring full is not captured (counted); a write error stops the capture
+//! (counted) but never the traffic.
 
 use crate::kind::{param, NodeError, NodeKind};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
-use ironpath_pcapfile::Writer;
+use ironpath_pcapfile::{Spool, SpoolFeed};
 use std::path::Path;
 
 ironpath_graph::counters! {
     /// What `pcap_capture` counts.
     pub enum CaptureCounter {
         Captured("captured", "packets"),
-        NotCaptured("not_captured", "packets (limit reached or write error)"),
+        NotCaptured("not_captured", "packets (limit reached, ring full or write error)"),
+        RingFull("ring_full", "packets (the writer thread was behind: not captured)"),
         WriteErrors("write_errors", "errors"),
     }
 }
 
+/// Bytes of records waiting for the writer thread at most.
+const RING_BYTES: usize = 4 << 20;
+
 /// The capture node.
 pub struct Capture {
-    w: Option<Writer>,
+    /// The lcore's side; None once writing failed.
+    feed: Option<SpoolFeed>,
+    spool: Spool,
     snaplen: usize,
     limit: u64,
-    buf: Vec<u8>,
 }
 
 impl Capture {
     /// Create (truncate) `path`; capture at most `limit` packets (0: no limit),
     /// each cut to `snaplen` bytes.
     pub fn create(path: &Path, snaplen: usize, limit: u64) -> std::io::Result<Self> {
-        Ok(Self { w: Some(Writer::create(path, true)?), snaplen, limit, buf: Vec::with_capacity(snaplen.min(65536)) })
+        let spool = Spool::create(path, true)?;
+        Ok(Self { feed: Some(spool.feed(RING_BYTES)), spool, snaplen, limit })
+    }
+
+    /// Count a write error once, and capture no more.
+    fn check_failed(&mut self, cx: &mut NodeCx<'_>) {
+        if self.feed.as_ref().is_some_and(SpoolFeed::failed) {
+            cx.count(CaptureCounter::WriteErrors, 1);
+            self.feed = None;
+        }
     }
 }
 
 impl Node for Capture {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+        self.check_failed(cx);
+        let Some(feed) = self.feed.as_mut() else {
+            cx.count(CaptureCounter::NotCaptured, pkts.len() as u64);
+            return Dispatch::All(0);
+        };
         for i in 0..pkts.len() {
-            let Some(w) = self.w.as_mut() else {
-                cx.count(CaptureCounter::NotCaptured, (pkts.len() - i) as u64);
-                break;
-            };
-            if self.limit != 0 && w.written() >= self.limit {
+            if self.limit != 0 && feed.captured() >= self.limit {
                 cx.count(CaptureCounter::NotCaptured, 1);
-                continue;
-            }
-            self.buf.clear();
-            for s in pkts.segments(i) {
-                let take = (self.snaplen - self.buf.len()).min(s.len());
-                self.buf.extend_from_slice(&s[..take]);
-                if self.buf.len() == self.snaplen {
-                    break;
-                }
-            }
-            match w.write_with_len(&self.buf, pkts.pkt_len(i)) {
-                Ok(()) => cx.count(CaptureCounter::Captured, 1),
-                Err(_) => {
-                    cx.count(CaptureCounter::WriteErrors, 1);
-                    cx.count(CaptureCounter::NotCaptured, 1);
-                    self.w = None;
-                }
+            } else if feed.push(pkts.segments(i), pkts.pkt_len(i), self.snaplen) {
+                cx.count(CaptureCounter::Captured, 1);
+            } else {
+                cx.count(CaptureCounter::RingFull, 1);
+                cx.count(CaptureCounter::NotCaptured, 1);
             }
         }
         Dispatch::All(0)
@@ -71,18 +76,12 @@ impl Node for Capture {
     }
 
     fn idle(&mut self, cx: &mut NodeCx<'_>) {
-        if let Some(w) = self.w.as_mut() {
-            if w.flush().is_err() {
-                cx.count(CaptureCounter::WriteErrors, 1);
-                self.w = None;
-            }
-        }
+        self.check_failed(cx);
     }
 
+    /// Not on an lcore (after every lcore stopped): wait for the file to be complete.
     fn stop(&mut self) {
-        if let Some(w) = self.w.as_mut() {
-            let _ = w.flush();
-        }
+        let _ = self.spool.flush();
     }
 }
 
@@ -223,22 +222,32 @@ mod tests {
 
     #[test]
     fn write_error_stops_the_capture_not_the_traffic() {
-        // /dev/full accepts the file header into the buffer; the first flush of the
-        // 1 MiB write buffer fails.
+        // /dev/full refuses the file header: the writer thread fails at once, and the
+        // lcore learns it at its next burst or idle walk.
         let pool = pool(256);
         let mut n = Capture::create(Path::new("/dev/full"), 65535, 0).expect("create");
         let st = stats(&n);
         let frames: Vec<_> = (0..256).map(|k| frame(2000, k as u8)).collect();
         let mut pkts = burst(&pool, &frames);
-        for _ in 0..4 {
+        let mut calls = 0;
+        let t = std::time::Instant::now();
+        while counter(&st, "write_errors") == 0 && t.elapsed() < std::time::Duration::from_secs(10) {
             let c = call(&mut n, &st, &mut pkts, 0);
             assert_eq!((c.dispatch, pkts.len()), (Dispatch::All(0), 256));
+            calls += 1;
+            ironpath_graph::testing::idle(&mut n, &st, 0);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(counter(&st, "write_errors"), 1);
+        let captured = counter(&st, "captured");
+        for _ in 0..4 {
+            let c = call(&mut n, &st, &mut pkts, 0);
+            assert_eq!((c.dispatch, pkts.len()), (Dispatch::All(0), 256), "the traffic goes on");
         }
         pkts.free_all();
-        let (captured, not) = (counter(&st, "captured"), counter(&st, "not_captured"));
-        assert_eq!(counter(&st, "write_errors"), 1);
-        assert_eq!(captured + not, 4 * 256);
-        assert!((400..600).contains(&captured), "{captured} records fit the 1 MiB buffer");
+        assert_eq!(counter(&st, "captured"), captured, "nothing captured after the error");
+        assert_eq!(counter(&st, "captured") + counter(&st, "not_captured"), (calls + 4) * 256);
+        assert_eq!(counter(&st, "write_errors"), 1, "counted once");
         n.stop();
         assert_eq!(pool.stats().in_use, 0);
     }

@@ -7,17 +7,24 @@
 //! * [`Writer`] appends packets to a new file: pcap (microsecond or nanosecond
 //!   timestamps) or, for a path ending in `.pcapng`, pcapng (one section, one
 //!   Ethernet interface, enhanced packet blocks with nanosecond timestamps).
+//! * [`Spool`] is the same file written by a thread of its own, for the lcores: each
+//!   [`SpoolFeed`] encodes a packet into a ring without a lock, an allocation or a
+//!   system call, and the `pcap-writer` thread moves the records into the file.
 //!
 //! Users: the `net_pcap` PMD (`rx_pcap=`/`tx_pcap=`), the `pcap_capture` node,
 //! benches and tests.
 #![forbid(unsafe_code)]
+
+mod spool;
+
+pub use spool::{Spool, SpoolFeed};
 
 use pcap_parser::pcapng::Block;
 use pcap_parser::{create_reader, Linktype, PcapBlockOwned, PcapError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Why a capture file cannot be read.
 #[derive(Debug)]
@@ -218,38 +225,18 @@ impl Writer {
     /// Append the first `data.len()` bytes of a packet of `orig_len` bytes (a
     /// capture cut to a snap length).
     pub fn write_with_len(&mut self, data: &[u8], orig_len: usize) -> std::io::Result<()> {
-        let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let orig = orig_len.max(data.len()) as u32;
-        match self.format {
-            Format::Pcapng => {
-                let ns = t.as_nanos() as u64;
-                let mut h = [0u8; 20];
-                h[4..8].copy_from_slice(&((ns >> 32) as u32).to_le_bytes());
-                h[8..12].copy_from_slice(&(ns as u32).to_le_bytes());
-                h[12..16].copy_from_slice(&(data.len() as u32).to_le_bytes());
-                h[16..20].copy_from_slice(&orig.to_le_bytes());
-                let pad = (4 - data.len() % 4) % 4;
-                let total = (12 + h.len() + data.len() + pad) as u32;
-                self.w.write_all(&6u32.to_le_bytes())?;
-                self.w.write_all(&total.to_le_bytes())?;
-                self.w.write_all(&h)?;
-                self.w.write_all(data)?;
-                self.w.write_all(&[0u8; 3][..pad])?;
-                self.w.write_all(&total.to_le_bytes())?;
-            }
-            Format::PcapUs | Format::PcapNs => {
-                let frac = if self.format == Format::PcapNs { t.subsec_nanos() } else { t.subsec_micros() };
-                let mut h = [0u8; 16];
-                h[0..4].copy_from_slice(&(t.as_secs() as u32).to_le_bytes());
-                h[4..8].copy_from_slice(&frac.to_le_bytes());
-                h[8..12].copy_from_slice(&(data.len() as u32).to_le_bytes());
-                h[12..16].copy_from_slice(&orig.to_le_bytes());
-                self.w.write_all(&h)?;
-                self.w.write_all(data)?;
-            }
-        }
+        let (head, n) = record_head(self.format, now(), data.len(), orig_len);
+        let (tail, m) = record_tail(self.format, data.len());
+        self.w.write_all(&head[..n])?;
+        self.w.write_all(data)?;
+        self.w.write_all(&tail[..m])?;
         self.written += 1;
         Ok(())
+    }
+
+    /// Append records encoded elsewhere ([`SpoolFeed`]).
+    fn append(&mut self, records: &[u8]) -> std::io::Result<()> {
+        self.w.write_all(records)
     }
 
     /// Packets written so far.
@@ -261,6 +248,57 @@ impl Writer {
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.w.flush()
     }
+}
+
+/// The time a record is stamped with.
+fn now() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// Longest record head (pcapng's enhanced packet block).
+const MAX_HEAD: usize = 28;
+
+/// The head of a record of `caplen` bytes of a packet of `orig_len` bytes captured
+/// at `t` (since the epoch), and its length.
+fn record_head(format: Format, t: Duration, caplen: usize, orig_len: usize) -> ([u8; MAX_HEAD], usize) {
+    let orig = orig_len.max(caplen) as u32;
+    let mut h = [0u8; MAX_HEAD];
+    match format {
+        Format::Pcapng => {
+            let ns = t.as_nanos() as u64;
+            let pad = (4 - caplen % 4) % 4;
+            let total = (12 + 20 + caplen + pad) as u32;
+            h[0..4].copy_from_slice(&6u32.to_le_bytes());
+            h[4..8].copy_from_slice(&total.to_le_bytes());
+            // h[8..12]: interface 0.
+            h[12..16].copy_from_slice(&((ns >> 32) as u32).to_le_bytes());
+            h[16..20].copy_from_slice(&(ns as u32).to_le_bytes());
+            h[20..24].copy_from_slice(&(caplen as u32).to_le_bytes());
+            h[24..28].copy_from_slice(&orig.to_le_bytes());
+            (h, 28)
+        }
+        Format::PcapUs | Format::PcapNs => {
+            let frac = if format == Format::PcapNs { t.subsec_nanos() } else { t.subsec_micros() };
+            h[0..4].copy_from_slice(&(t.as_secs() as u32).to_le_bytes());
+            h[4..8].copy_from_slice(&frac.to_le_bytes());
+            h[8..12].copy_from_slice(&(caplen as u32).to_le_bytes());
+            h[12..16].copy_from_slice(&orig.to_le_bytes());
+            (h, 16)
+        }
+    }
+}
+
+/// What follows `caplen` bytes of data in a record (pcapng: padding to 4 bytes and
+/// the block length again), and its length.
+fn record_tail(format: Format, caplen: usize) -> ([u8; 8], usize) {
+    let mut t = [0u8; 8];
+    if format != Format::Pcapng {
+        return (t, 0);
+    }
+    let pad = (4 - caplen % 4) % 4;
+    let total = (12 + 20 + caplen + pad) as u32;
+    t[pad..pad + 4].copy_from_slice(&total.to_le_bytes());
+    (t, pad + 4)
 }
 
 /// One pcapng block: type, total length, `body` (a multiple of 4 bytes), total length.

@@ -7,25 +7,32 @@
 //!   `infinite_rx=1` starts over at the end; `rate=recorded` replays at the recorded
 //!   pace, `rate=<pps>` at a fixed rate, default as fast as asked.
 //! * `tx_pcap=FILE` writes every packet sent to a pcap file (microsecond timestamps,
-//!   or nanosecond with `tx_ns=1`), flushed at stop and close. Without `tx_pcap`,
-//!   transmitted packets are counted and dropped.
+//!   or nanosecond with `tx_ns=1`) from a thread of its own (`ironpath_pcapfile::Spool`):
+//!   a TX queue copies each packet into a ring of 4 MiB and makes no system call, since
+//!   a write to a file waits for the disk and an lcore must never wait. A packet
+//!   that finds the ring full is not written: it counts as a TX error and in the
+//!   `tx_pcap_ring_full` xstat. The file is complete at stop and close. Without
+//!   `tx_pcap`, transmitted packets are counted and dropped.
 //!
 //! Device arguments: `rx_pcap=`, `tx_pcap=`, `infinite_rx=0|1`, `rate=recorded|<pps>`,
 //! `tx_ns=0|1`.
 
 #![forbid(unsafe_code)]
 
-use ironpath_pcapfile::{self as file, Packet, Writer};
+use ironpath_pcapfile::{self as file, Packet, Spool, SpoolFeed};
 use ironpath_pmd_sdk::abi;
 use ironpath_pmd_sdk::packet::PushError;
 use ironpath_pmd_sdk::{
     export_pmd, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxBurst, RxQueue, SoftState, TxBurst, TxQueue,
 };
 use std::ffi::CStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 const KEYS: &[&str] = &["rx_pcap", "tx_pcap", "infinite_rx", "rate", "tx_ns"];
+
+/// Bytes of records a TX queue may have waiting for the writer thread.
+const TX_RING_BYTES: usize = 4 << 20;
 
 /// Replay pace.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,7 +50,7 @@ pub struct PcapPmd {
     rx: Option<Arc<Vec<Packet>>>,
     infinite: bool,
     rate: Rate,
-    tx: Option<Arc<Mutex<Writer>>>,
+    tx: Option<Spool>,
     soft: SoftState,
 }
 
@@ -61,9 +68,9 @@ pub struct PcapRx {
     stats: Arc<QueueStats>,
 }
 
-/// Transmit queue: writes to the capture file, or drops.
+/// Transmit queue: hands its packets to the capture file's writer thread, or drops.
 pub struct PcapTx {
-    out: Option<Arc<Mutex<Writer>>>,
+    out: Option<SpoolFeed>,
     stats: Arc<QueueStats>,
 }
 
@@ -123,10 +130,10 @@ impl Pmd for PcapPmd {
             None => None,
         };
         let tx = match &tx_path {
-            Some(p) => Some(Arc::new(Mutex::new(
-                Writer::create(std::path::Path::new(p), a.get_bool("tx_ns", false)?)
+            Some(p) => Some(
+                Spool::create(std::path::Path::new(p), a.get_bool("tx_ns", false)?)
                     .map_err(|e| PmdError::invalid(format!("tx_pcap={p}: {e}")))?,
-            ))),
+            ),
             None => None,
         };
         Ok(PcapPmd { rx, infinite, rate, tx, soft: SoftState::new(SoftState::mac_from_name(0x70, ctx.name), 65535) })
@@ -167,7 +174,7 @@ impl Pmd for PcapPmd {
     }
 
     fn tx_queue_setup(&mut self, _qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<PcapTx, PmdError> {
-        Ok(PcapTx { out: self.tx.clone(), stats })
+        Ok(PcapTx { out: self.tx.as_ref().map(|s| s.feed(TX_RING_BYTES)), stats })
     }
 
     fn stop(&mut self) -> Result<(), PmdError> {
@@ -181,7 +188,8 @@ impl Pmd for PcapPmd {
     fn xstats(&self) -> Vec<(String, u64)> {
         let mut v = vec![("rx_pcap_packets_in_file".to_string(), self.rx.as_ref().map_or(0, |p| p.len() as u64))];
         if let Some(w) = &self.tx {
-            v.push(("tx_pcap_packets_written".to_string(), w.lock().map_or(0, |w| w.written())));
+            v.push(("tx_pcap_packets_written".to_string(), w.captured()));
+            v.push(("tx_pcap_ring_full".to_string(), w.dropped()));
         }
         v
     }
@@ -198,7 +206,6 @@ impl Pmd for PcapPmd {
 impl PcapPmd {
     fn flush(&self) -> Result<(), PmdError> {
         if let Some(w) = &self.tx {
-            let mut w = w.lock().map_err(|_| PmdError::invalid("the capture writer was poisoned by a panic"))?;
             w.flush().map_err(|e| PmdError::new(abi::errno::EIO, format!("tx_pcap: {e}")))?;
         }
         Ok(())
@@ -314,24 +321,13 @@ impl RxQueue for PcapRx {
 impl TxQueue for PcapTx {
     fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
         let n = burst.len() as u64;
-        let mut bytes = 0u64;
-        if let Some(w) = &self.out {
-            let Ok(mut w) = w.lock() else {
-                self.stats.errors.add(n);
-                burst.free_all();
-                return;
-            };
-            let mut buf = Vec::new();
-            for p in burst.packets() {
-                buf.clear();
-                p.copy_to(&mut buf);
-                bytes += buf.len() as u64;
-                if w.write(&buf).is_err() {
-                    self.stats.errors.add(1);
-                }
+        let bytes = burst.packets().iter().map(|p| u64::from(p.len())).sum();
+        if let Some(feed) = &mut self.out {
+            let lost =
+                burst.packets().iter().filter(|p| !feed.push(p.segments(), p.len() as usize, usize::MAX)).count();
+            if lost > 0 {
+                self.stats.errors.add(lost as u64);
             }
-        } else {
-            bytes = burst.packets().iter().map(|p| u64::from(p.len())).sum();
         }
         // Written (or dropped): free them all at once.
         burst.free_all();

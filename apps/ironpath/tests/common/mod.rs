@@ -537,6 +537,11 @@ impl Interactive {
         let _ = self.child.wait();
     }
 
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
         self.child.try_wait().ok().flatten().is_none()
