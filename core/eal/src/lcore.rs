@@ -209,6 +209,7 @@ where
     F: FnOnce() -> T + Send + 'static,
 {
     let handle = std::thread::Builder::new().name(format!("lcore-{lcore}")).spawn(move || {
+        block_process_signals();
         register_as(lcore)?;
         if let Some(cpu) = cpu {
             pin_to_cpu(lcore, cpu)?;
@@ -218,9 +219,42 @@ where
     Ok(LcoreHandle { lcore, handle })
 }
 
+/// Signals meant for the process (Ctrl-C, `kill`, a closed terminal, a quit key):
+/// blocked on every lcore thread, so the kernel delivers them to a thread that is not
+/// an lcore and a handler (its write to a pipe, its lock) never runs on one.
+const PROCESS_SIGNALS: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1];
+
+/// Block [`PROCESS_SIGNALS`] on the calling thread.
+fn block_process_signals() {
+    // SAFETY: `set` is a local sigset_t, initialised by sigemptyset before use;
+    // pthread_sigmask changes only the calling thread's mask and reads `set` only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in PROCESS_SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lcore_threads_block_the_process_signals() {
+        let h = launch(101, false, || {
+            // SAFETY: as in block_process_signals; the mask is read into a local.
+            unsafe {
+                let mut now: libc::sigset_t = std::mem::zeroed();
+                libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+                PROCESS_SIGNALS.iter().all(|&s| libc::sigismember(&now, s) == 1)
+            }
+        })
+        .unwrap();
+        assert!(h.join().unwrap(), "an lcore thread leaves a process signal unblocked");
+    }
 
     #[test]
     fn parses_lists() {
