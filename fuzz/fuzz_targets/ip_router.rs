@@ -89,6 +89,8 @@ fn router() -> Router {
         neigh: NeighConfig { max_entries: 4, max_pending: 3, hold: 2, retry_tsc: 50, max_tries: 2, reachable_tsc: 400 },
         icmp_rate: 1,
         icmp_burst: BURST,
+        icmp_peer_rate: 1,
+        icmp_peer_burst: 2,
         tsc_hz: TICKS,
         max_plies: 1 << 12,
         hash_key: [9; 16],

@@ -89,6 +89,8 @@ fn main() {
             },
             icmp_rate: 1000,
             icmp_burst: 50,
+            icmp_peer_rate: 10,
+            icmp_peer_burst: 10,
             tsc_hz: tsc::tsc_hz(),
             max_plies: 1 << 20,
             hash_key: [9; 16],

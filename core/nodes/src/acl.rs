@@ -290,7 +290,10 @@ pub fn key_of(frame: &[u8]) -> Result<[u128; FIELDS], NoKey> {
             }
             let later_fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff != 0;
             let v4 = |b: &[u8]| u128::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) | 0xffff << 32;
-            let l4 = if later_fragment { None } else { Some(ip.get(ihl..).ok_or(NoKey::Malformed)?) };
+            // The packet ends at its total length: bytes after it (Ethernet padding, or
+            // bytes put there to be read as ports) are not its transport header.
+            let end = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
+            let l4 = if later_fragment { None } else { Some(ip.get(ihl..end).ok_or(NoKey::Malformed)?) };
             (v4(&ip[12..16]), v4(&ip[16..20]), ip[9], l4)
         }
         EtherType::IPV6 => {
@@ -299,7 +302,8 @@ pub fn key_of(frame: &[u8]) -> Result<[u128; FIELDS], NoKey> {
             }
             let t = ipv6::transport_at_hand(ip).map_err(|_| NoKey::Malformed)?;
             let a = |b: &[u8]| u128::from_be_bytes(b.try_into().unwrap_or_default());
-            let l4 = if t.later_fragment { None } else { ip.get(t.offset..) };
+            let end = (ipv6::HEADER_LEN + usize::from(u16::from_be_bytes([ip[4], ip[5]]))).min(ip.len());
+            let l4 = if t.later_fragment { None } else { ip.get(t.offset..end) };
             (a(&ip[8..24]), a(&ip[24..40]), t.protocol.0, l4)
         }
         _ => return Err(NoKey::NotIp),
@@ -705,6 +709,30 @@ mod tests {
         assert_eq!(counter(&st, "malformed"), 2);
         assert_eq!(counter(&st, "default_permit"), 1, "the later fragment has no ports: only port-0 rules");
         b.free_all();
+    }
+
+    /// Bytes after the IP packet's end (its total or payload length) are not read as
+    /// ports: a first fragment that holds no transport header, padded with what
+    /// looks like one, is not classified by it.
+    #[test]
+    fn bytes_after_the_packet_are_not_its_ports() {
+        let deny_dns = Rule { ranges: [ANY[0], ANY[1], (17, 17), ANY[3], (53, 53)], action: Action::Deny };
+        let permit_other = Rule { ranges: [ANY[0], ANY[1], (17, 17), ANY[3], ANY[4]], action: Action::Permit };
+        let c = Classifier::new(vec![deny_dns, permit_other]);
+        // IPv6: a first fragment (more to come) of destination options only, then 4
+        // bytes past the payload that read as ports 40000 -> 53.
+        let mut f = udp6_behind(44, &[&[60, 0, 0, 1, 0, 0, 0, 9], &[17, 0, 1, 4, 0, 0, 0, 0]]);
+        let at = 14 + 40 + 16;
+        f.truncate(at);
+        f[14 + 4..14 + 6].copy_from_slice(&16u16.to_be_bytes());
+        f.extend_from_slice(&[0x9c, 0x40, 0, 53]);
+        assert_eq!(key_of(&f), Err(NoKey::Malformed), "no transport header within the packet");
+        // IPv4: total length says 20 + 2, the frame carries the rest of a UDP header.
+        let mut g = udp([198, 18, 1, 1], [198, 18, 0, 2], 40000, 53);
+        g[14 + 2..14 + 4].copy_from_slice(&22u16.to_be_bytes());
+        assert_eq!(key_of(&g), Err(NoKey::Malformed));
+        let whole = udp([198, 18, 1, 1], [198, 18, 0, 2], 40000, 53);
+        assert_eq!(c.lookup(&key_of(&whole).unwrap()), Some(0));
     }
 
     #[test]

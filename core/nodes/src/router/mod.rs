@@ -26,6 +26,7 @@
 //! retries happen without traffic.
 
 pub mod config;
+pub mod icmp_budget;
 pub mod lpm;
 pub mod neigh;
 #[cfg(test)]
@@ -34,6 +35,7 @@ mod tests;
 use crate::icmp::{fill_icmp6_checksum, IcmpEcho};
 use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
 use config::{router_cfg, IfaceCfg, RouteType, Target, INTERFACE, NEIGHBOUR, ROUTE};
+use icmp_budget::{IcmpBudget, Limited};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
 use ironpath_eal::abi::{self, Mbuf as RawMbuf};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
@@ -81,7 +83,8 @@ ironpath_graph::counters! {
         Foreign("foreign", "packets dropped (from a port that is not an interface)"),
         Copied("copied", "shared packets copied before rewriting"),
         IcmpSent("icmp_sent", "ICMP errors sent"),
-        IcmpRateLimited("icmp_rate_limited", "ICMP errors not sent (rate limit)"),
+        IcmpRateLimited("icmp_rate_limited", "ICMP errors not sent (the router's rate limit: icmp_rate, icmp_burst)"),
+        IcmpPeerLimited("icmp_peer_limited", "ICMP errors not sent (their destination's rate limit: icmp_peer_rate, icmp_peer_burst)"),
         AllocFailed("alloc_failed", "packets not made (mempool empty)"),
     }
 }
@@ -158,6 +161,11 @@ pub struct Tuning {
     pub icmp_rate: u64,
     /// ICMP errors sent back to back.
     pub icmp_burst: u64,
+    /// ICMP errors per second to one destination (the source of the packets that
+    /// caused them).
+    pub icmp_peer_rate: u64,
+    /// ICMP errors sent back to back to one destination.
+    pub icmp_peer_burst: u64,
     /// TSC ticks per second.
     pub tsc_hz: u64,
     /// Bound on LPM plies.
@@ -219,10 +227,8 @@ pub struct Router {
     pool: Mempool,
     /// Packets made or released outside the burst's flow, with their edge.
     out: VecDeque<(Mbuf, u16)>,
-    tokens: u64,
-    last_refill: u64,
-    tick_per_token: u64,
-    icmp_burst: u64,
+    /// The ICMP error budgets, the router's and per destination.
+    icmp: IcmpBudget,
     scratch: Vec<IpAddr>,
     /// Per FIB target: what the fast path needs, with the gateway's MAC as last looked
     /// up.
@@ -336,7 +342,6 @@ impl Router {
                 _ => Adj { macs: [0; 12], gen: 0, until: 0, mtu: 0, iface: NOT_FORWARD, edge: 0, gw: None },
             })
             .collect();
-        let tick_per_token = tune.tsc_hz.checked_div(tune.icmp_rate).map_or(u64::MAX, |t| t.max(1));
         Self {
             ifaces,
             by_port,
@@ -350,10 +355,12 @@ impl Router {
             local6,
             pool,
             out: VecDeque::new(),
-            tokens: tune.icmp_burst,
-            last_refill: 0,
-            tick_per_token,
-            icmp_burst: tune.icmp_burst,
+            icmp: IcmpBudget::new(
+                (tune.icmp_rate, tune.icmp_burst),
+                (tune.icmp_peer_rate, tune.icmp_peer_burst),
+                tune.tsc_hz,
+                tune.hash_key,
+            ),
             scratch: Vec::new(),
             adj,
             all_checks: false,
@@ -386,8 +393,7 @@ impl Router {
         }
         self.out.clear();
         self.scratch.clear();
-        self.tokens = self.icmp_burst;
-        self.last_refill = 0;
+        self.icmp.refill();
         for a in &mut self.adj {
             (a.macs, a.gen, a.until) = ([0; 12], 0, 0);
         }
@@ -857,23 +863,6 @@ impl Router {
         }
     }
 
-    /// Take one token of the ICMP error budget.
-    fn icmp_token(&mut self, now: u64) -> bool {
-        if self.tick_per_token == u64::MAX {
-            return false;
-        }
-        let new = now.wrapping_sub(self.last_refill) / self.tick_per_token;
-        if new > 0 {
-            self.tokens = self.tokens.saturating_add(new).min(self.icmp_burst);
-            self.last_refill = self.last_refill.wrapping_add(new * self.tick_per_token);
-        }
-        if self.tokens == 0 {
-            return false;
-        }
-        self.tokens -= 1;
-        true
-    }
-
     /// Answer `orig` (received on `from`) with an ICMP error, routed back to its source.
     fn icmp_error(&mut self, cx: &NodeCx<'_>, orig: &Mbuf, from: Option<usize>, kind: Icmp) {
         let Some(k) = from else { return };
@@ -882,8 +871,16 @@ impl Router {
         if !error_allowed(d, v6) {
             return;
         }
-        if !self.icmp_token(cx.now_tsc) {
-            return cx.count(C::IcmpRateLimited, 1);
+        let to = if v6 {
+            d.get(ETH + 8..ETH + 24).map(|a| IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(a).unwrap_or_default())))
+        } else {
+            d.get(ETH + 12..ETH + 16).map(|a| IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])))
+        };
+        let Some(to) = to else { return };
+        match self.icmp.allow(to, cx.now_tsc) {
+            Ok(()) => {}
+            Err(Limited::Router) => return cx.count(C::IcmpRateLimited, 1),
+            Err(Limited::Peer) => return cx.count(C::IcmpPeerLimited, 1),
         }
         let f = &self.ifaces[k];
         // As much of the original as fits in 576 (IPv4) or 1280 (IPv6) bytes.
@@ -1393,6 +1390,8 @@ pub const KIND: NodeKind = NodeKind {
             MEMPOOL,
             param("icmp_rate", ParamKind::Uint { min: 0, max: 1_000_000 }, false, Some("1000"), "ICMP errors per second (0: none)"),
             param("icmp_burst", ParamKind::Uint { min: 1, max: 100_000 }, false, Some("50"), "ICMP errors sent back to back"),
+            param("icmp_peer_rate", ParamKind::Uint { min: 0, max: 1_000_000 }, false, Some("10"), "ICMP errors per second to one destination (the source of the packets that caused them), so that one host cannot spend the whole budget (0: none)"),
+            param("icmp_peer_burst", ParamKind::Uint { min: 1, max: 100_000 }, false, Some("10"), "ICMP errors sent back to back to one destination"),
             param("hold", ParamKind::Uint { min: 1, max: 256 }, false, Some("8"), "packets held per neighbour being resolved"),
             param("retry", ParamKind::Duration, false, Some("1s"), "time between requests for one neighbour"),
             param("max_tries", ParamKind::Uint { min: 1, max: 100 }, false, Some("3"), "requests before giving up on a neighbour"),
@@ -1438,6 +1437,8 @@ pub const KIND: NodeKind = NodeKind {
             },
             icmp_rate: p.uint("icmp_rate")?,
             icmp_burst: p.uint("icmp_burst")?,
+            icmp_peer_rate: p.uint("icmp_peer_rate")?,
+            icmp_peer_burst: p.uint("icmp_peer_burst")?,
             tsc_hz: hz,
             max_plies: p.int("max_plies")?,
             hash_key: {

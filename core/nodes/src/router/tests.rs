@@ -52,6 +52,8 @@ fn router_with(pool: &Mempool, icmp_burst: u64, more: &[String]) -> Router {
         },
         icmp_rate: 1,
         icmp_burst,
+        icmp_peer_rate: 1000,
+        icmp_peer_burst: 1000,
         tsc_hz: HZ,
         max_plies: 1024, hash_key: [9; 16],
     };
@@ -454,6 +456,8 @@ fn a_static_neighbour_needs_no_resolution_and_ignores_the_wire() {
         neigh: NeighConfig { max_entries: 4, max_pending: 4, hold: 2, retry_tsc: HZ, max_tries: 3, reachable_tsc: HZ },
         icmp_rate: 1,
         icmp_burst: 1,
+        icmp_peer_rate: 1000,
+        icmp_peer_burst: 1000,
         tsc_hz: HZ,
         max_plies: 64,
         hash_key: [0; 16],
@@ -667,5 +671,30 @@ fn forget_leaves_the_router_as_built() {
     run(&mut r, &st, &pool, 0, &vec![udp4(A_MAC, R0, A4, Ipv4Addr::new(203, 0, 113, 1), 64); 3], 4);
     assert_eq!((counter(&st, "icmp_sent") - sent, counter(&st, "icmp_rate_limited") - limited), (2, 1));
     drop(r);
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+/// One host sending TTL-1 packets as fast as it can spends its own ICMP budget, not
+/// the router's: another host's traceroute still gets its time-exceeded messages.
+#[test]
+fn one_flooding_host_cannot_spend_the_other_hosts_icmp_errors() {
+    let pool = pool(256);
+    let mut r = router(&pool, 50);
+    r.icmp = super::icmp_budget::IcmpBudget::new((1000, 50), (1, 3), HZ, [9; 16]);
+    let st = stats(&r);
+    resolve_both(&mut r, &st, &pool);
+    let flood: Vec<_> = (0..64).map(|_| udp4(A_MAC, R0, A4, Ipv4Addr::new(198, 18, 3, 7), 1)).collect();
+    let mut now = 10;
+    for _ in 0..10 {
+        run(&mut r, &st, &pool, 0, &flood, now);
+        now += 1;
+    }
+    assert_eq!(counter(&st, "icmp_sent"), 3, "the flooder's burst");
+    assert_eq!(counter(&st, "icmp_peer_limited"), 640 - 3);
+    // b (on p1) traces through the router: each probe is answered.
+    let probe = udp4(B_MAC, R1, B4, Ipv4Addr::new(198, 18, 1, 99), 1);
+    let out = run(&mut r, &st, &pool, 1, &[probe.clone(), probe.clone(), probe], now);
+    assert_eq!(out.len(), 3, "{}", dump(&st));
+    assert!(out.iter().all(|(e, f)| *e == 1 && f[34] == 11), "time exceeded, back out of p1");
     assert_eq!(pool.stats().in_use, 0);
 }
