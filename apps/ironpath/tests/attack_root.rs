@@ -54,10 +54,15 @@ struct Scene {
 
 impl Scene {
     fn new(tag: &str, net: u8) -> Scene {
+        Scene::with(tag, net, &[])
+    }
+
+    /// [`Scene::new`] with more settings than [`limits`].
+    fn with(tag: &str, net: u8, more: &[(&'static str, &'static str)]) -> Scene {
         let v = Veth::new(tag, net);
         let w = TempDir::new(&format!("www-{tag}"));
         www(&w.0, &[("1m", 1 << 20)]);
-        let run = http_server(&v, &w.0, &limits(), tag);
+        let run = http_server(&v, &w.0, &[limits(), more.to_vec()].concat(), tag);
         let ours = v.ours4();
         let o = v.exec_for(10, &["ping", "-c", "2", "-i", "0.2", "-W", "2", &ours]);
         assert!(o.status.success(), "ping before the attack: {}", text(&o));
@@ -195,20 +200,77 @@ fn slowloris_from_one_address_is_capped_and_timed_out_root() {
 
 #[test]
 fn one_address_pipelining_and_reading_slowly_does_not_lock_out_another_root() {
+    pipelining_attack("ap", 34, 1, 100, "2");
+}
+
+/// Four addresses, each with 25 pipelining connections that read fast enough to pass
+/// `send_min_rate` (2 KiB every half second): together over the memory budget, each
+/// keeps to its fair part and a newcomer is still served.
+#[test]
+fn four_addresses_pipelining_and_reading_steadily_do_not_lock_out_another_root() {
+    pipelining_attack("a4", 35, 4, 25, "0.5");
+}
+
+/// Six addresses complete handshakes they never use (raw frames: their kernel keeps
+/// no state), up to `max_per_peer` (400) each, more than the table (2,048 here)
+/// holds: once it is full, a newcomer's connection takes the place of the idlest of
+/// the peers over their fair part, at once, and its download completes within a
+/// second. (Without it the table stayed full until the header timeout.)
+#[test]
+fn a_few_addresses_filling_the_connection_table_do_not_lock_out_another_root() {
+    if !ready(&["curl", "ping", "python3"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scene::with("at", 36, &[("IRONPATH_MAX_CONNECTIONS", "2048")]);
+    let sources: Vec<String> = (0..6).map(|k| format!("198.18.{}.{}", s.v.net, 100 + k)).collect();
+    let mut args =
+        vec![tool("handshake_flood.py"), s.v.peer.clone(), s.mac.clone(), s.v.ours4(), "80".into(), "400".into()];
+    args.extend(sources);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = s.spawn(&args).wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    assert!(o.status.success(), "handshake_flood: {report} {}", String::from_utf8_lossy(&o.stderr));
+    let full = s.run.latest();
+    // The table filled during the flood; each later peer's handshakes took the place
+    // of the idlest connections of the peers over their part.
+    let held = full["nodes"]["tcp"]["gauges"]["established"].as_u64().unwrap_or(0);
+    assert!(held >= 1792, "the table is (nearly) full: {held}: {report}: {}", full["nodes"]["tcp"]["counters"]);
+    s.fetch_within(1, "with the table full");
+    let last = s.run.latest();
+    let c = |n: &str| counter(&last, "tcp", n);
+    eprintln!("{report}; tcp: {}", last["nodes"]["tcp"]["counters"]);
+    assert!(c("conns_reclaimed") > 0, "the peers over their part lost connections");
+    assert!(c("peer_capped") > 0, "each peer kept to its part");
+    s.fetch_within(1, "again");
+}
+
+/// `peers` attacking addresses of the test's namespace, each with `conns` pipelining
+/// connections reading 2 KiB every `read_every` seconds, for 8 s: a download of 1 MiB
+/// from another address completes within a second every ~0.7 s, no newcomer is
+/// refused, and once the attackers leave every buffer and the memory come back.
+fn pipelining_attack(tag: &str, net: u8, peers: u8, conns: u32, read_every: &str) {
     if !ready(&["curl", "ping", "python3", "ethtool"]) {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let s = Scene::new("ap", 34);
-    let attacker = format!("198.18.{}.3", s.v.net);
-    sh(&format!("ip netns exec {} ip addr add {attacker}/24 dev {}", s.v.ns, s.v.peer));
+    let s = Scene::new(tag, net);
+    let attackers: Vec<String> = (0..peers).map(|k| format!("198.18.{}.{}", s.v.net, 3 + k)).collect();
+    for a in &attackers {
+        sh(&format!("ip netns exec {} ip addr add {a}/24 dev {}", s.v.ns, s.v.peer));
+    }
     // The requests in MSS-sized segments: the frame ring does not take 64 KiB
     // super-frames (see docs/tcp.md), and the attack must fill receive buffers.
     sh(&format!("ip netns exec {} ethtool -K {} tso off gso off", s.v.ns, s.v.peer));
     let pid = s.run.pid();
     let rss0 = rss(pid);
     const SECS: u64 = 8;
-    let a = s.spawn(&[&tool("pipeline_flood.py"), &attacker, &s.v.ours4(), "100", &SECS.to_string()]);
+    let spawned: Vec<Child> = attackers
+        .iter()
+        .map(|a| {
+            s.spawn(&[&tool("pipeline_flood.py"), a, &s.v.ours4(), &conns.to_string(), &SECS.to_string(), read_every])
+        })
+        .collect();
     // A download within a second every ~0.7 s while the attack runs (from the
     // namespace's first address: another peer).
     let t0 = std::time::Instant::now();
@@ -221,9 +283,13 @@ fn one_address_pipelining_and_reading_slowly_does_not_lock_out_another_root() {
     }
     let during = s.run.latest();
     let rss_peak = rss(pid);
-    let o = a.wait_with_output().unwrap();
-    let report = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-    assert!(o.status.success(), "attacker: {report} {}", String::from_utf8_lossy(&o.stderr));
+    let mut report = String::new();
+    for a in spawned {
+        let o = a.wait_with_output().unwrap();
+        let r = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+        assert!(o.status.success(), "attacker: {r} {}", String::from_utf8_lossy(&o.stderr));
+        report = format!("{report}[{r}] ");
+    }
     // Its connections gone, every buffer is back, and the memory too.
     let base = s.baseline;
     let last =
@@ -248,8 +314,10 @@ fn one_address_pipelining_and_reading_slowly_does_not_lock_out_another_root() {
         in_use(&last, "pkts")
     );
     assert!(rss1 <= rss0 + rss0 / 10, "RSS {} MiB after the attack, {} MiB before", rss1 >> 20, rss0 >> 20);
-    assert!(c("peer_mem_dropped") + c("pipeline_held") + c("held_back") > 0, "the peer was pushed back");
-    assert!(c("send_too_slow") > 0, "the slow readers were reset");
+    assert!(c("peer_mem_dropped") + c("pipeline_held") + c("held_back") > 0, "the peers were pushed back");
+    if read_every == "2" {
+        assert!(c("send_too_slow") > 0, "the slow readers were reset");
+    }
     assert_eq!(c("mem_refused"), 0, "no newcomer refused");
     s.fetch_within(1, "after the attack");
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Pipelining trickle readers from one address (inside the test's namespace).
 
-    pipeline_flood.py SRC_IP DST_IP CONNS SECS
+    pipeline_flood.py SRC_IP DST_IP CONNS SECS [READ_EVERY]
 
 Keeps CONNS kernel connections from SRC_IP to DST_IP:80 open for SECS seconds. Each
 has a small receive buffer, writes pipelined GET requests (mostly small answers: a
 404 for /missing, the empty object /empty; now and then /1m, a cached 1 MiB file)
-as fast as the socket takes them, and reads 2 KiB of the answers every 2 seconds:
+as fast as the socket takes them, and reads 2 KiB of the answers every READ_EVERY
+seconds (2: below the server's send_min_rate; 0.5: above it, progress enough):
 each answer costs the server heap until it is acknowledged, its receive buffers
 fill with requests it has not parsed, and the send timeout sees a little progress
 now and then. A connection the server closes or resets is opened again. Prints
@@ -27,6 +28,7 @@ REQUESTS = (b"GET /missing HTTP/1.1\r\nHost: x\r\n\r\n" + b"GET /empty HTTP/1.1\
 def main():
     src, dst = sys.argv[1], sys.argv[2]
     conns, secs = int(sys.argv[3]), float(sys.argv[4])
+    every = float(sys.argv[5]) if len(sys.argv) > 5 else 2.0
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, conns + 100)), hard))
     end = time.time() + secs
@@ -43,7 +45,7 @@ def main():
             s.connect((dst, 80))
         except BlockingIOError:
             pass
-        socks[s] = [0, time.time() + 2.0]
+        socks[s] = [0, time.time() + every]
         opened += 1
 
     for _ in range(conns):
@@ -71,7 +73,7 @@ def main():
         for s, c in list(socks.items()):
             if now < c[1]:
                 continue
-            c[1] = now + 2.0
+            c[1] = now + every
             try:
                 got = s.recv(2048)
                 if not got:

@@ -23,10 +23,11 @@ impl TcpNode {
         let payload = (plen > 0).then(|| Chunk::from_mbuf(m, rx.off, plen));
         let key = (Endpoint::new(rx.dst, rx.repr.dst_port), Endpoint::new(rx.src, rx.repr.src_port));
         if let Some(&slot) = self.flows.get(&key) {
+            let plimit = self.mem_cap();
             let e = self.slots[slot as usize].as_mut().expect("flow table points at a live slot");
             let reuse = e.conn.state() == State::TimeWait && syn_replaces(&rx.repr, e.conn.info().rcv_nxt);
             if !reuse {
-                let (limit, plimit) = (self.mem_limit, self.peer_limit);
+                let limit = self.mem_limit;
                 if payload.is_some()
                     && (self.rx_held + self.heap_held >= limit || self.peers.held(e.peer) >= plimit)
                 {

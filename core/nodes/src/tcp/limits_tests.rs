@@ -456,9 +456,13 @@ fn handshakes_completed_by_syn_cookies_pass_the_same_limits() {
     }
     assert_eq!(b.counter("syn_cookies_valid"), 4);
     assert_eq!(b.counter("peer_capped"), 1, "the third connection of one address");
-    assert_eq!(b.counter("syn_dropped"), 1, "the fourth connection of the table");
+    // The table full, the fourth peer's handshake takes the place of the idlest
+    // connection of the peer over its fair part (`a`, with two of three): dropped at
+    // once, it gets a reset at its next segment.
+    assert_eq!(b.counter("conns_reclaimed"), 1);
+    assert_eq!(b.counter("syn_dropped"), 0);
     assert_eq!(b.node.connections(), 3);
-    assert_eq!(resets, [43003, 43005], "each refused handshake is reset");
+    assert_eq!(resets, [43003], "the refused handshake is reset");
 }
 
 #[test]
@@ -489,7 +493,7 @@ fn pipelined_requests_are_parsed_a_bounded_number_ahead() {
 }
 
 #[test]
-fn under_memory_pressure_stalled_holders_are_reset_before_a_newcomer_is_refused() {
+fn under_memory_pressure_peers_keep_to_fair_parts_and_a_newcomer_is_taken() {
     let mut cfg = server_cfg(None, TcpLimits { header_timeout: None, peer_share: 100, ..limits() });
     cfg.memory_limit = 256 << 10;
     let mut b = Bench::new(pool(4096), cfg);
@@ -497,25 +501,94 @@ fn under_memory_pressure_stalled_holders_are_reset_before_a_newcomer_is_refused(
     for p in &mut peers {
         assert!(b.connect(p));
     }
-    // Out-of-order data the application can never read, until the budget is full.
+    // Out-of-order data the application can never read, as much as each peer may
+    // send: under pressure, each keeps to 1/8 of 7/8 of the budget.
     let data = [b'y'; 1400];
     for round in 0..40u32 {
         let frames: Vec<Vec<u8>> = peers.iter().map(|p| p.frame(0x18, 1 + round * 1400, &data)).collect();
         b.feed(&frames);
     }
-    assert!(b.node.held() >= b.node.mem_limit, "{} of {}", b.node.held(), b.node.mem_limit);
-    // Still under a second without progress: a newcomer is refused.
-    assert!(!b.connect(&mut Peer::new(PEER4, 50001)));
-    assert_eq!(b.counter("mem_refused"), 1);
-    // Past it, the largest stalled holders go first and the newcomer is taken.
+    let fair = (b.node.mem_limit - b.node.mem_limit / 8) / 8;
+    for p in &peers {
+        let held = b.node.peers.usage(p.ip).1;
+        assert!(held <= fair + fair / 8 + 4096, "a peer holds {held}, its part is {fair}");
+    }
+    assert!(b.counter("peer_mem_dropped") > 0);
+    assert!(b.node.held() < b.node.mem_limit, "{} of {}", b.node.held(), b.node.mem_limit);
+    // A newcomer is taken at once and answered.
+    let mut c = Peer::new(PEER4, 50002);
+    assert!(b.connect(&mut c));
+    assert_eq!((b.counter("mem_refused"), b.counter("peer_mem_refused")), (0, 0));
+    let out = b.feed(&[c.frame(0x18, 0, b"GET /obj HTTP/1.1\r\nHost: x\r\n\r\n")]);
+    assert!(out.iter().any(|s| s.4 == 50002 && s.5.starts_with(b"HTTP/1.1 200")));
+}
+
+#[test]
+fn under_memory_pressure_stalled_holders_are_reset_before_a_newcomer_is_refused() {
+    // One peer's many connections, its part the whole budget (alone, and peer_share
+    // 100): the budget fills; stalled, the largest go first.
+    let mut cfg = server_cfg(None, TcpLimits { header_timeout: None, peer_share: 100, ..limits() });
+    cfg.memory_limit = 256 << 10;
+    let mut b = Bench::new(pool(4096), cfg);
+    let ip = Ipv4Addr::new(198, 18, 2, 1);
+    let mut peers: Vec<Peer> = (0..8).map(|i| Peer::new(ip, 40000 + i)).collect();
+    for p in &mut peers {
+        assert!(b.connect(p));
+    }
+    let data = [b'y'; 1400];
+    for round in 0..40u32 {
+        let frames: Vec<Vec<u8>> = peers.iter().map(|p| p.frame(0x18, 1 + round * 1400, &data)).collect();
+        b.feed(&frames);
+    }
+    assert!(b.node.held() >= b.node.mem_limit - b.node.mem_limit / 8, "{} of {}", b.node.held(), b.node.mem_limit);
+    // Past a second without progress, the largest stalled holders go first and a
+    // newcomer (another peer) is taken.
     b.advance(Duration::from_millis(1200));
     let mut c = Peer::new(PEER4, 50002);
     assert!(b.connect(&mut c), "{}", b.counter("mem_refused"));
-    assert!(b.counter("mem_reclaimed") > 0);
-    assert!(b.counter("mem_reclaimed") < 8, "only as many as needed");
-    assert!(b.node.held() < b.node.mem_limit);
     let out = b.feed(&[c.frame(0x18, 0, b"GET /obj HTTP/1.1\r\nHost: x\r\n\r\n")]);
     assert!(out.iter().any(|s| s.4 == 50002 && s.5.starts_with(b"HTTP/1.1 200")));
+}
+
+#[test]
+fn a_full_connection_table_drops_the_idlest_connections_of_the_peers_over_their_part() {
+    let mut cfg = server_cfg(None, TcpLimits { header_timeout: None, max_per_peer: 16, ..limits() });
+    cfg.max_connections = 32;
+    let mut b = Bench::new(pool(1024), cfg);
+    let ip = |k: u8| Ipv4Addr::new(198, 18, 3, k);
+    let open = |b: &mut Bench, k: u8, n: u16| -> Vec<Peer> {
+        let mut v = Vec::new();
+        for i in 0..n {
+            let mut p = Peer::new(ip(k), 41000 + u16::from(k) * 100 + i);
+            if b.connect(&mut p) {
+                v.push(p);
+            }
+        }
+        v
+    };
+    // x alone opens 16; y then only up to its part of 7/8 of the table once that is
+    // reached (28 / 2 = 14); z two more: the table is full.
+    let x = open(&mut b, 1, 16);
+    let y = open(&mut b, 2, 16);
+    let z = open(&mut b, 3, 2);
+    assert_eq!((x.len(), y.len(), z.len()), (16, 14, 2));
+    assert_eq!(b.counter("peer_capped"), 2);
+    assert_eq!(b.node.connections(), 32);
+    // One of x's connections makes progress later than the others.
+    b.advance(Duration::from_millis(10));
+    let out = b.feed(&[x[15].frame(0x18, 0, b"GET /obj HTTP/1.1\r\nHost: x\r\n\r\n")]);
+    assert!(out.iter().any(|s| s.4 == x[15].port));
+    // A newcomer: each peer over its part (28 / 3 = 9) loses its idlest; the
+    // connection that made progress stays.
+    let mut w = Peer::new(ip(4), 50003);
+    assert!(b.connect(&mut w));
+    assert_eq!(b.counter("conns_reclaimed"), 7 + 5);
+    assert_eq!(b.node.connections(), 32 - 12 + 1);
+    assert_eq!(b.node.peers.usage(IpAddress::V4(ip(1))).0, 9);
+    assert!(b.node.flows.keys().any(|k| k.1.port == x[15].port), "the busy connection stays");
+    // The table is out of pressure (21 of 32): x may open more, up to max_per_peer.
+    assert!(b.connect(&mut Peer::new(ip(1), 42000)));
+    assert_eq!(b.counter("peer_capped"), 2);
 }
 
 #[test]

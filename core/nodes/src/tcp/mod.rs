@@ -165,6 +165,8 @@ pub struct TcpNode {
     pressure: bool,
     /// The earliest time of the next look for connections to reset.
     reclaim_at: Time,
+    /// When the connection table may next be reclaimed ([`TcpNode::reclaim_table`]).
+    table_reclaim_at: Time,
     /// (memory held, slot) of the candidates of a reclaim (kept for its capacity).
     reclaim_scratch: Vec<(u64, u32)>,
     /// Connections in the table by state ([`GAUGES`]; TIME-WAIT from its own table).
@@ -247,6 +249,7 @@ impl TcpNode {
             heap_held: 0,
             pressure: false,
             reclaim_at: Time::ZERO,
+            table_reclaim_at: Time::ZERO,
             reclaim_scratch: Vec::new(),
             wire: Wire {
                 pool,

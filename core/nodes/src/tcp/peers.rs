@@ -98,9 +98,14 @@ impl Peers {
     }
 
     /// Peers with connections.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.index.len()
+    }
+
+    /// Connections peer `i` holds.
+    #[inline]
+    pub(super) fn conns(&self, i: u32) -> u32 {
+        self.slots.get(i as usize).map_or(0, |p| p.conns)
     }
 }
 

@@ -7,12 +7,12 @@ impl TcpNode {
     /// Runs the application of `slot`, sends what is due, re-arms its timer. Returns
     /// false if the output burst filled before everything was sent.
     pub(super) fn service(&mut self, cx: &NodeCx<'_>, now: Time, slot: u32, out: &mut Out<'_>) -> bool {
+        let plimit = self.mem_cap();
         let Some(e) = self.slots[slot as usize].as_mut() else { return true };
         self.env.now = now;
         // A peer over its share, or all connections over the budget: the application
         // takes no new work while it has some.
-        self.env.held_back =
-            self.peers.held(e.peer) >= self.peer_limit || self.rx_held + self.heap_held >= self.mem_limit;
+        self.env.held_back = self.peers.held(e.peer) >= plimit || self.rx_held + self.heap_held >= self.mem_limit;
         let read_before = self.env.stats.bytes_in;
         e.app.poll(&mut e.conn, &mut self.env);
         let wire = &self.wire;

@@ -591,10 +591,13 @@ fn memory_limit_drops_out_of_order_data_first_and_the_transfer_still_completes()
     const N: u64 = 2_000_000;
     let mut a = client(&pool, vec![source_to(9, N)]);
     // Lose every 50th data frame to us: what follows each loss waits out of order,
-    // and more than 16 KiB of it is over the limit.
-    let (_, sb) = run(&mut a, &mut b, 30_000, |dir, n| dir != 0 || n % 50 != 0);
+    // and more than 16 KiB of it is over the limit. (Under pressure, the one peer
+    // holds at most 7/8 of the budget, the rest left to newcomers: its own drops
+    // come first.)
+    let (_, sb) = run(&mut a, &mut b, 60_000, |dir, n| dir != 0 || n % 50 != 0);
     assert_eq!(counter(&sb, "app_bytes_in"), N, "every byte arrived, in order");
-    assert!(counter(&sb, "mem_dropped") > 0, "out-of-order data over the limit was dropped");
+    let dropped = counter(&sb, "mem_dropped") + counter(&sb, "peer_mem_dropped");
+    assert!(dropped > 0, "out-of-order data over the limit was dropped");
     assert_eq!(counter(&sb, "conns_closed"), 1);
     drop((a, b));
     assert_eq!(pool.stats().in_use, 0);
