@@ -12,7 +12,7 @@
 //!   it replaced is *retired*, kept in a list only writers touch.
 //! * **A queue** ([`Follower`]) loads the generation once per burst (one atomic load:
 //!   all a burst pays when nothing changed). When it moved, the queue switches, with
-//!   three stores to its own slot at most: "any generation from g on" (g, the
+//!   two stores to its own slot and one load: "any generation from g on" (g, the
 //!   generation it loaded), then it loads the pointer, then "generation k exactly"
 //!   (k, the entry's own) or "nothing" (no connection). A new queue's slot says
 //!   "nothing", and so does a dropped queue's.
