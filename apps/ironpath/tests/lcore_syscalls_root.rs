@@ -50,15 +50,15 @@
 //! `configs/memif-bridge.yaml` against a second ironpath (testpmd `icmpecho` as memif
 //! client, both traced) carrying the kernel's ping, and against the hostile client of
 //! `tests/tools/memif_peer.py` whose ring asks for interrupts on a blocking eventfd
-//! with a full counter. `ironpath run` is stopped by SIGINT to its main thread (a
-//! signal to the process may be handled on an lcore).
+//! with a full counter, and against such clients joining and leaving 8 times while
+//! the lcore forwards (saying `DISCONNECT`, or killed): each dead connection's
+//! eventfds are closed while the port runs, and never by the lcore.
+//! `ironpath run` is stopped by SIGINT to its main thread (a signal to the process
+//! may be handled on an lcore).
 //!
-//! Known violations, as ignored tests (`--include-ignored` runs them): a memif peer
-//! that leaves while the lcore runs can leave the lcore the last holder of the dead
-//! connection (whichever of the queues and the control thread lets go last), which
-//! then closes the peer's eventfds and unmaps its regions there, in some runs only;
-//! the tcp node's HTTP server opens (`openat2` of the path asked), stats and reads
-//! the files it serves on the lcore.
+//! Known violations, as ignored tests (`--include-ignored` runs them): the tcp
+//! node's HTTP server opens (`openat2` of the path asked), stats and reads the files
+//! it serves on the lcore.
 //!
 //! Not here: net_e1000 needs a PCI device, which only the VM of `ci/vm/run` has
 //! (`tests/e1000_vm_root.rs`). Namespaces and veth pairs have unique names, use
@@ -1025,73 +1025,177 @@ fn memif_with_a_hostile_peer_asking_for_interrupts_makes_no_blocking_call_on_the
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    hostile_memif_peer(false);
-}
-
-/// The same, the peer leaving while the lcore runs.
-#[test]
-#[ignore = "net_memif: an lcore that is the last holder of a dead connection (a race with the control thread) closes the peer's eventfds and unmaps its regions"]
-fn a_memif_peer_leaving_while_the_lcore_runs_leaves_it_no_syscall_on_its_descriptors_root() {
-    if !ready(&["strace", "python3"]) {
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    hostile_memif_peer(true);
-}
-
-/// testpmd `io` between a memif server and net_null0, traced, against the hostile
-/// client of `tools/memif_peer.py` (`saturated-kick`: its S2C ring asks for
-/// interrupts on a blocking eventfd whose counter is full; it sends for 3 s, then
-/// disconnects). With `through_disconnect` the lcore forwards until the link went
-/// down; otherwise it stops after 2 s of traffic, the link still up, and the peer
-/// (which then finds its packets no longer consumed) is killed.
-fn hostile_memif_peer(through_disconnect: bool) {
     let sock = memif_sock("lcore-kick");
-    let what = format!(
-        "testpmd io: net_memif0 server (a hostile client asks for interrupts on a full blocking eventfd{}) <-> net_null0",
-        if through_disconnect { ", then leaves" } else { "" }
-    );
-    let vdevs = [format!("net_memif0,role=server,socket={sock}"), "net_null0".to_string()];
-    let mut t = Traced::testpmd(&what, "memif-kick", &vdevs, "io");
+    let what =
+        "testpmd io: net_memif0 server (a hostile client asks for interrupts on a full blocking eventfd) <-> net_null0";
+    let mut t = Traced::testpmd(what, "memif-kick", &memif_null_vdevs(&sock), "io");
     t.ask("start", "testpmd>");
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/memif_peer.py");
-    let mut peer = Command::new("python3")
-        .arg(tool)
-        .args(["client", &format!("@{sock}"), "0", "saturated-kick"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut peer = hostile_client(&sock, "saturated-kick");
     let connected = t.strace.wait_for("connected to hostile0", 1, 20);
-    let mut peer_out = None;
-    if connected && through_disconnect {
-        let at = Instant::now();
-        while peer.try_wait().unwrap().is_none() && at.elapsed() < Duration::from_secs(30) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // The control thread has seen the peer leave; the lcore has walked since.
-        t.strace.wait_for("link down", 1, 10);
-        std::thread::sleep(Duration::from_millis(500));
-    } else if connected {
+    if connected {
+        // The lcore stops after 2 s of traffic, the link still up; the peer (which
+        // then finds its packets no longer consumed) is killed.
         std::thread::sleep(Duration::from_secs(2));
     }
     t.ask("stop", "Done");
     let _ = peer.kill();
-    if let Ok(o) = peer.wait_with_output() {
-        peer_out = Some(o);
-    }
+    let _ = peer.wait();
     let x = t.ask("show port xstats 0", "tx_ring_full");
     let s = t.ask("show port stats 0", "Tx-bps");
     let (v, out) = t.finish(true);
     assert!(connected, "{out}");
     v.check();
-    if through_disconnect {
-        let o = peer_out.expect("the peer's output");
-        assert!(o.status.success(), "hostile peer: {}\ntestpmd:\n{out}", text(&o));
+    memif_traffic_and_interrupts(&v, &s, &x, &out);
+}
+
+/// Peers that leave while the lcore forwards: the lcore must never be the one that
+/// lets go of a dead connection last (closing the peer's eventfds, unmapping its
+/// regions). Hostile clients asking for interrupts join and leave [`LEAVES`] times
+/// in a row, in the ways of [`Leave`], each leave followed by 100 ms of the lcore
+/// forwarding on.
+#[test]
+fn a_memif_peer_leaving_while_the_lcore_runs_leaves_it_no_syscall_on_its_descriptors_root() {
+    if !ready(&["strace", "python3"]) {
+        return;
     }
-    let (rx, tx) = (nic_stat(&s, "RX-packets:"), nic_stat(&s, "TX-packets:"));
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let sock = memif_sock("lcore-leave");
+    let what = format!(
+        "testpmd io: net_memif0 server <-> net_null0; hostile clients asking for interrupts join and leave {} \
+         times (DISCONNECT, killed, killed while forwarding pauses) while the lcore forwards",
+        LEAVES.len()
+    );
+    let mut t = Traced::testpmd(&what, "memif-leave", &memif_null_vdevs(&sock), "io");
+    t.ask("start", "testpmd>");
+    let mut cycles = Vec::new();
+    // When the last peer was started and when it had joined (strace's clock).
+    let (mut last_started, mut last_joined) = (0.0, 0.0);
+    for (i, how) in LEAVES.iter().enumerate() {
+        last_started = epoch_secs();
+        let mut peer = hostile_client(&sock, if *how == Leave::Disconnect { "kick" } else { "saturated-kick" });
+        let joined = t.strace.wait_for("connected to hostile0", i + 1, 20);
+        last_joined = epoch_secs();
+        let said_ok = match how {
+            _ if !joined => {
+                let _ = peer.kill();
+                let _ = peer.wait();
+                false
+            }
+            Leave::Disconnect => {
+                // It sends for 0.5 s, checks it was signalled, and says DISCONNECT.
+                let at = Instant::now();
+                while peer.try_wait().unwrap().is_none() && at.elapsed() < Duration::from_secs(15) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = peer.kill();
+                peer.wait_with_output().is_ok_and(|o| o.status.success())
+            }
+            Leave::Killed | Leave::KilledWhilePaused => {
+                // In the middle of its traffic (both rings busy, interrupts asked for).
+                std::thread::sleep(Duration::from_millis(300));
+                if *how == Leave::KilledWhilePaused {
+                    t.ask("stop", "Done");
+                }
+                let _ = peer.kill();
+                let _ = peer.wait();
+                true
+            }
+        };
+        let left = joined && t.strace.wait_for("link down", i + 1, 10);
+        if left && *how == Leave::KilledWhilePaused {
+            // The control thread has let go of it; the queues' first bursts now
+            // move past it.
+            std::thread::sleep(Duration::from_millis(200));
+            t.ask("start", "testpmd>");
+        }
+        cycles.push((joined, said_ok, left));
+        if !left {
+            break;
+        }
+        // The lcore bursts on: it moves past the dead connection, which the control
+        // thread then frees.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.ask("stop", "Done");
+    let x = t.ask("show port xstats 0", "tx_ring_full");
+    let s = t.ask("show port stats 0", "Tx-bps");
+    let (v, out) = t.finish(true);
+    assert!(
+        cycles.len() == LEAVES.len() && cycles.iter().all(|c| *c == (true, true, true)),
+        "(joined, the peer's checks passed, the link went down) by cycle: {cycles:?}\n{out}"
+    );
+    v.check();
+    memif_traffic_and_interrupts(&v, &s, &x, &out);
+    let n = LEAVES.len() as u64;
+    assert!(xstat_of(&x, "connects") >= n && xstat_of(&x, "disconnects") >= n, "{x}");
+    // Dead connections were freed while the port ran, not kept until it stopped:
+    // what the earlier peers passed was closed before the last one joined.
+    let earlier: Vec<&PeerFd> =
+        v.peer_fds.iter().filter(|p| p.how.starts_with("received") && p.from < last_started).collect();
+    assert!(earlier.len() >= 3 * (LEAVES.len() - 1), "each peer passed a region and 2 eventfds: {:?}", v.peer_fds);
+    let open: Vec<String> =
+        earlier.iter().filter(|p| p.to > last_joined).map(|p| format!("{}<{}> {}", p.n, p.what, p.how)).collect();
+    assert!(open.is_empty(), "still open when the last peer joined at {last_joined:.6}: {open:?}");
+}
+
+/// How a peer leaves in the test above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leave {
+    /// `kick`: 0.5 s of traffic, then `DISCONNECT`.
+    Disconnect,
+    /// `saturated-kick` (its eventfd blocking and full), killed in the middle of its
+    /// traffic: the lcore may be stopped in the tracer (its poke of the wake
+    /// eventfd) while the control thread sees the socket close.
+    Killed,
+    /// The same, but forwarding stops first and starts again once the link is
+    /// down: every queue still points at the dead connection when the control
+    /// thread is done with it, so the lcore's first burst after the restart is
+    /// where a last reference would be dropped.
+    KilledWhilePaused,
+}
+
+/// The leaves, in order (about 8 s in all).
+const LEAVES: [Leave; 8] = [
+    Leave::Disconnect,
+    Leave::Killed,
+    Leave::KilledWhilePaused,
+    Leave::Killed,
+    Leave::Disconnect,
+    Leave::KilledWhilePaused,
+    Leave::Killed,
+    Leave::Killed,
+];
+
+/// Seconds since the epoch, as strace's `-ttt` stamps its lines.
+fn epoch_secs() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A memif server (testpmd `io` forwards between it and net_null0, so packets keep
+/// going out on the peer's S2C ring).
+fn memif_null_vdevs(sock: &str) -> [String; 2] {
+    [format!("net_memif0,role=server,socket={sock}"), "net_null0".to_string()]
+}
+
+/// The hostile client of `tools/memif_peer.py` running `scenario` against `sock`.
+fn hostile_client(sock: &str, scenario: &str) -> std::process::Child {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/memif_peer.py");
+    Command::new("python3")
+        .arg(tool)
+        .args(["client", &format!("@{sock}"), "0", scenario])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Packets went both ways on the memif port (`stats`, `xstats`: testpmd's answers),
+/// the peer was signalled, its eventfds were seen passing, and the lcore poked its
+/// own eventfd instead of the peer's.
+fn memif_traffic_and_interrupts(v: &Verdict, stats: &str, xstats: &str, out: &str) {
+    let (rx, tx) = (nic_stat(stats, "RX-packets:"), nic_stat(stats, "TX-packets:"));
     assert!(rx > 100 && tx > 100, "memif port: rx {rx}, tx {tx}\n{out}");
-    assert!(xstat_of(&x, "interrupts_sent") >= 1, "{x}");
+    assert!(xstat_of(xstats, "interrupts_sent") >= 1, "{xstats}");
     assert!(v.peer_fds.iter().any(|p| p.what.contains("eventfd")), "the peer's eventfds were seen: {:?}", v.peer_fds);
     assert!(v.count("write(anon_inode:[eventfd], O_NONBLOCK)") > 0, "the lcore poked its own eventfd");
 }

@@ -17,9 +17,12 @@
 //!
 //! The link is up from `CONNECTED` until either side disconnects or the socket
 //! closes (a peer that dies closes it): then the connection is withdrawn from the
-//! queues (the generation moves; each queue drops its reference on its next burst and
-//! the last one unmaps the memory), the link goes down, and a client reconnects. In
-//! copy mode no mbuf is ever in shared memory, so nothing is left to reclaim.
+//! queues (a new generation is published; each queue moves past the old one on its
+//! next burst), the link goes down, and a client reconnects. The thread keeps every
+//! connection it replaced until no queue may be using it, and frees it itself, on
+//! every turn of its loop ([`crate::publish`]): no lcore ever closes the peer's
+//! descriptors or unmaps its memory. In copy mode no mbuf is ever in shared memory,
+//! so nothing is left to reclaim.
 //! Every refusal, ours or the peer's, is logged with its reason and counted.
 //!
 //! The thread also signals the peer's interrupt eventfds the queues ask for
@@ -30,13 +33,14 @@ use crate::proto::{
     ClientRun, Layout, Msg, ServerLimits, ServerSession, Step, ADD_RING_FLAG_C2S, COOKIE, MODE_ETHERNET,
     RING_FLAG_MASK_INT, SECRET_SZ, VERSION,
 };
+use crate::publish::Published;
 use crate::ring::{Conn, Ring};
 use crate::sys::{self, Mapping, SockPath};
 use ironpath_pmd_sdk::{log, Counter};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -129,10 +133,9 @@ pub struct CtlCounters {
 /// What the control thread shares with the queues and the device.
 #[derive(Debug, Default)]
 pub struct Link {
-    /// Moves on every connect and disconnect.
-    pub gen: AtomicU64,
-    /// The live connection.
-    pub conn: Mutex<Option<Arc<Conn>>>,
+    /// The live connection, as the queues follow it; a new one (or none) is
+    /// published on every connect and disconnect.
+    pub conns: Arc<Published<Conn>>,
     /// Whether a connection is live.
     pub up: AtomicBool,
     /// Set to end the control thread.
@@ -146,8 +149,7 @@ pub struct Link {
 impl Link {
     fn publish(&self, conn: Option<Conn>) {
         let up = conn.is_some();
-        *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = conn.map(Arc::new);
-        self.gen.fetch_add(1, Ordering::AcqRel);
+        self.conns.publish(conn);
         self.up.store(up, Ordering::Release);
         if up {
             self.c.connects.add(1);
@@ -359,6 +361,8 @@ impl<'a> Server<'a> {
             fds.extend(self.waiting.iter().map(|w| w.0.as_raw_fd()));
             let ready = sys::poll(&fds, TICK_MS);
             self.notifier.serve(link, ready[0], say);
+            // Connections every queue has moved past are freed here, not on an lcore.
+            link.conns.collect();
             if ready[1] {
                 self.accept(link, say);
             }
@@ -694,6 +698,8 @@ impl<'a> Client<'a> {
             };
             let polled = sys::poll(&fds, if due { 0 } else { TICK_MS });
             self.notifier.serve(link, polled[0], say);
+            // Connections every queue has moved past are freed here, not on an lcore.
+            link.conns.collect();
             let ready = polled.get(1).copied().unwrap_or(false);
             st = match st {
                 State::Down { next, last_err } if !due => State::Down { next, last_err },

@@ -34,7 +34,9 @@
 //! * Link state follows the peer: up from `CONNECTED` until a `DISCONNECT` or the
 //!   socket closing (a killed peer); a client then reconnects every 0.5 s until the
 //!   server is back. A reconnection brings fresh memory; queues switch over on their
-//!   next burst.
+//!   next burst (one atomic load per burst, no lock), and the control thread frees a
+//!   connection once no queue may be using it ([`publish`]): an lcore never closes
+//!   the peer's descriptors or unmaps its memory.
 //!
 //! Device arguments (DPDK's): `role=server|client` (server), `id=<u32>` (0),
 //! `socket=<path>` (`/run/memif.sock`), `socket-abstract=yes|no` (yes: the name in the
@@ -55,6 +57,7 @@ compile_error!("net_memif supports little-endian hosts only");
 pub mod ctl;
 pub mod notify;
 pub mod proto;
+pub mod publish;
 pub mod ring;
 mod sys;
 
@@ -64,6 +67,7 @@ use ironpath_pmd_sdk::{
     export_pmd, DevArgs, Pmd, PmdError, Pool, ProbeCtx, QueueStats, RxBurst, RxQueue, SoftState, TxBurst, TxQueue,
 };
 use proto::{Layout, SECRET_SZ};
+use publish::Follower;
 use ring::{Conn, QueueFaults, RxState, TxState};
 use std::ffi::CStr;
 use std::sync::atomic::Ordering;
@@ -186,12 +190,15 @@ pub struct Memif {
 }
 
 impl Memif {
+    /// End the control thread, then free every connection it kept, here on the main
+    /// thread: the host stops a port only once no lcore holds its queues.
     fn stop_thread(&mut self) {
         if let Some(t) = self.thread.take() {
             self.link.stop.store(true, Ordering::Release);
             let _ = t.join();
             self.link.stop.store(false, Ordering::Release);
         }
+        self.link.conns.release_all();
     }
 }
 
@@ -211,36 +218,11 @@ fn fresh_faults(all: &mut Vec<Arc<QueueFaults>>, qid: u16) -> Arc<QueueFaults> {
     all[i].clone()
 }
 
-/// The connection a queue uses, switched when the control thread publishes another.
-struct Follow {
-    link: Arc<Link>,
-    gen: u64,
-    conn: Option<Arc<Conn>>,
-}
-
-impl Follow {
-    /// The live connection (`fresh`: a different one than last time).
-    #[inline(always)]
-    fn get(&mut self) -> (Option<&Arc<Conn>>, bool) {
-        let g = self.link.gen.load(Ordering::Acquire);
-        let mut fresh = false;
-        if g != self.gen {
-            let now = self.link.conn.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            fresh = match (&now, &self.conn) {
-                (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
-                (a, b) => a.is_some() || b.is_some(),
-            };
-            self.conn = now;
-            self.gen = g;
-        }
-        (self.conn.as_ref(), fresh)
-    }
-}
-
 /// An RX queue.
 pub struct MemifRx {
     q: u16,
-    follow: Follow,
+    /// The connection it uses, switched when the control thread publishes another.
+    follow: Follower<Conn>,
     pool: Pool,
     stats: Arc<QueueStats>,
     faults: Arc<QueueFaults>,
@@ -270,7 +252,8 @@ impl RxQueue for MemifRx {
 /// A TX queue.
 pub struct MemifTx {
     q: u16,
-    follow: Follow,
+    /// As the RX queue's.
+    follow: Follower<Conn>,
     stats: Arc<QueueStats>,
     faults: Arc<QueueFaults>,
     st: TxState,
@@ -354,7 +337,7 @@ impl Pmd for Memif {
         let faults = fresh_faults(&mut self.rx_faults, qid);
         Ok(MemifRx {
             q: qid,
-            follow: Follow { link: self.link.clone(), gen: u64::MAX, conn: None },
+            follow: self.link.conns.follower(),
             pool,
             stats,
             faults,
@@ -365,13 +348,7 @@ impl Pmd for Memif {
 
     fn tx_queue_setup(&mut self, qid: u16, _nb_desc: u16, stats: Arc<QueueStats>) -> Result<MemifTx, PmdError> {
         let faults = fresh_faults(&mut self.tx_faults, qid);
-        Ok(MemifTx {
-            q: qid,
-            follow: Follow { link: self.link.clone(), gen: u64::MAX, conn: None },
-            stats,
-            faults,
-            st: TxState::default(),
-        })
+        Ok(MemifTx { q: qid, follow: self.link.conns.follower(), stats, faults, st: TxState::default() })
     }
 
     /// Start the control channel: a server binds its socket here (a socket another

@@ -99,16 +99,14 @@ impl Doorbell {
     }
 }
 
-/// The control thread's side: follows the port's live connection and signals the
-/// peer for each marked ring.
+/// The control thread's side: signals the peer for each marked ring of the port's
+/// live connection.
 pub struct Notifier {
     wake: Arc<Wake>,
     sig: Option<Signaller>,
     /// Why there is no signaller (logged once, when a peer first asks).
     no_sig: String,
     told: bool,
-    gen: u64,
-    conn: Option<Arc<Conn>>,
     fds: Vec<RawFd>,
 }
 
@@ -119,7 +117,7 @@ impl Notifier {
             Ok(s) => (Some(s), String::new()),
             Err(e) => (None, e.to_string()),
         };
-        Notifier { wake, sig, no_sig, told: false, gen: u64::MAX, conn: None, fds: Vec::new() }
+        Notifier { wake, sig, no_sig, told: false, fds: Vec::new() }
     }
 
     /// The descriptor to poll beside the control sockets.
@@ -133,12 +131,12 @@ impl Notifier {
         if woken {
             self.wake.drain();
         }
-        let g = link.gen.load(Ordering::Acquire);
-        if g != self.gen {
-            self.conn = link.conn.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            self.gen = g;
-        }
-        let Some(c) = &self.conn else { return };
+        // On the thread that frees connections: the live one stays open meanwhile.
+        link.conns.with_current(|c| self.signal(link, c, say));
+    }
+
+    fn signal(&mut self, link: &Link, c: Option<&Conn>, say: &dyn Fn(u32, &str)) {
+        let Some(c) = c else { return };
         self.fds.clear();
         for r in c.c2s.iter().chain(c.s2c.iter()).flatten() {
             if let Some(d) = r.doorbell() {
@@ -177,11 +175,11 @@ mod tests {
         let peer = saturated_eventfd();
         let peer_fd = peer.as_raw_fd();
         let link = Link::default();
-        *link.conn.lock().unwrap() = Some(Arc::new(crate::ring::tests::server_conn(Doorbell::new(peer, wake.clone()))));
-        link.gen.fetch_add(1, Ordering::AcqRel);
+        link.conns.publish(Some(crate::ring::tests::server_conn(Doorbell::new(peer, wake.clone()))));
         let mut n = Notifier::new(wake.clone());
-        let bell = || link.conn.lock().unwrap().as_ref().unwrap().s2c[0].as_ref().unwrap().doorbell().unwrap().ring();
-        bell();
+        // The queue's side: it rings through the connection it follows.
+        let mut q = link.conns.follower();
+        q.get().0.unwrap().s2c[0].as_ref().unwrap().doorbell().unwrap().ring();
         assert!(sys::poll(&[wake.fd()], 0)[0], "the queue's poke wakes the thread");
         let t = Instant::now();
         n.serve(&link, true, &|_, _| {});
@@ -197,11 +195,12 @@ mod tests {
             assert_eq!(unsafe { libc::read(peer_fd, (&mut v as *mut u64).cast(), 8) }, 8);
             assert_eq!(v, u64::MAX, "the kernel added one to the full counter");
         }
-        // The connection goes: the thread lets go of it (its memory is unmapped when
-        // the last queue does).
-        *link.conn.lock().unwrap() = None;
-        link.gen.fetch_add(1, Ordering::AcqRel);
+        // The connection goes: the thread has nothing to signal, and frees it itself
+        // once the queue moved past it.
+        link.conns.publish(None);
         n.serve(&link, false, &|_, _| {});
-        assert!(n.conn.is_none());
+        assert_eq!(link.conns.collect(), 1, "kept while the queue may use it");
+        assert!(q.get().0.is_none());
+        assert_eq!(link.conns.collect(), 0, "freed on the control thread");
     }
 }
