@@ -550,9 +550,9 @@ impl<'a> Server<'a> {
                             say(
                                 1,
                                 &format!(
-                                    "region {index} cannot be sealed against shrinking (hugepage memory of a \
+                                    "region {index} cannot be sealed against losing pages (hugepage memory of a \
                                      zero-copy client), accepted as require-sealed=no asks: a client that \
-                                     truncates it could crash this process"
+                                     truncates it or punches a hole in it could crash this process"
                                 ),
                             );
                         }

@@ -198,6 +198,11 @@ pub struct QueueFaults {
 /// Longest packet accepted from a peer (a chain of descriptors).
 pub const MAX_FRAME: usize = 64 * 1024 + 64;
 
+/// Most descriptors in one packet's chain (a 9000-byte frame in 64-byte buffers takes
+/// 141): a longer chain is dropped (`bad_desc`), and one the peer has not finished
+/// costs each burst a look at this many descriptors at most, never a copy.
+pub const MAX_CHAIN: usize = 256;
+
 /// The RX side of one queue over a connection.
 #[derive(Debug, Default)]
 pub struct RxState {
@@ -263,18 +268,36 @@ pub fn rx(
         // wrote them last, on its own core).
         prefetch_buffers(c, q, ring, false, cur, want);
         while cur != end && burst.room() > 0 && used < want {
-            // One packet: descriptors up to the first without NEXT.
+            // One packet: descriptors up to the first without NEXT, at most
+            // MAX_CHAIN. First only their flags, so that a chain the peer has not
+            // finished costs a look at its descriptors per burst, not a copy.
             let start = cur;
+            let mut n = 0usize;
+            let finished = loop {
+                if cur == end {
+                    break false;
+                }
+                let d = if client.is_some() { ring.desc_head(cur) } else { ring.desc(cur) };
+                cur = cur.wrapping_add(1);
+                n += 1;
+                if d.flags & DESC_FLAG_NEXT == 0 || n >= MAX_CHAIN {
+                    break true;
+                }
+            };
+            if !finished {
+                // Not finished yet: wait for it (nothing consumed).
+                cur = start;
+                break;
+            }
+            // Then each descriptor read again and checked (the peer may have changed
+            // it meanwhile) and its bytes gathered. A chain longer than MAX_CHAIN is
+            // dropped, its first MAX_CHAIN descriptors consumed.
+            cur = start;
             let mut total = 0usize;
             let mut ok = true;
             let mut first: Option<(*const u8, usize)> = None;
             let mut chained = false;
-            loop {
-                if cur == end {
-                    // A chain the peer has not finished: wait for it (nothing consumed).
-                    cur = start;
-                    break;
-                }
+            for k in 0..n {
                 let d = if client.is_some() { ring.desc_head(cur) } else { ring.desc(cur) };
                 let piece = match client {
                     Some(l) => (d.length <= l.bsize)
@@ -284,8 +307,10 @@ pub fn rx(
                     }
                 };
                 cur = cur.wrapping_add(1);
+                let last = d.flags & DESC_FLAG_NEXT == 0;
                 match piece {
-                    Some((src, len)) if ok && total + len <= MAX_FRAME => {
+                    // (A chain cut at MAX_CHAIN, or whose end moved, is not taken.)
+                    Some((src, len)) if ok && total + len <= MAX_FRAME && last == (k + 1 == n) => {
                         total += len;
                         if first.is_none() {
                             first = Some((src, len));
@@ -304,12 +329,6 @@ pub fn rx(
                     }
                     _ => ok = false,
                 }
-                if d.flags & DESC_FLAG_NEXT == 0 {
-                    break;
-                }
-            }
-            if cur == start {
-                break;
             }
             let Some((src, len)) = first.filter(|_| ok) else {
                 f.bad_desc.add(1);
@@ -628,6 +647,7 @@ pub(crate) mod tests {
     use crate::proto::ring_bytes;
     use crate::sys;
     use ironpath_pmd_sdk::testing::TestPool;
+    use ironpath_pmd_sdk::{Packet, RxBurst};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::time::Duration;
 
@@ -717,5 +737,65 @@ pub(crate) mod tests {
             assert!(wanted && woken, "the interrupt is asked of the control thread");
             assert_eq!(before, after, "nothing written to the peer's pipe");
         }
+    }
+
+    /// A server's connection with one C2S ring of 512 slots, each with a 64-byte
+    /// buffer, none posted yet (the test plays the client).
+    fn server_rx_conn() -> Conn {
+        let log2 = 9;
+        let size = ring_bytes(log2) + 512 * 64;
+        let fd = sys::memfd(c"rx-test", size).unwrap();
+        let map = Mapping::new(&fd, size).unwrap();
+        // SAFETY: offset 0, the whole ring inside the mapping, which the connection keeps.
+        let r = unsafe { Ring::new(&map, 0, log2, None) };
+        r.head().store(0, Ordering::Relaxed);
+        r.tail().store(0, Ordering::Relaxed);
+        Conn { c2s: vec![Some(r)], s2c: vec![None], sizes: vec![size], layout: None, regions: vec![map] }
+    }
+
+    /// The client posts `n` descriptors of 60 bytes from slot `from`, all flagged NEXT
+    /// but the last when `end`.
+    fn post_chain(c: &Conn, from: u16, n: u16, end: bool) {
+        let r = c.c2s[0].as_ref().unwrap();
+        for k in 0..n {
+            let i = from.wrapping_add(k);
+            let offset = (ring_bytes(9) + u64::from(i & 511) * 64) as u32;
+            let flags = if end && k + 1 == n { 0 } else { DESC_FLAG_NEXT };
+            r.set_desc(i, Desc { flags, region: 0, length: 60, offset, metadata: 0 });
+        }
+        r.head().store(from.wrapping_add(n), Ordering::Release);
+    }
+
+    /// A chain the peer never finishes costs a burst at most MAX_CHAIN descriptors:
+    /// one longer than that is dropped (its first MAX_CHAIN consumed), one shorter
+    /// waits, unread, until its end comes; then it is one packet.
+    #[test]
+    fn a_chain_is_bounded_and_an_unfinished_one_waits_unread() {
+        let c = server_rx_conn();
+        let tp = TestPool::new(256, 2048, 128);
+        let pool = tp.pool();
+        let f = QueueFaults::default();
+        let mut st = RxState::default();
+        let mut scratch = Vec::new();
+        let mut rx_now = |st: &mut RxState| {
+            let mut slots = vec![std::ptr::null_mut(); 32];
+            let mut burst = RxBurst::new(&mut slots, 0);
+            let (p, b, _) = rx(&c, 0, st, &mut burst, &pool, &f, &mut scratch);
+            let n = burst.len();
+            // SAFETY: the first `n` slots hold packets the burst received, now ours.
+            drop(slots[..n].iter().map(|&m| unsafe { Packet::from_raw(m) }).collect::<Vec<_>>());
+            (p, b)
+        };
+        // 300 descriptors, all NEXT: too long; the first MAX_CHAIN go, the rest waits.
+        post_chain(&c, 0, 300, false);
+        assert_eq!(rx_now(&mut st), (0, 0));
+        assert_eq!((st.last, f.bad_desc.get()), (MAX_CHAIN as u16, 1));
+        assert_eq!(rx_now(&mut st), (0, 0), "44 left, unfinished: nothing consumed");
+        assert_eq!((st.last, f.bad_desc.get()), (MAX_CHAIN as u16, 1));
+        // The peer ends that chain: 45 descriptors of 60 bytes, one packet.
+        post_chain(&c, 300, 1, true);
+        assert_eq!(rx_now(&mut st), (1, 45 * 60));
+        assert_eq!(st.last, 301);
+        assert_eq!(tp.in_use(), 0);
     }
 }

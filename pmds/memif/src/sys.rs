@@ -76,7 +76,10 @@ pub fn listen(p: &SockPath) -> io::Result<OwnedFd> {
     // SAFETY: `un` is a valid address of `len` bytes.
     cvt(unsafe { libc::bind(fd.as_raw_fd(), (&un as *const libc::sockaddr_un).cast(), len) })?;
     // SAFETY: a bound socket.
-    cvt(unsafe { libc::listen(fd.as_raw_fd(), 8) })?;
+    // A backlog of 128: connections from other users are accepted only to be refused
+    // (their credentials are read on the accepted socket), and a short backlog they
+    // fill would turn the owner's own connections away.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), 128) })?;
     set_nonblocking(&fd)?;
     Ok(fd)
 }
@@ -404,14 +407,28 @@ pub fn file_size(fd: &OwnedFd) -> io::Result<u64> {
     Ok(st.st_size as u64)
 }
 
-/// Seal `fd` against shrinking if it is not already; whether it is sealed now (a
-/// memfd made without `MFD_ALLOW_SEALING`, or a hugetlbfs file, cannot be).
+/// Seal `fd` against shrinking if it is not already; whether its pages can no longer
+/// go away under a mapping: sealed now, and not on hugetlbfs (a memfd made without
+/// `MFD_ALLOW_SEALING` cannot be sealed; a hugetlb memfd can, but its owner can still
+/// punch a hole in it with `fallocate` and take the free huge pages, after which
+/// reading that hole faults with SIGBUS: the seal does not protect it).
 pub fn seal_shrink(fd: &OwnedFd) -> bool {
     // SAFETY: fcntl on a descriptor we hold; failures are answered by F_GET_SEALS.
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
     // SAFETY: as above.
     let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
+    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0 && !on_hugetlbfs(fd)
+}
+
+/// Whether the file behind `fd` is on hugetlbfs (a hugetlb memfd is).
+pub fn on_hugetlbfs(fd: &OwnedFd) -> bool {
+    const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+    // SAFETY: an all-zero statfs is valid; fstatfs fills it from a descriptor we hold.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let ok = unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } == 0;
+    // (A file whose filesystem cannot be told is treated as one that may lose pages.)
+    !ok || st.f_type as i64 == HUGETLBFS_MAGIC
 }
 
 /// A new shared memory file of `size` bytes that cannot shrink (a peer that maps it
@@ -517,6 +534,23 @@ pub(crate) mod tests {
         let (r, w) = pipe();
         assert!(!is_eventfd(&r) && !is_eventfd(&w));
         assert!(!is_eventfd(&memfd(c"t", 4096).unwrap()));
+    }
+
+    /// Our memfd is sealed and not on hugetlbfs; a hugetlb memfd, sealed or not, is
+    /// not taken as sealed (its pages can be punched out).
+    #[test]
+    fn a_hugetlb_region_is_never_taken_as_sealed() {
+        let ours = memfd(c"t", 4096).unwrap();
+        assert!(!on_hugetlbfs(&ours) && seal_shrink(&ours));
+        // SAFETY: memfd_create with a C string; the descriptor, if any, is ours.
+        let fd = unsafe { libc::memfd_create(c"h".as_ptr(), libc::MFD_HUGETLB | libc::MFD_ALLOW_SEALING) };
+        if fd < 0 {
+            return; // no hugetlbfs in this kernel: nothing to take for sealed
+        }
+        // SAFETY: as above.
+        let huge = unsafe { OwnedFd::from_raw_fd(fd) };
+        assert!(on_hugetlbfs(&huge));
+        assert!(!seal_shrink(&huge), "a sealed hugetlb memfd can still lose its pages");
         // SAFETY: plain timerfd_create; another anonymous inode that is no eventfd.
         let t = unsafe { OwnedFd::from_raw_fd(cvt(libc::timerfd_create(libc::CLOCK_MONOTONIC, 0)).unwrap()) };
         assert!(!is_eventfd(&t));
