@@ -246,7 +246,12 @@ pub fn split_command(msg: &[u8]) -> (String, String) {
     (cmd.to_string(), param.to_string())
 }
 
+/// How long a reply may wait for a client that does not read it (then the client is
+/// closed and its place freed; an idle client, one of ours, may stay).
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn client(fd: OwnedFd, tx: &SyncSender<Request>, counters: &Counters) {
+    let _ = rustix::net::sockopt::set_socket_timeout(&fd, rustix::net::sockopt::Timeout::Send, Some(SEND_TIMEOUT));
     let send = |s: &str| rustix::net::send(&fd, s.as_bytes(), SendFlags::NOSIGNAL).is_ok();
     if !send(&info().to_string()) {
         return;
