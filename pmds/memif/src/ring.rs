@@ -269,36 +269,43 @@ pub fn rx(
         prefetch_buffers(c, q, ring, false, cur, want);
         while cur != end && burst.room() > 0 && used < want {
             // One packet: descriptors up to the first without NEXT, at most
-            // MAX_CHAIN. First only their flags, so that a chain the peer has not
-            // finished costs a look at its descriptors per burst, not a copy.
+            // MAX_CHAIN. A chain's flags are looked at first, so that one the peer has
+            // not finished costs a look at its descriptors per burst, not a copy (a
+            // packet of one descriptor, the common case, is read once).
             let start = cur;
-            let mut n = 0usize;
-            let finished = loop {
-                if cur == end {
-                    break false;
+            let first_desc = if client.is_some() { ring.desc_head(cur) } else { ring.desc(cur) };
+            let mut n = 1usize;
+            if first_desc.flags & DESC_FLAG_NEXT != 0 {
+                let mut at = cur.wrapping_add(1);
+                let finished = loop {
+                    if at == end {
+                        break false;
+                    }
+                    let d = if client.is_some() { ring.desc_head(at) } else { ring.desc(at) };
+                    at = at.wrapping_add(1);
+                    n += 1;
+                    if d.flags & DESC_FLAG_NEXT == 0 || n >= MAX_CHAIN {
+                        break true;
+                    }
+                };
+                if !finished {
+                    // Not finished yet: wait for it (nothing consumed).
+                    break;
                 }
-                let d = if client.is_some() { ring.desc_head(cur) } else { ring.desc(cur) };
-                cur = cur.wrapping_add(1);
-                n += 1;
-                if d.flags & DESC_FLAG_NEXT == 0 || n >= MAX_CHAIN {
-                    break true;
-                }
-            };
-            if !finished {
-                // Not finished yet: wait for it (nothing consumed).
-                cur = start;
-                break;
             }
-            // Then each descriptor read again and checked (the peer may have changed
-            // it meanwhile) and its bytes gathered. A chain longer than MAX_CHAIN is
+            // Then each descriptor checked (read again: the peer may have changed it
+            // meanwhile) and its bytes gathered. A chain longer than MAX_CHAIN is
             // dropped, its first MAX_CHAIN descriptors consumed.
-            cur = start;
             let mut total = 0usize;
             let mut ok = true;
             let mut first: Option<(*const u8, usize)> = None;
             let mut chained = false;
             for k in 0..n {
-                let d = if client.is_some() { ring.desc_head(cur) } else { ring.desc(cur) };
+                let d = match k {
+                    0 => first_desc,
+                    _ if client.is_some() => ring.desc_head(cur),
+                    _ => ring.desc(cur),
+                };
                 let piece = match client {
                     Some(l) => (d.length <= l.bsize)
                         .then(|| (c.at(0, l.buffer_offset(false, q, cur & ring.mask)) as *const u8, d.length as usize)),
