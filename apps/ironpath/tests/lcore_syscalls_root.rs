@@ -931,18 +931,21 @@ fn the_http_server_serving_a_file_makes_no_blocking_call_on_the_lcore_root() {
 }
 
 /// `configs/http-server.yaml` over net_af_packet, traced: ping, and five requests
-/// for the in-memory `/empty`, or three and two for a file of 100 kB (`file`: opened
-/// and read, then served from the cache).
+/// for the in-memory `/empty`, or (`file`) two of them, two for a file of 100 kB
+/// (opened and read, then served from the cache) and one for a file of 300 kB
+/// (streamed: over the 200 kB file cache, its two pieces read as sent).
 fn http_server(file: bool) {
     let v = Veth::new("lh", 82);
     let dir = TempDir::new("lcore-http");
     let stats = dir.0.join("stats.jsonl");
     std::fs::write(dir.0.join("f"), vec![7u8; 100_000]).unwrap();
+    std::fs::write(dir.0.join("g"), vec![8u8; 300_000]).unwrap();
     let env = [
         ("IRONPATH_IFACE", v.port.clone()),
         ("IRONPATH_IPV4", v.ours4()),
         ("IRONPATH_IPV6", v.ours6()),
         ("IRONPATH_WWW", dir.0.display().to_string()),
+        ("IRONPATH_FILE_CACHE", "200000".to_string()),
     ];
     let what = format!(
         "configs/http-server.yaml (net_af_packet, arp, icmp_echo, rx_aggregate, tcp, tx_batch; curl {})",
@@ -950,9 +953,9 @@ fn http_server(file: bool) {
     );
     let t = Traced::run(&what, "http", "http-server.yaml", &env, &stats);
     let ping = ping_from(&v.ns, &v.ours4());
-    let url = format!("http://{}/empty", v.ours4());
-    let last = if file { format!("http://{}/f", v.ours4()) } else { url.clone() };
-    let o = v.exec_for(30, &["curl", "-sS", "--fail", "-o", "/dev/null", &url, &url, &url, &last, &last]);
+    let url = |path: &str| format!("http://{}/{}", v.ours4(), if file { path } else { "empty" });
+    let (e, f, g) = (url("empty"), url("f"), url("g"));
+    let o = v.exec_for(30, &["curl", "-sS", "--fail", "-o", "/dev/null", &e, &e, &f, &f, &g]);
     let (verdict, out) = t.finish(false);
     verdict.check();
     assert_eq!(ping, 5, "{out}");
@@ -960,7 +963,11 @@ fn http_server(file: bool) {
     let last = last_stats(&stats).expect("stats");
     assert!(counter(&last, "tcp", "http_requests") >= 5, "{last}");
     if file {
-        assert!(counter(&last, "tcp", "file_io") >= 2, "the file's open and read went to the file-I/O threads: {last}");
+        assert!(
+            counter(&last, "tcp", "file_io") >= 5,
+            "the files' opens and reads went to the file-I/O threads: {last}"
+        );
+        assert_eq!(counter(&last, "tcp", "files_streamed"), 1, "{last}");
     }
 }
 
