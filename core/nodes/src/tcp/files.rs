@@ -60,6 +60,9 @@ impl Descriptors {
 
 /// A file being served, read a piece at a time when its bytes are first sent (a large
 /// file read whole at its first request held everything behind it for the read).
+///
+/// Shared by the responses that send it (an `Arc`), so what changes is atomic; only
+/// the lcore ever touches it (the threads see handles and buffers), hence `Relaxed`.
 pub(super) struct FileBody {
     /// Unique in its site (keys the pieces being read and the recent pieces).
     id: u64,

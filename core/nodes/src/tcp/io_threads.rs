@@ -259,7 +259,7 @@ impl Worker {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let _ = inline;
+        let _ = inline; // only the test hook looks at it
         let outcome = self.shared.execute(&mut r.op);
         let mut d = Done { token: r.token, op: r.op, outcome };
         // Never full: at most the ring's capacity is outstanding (a safeguard only).
