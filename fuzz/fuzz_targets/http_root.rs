@@ -1,5 +1,6 @@
 //! Request targets against a real web root on disk, as the `http` application
-//! serves it (`ironpath_nodes::tcp::Site`): inside the root, files, a directory, a
+//! serves it (`ironpath_nodes::tcp::LocalSite`: a site whose file I/O, done by the
+//! node's file-I/O threads, runs on this thread): inside the root, files, a directory, a
 //! symlink to a file and one to a directory inside it; dot-files and a
 //! dot-directory; symlinks that leave the root (relative, absolute, to /etc/passwd),
 //! a symlink loop and a FIFO. The input is the request target.
@@ -8,7 +9,7 @@
 //! meant to be served (or an in-memory object), never the file outside the root,
 //! a dot-file, nor /etc/passwd.
 #![no_main]
-use ironpath_nodes::tcp::Site;
+use ironpath_nodes::tcp::LocalSite;
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
@@ -53,9 +54,9 @@ fn root() -> PathBuf {
     www
 }
 
-fn site() -> &'static Mutex<Site> {
-    static SITE: OnceLock<Mutex<Site>> = OnceLock::new();
-    SITE.get_or_init(|| Mutex::new(Site::new(Some(root()), "/obj=10", false).expect("site")))
+fn site() -> &'static Mutex<LocalSite> {
+    static SITE: OnceLock<Mutex<LocalSite>> = OnceLock::new();
+    SITE.get_or_init(|| Mutex::new(LocalSite::new(Some(root()), "/obj=10", false).expect("site")))
 }
 
 fuzz_target!(|data: &[u8]| {

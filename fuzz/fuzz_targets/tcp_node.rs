@@ -1,9 +1,12 @@
 //! Frames and virtual time through the `tcp` node: an `http` listener on port 80
-//! (objects `/empty` and `/obj`) and an `echo` listener on port 7, on 198.18.0.2 and
-//! fd00::2, talking to a peer the input describes.
+//! (objects `/empty` and `/obj`, and a web root whose one file, `/nothing`, is
+//! 300,000 bytes: cached, or streamed in small mode) and an `echo` listener on port 7,
+//! on 198.18.0.2 and fd00::2, talking to a peer the input describes. The node's file
+//! I/O runs inline (`file_threads: 0`): each request made at a poll completes at the
+//! next, on this thread, so that a run depends on its input only.
 //!
 //! Input: byte 0 holds flags (bit 0: the NIC verified IP checksums, bit 1: it verified
-//! L4 checksums, bit 2: structured records, bit 3: small buffers, bit 4: no TCP
+//! L4 checksums, bit 2: structured records, bit 3: small buffers (and `/nothing` streamed), bit 4: no TCP
 //! options, bit 5: no delayed ACK and no Nagle, bit 6: room for 2 connections and a
 //! backlog of 1, bit 7: short keep-alive, idle and FIN-WAIT-2 timers). Then records, at most 512, each a time step (little-endian u16:
 //! below 0x8000 in µs, from 0x8000 on `t - 0x8000` ms) and a frame. Frames arriving
@@ -27,11 +30,12 @@ use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, MemPolicy, Mempool, MempoolConfig};
 use ironpath_graph::testing::call;
 use ironpath_graph::{Node, NodeStats};
-use ironpath_nodes::tcp::{ListenCfg, ServerApp, TcpConfig, TcpNode};
+use ironpath_nodes::tcp::{ListenCfg, ServerApp, TcpConfig, TcpLimits, TcpNode};
 use ironpath_wire::ethernet::HEADER_LEN as ETH_LEN;
 use ironpath_wire::{IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr};
 use libfuzzer_sys::fuzz_target;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -48,6 +52,25 @@ const MSS: u16 = 1460;
 const HZ: u64 = 1_000_000;
 const MAX_FRAME: usize = 4096;
 const MAX_RECORDS: usize = 512;
+
+/// The web root (made once per process; written beside and renamed, for parallel jobs).
+fn www() -> &'static PathBuf {
+    static WWW: OnceLock<PathBuf> = OnceLock::new();
+    WWW.get_or_init(|| {
+        let dir = std::env::temp_dir().join("ironpath-fuzz-tcp-node");
+        let file = dir.join("nothing");
+        if std::fs::metadata(&file).map(|m| m.len()).ok() != Some(FILE_LEN as u64) {
+            std::fs::create_dir_all(&dir).expect("web root");
+            let tmp = dir.join(format!(".nothing.{}", std::process::id()));
+            std::fs::write(&tmp, (0..FILE_LEN).map(|i| (i % 253) as u8).collect::<Vec<u8>>()).expect("file");
+            std::fs::rename(&tmp, &file).expect("file");
+        }
+        dir
+    })
+}
+
+/// Bytes of `/nothing`: two pieces of the file cache.
+const FILE_LEN: usize = 300_000;
 
 fn pool() -> &'static Mempool {
     static POOL: OnceLock<Mempool> = OnceLock::new();
@@ -94,7 +117,7 @@ fn config(flags: u8) -> TcpConfig {
                 app: ServerApp::Http,
                 backlog,
                 bytes: 0,
-                root: None,
+                root: Some(www().clone()),
                 objects: "/empty=0,/obj=5000".into(), congestion: None, dotfiles: false },
             ListenCfg { port: 7, app: ServerApp::Echo, backlog, bytes: 0, root: None, objects: String::new(), congestion: None, dotfiles: false },
         ],
@@ -105,7 +128,11 @@ fn config(flags: u8) -> TcpConfig {
         tx_inflight_limit: if tight { 4096 } else { 0 },
         memory_limit: if small { 8192 } else { 0 },
         max_time_wait: if small { 2 } else { 262_144 },
-        limits: Default::default(),
+        limits: TcpLimits {
+            file_threads: 0,
+            file_cache: if small { 0 } else { 1 << 20 },
+            ..Default::default()
+        },
     }
 }
 

@@ -37,8 +37,9 @@
 //! it (a read waits for the disk, a write for writeback), so any read or write of one
 //! on an lcore is refused. net_pcap reads its `rx_pcap` whole when the port is
 //! probed (on the main thread), and net_pcap's `tx_pcap` and the `pcap_capture` node
-//! hand their records to a writer thread (`ironpath_pcapfile::Spool`): their lcores
-//! make no file call at all.
+//! hand their records to a writer thread (`ironpath_pcapfile::Spool`), and the tcp
+//! node's HTTP server hands every open, stat, read and close of the files it serves
+//! to its file-I/O threads: their lcores make no file call at all.
 //!
 //! Cases (one process each, a few seconds of traffic, the whole file about 30 s):
 //! net_null and net_pcap under testpmd `io`; net_ring in `configs/default.yaml` (two
@@ -56,9 +57,7 @@
 //! `ironpath run` is stopped by SIGINT to its main thread (a signal to the process
 //! may be handled on an lcore).
 //!
-//! Known violations, as ignored tests (`--include-ignored` runs them): the tcp
-//! node's HTTP server opens (`openat2` of the path asked), stats and reads the files
-//! it serves on the lcore.
+//! No known violation is left: every case runs by default.
 //!
 //! Not here: net_e1000 needs a PCI device, which only the VM of `ci/vm/run` has
 //! (`tests/e1000_vm_root.rs`). Namespaces and veth pairs have unique names, use
@@ -920,9 +919,9 @@ fn the_http_server_over_af_packet_makes_no_blocking_call_on_the_lcore_root() {
     http_server(false);
 }
 
-/// The same, serving a file of the site's root.
+/// The same, serving a file of the site's root (opened, read and checked again by the
+/// node's file-I/O threads).
 #[test]
-#[ignore = "the tcp node's HTTP server opens (openat2 of the path asked), stats and reads files on the lcore"]
 fn the_http_server_serving_a_file_makes_no_blocking_call_on_the_lcore_root() {
     if !ready(&["strace", "curl"]) {
         return;
@@ -932,17 +931,21 @@ fn the_http_server_serving_a_file_makes_no_blocking_call_on_the_lcore_root() {
 }
 
 /// `configs/http-server.yaml` over net_af_packet, traced: ping, and five requests
-/// for the in-memory `/empty`, or four and one for a file of 100 kB (`file`).
+/// for the in-memory `/empty`, or (`file`) two of them, two for a file of 100 kB
+/// (opened and read, then served from the cache) and one for a file of 300 kB
+/// (streamed: over the 200 kB file cache, its two pieces read as sent).
 fn http_server(file: bool) {
     let v = Veth::new("lh", 82);
     let dir = TempDir::new("lcore-http");
     let stats = dir.0.join("stats.jsonl");
     std::fs::write(dir.0.join("f"), vec![7u8; 100_000]).unwrap();
+    std::fs::write(dir.0.join("g"), vec![8u8; 300_000]).unwrap();
     let env = [
         ("IRONPATH_IFACE", v.port.clone()),
         ("IRONPATH_IPV4", v.ours4()),
         ("IRONPATH_IPV6", v.ours6()),
         ("IRONPATH_WWW", dir.0.display().to_string()),
+        ("IRONPATH_FILE_CACHE", "200000".to_string()),
     ];
     let what = format!(
         "configs/http-server.yaml (net_af_packet, arp, icmp_echo, rx_aggregate, tcp, tx_batch; curl {})",
@@ -950,15 +953,22 @@ fn http_server(file: bool) {
     );
     let t = Traced::run(&what, "http", "http-server.yaml", &env, &stats);
     let ping = ping_from(&v.ns, &v.ours4());
-    let url = format!("http://{}/empty", v.ours4());
-    let last = if file { format!("http://{}/f", v.ours4()) } else { url.clone() };
-    let o = v.exec_for(30, &["curl", "-sS", "--fail", "-o", "/dev/null", &url, &url, &url, &url, &last]);
+    let url = |path: &str| format!("http://{}/{}", v.ours4(), if file { path } else { "empty" });
+    let (e, f, g) = (url("empty"), url("f"), url("g"));
+    let o = v.exec_for(30, &["curl", "-sS", "--fail", "-o", "/dev/null", &e, &e, &f, &f, &g]);
     let (verdict, out) = t.finish(false);
     verdict.check();
     assert_eq!(ping, 5, "{out}");
     assert!(o.status.success(), "curl: {}\n{out}", text(&o));
     let last = last_stats(&stats).expect("stats");
     assert!(counter(&last, "tcp", "http_requests") >= 5, "{last}");
+    if file {
+        assert!(
+            counter(&last, "tcp", "file_io") >= 5,
+            "the files' opens and reads went to the file-I/O threads: {last}"
+        );
+        assert_eq!(counter(&last, "tcp", "files_streamed"), 1, "{last}");
+    }
 }
 
 #[test]

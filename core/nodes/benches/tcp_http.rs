@@ -5,8 +5,12 @@
 //! request, which in `ci/bench-tcp` hides among the kernel's per-frame costs.
 //!
 //! ```text
-//! tcp_http [--conns C] [--requests R] [--rounds N] [--thrash KIB]
+//! tcp_http [--conns C] [--requests R] [--rounds N] [--thrash KIB] [--file BYTES]
 //! ```
+//!
+//! `--file BYTES` serves a file of that size from a temporary web root (`/f`, in the
+//! file cache after its first request, checked by a file-I/O thread at most every
+//! second of the virtual clock) instead of the in-memory `/empty`.
 //!
 //! `--thrash KIB` writes that many KiB of other memory before each server call, as
 //! the kernel's receive and send work does between our polls in `ci/bench-tcp`: with
@@ -78,6 +82,12 @@ fn main() {
     let rounds = arg("--rounds", 200_000);
     let mut thrash = vec![0u8; arg("--thrash", 0) as usize * 1024];
     let hz = tsc_hz();
+    let file = std::env::args().any(|a| a == "--file").then(|| arg("--file", 0));
+    let root = std::env::temp_dir().join(format!("ironpath-tcp-http-bench-{}", std::process::id()));
+    if let Some(n) = file {
+        std::fs::create_dir_all(&root).expect("web root");
+        std::fs::write(root.join("f"), vec![b'x'; n as usize]).expect("file");
+    }
     let pool = Mempool::create(&MempoolConfig::new("tcp-bench", 16383).cache_size(256).policy(MemPolicy::NoHuge))
         .expect("mempool");
     let mut s = cfg([2, 0, 0, 0, 0, 2], SERVER, hz);
@@ -86,7 +96,7 @@ fn main() {
         app: ServerApp::Http,
         backlog: 1024,
         bytes: 0,
-        root: None,
+        root: file.map(|_| root.clone()),
         objects: "/empty=0".into(),
         congestion: None,
         dotfiles: false,
@@ -97,7 +107,7 @@ fn main() {
         port: 80,
         app: ClientApp::HttpGet,
         bytes: 0,
-        path: "/empty".into(),
+        path: if file.is_some() { "/f" } else { "/empty" }.into(),
         save: None,
         count: conns,
         requests: per_conn,
@@ -115,7 +125,9 @@ fn main() {
     let warmup = rounds / 10;
     for r in 0..rounds {
         now += step;
-        let counting = r >= warmup;
+        // Counted once every connection had an answer (a file's first request waits
+        // for the file-I/O threads, in real time, while the rounds run on).
+        let counting = r >= warmup && requests(&cs) >= u64::from(conns);
         let mut b = std::mem::take(&mut to_client);
         let before = requests(&cs);
         let t = rdtsc();
@@ -141,15 +153,19 @@ fn main() {
         frames_out += b.len() as u64;
         to_client = b;
     }
+    if file.is_some() {
+        let _ = std::fs::remove_dir_all(&root);
+    }
     let total = requests(&ss).max(1);
     println!("| node | requests | cycles/request |");
     println!("|---|---|---|");
     println!("| server (http) | {} | {:.0} |", requests(&ss), s_cyc as f64 / s_req.max(1) as f64);
     println!("| client (http_get) | {} | {:.0} |", requests(&cs), c_cyc as f64 / c_req.max(1) as f64);
     println!(
-        "\n{conns} connections, {rounds} rounds; frames per request: {:.2} to the server, {:.2} back; TSC {:.2} GHz",
+        "\n{conns} connections, {rounds} rounds; frames per request: {:.2} to the server, {:.2} back; {} HTTP errors; TSC {:.2} GHz",
         frames_in as f64 / total as f64,
         frames_out as f64 / total as f64,
+        ss.extra_by_name("http_errors").unwrap_or(0) + cs.extra_by_name("http_errors").unwrap_or(0),
         hz as f64 / 1e9
     );
 }

@@ -7,8 +7,9 @@
 //! much as its send buffer takes: a 100 MiB file is queued as one reference and
 //! leaves in window-sized slices.
 
-use super::files::{piece_cost, FileBody, Recent};
-use super::http_server::{HttpConn, Site};
+use super::files::{piece_cost, Delivery, FileBody, Files, Io, PieceAt};
+use super::http_server::HttpConn;
+use super::site::Site;
 use super::payload::Chunk;
 use ironpath_http as http;
 use ironpath_tcp::{Connection, Payload, State, Time};
@@ -88,6 +89,8 @@ pub struct AppEnv {
     /// budget, or all connections are over theirs: take no new work while some is
     /// under way (requests, file pieces, echo reads).
     pub held_back: bool,
+    /// File I/O (`None`: no site serves a directory).
+    pub io: Option<Io>,
 }
 
 /// Data queued by an application and not yet taken by the connection, and the heap
@@ -106,13 +109,26 @@ pub struct Sender {
     owned_pieces: VecDeque<(u64, usize)>,
     /// The sum of both.
     owned: usize,
+    /// The token of the piece read asked for the file being sent (at most one).
+    reading: Option<u32>,
+    /// A read failed: the response cannot be completed.
+    failed: bool,
+}
+
+/// How a [`Sender::flush`] ended short of the queue's end, when it did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Flushed {
+    /// `held_back` kept a streamed file's next piece from being read.
+    pub(super) held: bool,
+    /// A file's next piece is being read (or waits to be).
+    pub(super) io: bool,
 }
 
 /// What a [`Sender`] holds: bytes, or a range of a file, read as it is sent (with the
-/// piece being sent).
+/// piece being sent), and the response head that goes with its first bytes.
 enum Part {
     Data(Chunk),
-    File { body: Arc<FileBody>, off: u64, end: u64, piece: Option<(Arc<[u8]>, u64)> },
+    File { head: Option<Chunk>, body: Arc<FileBody>, off: u64, end: u64, piece: Option<(Arc<[u8]>, u64)> },
 }
 
 impl Sender {
@@ -136,13 +152,17 @@ impl Sender {
         }
     }
 
-    /// Queues the whole of `body`.
-    pub(super) fn push_file(&mut self, body: Arc<FileBody>) {
+    /// Queues `head` (shared, as [`Sender::push`]) and the whole of `body`: the head
+    /// leaves with the body's first bytes, once they are read (a small file goes in
+    /// one segment, not a head and then, a read later, its body).
+    pub(super) fn push_file(&mut self, head: Chunk, body: Arc<FileBody>) {
         let end = body.len();
-        if end > 0 {
-            self.bytes += end as usize;
-            self.queue.push_back(Part::File { body, off: 0, end, piece: None });
+        if end == 0 {
+            return self.push(head);
         }
+        self.bytes += head.len() + end as usize;
+        let head = (!head.is_empty()).then_some(head);
+        self.queue.push_back(Part::File { head, body, off: 0, end, piece: None });
     }
 
     /// The stream offset just past everything queued so far.
@@ -172,17 +192,21 @@ impl Sender {
     }
 
     /// Moves queued data into the connection's send buffer, as much as it takes. A
-    /// file is read a piece at a time, only as far as the buffer has room; while
-    /// `held_back`, a streamed file's next piece is read only once the send buffer is
-    /// empty (returns `Ok(true)` when that held it). A read that fails (the file
-    /// shrank since) is returned: the response cannot be completed.
+    /// file is read a piece at a time (through `files`: a read asked for completes at
+    /// a later poll), only as far as the buffer has room; while `held_back`, a
+    /// streamed file's next piece is read only once the send buffer is empty. Says
+    /// what stopped it; `Err` when a read failed (the file shrank since): the response
+    /// cannot be completed.
     pub(super) fn flush(
         &mut self,
         conn: &mut Connection<Chunk>,
         held_back: bool,
-        mut recent: Option<&mut Recent>,
-    ) -> std::io::Result<bool> {
-        let Sender { queue, bytes, sent, owned_pieces, owned, .. } = self;
+        mut files: Option<(&mut Files, &mut Io)>,
+    ) -> Result<Flushed, ()> {
+        if self.failed {
+            return Err(());
+        }
+        let Sender { queue, bytes, sent, owned_pieces, owned, reading, .. } = self;
         while let Some(part) = queue.front_mut() {
             match part {
                 Part::Data(c) => {
@@ -192,32 +216,60 @@ impl Sender {
                     *sent += n as u64;
                     if n < len {
                         *c = c.slice(n, len - n);
-                        return Ok(false);
+                        return Ok(Flushed::default());
                     }
                 }
-                Part::File { body, off, end, piece } => {
+                Part::File { head, body, off, end, piece } => {
                     while *off < *end {
                         if conn.send_free() == 0 {
-                            return Ok(false);
+                            return Ok(Flushed::default());
                         }
                         let have = piece.as_ref().is_some_and(|(p, s)| *off >= *s && *off < *s + p.len() as u64);
                         if !have {
+                            let waiting = Flushed { held: false, io: true };
+                            if reading.is_some() {
+                                return Ok(waiting);
+                            }
                             let streamed = !body.is_cached();
                             if streamed && held_back && conn.send_queue() > 0 {
-                                return Ok(true);
+                                return Ok(Flushed { held: true, io: false });
                             }
-                            let (p, s) = body.piece_at(*off, recent.as_deref_mut())?;
+                            let Some((files, io)) = files.as_mut() else { return Err(()) };
+                            let (s, len) = body.piece_span(*off);
+                            let got = match files.piece(body, *off, io) {
+                                PieceAt::Ready(p, _) => Some(p),
+                                PieceAt::Wait(t) => {
+                                    *reading = Some(t);
+                                    None
+                                }
+                                PieceAt::Busy => return Ok(waiting),
+                                PieceAt::Failed => return Err(()),
+                            };
                             if streamed {
-                                // Its memory is this connection's until its last byte
-                                // sent here is acknowledged.
-                                let last = (s + p.len() as u64).min(*end);
-                                let cost = piece_cost(p.len());
+                                // Its memory is this connection's from the read until
+                                // its last byte sent here is acknowledged.
+                                let last = (s + len as u64).min(*end);
+                                let cost = piece_cost(len);
+                                let before = head.as_ref().map_or(0, |h| h.len() as u64);
                                 *owned += cost;
-                                owned_pieces.push_back((*sent + (last - *off), cost));
+                                owned_pieces.push_back((*sent + before + (last - *off), cost));
                             }
-                            *piece = Some((p, s));
+                            match got {
+                                Some(p) => *piece = Some((p, s)),
+                                None => return Ok(waiting),
+                            }
                         }
-                        let Some((p, s)) = piece.as_ref() else { return Ok(false) };
+                        if let Some(h) = head.take() {
+                            let len = h.len();
+                            let n = conn.send(h.clone()).unwrap_or(0);
+                            *bytes -= n;
+                            *sent += n as u64;
+                            if n < len {
+                                *head = Some(h.slice(n, len - n));
+                                return Ok(Flushed::default());
+                            }
+                        }
+                        let Some((p, s)) = piece.as_ref() else { return Ok(Flushed::default()) };
                         let from = (*off - s) as usize;
                         let to = (p.len() as u64).min(*end - s) as usize;
                         let n = conn.send(Chunk::from_bytes(Arc::clone(p), from, to - from)).unwrap_or(0);
@@ -225,18 +277,45 @@ impl Sender {
                         *sent += n as u64;
                         *off += n as u64;
                         if n < to - from {
-                            return Ok(false);
+                            return Ok(Flushed::default());
                         }
                     }
                 }
             }
             queue.pop_front();
         }
-        Ok(false)
+        Ok(Flushed::default())
+    }
+
+    /// The read under `token` completed: its piece becomes the one the file being
+    /// sent goes on from (another token is a read this sender no longer waits for).
+    pub(super) fn piece_done(&mut self, token: u32, r: Result<(Arc<[u8]>, u64), ()>) {
+        if self.reading != Some(token) {
+            return;
+        }
+        self.reading = None;
+        match r {
+            Ok((p, s)) => {
+                if let Some(Part::File { piece, .. }) = self.queue.front_mut() {
+                    *piece = Some((p, s));
+                }
+            }
+            Err(()) => self.failed = true,
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// Whether the file being sent waits for a piece it does not have.
+    pub(super) fn stalled(&self) -> bool {
+        match self.queue.front() {
+            Some(Part::File { off, end, piece, .. }) => {
+                off < end && !piece.as_ref().is_some_and(|(p, s)| *off >= *s && *off < *s + p.len() as u64)
+            }
+            _ => false,
+        }
     }
 
     /// Drops everything queued (the connection is aborted: its send buffer goes too).
@@ -246,6 +325,8 @@ impl Sender {
         self.owned_parts.clear();
         self.owned_pieces.clear();
         self.owned = 0;
+        self.reading = None;
+        self.failed = false;
     }
 }
 
@@ -300,7 +381,7 @@ impl App {
                     env.stats.bytes_out += c.len() as u64;
                     out.push_owned(Chunk::from_vec(c.to_vec()));
                 }
-                let _ = out.flush(conn, false, None); // bytes only: cannot fail
+                let _ = out.flush(conn, false, None); // bytes only: cannot fail nor wait
                 close_when_peer_did(conn, out.is_empty());
             }
             App::Source { left, sent } => {
@@ -334,6 +415,13 @@ impl App {
             }
             App::Http(h) => h.poll(conn, env),
             App::HttpGet(g) => g.poll(conn, env),
+        }
+    }
+
+    /// A file-system request it made completed.
+    pub(super) fn io_done(&mut self, token: u32, d: Delivery) {
+        if let App::Http(h) = self {
+            h.io_done(token, d);
         }
     }
 

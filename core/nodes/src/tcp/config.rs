@@ -101,6 +101,16 @@ pub struct TcpLimits {
     /// `http`: descriptors of cached files a site keeps open at most (files whose
     /// pieces are not all in memory yet); least recently used ones are closed first.
     pub open_files: usize,
+    /// `http`: file-I/O threads of the node (every open, stat, read and close of a
+    /// served file runs on them, never on the lcore); 0 runs them on the node's own
+    /// thread at its next poll, for tests and fuzzing only (a blocking call on an lcore).
+    pub file_threads: usize,
+    /// `http`: file-system requests the node has outstanding at most (opens, checks,
+    /// piece reads); one peer may have `peer_share` percent of them.
+    pub file_io_queue: usize,
+    /// `http`: a cached file is served from memory, its name checked again (off the
+    /// lcore) at most this often.
+    pub file_check: std::time::Duration,
     /// Neighbour (IP to MAC) entries held at most; entries of addresses without a
     /// connection are evicted to make room.
     pub max_neighbours: usize,

@@ -56,6 +56,11 @@ ironpath_graph::counters! {
         FdExhausted("fd_exhausted", "HTTP requests answered 503: the file could not be opened for lack of descriptors"),
         FdsClosed("fds_closed", "descriptors of cached files closed to stay within open_files (least recently used first)"),
         FilesStreamed("files_streamed", "files opened to be streamed (read as sent, freed once acknowledged): larger than what file_cache had left"),
+        FileIo("file_io", "file-system requests handed to the file-I/O threads (opens, checks of cached files, piece reads)"),
+        FileIoFull("file_io_full", "times an HTTP request or a file piece waited: file_io_queue requests outstanding"),
+        FileIoPeerFull("file_io_peer_full", "times an HTTP request or a file piece waited: its peer had its share (peer_share) of file_io_queue outstanding"),
+        FileIoConnHeld("file_io_conn_held", "times an HTTP connection left pipelined requests unparsed behind one whose file was being opened (one at a time per connection)"),
+        FileIoTimeouts("file_io_timeouts", "HTTP requests answered 503, or responses reset, because their file did not open, or a piece did not arrive, within header_timeout"),
     }
 }
 

@@ -1,180 +1,21 @@
-//! The `http` application's server side: the [`Site`] (a root directory and
-//! in-memory objects; its files, opened beneath the root only, in
-//! [`Files`](super::files)) and one connection's request/response loop
-//! ([`HttpConn`]).
+//! The `http` application's server side: one connection's request/response loop
+//! ([`HttpConn`]) over its listener's [`Site`](super::site::Site). Responses go out
+//! in request order; a request whose file is not in memory waits for the file-I/O
+//! threads ([`Files`](super::files)), and the requests after it wait unparsed.
 
 use super::apps::{close_when_peer_did, AppEnv, Sender, MAX_HEAD};
-use super::files::Files;
-pub(super) use super::files::FileBody;
+use super::files::{Delivery, FileBody};
 use super::payload::Chunk;
+use super::site::{Body, Found, Looked};
 use ironpath_http as http;
 use ironpath_tcp::{Connection, Payload, State, Time};
-use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Bytes of responses a connection queues beyond what its send buffer holds; more
 /// requests wait.
 const MAX_QUEUED: usize = 4 << 20;
-
-/// A response body: bytes in memory, or a file.
-enum Body {
-    Bytes(Arc<[u8]>),
-    File(Arc<FileBody>),
-}
-
-impl Body {
-    pub(super) fn len(&self) -> u64 {
-        match self {
-            Body::Bytes(b) => b.len() as u64,
-            Body::File(f) => f.len(),
-        }
-    }
-}
-
-/// An HTTP site: a root directory and in-memory objects; files stay in memory once
-/// sent, up to a limit (read again when their size or time changes).
-///
-/// Files are opened beneath the root only (`openat2` with `RESOLVE_BENEATH` from a
-/// descriptor of the root): a symlink may lead elsewhere inside the root, never out
-/// of it (an absolute one not at all); names starting with `.` are refused unless
-/// `dotfiles` is set.
-pub struct Site {
-    dotfiles: bool,
-    /// Looked up by every request (a fixed key: the requests do not choose the keys).
-    objects: HashMap<String, Object, crate::hash::KeyedState>,
-    pub(super) files: Files,
-}
-
-/// An in-memory object: its body and its two possible 200 response heads (written
-/// once: a request for an object copies no head bytes and allocates nothing).
-struct Object {
-    body: Arc<[u8]>,
-    /// The head with `Connection: close`, then with `Connection: keep-alive`.
-    heads: [Arc<[u8]>; 2],
-}
-
-const OBJECT_TYPE: &str = "application/octet-stream";
-
-/// What [`Site::lookup`] found: the body, its content type, and a ready response head
-/// (objects only).
-struct Found {
-    body: Body,
-    ctype: &'static str,
-    head: Option<Arc<[u8]>>,
-}
-
-impl Site {
-    /// A site serving `root` (if any) and `objects` (`/path=size` pairs, comma-separated;
-    /// each object is `size` bytes of the pattern, `/empty=0` an empty one).
-    pub fn new(root: Option<PathBuf>, objects: &str, dotfiles: bool) -> Result<Site, String> {
-        let mut map = HashMap::with_hasher(crate::hash::KeyedState::default());
-        for item in objects.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (path, size) = item.split_once('=').ok_or_else(|| format!("object `{item}` is not `/path=size`"))?;
-            if !path.starts_with('/') {
-                return Err(format!("object path `{path}` must start with `/`"));
-            }
-            let size: usize =
-                size.trim().parse().map_err(|_| format!("object `{item}`: `{size}` is not a size in bytes"))?;
-            if size > 1 << 30 {
-                return Err(format!("object `{item}` is larger than 1 GiB"));
-            }
-            let body: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-            let head = |keep_alive| {
-                let mut v = Vec::new();
-                http::response_head(&mut v, http::Status(200), size as u64, OBJECT_TYPE, keep_alive);
-                Arc::<[u8]>::from(v)
-            };
-            map.insert(path.trim().to_owned(), Object { body: body.into(), heads: [head(false), head(true)] });
-        }
-        Ok(Site { dotfiles, objects: map, files: Files::new(root) })
-    }
-
-    /// Keeps at most `cache` bytes of files in memory (larger files are streamed) and
-    /// `open_files` descriptors of cached files open (see [`Files`]).
-    pub fn set_file_limits(&mut self, cache: u64, open_files: usize) {
-        self.files.set_limits(cache, open_files);
-    }
-
-    /// The body a GET of `target` answers with, read whole, or the error status (for
-    /// tests and fuzzing: the node sends bodies a piece at a time).
-    pub fn get(&mut self, target: &str) -> Result<Vec<u8>, http::Status> {
-        match self.lookup(target, false)?.body {
-            Body::Bytes(b) => Ok(b.to_vec()),
-            Body::File(f) => {
-                let mut v = Vec::with_capacity(f.len() as usize);
-                while (v.len() as u64) < f.len() {
-                    let (piece, start) = f.piece_at(v.len() as u64, None).map_err(|_| http::Status(500))?;
-                    v.extend_from_slice(&piece[(v.len() as u64 - start) as usize..]);
-                }
-                Ok(v)
-            }
-        }
-    }
-
-    /// The body for `target` and its content type: an object (with its ready 200 head
-    /// for `keep_alive`), or a file under the root.
-    fn lookup(&mut self, target: &str, keep_alive: bool) -> Result<Found, http::Status> {
-        let bare = target.split(['?', '#']).next().unwrap_or(target);
-        if let Some(o) = self.objects.get(bare) {
-            let head = Arc::clone(&o.heads[usize::from(keep_alive)]);
-            return Ok(Found { body: Body::Bytes(Arc::clone(&o.body)), ctype: OBJECT_TYPE, head: Some(head) });
-        }
-        // Lexically first (no `..`, no encoded slash, the index of a directory), then
-        // opened beneath the root's descriptor.
-        let path = http::resolve_path(Path::new("/"), target)?;
-        let rel = path.strip_prefix("/").map_err(|_| http::Status(404))?;
-        if !self.dotfiles && rel.components().any(|c| c.as_os_str().as_encoded_bytes().starts_with(b".")) {
-            return Err(http::Status(404));
-        }
-        let body = self.files.file(rel)?;
-        Ok(Found { body: Body::File(body), ctype: http::content_type(rel), head: None })
-    }
-}
-
-/// Opening files beneath a directory, never outside it.
-pub(crate) mod beneath {
-    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
-    use std::fs::File;
-    use std::os::fd::{AsFd, OwnedFd};
-    use std::path::{Component, Path};
-
-    /// The directory `dir`, for [`open`].
-    pub fn open_dir(dir: &Path) -> std::io::Result<OwnedFd> {
-        Ok(rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
-    }
-
-    /// The file `rel` beneath `dir`, read-only. Symlinks are followed while they stay
-    /// beneath `dir` (`openat2`'s `RESOLVE_BENEATH`: no `..` above it, no absolute
-    /// link, no magic `/proc` link); a kernel without `openat2` gets a walk that
-    /// follows no symlink at all. Non-blocking, so that a FIFO cannot stall the lcore.
-    pub fn open(dir: &OwnedFd, rel: &Path) -> std::io::Result<File> {
-        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
-        let how = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-        match openat2(dir.as_fd(), rel, flags, Mode::empty(), how) {
-            Ok(fd) => Ok(File::from(fd)),
-            Err(rustix::io::Errno::NOSYS) => walk(dir, rel, flags),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Component by component with `O_NOFOLLOW`.
-    fn walk(dir: &OwnedFd, rel: &Path, flags: OFlags) -> std::io::Result<File> {
-        let parts: Vec<_> = rel.components().collect();
-        let mut cur: Option<OwnedFd> = None;
-        for (i, c) in parts.iter().enumerate() {
-            let Component::Normal(name) = c else {
-                return Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
-            };
-            let at = cur.as_ref().map_or(dir.as_fd(), |f| f.as_fd());
-            let last = i + 1 == parts.len();
-            let f = if last { flags } else { OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC };
-            cur = Some(rustix::fs::openat(at, *name, f | OFlags::NOFOLLOW, Mode::empty())?);
-        }
-        cur.map(File::from).ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
-    }
-}
-
 
 /// One HTTP server connection.
 pub struct HttpConn {
@@ -205,6 +46,25 @@ pub struct HttpConn {
     body_since: Option<Time>,
     /// When a timeout closes the connection unless something happens first.
     pub(super) deadline: Option<Time>,
+    /// The request whose file is being opened: answered before any later request is
+    /// parsed.
+    awaiting: Option<Awaiting>,
+    /// Since when the connection has waited for file I/O (an open, or a piece of the
+    /// file it sends).
+    io_since: Option<Time>,
+}
+
+/// A request waiting for its file.
+struct Awaiting {
+    rel: PathBuf,
+    ctype: &'static str,
+    keep_alive: bool,
+    head_only: bool,
+    /// The open's token (`None`: not asked for yet, the queue or the peer's share was
+    /// full, or another request is opening the file).
+    token: Option<u32>,
+    /// What its completion brought.
+    result: Option<Result<Arc<FileBody>, http::Status>>,
 }
 
 impl HttpConn {
@@ -225,6 +85,8 @@ impl HttpConn {
             head_since: None,
             body_since: None,
             deadline: None,
+            awaiting: None,
+            io_since: None,
         }
     }
 
@@ -248,34 +110,132 @@ impl HttpConn {
             self.responses_heap -= heap;
         }
         if !self.closing && self.deadline.is_some_and(|d| now >= d) {
-            self.time_out(conn, env);
+            if self.io_since.is_some() {
+                if self.io_time_out(conn, env) {
+                    return;
+                }
+            } else {
+                self.time_out(conn, env);
+            }
         }
+        self.settle(env, now);
         self.requests(conn, env, now);
         let held_back = env.held_back;
-        match self.out.flush(conn, held_back, Some(&mut env.sites[self.site].files.recent)) {
-            Ok(held) => env.stats.held_back += u64::from(held),
-            Err(_) => {
+        let files = env.io.as_mut().map(|io| (&mut env.sites[self.site].files, io));
+        let io_wait = match self.out.flush(conn, held_back, files) {
+            Ok(f) => {
+                env.stats.held_back += u64::from(f.held);
+                f.io
+            }
+            Err(()) => {
                 // A file could not be read to the length announced: end the connection
                 // with a reset, so the peer does not take the short body as complete.
                 env.stats.http_errors += 1;
-                self.out.clear();
-                self.pending = None;
-                self.responses.clear();
-                self.responses_heap = 0;
-                self.closing = true;
-                conn.abort();
+                self.abort(conn);
                 return;
             }
+        };
+        if io_wait || self.awaiting.is_some() {
+            self.io_since.get_or_insert(now);
+        } else {
+            self.io_since = None;
         }
         if self.closing && self.out.is_empty() && conn.may_send() {
             conn.close();
         }
-        close_when_peer_did(conn, self.out.is_empty() && !self.waiting);
+        close_when_peer_did(conn, self.out.is_empty() && !self.waiting && self.awaiting.is_none());
         if self.heads.buffered().is_empty() && self.heads.capacity() > 2 * 1024 {
             // A large burst of requests is over: give back its buffer.
             self.heads.release();
         }
         self.deadline = self.next_deadline(conn, env);
+    }
+
+    /// Ends the connection with a reset, dropping what it queued.
+    fn abort(&mut self, conn: &mut Connection<Chunk>) {
+        self.out.clear();
+        self.pending = None;
+        self.responses.clear();
+        self.responses_heap = 0;
+        self.awaiting = None;
+        self.closing = true;
+        conn.abort();
+    }
+
+    /// A file-system request of this connection completed (one it no longer waits for
+    /// is dropped).
+    pub(super) fn io_done(&mut self, token: u32, d: Delivery) {
+        match d {
+            Delivery::File(r) => {
+                if let Some(a) = self.awaiting.as_mut().filter(|a| a.token == Some(token)) {
+                    a.result = Some(r);
+                }
+            }
+            Delivery::Retried(again) => {
+                if let Some(a) = self.awaiting.as_mut().filter(|a| a.token == Some(token)) {
+                    a.token = Some(again);
+                }
+            }
+            Delivery::Piece(r) => self.out.piece_done(token, r),
+            Delivery::Nothing => {}
+        }
+    }
+
+    /// The request waiting for its file: answered if the file came, asked for again if
+    /// it could not be yet.
+    fn settle(&mut self, env: &mut AppEnv, now: Time) {
+        let Some(a) = self.awaiting.as_mut() else { return };
+        if let Some(r) = a.result.take() {
+            let (ctype, keep_alive, head_only) = (a.ctype, a.keep_alive, a.head_only);
+            self.awaiting = None;
+            let found = r.map(|body| Found { body: Body::File(body), ctype, head: None }).map_err(|s| files_said(s, env));
+            self.answer(found, keep_alive, head_only, env);
+            return;
+        }
+        if a.token.is_some() {
+            return;
+        }
+        let Some(io) = env.io.as_mut() else { return };
+        let looked = match env.sites[self.site].files.file(&a.rel, io, now) {
+            super::files::Lookup::Found(b) => Ok(Found { body: Body::File(b), ctype: a.ctype, head: None }),
+            super::files::Lookup::Failed(s) => Err(files_said(s, env)),
+            super::files::Lookup::Wait(t) => {
+                a.token = Some(t);
+                return;
+            }
+            super::files::Lookup::Busy => return,
+        };
+        let (keep_alive, head_only) = (a.keep_alive, a.head_only);
+        self.awaiting = None;
+        self.answer(looked, keep_alive, head_only, env);
+    }
+
+    /// File I/O took longer than `header_timeout`: a request still waiting for its
+    /// file is answered 503; a response still waiting for a piece is reset (returns
+    /// true). What came meanwhile is not timed out.
+    fn io_time_out(&mut self, conn: &mut Connection<Chunk>, env: &mut AppEnv) -> bool {
+        self.io_since = None;
+        let late = match &self.awaiting {
+            Some(a) => a.result.is_none(),
+            None => self.out.stalled(),
+        };
+        if !late {
+            return false;
+        }
+        if let Some(io) = env.io.as_mut() {
+            io.stats.timeouts += 1;
+        }
+        match self.awaiting.take() {
+            Some(a) => {
+                self.answer(Err(http::Status::SERVICE_UNAVAILABLE), a.keep_alive, a.head_only, env);
+                false
+            }
+            None => {
+                env.stats.http_errors += 1;
+                self.abort(conn);
+                true
+            }
+        }
     }
 
     /// Answers the requests received, parsing them only while fewer than
@@ -285,6 +245,14 @@ impl HttpConn {
         self.waiting = false;
         let bound = if env.held_back { 1 } else { env.max_pipeline.max(1) };
         while !self.closing {
+            if self.awaiting.is_some() {
+                // One request at a time waits for its file; the next ones after it.
+                self.waiting = self.pending.is_some() || !self.heads.buffered().is_empty() || conn.recv_queue() > 0;
+                if let Some(io) = env.io.as_mut().filter(|_| self.waiting) {
+                    io.stats.conn_held += 1;
+                }
+                break;
+            }
             if self.responses.len() >= bound || self.out.bytes >= MAX_QUEUED {
                 self.waiting = self.pending.is_some() || !self.heads.buffered().is_empty() || conn.recv_queue() > 0;
                 if self.waiting {
@@ -303,7 +271,7 @@ impl HttpConn {
                         self.body_since = (self.heads.skipping() > 0).then_some(now);
                         // A pipelined request already begun starts its own clock.
                         self.head_since = (!self.heads.buffered().is_empty()).then_some(now);
-                        self.respond(&req, env);
+                        self.respond(&req, env, now);
                         continue;
                     }
                     http::Parse::Error(status) => {
@@ -365,6 +333,11 @@ impl HttpConn {
             return None;
         }
         let t = env.timeouts;
+        if let Some(since) = self.io_since {
+            // File I/O under way: it must end within the head's time.
+            self.idle_since = None;
+            return t.header.map(|d| since + d);
+        }
         if self.waiting {
             // Requests wait for responses on their way: the engine's send timeout
             // watches those.
@@ -419,13 +392,25 @@ impl HttpConn {
         self.responses_heap += heap;
     }
 
-    fn respond(&mut self, req: &http::Request, env: &mut AppEnv) {
+    fn respond(&mut self, req: &http::Request, env: &mut AppEnv, now: Time) {
         let head_only = req.method == http::Method::Head;
         env.stats.http_requests += 1;
-        let found = match req.method {
-            http::Method::Other => Err(http::Status(405)),
-            _ => env.sites[self.site].lookup(&req.path, req.keep_alive),
+        let looked = match req.method {
+            http::Method::Other => Looked::Failed(http::Status(405)),
+            _ => env.sites[self.site].lookup(&req.path, req.keep_alive, env.io.as_mut(), now),
         };
+        match looked {
+            Looked::Ready(found) => self.answer(Ok(found), req.keep_alive, head_only, env),
+            Looked::Failed(status) => self.answer(Err(files_said(status, env)), req.keep_alive, head_only, env),
+            Looked::Wait { rel, ctype, token } => {
+                self.awaiting =
+                    Some(Awaiting { rel, ctype, keep_alive: req.keep_alive, head_only, token, result: None });
+            }
+        }
+    }
+
+    /// Queues the response to a request: `found`'s head and body, or an error.
+    fn answer(&mut self, found: Result<Found, http::Status>, keep_alive: bool, head_only: bool, env: &mut AppEnv) {
         let mut heap = 0;
         match found {
             Ok(Found { body, ctype, head }) => {
@@ -436,32 +421,31 @@ impl HttpConn {
                     }
                     None => {
                         let mut v = Vec::with_capacity(160);
-                        http::response_head(&mut v, http::Status(200), body.len(), ctype, req.keep_alive);
+                        http::response_head(&mut v, http::Status(200), body.len(), ctype, keep_alive);
                         let c = Chunk::from_vec(v);
                         heap = c.truesize();
                         c
                     }
                 };
                 env.stats.bytes_out += head.len() as u64;
-                self.out.push(head);
-                if !head_only {
+                if head_only {
+                    self.out.push(head);
+                } else {
                     env.stats.bytes_out += body.len();
                     match body {
                         Body::Bytes(b) => {
                             let len = b.len();
+                            self.out.push(head);
                             self.out.push(Chunk::from_bytes(b, 0, len));
                         }
-                        Body::File(f) => self.out.push_file(f),
+                        Body::File(f) => self.out.push_file(head, f),
                     }
                 }
             }
             Err(status) => {
                 env.stats.http_errors += 1;
-                if status == http::Status::SERVICE_UNAVAILABLE {
-                    env.stats.fd_exhausted += 1;
-                }
                 let mut v = Vec::with_capacity(160);
-                http::error_response(&mut v, status, req.keep_alive, head_only);
+                http::error_response(&mut v, status, keep_alive, head_only);
                 env.stats.bytes_out += v.len() as u64;
                 let c = Chunk::from_vec(v);
                 heap = c.truesize();
@@ -470,8 +454,17 @@ impl HttpConn {
         }
         self.responses.push_back((self.out.queued_end(), heap));
         self.responses_heap += heap;
-        if !req.keep_alive {
+        if !keep_alive {
             self.closing = true;
         }
     }
+}
+
+/// `status`, an error a site's lookup answered with (a 503: its file could not be
+/// opened for lack of descriptors, counted).
+fn files_said(status: http::Status, env: &mut AppEnv) -> http::Status {
+    if status == http::Status::SERVICE_UNAVAILABLE {
+        env.stats.fd_exhausted += 1;
+    }
+    status
 }

@@ -169,7 +169,10 @@ const PARAMS: &[ParamSpec] = &[
     param("peer_share", ParamKind::Uint { min: 1, max: 100 }, false, Some("25"), "percent of the node's memory budget (memory_limit, pool_share) one peer (an IPv4 address, an IPv6 /64) may hold: its received data and its applications' heap (unread requests, queued responses, streamed file pieces, echo copies); beyond it that peer's data is dropped (out-of-order first; counted: peer_mem_dropped), its applications take no new work while they have some (held_back) and its SYNs are refused (peer_mem_refused)"),
     param("max_pipeline", ParamKind::Uint { min: 1, max: 4096 }, false, Some("16"), "http: responses a connection may have queued or unacknowledged; pipelined requests beyond wait unparsed in the receive buffer (counted: pipeline_held)"),
     param("file_cache", ParamKind::Uint { min: 0, max: 1 << 40 }, false, Some("1073741824"), "http: bytes of files each listener keeps in memory once read; a file that does not fit is streamed (counted: files_streamed): read a piece at a time as the send buffer takes it, each piece freed once acknowledged"),
-    param("open_files", ParamKind::Uint { min: 1, max: 10_000_000 }, false, Some("4096"), "http: descriptors of cached files kept open per listener (a file is closed once all of it is in memory), at most a quarter of the process's descriptor limit (RLIMIT_NOFILE, raised to its hard limit at start); least recently used closed first (counted: fds_closed); a file that cannot be opened for lack of descriptors is a 503 (fd_exhausted)"),
+    param("open_files", ParamKind::Uint { min: 1, max: 10_000_000 }, false, Some("4096"), "http: descriptors of cached files kept open per listener (a file is closed once all of it is in memory), at most a quarter of the process's descriptor limit (RLIMIT_NOFILE, raised to its hard limit at start); least recently used closed first (counted: fds_closed); streamed files hold at most as many more; a file that cannot be opened for lack of descriptors is a 503 (fd_exhausted)"),
+    param("file_threads", ParamKind::Uint { min: 1, max: 64 }, false, Some("2"), "http: threads of the node that make every file-system call of its listeners (open beneath the root, stat, read, close), so that none is made on the lcore; a request whose file is not in memory waits for its completion (its connection has nothing to send, the others go on), and a new request goes to the thread with the fewest outstanding (a thread stuck on a slow file gets no more while another is free); an idle thread looks for work at least every millisecond"),
+    param("file_io_queue", ParamKind::Uint { min: 1, max: 65536 }, false, Some("256"), "http: file-system requests (opens, checks, piece reads of 256 KiB, each piece's buffer allocated when asked for) the node has outstanding at most; one peer (an IPv4 address, an IPv6 /64) may have peer_share percent of them (at least one) and a connection one open and one piece read; a request beyond waits (counted: file_io_full, file_io_peer_full, file_io_conn_held)"),
+    param("file_check", ParamKind::Duration, false, Some("1s"), "http: a cached file is served from memory with no file-system call; a file-I/O thread checks at most this often that its name still leads to the same file (device, inode, size, modification time), the cached copy served meanwhile, and once it does not later requests read it again (0: a check at every request, still not waited for)"),
     param("max_neighbours", ParamKind::Uint { min: 16, max: 10_000_000 }, false, Some("65536"), "IP-to-MAC entries kept; entries of addresses without a connection are evicted to make room (counted: neigh_evicted)"),
 ];
 
@@ -261,6 +264,9 @@ pub fn config(p: Values<'_>, tso: bool) -> Result<TcpConfig, NodeError> {
             max_pipeline: p.int("max_pipeline")?,
             file_cache: p.uint("file_cache")?,
             open_files: p.int("open_files")?,
+            file_threads: p.int("file_threads")?,
+            file_io_queue: p.int("file_io_queue")?,
+            file_check: dur("file_check")?,
             max_neighbours: p.int("max_neighbours")?,
             header_timeout: p.nonzero_duration("header_timeout")?,
             keepalive_timeout: p.nonzero_duration("keepalive_timeout")?,

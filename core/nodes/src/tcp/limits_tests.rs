@@ -13,15 +13,17 @@ use std::time::Duration;
 /// TSC ticks per second of these tests (a virtual nanosecond clock).
 const HZ: u64 = 1_000_000_000;
 
-fn limits() -> TcpLimits {
+pub(super) fn limits() -> TcpLimits {
     TcpLimits {
         header_timeout: Some(Duration::from_secs(2)),
         keepalive_timeout: Some(Duration::from_secs(3)),
+        // File I/O at the next poll, on this thread: deterministic.
+        file_threads: 0,
         ..TcpLimits::default()
     }
 }
 
-fn server_cfg(root: Option<std::path::PathBuf>, limits: TcpLimits) -> TcpConfig {
+pub(super) fn server_cfg(root: Option<std::path::PathBuf>, limits: TcpLimits) -> TcpConfig {
     TcpConfig {
         mac: US_MAC,
         addresses: vec![IpAddress::V4(US4), IpAddress::V6(US6)],
@@ -48,18 +50,18 @@ fn server_cfg(root: Option<std::path::PathBuf>, limits: TcpLimits) -> TcpConfig 
 }
 
 /// One scripted TCP endpoint (no options: no timestamps, SACK or window scaling).
-struct Peer {
+pub(super) struct Peer {
     mac: [u8; 6],
     ip: IpAddress,
-    port: u16,
+    pub(super) port: u16,
     /// Next sequence number to send.
-    seq: u32,
+    pub(super) seq: u32,
     /// Next sequence number expected from the node.
-    ack: u32,
+    pub(super) ack: u32,
 }
 
 impl Peer {
-    fn new(ip: Ipv4Addr, port: u16) -> Peer {
+    pub(super) fn new(ip: Ipv4Addr, port: u16) -> Peer {
         Peer { mac: PEER_MAC, ip: IpAddress::V4(ip), port, seq: 1_000_000 + u32::from(port) * 7919, ack: 0 }
     }
 
@@ -90,31 +92,31 @@ impl Peer {
         }
     }
 
-    fn frame(&self, flags: u8, off: u32, payload: &[u8]) -> Vec<u8> {
+    pub(super) fn frame(&self, flags: u8, off: u32, payload: &[u8]) -> Vec<u8> {
         self.frame_from(self.mac, flags, off, payload)
     }
 }
 
 /// The node under test with its clock and stats.
-struct Bench {
+pub(super) struct Bench {
     pool: Mempool,
-    node: TcpNode,
+    pub(super) node: TcpNode,
     st: NodeStats,
-    now: u64,
+    pub(super) now: u64,
 }
 
 /// What the node sent: (destination MAC, flags, seq, ack, dst port, payload).
-type Sent = ([u8; 6], u8, u32, u32, u16, Vec<u8>);
+pub(super) type Sent = ([u8; 6], u8, u32, u32, u16, Vec<u8>);
 
 impl Bench {
-    fn new(pool: Mempool, cfg: TcpConfig) -> Bench {
+    pub(super) fn new(pool: Mempool, cfg: TcpConfig) -> Bench {
         let node = TcpNode::new(cfg, pool.clone()).unwrap();
         let st = stats(&node);
         Bench { pool, node, st, now: 1 }
     }
 
     /// Feeds `frames` (in bursts) at the current time and returns what the node sent.
-    fn feed(&mut self, frames: &[Vec<u8>]) -> Vec<Sent> {
+    pub(super) fn feed(&mut self, frames: &[Vec<u8>]) -> Vec<Sent> {
         let mut sent = Vec::new();
         for chunk in frames.chunks(32) {
             let mut b = crate::tests::burst(&self.pool, chunk);
@@ -130,7 +132,7 @@ impl Bench {
     }
 
     /// Advances the clock by `d` in 10 ms polls; returns what was sent.
-    fn advance(&mut self, d: Duration) -> Vec<Sent> {
+    pub(super) fn advance(&mut self, d: Duration) -> Vec<Sent> {
         let end = self.now + d.as_nanos() as u64;
         let mut sent = Vec::new();
         while self.now < end {
@@ -141,7 +143,7 @@ impl Bench {
     }
 
     /// Opens a connection from `p` (SYN, SYN-ACK, ACK).
-    fn connect(&mut self, p: &mut Peer) -> bool {
+    pub(super) fn connect(&mut self, p: &mut Peer) -> bool {
         let out = self.feed(&[p.frame(0x02, 0, &[])]);
         let Some(synack) = out.iter().find(|s| s.4 == p.port && s.1 & 0x12 == 0x12) else { return false };
         p.seq = p.seq.wrapping_add(1);
@@ -150,7 +152,7 @@ impl Bench {
         true
     }
 
-    fn counter(&self, name: &str) -> u64 {
+    pub(super) fn counter(&self, name: &str) -> u64 {
         counter(&self.st, name)
     }
 
@@ -330,7 +332,10 @@ fn files_are_served_from_beneath_the_root_only() {
         let mut p = Peer::new(PEER4, port);
         assert!(b.connect(&mut p));
         let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
-        let out = b.feed(&[p.frame(0x18, 0, req.as_bytes())]);
+        let mut out = b.feed(&[p.frame(0x18, 0, req.as_bytes())]);
+        for _ in 0..2 {
+            out.extend(b.feed(&[])); // a file's open, then its read, complete at the next poll
+        }
         let resp: Vec<u8> = out.iter().filter(|s| s.4 == port).flat_map(|s| s.5.clone()).collect();
         let text = String::from_utf8_lossy(&resp).into_owned();
         (text.get(9..12).unwrap_or("").to_owned(), text)
@@ -613,7 +618,10 @@ fn a_streamed_file_costs_its_reader_the_pieces_in_flight_only() {
     };
     for p in &mut readers {
         assert!(b.connect(p));
-        let out = b.feed(&[p.frame(0x18, 0, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")]);
+        let mut out = b.feed(&[p.frame(0x18, 0, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")]);
+        for _ in 0..2 {
+            out.extend(b.feed(&[])); // the open, then the first read, complete at the next poll
+        }
         p.seq = p.seq.wrapping_add(31);
         take(&out, &mut unacked);
     }

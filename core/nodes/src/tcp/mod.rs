@@ -18,7 +18,9 @@
 //!
 //! The node is polled: timers (retransmission, delayed ACK, persist, keep-alive)
 //! run from a heap keyed by each connection's `poll_at`, and applications are
-//! polled whenever their connection changed. A connection in TIME-WAIT leaves the
+//! polled whenever their connection changed or a file-system request they made
+//! completed (`http` serving files: every file-system call runs on the node's
+//! file-I/O threads, [`io_threads`], never on the lcore). A connection in TIME-WAIT leaves the
 //! table for a compact one ([`ironpath_tcp::TimeWait`], 152 bytes instead of a
 //! ~1 KiB slot) that answers its peer until 2 MSL are over (`max_time_wait` bounds
 //! it; ends are queued in order, no heap).
@@ -27,21 +29,25 @@ mod apps;
 mod budget;
 mod config;
 mod counters;
+mod file_io;
 mod files;
 mod frame;
 mod http_server;
 mod input;
+mod io_threads;
 mod kind;
 pub mod payload;
 mod peers;
 mod service;
+mod site;
 pub mod trace;
 mod wire;
 
 use apps::{App, AppEnv, HttpGet};
 use budget::{account_heap, account_rx};
 pub use files::raise_descriptor_limit;
-pub use http_server::Site;
+pub use site::LocalSite;
+use site::Site;
 use peers::Peers;
 pub use config::{ConnectCfg, ListenCfg, TcpConfig, TcpLimits};
 use counters::*;
@@ -100,6 +106,8 @@ struct Entry {
     /// peer acknowledged data, or the application read some).
     una: SeqNum,
     progress_at: Time,
+    /// Among the node's I/O waiters (polled again at the next file-I/O completion).
+    io_wait: bool,
 }
 
 impl Entry {
@@ -173,6 +181,11 @@ pub struct TcpNode {
     states: [u64; TcpGauge::COUNT],
     /// The gauges as last published.
     published: [u64; TcpGauge::COUNT],
+    /// Connections (slot, id) waiting for file-I/O progress they did not ask for: a
+    /// full queue, a piece or a file another connection reads or opens.
+    io_waiters: Vec<(u32, u64)>,
+    /// File-system requests one peer may have outstanding.
+    peer_io_limit: u32,
 }
 
 /// A starting IPv4 identification for a connection (from its ports: not guessable
@@ -222,6 +235,7 @@ impl TcpNode {
                 return Err(format!("`connect` to {}: no address of that family in `addresses`", c.to));
             }
         }
+        let io = file_io::start(&mut sites, &cfg.limits)?;
         let timeouts =
             apps::HttpTimeouts { header: cfg.limits.header_timeout, keepalive: cfg.limits.keepalive_timeout };
         let env = AppEnv {
@@ -232,6 +246,7 @@ impl TcpNode {
             timeouts,
             max_pipeline: cfg.limits.max_pipeline.max(1),
             held_back: false,
+            io,
         };
         let seed = u64::from_le_bytes(cfg.isn_secret[..8].try_into().unwrap_or_default());
         // What received data may pin: `memory_limit`, and the pool share (less 1/5,
@@ -243,6 +258,8 @@ impl TcpNode {
             m => m.min(share),
         };
         let peer_limit = mem_limit * u64::from(cfg.limits.peer_share.clamp(1, 100)) / 100;
+        let peer_io = cfg.limits.file_io_queue * cfg.limits.peer_share.clamp(1, 100) as usize / 100;
+        let peer_io_limit = u32::try_from(peer_io.max(1)).unwrap_or(u32::MAX);
         Ok(TcpNode {
             peers: Peers::new(key),
             peer_limit,
@@ -283,6 +300,8 @@ impl TcpNode {
             rx_held: 0,
             states: [0; TcpGauge::COUNT],
             published: [0; TcpGauge::COUNT],
+            io_waiters: Vec::new(),
+            peer_io_limit,
             cfg,
         })
     }
@@ -347,6 +366,7 @@ impl TcpNode {
             heap: 0,
             una: conn_una,
             progress_at: now,
+            io_wait: false,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -529,6 +549,20 @@ impl TcpNode {
                 cx.count(k, v);
             }
         }
+        if let Some(io) = self.env.io.as_mut() {
+            let s = std::mem::take(&mut io.stats);
+            for (k, v) in [
+                (TcpCounter::FileIo, s.submitted),
+                (TcpCounter::FileIoFull, s.full),
+                (TcpCounter::FileIoPeerFull, s.peer_full),
+                (TcpCounter::FileIoConnHeld, s.conn_held),
+                (TcpCounter::FileIoTimeouts, s.timeouts),
+            ] {
+                if v != 0 {
+                    cx.count(k, v);
+                }
+            }
+        }
         for site in &mut self.env.sites {
             let closed = std::mem::take(&mut site.files.fds_closed);
             if closed != 0 {
@@ -552,6 +586,7 @@ impl Node for TcpNode {
             self.start_clients(cx, now);
         }
         self.completions();
+        self.file_completions(now);
         for m in input.drain(..) {
             self.input(cx, now, m, &mut out);
         }
@@ -629,3 +664,6 @@ mod tests;
 
 #[cfg(test)]
 mod limits_tests;
+
+#[cfg(test)]
+mod file_io_tests;

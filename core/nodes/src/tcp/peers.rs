@@ -2,7 +2,10 @@
 //! /64 (one host is given a whole /64 and may use any address in it). Each has a
 //! count of its connections (`max_per_peer`) and the memory they hold (`peer_share`):
 //! received data charged at its buffers, plus the heap their applications keep for
-//! them. A connection keeps its peer's index, so charging costs no lookup.
+//! them; and the file-system requests it has outstanding (`file_io_queue`). A
+//! connection keeps its peer's index, so charging costs no lookup. A peer is forgotten
+//! once it has no connection and no request outstanding (a request outlives the
+//! connection that made it).
 
 use crate::hash::KeyedState;
 use ironpath_wire::IpAddress;
@@ -25,6 +28,8 @@ struct PeerUse {
     key: IpAddress,
     conns: u32,
     held: u64,
+    /// File-system requests outstanding.
+    io: u32,
 }
 
 /// The peers with connections, by [`peer_key`].
@@ -53,7 +58,7 @@ impl Peers {
         let i = match self.index.get(&key) {
             Some(&i) => i,
             None => {
-                let p = PeerUse { key, conns: 0, held: 0 };
+                let p = PeerUse { key, conns: 0, held: 0, io: 0 };
                 let i = match self.free.pop() {
                     Some(i) => {
                         self.slots[i as usize] = p;
@@ -76,10 +81,37 @@ impl Peers {
     pub(super) fn detach(&mut self, i: u32) {
         let Some(p) = self.slots.get_mut(i as usize) else { return };
         p.conns = p.conns.saturating_sub(1);
-        if p.conns == 0 {
+        self.forget_unused(i);
+    }
+
+    /// Forgets peer `i` if it has no connection and no request outstanding.
+    fn forget_unused(&mut self, i: u32) {
+        let Some(p) = self.slots.get(i as usize) else { return };
+        if p.conns == 0 && p.io == 0 {
             debug_assert_eq!(p.held, 0, "a peer without connections holds nothing");
             self.index.remove(&p.key);
             self.free.push(i);
+        }
+    }
+
+    /// File-system requests peer `i` has outstanding.
+    #[inline]
+    pub(super) fn io(&self, i: u32) -> u32 {
+        self.slots.get(i as usize).map_or(0, |p| p.io)
+    }
+
+    /// Peer `i` (with a connection) started `n` requests.
+    pub(super) fn start_io(&mut self, i: u32, n: u32) {
+        if let Some(p) = self.slots.get_mut(i as usize) {
+            p.io += n;
+        }
+    }
+
+    /// A request of peer `i` completed (its connection may be gone).
+    pub(super) fn end_io(&mut self, i: u32) {
+        if let Some(p) = self.slots.get_mut(i as usize) {
+            p.io = p.io.saturating_sub(1);
+            self.forget_unused(i);
         }
     }
 
@@ -138,5 +170,22 @@ mod tests {
         assert_eq!(p.usage(v6("fd00::9")), (0, 0));
         assert_eq!(p.len(), 1);
         assert_eq!(p.attach(b), i, "the slot is reused");
+    }
+
+    #[test]
+    fn a_peer_with_a_request_outstanding_outlives_its_connections() {
+        let a = IpAddress::V4(Ipv4Addr::new(198, 18, 0, 1));
+        let b = IpAddress::V4(Ipv4Addr::new(198, 18, 0, 2));
+        let mut p = Peers::new(KeyedState::default());
+        let i = p.attach(a);
+        p.start_io(i, 2);
+        p.detach(i);
+        assert_eq!(p.len(), 1, "kept while its requests are outstanding");
+        assert_ne!(p.attach(b), i, "its slot is not someone else's yet");
+        p.end_io(i);
+        assert_eq!(p.io(i), 1);
+        p.end_io(i);
+        assert_eq!(p.len(), 1, "forgotten with its last request");
+        assert_eq!(p.attach(a), i, "the slot is free again");
     }
 }

@@ -14,6 +14,9 @@ impl TcpNode {
         // takes no new work while it has some.
         self.env.held_back = self.peers.held(e.peer) >= plimit || self.rx_held + self.heap_held >= self.mem_limit;
         let read_before = self.env.stats.bytes_in;
+        if let Some(io) = self.env.io.as_mut() {
+            super::file_io::owner_before(io, e, slot, &self.peers, self.peer_io_limit);
+        }
         e.app.poll(&mut e.conn, &mut self.env);
         let wire = &self.wire;
         let ip_id = &mut e.ip_id;
@@ -47,6 +50,9 @@ impl TcpNode {
             // Sending may have freed room the application can fill at once.
             e.app.poll(&mut e.conn, &mut self.env);
             complete = e.conn.dispatch(now, &mut emit).is_ok();
+        }
+        if let Some(io) = self.env.io.as_mut() {
+            super::file_io::owner_after(io, e, slot, &mut self.peers, &mut self.io_waiters);
         }
         if e.tsq_blocked {
             // Not a full burst: completions, not the next poll, bring it back.

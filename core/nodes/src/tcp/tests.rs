@@ -208,6 +208,8 @@ fn file_server(pool: &Mempool, root: &std::path::Path) -> TcpNode {
         congestion: None,
         dotfiles: false,
     }];
+    // File I/O at the next poll, on this thread: deterministic.
+    c.limits.file_threads = 0;
     TcpNode::new(c, pool.clone()).unwrap()
 }
 
