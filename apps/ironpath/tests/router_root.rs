@@ -22,13 +22,14 @@ struct Hosts {
 }
 
 impl Hosts {
-    fn new() -> Hosts {
+    /// Hosts of a test named `tag` (one letter: the tests of this file run at once).
+    fn new(tag: &str) -> Hosts {
         let id = std::process::id() % 100_000;
         let h = Hosts {
-            a: format!("ipr-a-{id}"),
-            b: format!("ipr-b-{id}"),
-            pa: format!("ipr{id}a"),
-            pb: format!("ipr{id}b"),
+            a: format!("ipr-a{tag}-{id}"),
+            b: format!("ipr-b{tag}-{id}"),
+            pa: format!("ipr{tag}{id}a"),
+            pb: format!("ipr{tag}{id}b"),
         };
         h.teardown();
         for (ns, port, net) in [(&h.a, &h.pa, 54), (&h.b, &h.pb, 55)] {
@@ -78,7 +79,7 @@ fn the_router_pings_traces_carries_100_mib_answers_unreachable_and_filters_root(
     if !ready(&["ping", "traceroute", "curl", "python3"]) {
         return;
     }
-    let h = Hosts::new();
+    let h = Hosts::new("r");
     let env = [("IRONPATH_PORT_A", h.pa.clone()), ("IRONPATH_PORT_B", h.pb.clone())];
     let mut run = Run::start(&config("router.yaml"), &env, "router");
 
@@ -161,7 +162,7 @@ fn crafted_neighbour_messages_extension_headers_and_a_scan_neither_stop_nor_pass
     if !ready(&["ping", "python3"]) {
         return;
     }
-    let h = Hosts::new();
+    let h = Hosts::new("x");
     let env = [("IRONPATH_PORT_A", h.pa.clone()), ("IRONPATH_PORT_B", h.pb.clone())];
     let mut run = Run::start(&config("router.yaml"), &env, "router-attacks");
     let across = |when: &str| {
