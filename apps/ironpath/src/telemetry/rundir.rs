@@ -17,7 +17,9 @@
 //! `RUNDIR` is `$RUNTIME_DIRECTORY`, else `/var/run` for root, else
 //! `$XDG_RUNTIME_DIR`, else `/tmp`: where `dpdk-telemetry.py` looks.
 
-use rustix::fs::{chmod, chmodat, fchmod, fstat, mkdirat, openat, statat, AtFlags, FileType, Mode, OFlags, CWD};
+use rustix::fs::{
+    chmod, chmodat, fchmod, fstat, linkat, mkdirat, openat, statat, unlinkat, AtFlags, FileType, Mode, OFlags, CWD,
+};
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 use std::ffi::OsStr;
@@ -151,20 +153,30 @@ impl RunDir {
     }
 
     /// A Unix socket of type `ty` listening at `name` in the directory, mode 0600
-    /// from its creation (an existing file of that name is an error: remove a stale
-    /// one first).
+    /// from its creation. The name appears only once the socket listens, and only
+    /// if no file had it: an existing one is `AlreadyExists` (remove a stale one
+    /// first). So a process that finds the name and cannot connect knows its owner
+    /// is gone, and two processes never take the same name.
     pub fn bind(&self, name: &str, ty: SocketType, backlog: i32) -> std::io::Result<OwnedFd> {
         let fd = rustix::net::socket_with(AddressFamily::UNIX, ty, SocketFlags::CLOEXEC, None)?;
         // Linux gives the file `bind` creates the socket's own mode (less the
         // umask): set before, the file never has other bits.
         fchmod(&fd, Mode::from_raw_mode(0o600))?;
-        // Bound through the descriptor of the directory checked, not its name.
-        let via = format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd());
+        // Bound under a name of this process's own, through the descriptor of
+        // the directory checked (not its name), then linked to `name`.
+        let own = format!(".{name}.{}", rustix::process::getpid().as_raw_nonzero());
+        let _ = unlinkat(&self.fd, own.as_str(), AtFlags::empty());
+        let via = format!("/proc/self/fd/{}/{own}", self.fd.as_raw_fd());
         rustix::net::bind(&fd, &SocketAddrUnix::new(via.as_str())?)?;
-        // Should the mode not have carried over, nobody can connect before
-        // `listen` (and nobody but us can reach the directory).
-        chmodat(&self.fd, name, Mode::from_raw_mode(0o600), AtFlags::empty())?;
-        rustix::net::listen(&fd, backlog)?;
+        let published = (|| {
+            // Should the mode not have carried over, nobody can connect before
+            // `listen` (and nobody but us can reach the directory).
+            chmodat(&self.fd, own.as_str(), Mode::from_raw_mode(0o600), AtFlags::empty())?;
+            rustix::net::listen(&fd, backlog)?;
+            linkat(&self.fd, own.as_str(), &self.fd, name, AtFlags::empty())
+        })();
+        let _ = unlinkat(&self.fd, own.as_str(), AtFlags::empty());
+        published?;
         Ok(fd)
     }
 }
@@ -302,6 +314,14 @@ mod tests {
         assert_eq!(m.mode() & 0o7777, 0o600);
         // Again: verified, not made.
         assert_eq!(open_under(&t.0, &subs(), euid()).unwrap().path(), t.0.join("dpdk/p"));
+        // The name reaches the listening socket; a second bind of it is refused
+        // and leaves nothing behind.
+        let c = rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).unwrap();
+        rustix::net::connect(&c, &SocketAddrUnix::new(t.0.join("dpdk/p/s")).unwrap()).unwrap();
+        let again = d.bind("s", SocketType::SEQPACKET, 4).unwrap_err();
+        assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists, "{again}");
+        let names: Vec<_> = std::fs::read_dir(t.0.join("dpdk/p")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, [OsStr::new("s")]);
     }
 
     #[test]

@@ -95,15 +95,24 @@ pub struct Server {
     stop: Arc<AtomicBool>,
 }
 
+/// A connection to the socket at `path`; never waits (a listener whose queue is
+/// full answers `WouldBlock`).
 fn connect(path: &Path) -> std::io::Result<OwnedFd> {
-    let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
     rustix::net::connect(&fd, &SocketAddrUnix::new(path)?)?;
     Ok(fd)
 }
 
 /// Binds the first free `dpdk_telemetry.v2[:N]` in the runtime directory of
 /// `prefix`; a socket no process listens on any more (a crashed run) is taken
-/// over.
+/// over. A name appears only once its socket listens (`RunDir::bind`), so a
+/// refused connection means the owner is gone, and two processes starting at
+/// once take two names.
 fn bind_socket(prefix: &str) -> Result<(OwnedFd, PathBuf), String> {
     let dir = RunDir::open(prefix).map_err(|e| format!("telemetry: {e}"))?;
     for i in 0..64 {
@@ -119,9 +128,12 @@ fn bind_socket(prefix: &str) -> Result<(OwnedFd, PathBuf), String> {
                 _ => continue,
             }
         }
-        let fd =
-            dir.bind(&name, SocketType::SEQPACKET, 16).map_err(|e| format!("telemetry: {}: {e}", path.display()))?;
-        return Ok((fd, path));
+        match dir.bind(&name, SocketType::SEQPACKET, 16) {
+            Ok(fd) => return Ok((fd, path)),
+            // Another process took the name in between.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("telemetry: {}: {e}", path.display())),
+        }
     }
     Err(format!("telemetry: 64 processes already listen in {}", dir.path().display()))
 }
