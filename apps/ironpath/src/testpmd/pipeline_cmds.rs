@@ -44,16 +44,20 @@ pub fn pipeline(app: &mut App, t: &[&str]) -> Result<String, String> {
     }
 }
 
-/// `show graph` / `show runtime` / `show trace`.
-pub fn show(app: &App, what: &str) -> Result<String, String> {
+/// `show graph` / `show runtime` / `show trace [max N]` (records past the first
+/// `max` are counted and discarded, as all shown ones are).
+pub fn show(app: &App, what: &str, max: Option<usize>) -> Result<String, String> {
     let run = need(app)?;
     Ok(match what {
         "graph" => run.info.format_graph(),
         "runtime" => run.info.format_runtime(),
         _ => {
             let t = run.info.take_trace();
+            let shown = max.unwrap_or(t.len()).min(t.len());
             if t.is_empty() {
                 "no trace records (trace on NODE N arms a trace)\n".to_string()
+            } else if shown < t.len() {
+                format!("{}\n({} more records not shown, discarded)\n", t[..shown].join("\n"), t.len() - shown)
             } else {
                 t.join("\n") + "\n"
             }

@@ -3,14 +3,16 @@
 //! lines from standard input otherwise. Without `-i`, forwarding starts at once and
 //! runs until `--duration`, Ctrl-C, or end of input, printing `--stats-period` reports.
 
-use super::commands::{self, Flow, WORDS};
+use super::commands::complete::{self, Facts};
+use super::commands::{self, Flow};
+use super::params::MODES;
 use super::App;
-use rustyline::completion::Completer;
+use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
-use rustyline::{Context, Helper};
+use rustyline::{CompletionType, Config, Context, Helper};
 use std::io::{BufRead, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,26 +20,41 @@ use std::time::{Duration, Instant};
 
 const PROMPT: &str = "testpmd> ";
 
-/// Tab completion of command words.
-pub struct Completion;
+/// Tab completion from the command grammar (`commands::complete`), with the ports
+/// that exist now.
+pub struct Completion<'a> {
+    app: &'a Mutex<App>,
+}
 
-impl Completer for Completion {
-    type Candidate = String;
-    fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<String>)> {
-        let start = line[..pos].rfind(char::is_whitespace).map(|i| i + 1).unwrap_or(0);
-        let word = &line[start..pos];
-        let mut c: Vec<String> = WORDS.iter().filter(|w| w.starts_with(word)).map(|w| format!("{w} ")).collect();
-        c.sort();
-        c.dedup();
-        Ok((start, c))
+impl Completer for Completion<'_> {
+    type Candidate = Pair;
+    fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let facts = Facts { ports: lock(self.app).eal.port_ids(), engines: MODES };
+        let offer = complete::complete(&line[..pos], &facts);
+        let partial = &line[offer.start..pos];
+        let mut c: Vec<Pair> =
+            offer.words.into_iter().map(|w| Pair { display: w.clone(), replacement: format!("{w} ") }).collect();
+        // Usage lines are listed, never inserted: each leaves the word as typed. A
+        // single one gets a second line, as rustyline takes a lone candidate
+        // without listing it.
+        for u in offer.usage {
+            c.push(Pair { display: format!(" {u}"), replacement: partial.to_string() });
+        }
+        if c.len() == 1 && c[0].replacement == partial {
+            c.push(Pair {
+                display: " (no word to complete; the usage above says what comes next)".into(),
+                replacement: partial.to_string(),
+            });
+        }
+        Ok((offer.start, c))
     }
 }
-impl Hinter for Completion {
+impl Hinter for Completion<'_> {
     type Hint = String;
 }
-impl Highlighter for Completion {}
-impl Validator for Completion {}
-impl Helper for Completion {}
+impl Highlighter for Completion<'_> {}
+impl Validator for Completion<'_> {}
+impl Helper for Completion<'_> {}
 
 /// Run one line, printing its output or error. Returns whether to quit.
 pub fn run_line(app: &mut App, line: &str) -> bool {
@@ -120,14 +137,16 @@ pub fn run(app: &Mutex<App>) -> i32 {
 }
 
 fn interactive_tty(app: &Mutex<App>) -> i32 {
-    let mut ed = match rustyline::Editor::<Completion, rustyline::history::DefaultHistory>::new() {
+    // A list on the first Tab, as DPDK's cmdline prints the choices or the usage.
+    let config = Config::builder().completion_type(CompletionType::List).completion_show_all_if_ambiguous(true).build();
+    let mut ed = match rustyline::Editor::<Completion, rustyline::history::DefaultHistory>::with_config(config) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("ironpath testpmd: cannot start the line editor: {e}");
             return 1;
         }
     };
-    ed.set_helper(Some(Completion));
+    ed.set_helper(Some(Completion { app }));
     loop {
         match ed.readline(PROMPT) {
             Ok(l) => {
