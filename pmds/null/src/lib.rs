@@ -149,6 +149,39 @@ impl Pmd for NullPmd {
     fn soft_mut(&mut self) -> Option<&mut SoftState> {
         Some(&mut self.soft)
     }
+
+    // DPDK's net_null has no operation for the following: its ports stay
+    // promiscuous and all-multicast (asking for what is already on succeeds, as
+    // ethdev answers without calling the driver), and the rest is refused with
+    // ENOTSUP, which scripts written against DPDK's testpmd expect to see.
+
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        if on {
+            Ok(())
+        } else {
+            Err(PmdError::not_supported("leaving promiscuous mode"))
+        }
+    }
+
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        if on {
+            Ok(())
+        } else {
+            Err(PmdError::not_supported("leaving all-multicast mode"))
+        }
+    }
+
+    fn add_mac(&mut self, _mac: [u8; 6]) -> Result<(), PmdError> {
+        Err(PmdError::not_supported("adding a MAC address"))
+    }
+
+    fn remove_mac(&mut self, _mac: [u8; 6]) -> Result<(), PmdError> {
+        Err(PmdError::not_supported("removing a MAC address"))
+    }
+
+    fn set_link(&mut self, _up: bool) -> Result<(), PmdError> {
+        Err(PmdError::not_supported("setting the link up or down"))
+    }
 }
 
 impl RxQueue for NullRx {

@@ -78,7 +78,8 @@ fn why(e: &PortError) -> String {
             // "Invalid argument (os error 22)" -> "Invalid argument", as strerror.
             let text = err.to_string();
             let text = text.split(" (os error").next().unwrap_or_default().to_string();
-            if msg.is_empty() {
+            // DPDK says no more than that an operation is not supported.
+            if msg.is_empty() || not_supported(e) {
                 text
             } else {
                 format!("{text}: {msg}")
@@ -86,6 +87,37 @@ fn why(e: &PortError) -> String {
         }
         PortError::NotSupported { .. } => "Operation not supported".into(),
         e => e.to_string(),
+    }
+}
+
+/// Whether a driver lacks the operation (ENOTSUP), as DPDK's drivers without it.
+fn not_supported(e: &PortError) -> bool {
+    match e {
+        PortError::Errno { err, .. } => err.raw_os_error() == Some(95),
+        PortError::NotSupported { .. } => true,
+        _ => false,
+    }
+}
+
+/// `set promisc PORT|all on|off`. DPDK 22.11 on net_null (recorded):
+/// `Error during disabling promiscuous mode for port 0: Operation not supported`,
+/// one line per port, the other ports still set.
+pub fn promisc(app: &mut App, ports: &[u16], on: bool) -> Result<String, String> {
+    let mut errs = String::new();
+    for &id in ports {
+        if let Err(e) = app.eal.port_mut(id).and_then(|p| p.set_promiscuous(on)) {
+            let _ = writeln!(
+                errs,
+                "Error during {} promiscuous mode for port {id}: {}",
+                if on { "enabling" } else { "disabling" },
+                why(&e)
+            );
+        }
+    }
+    if errs.is_empty() {
+        Ok(String::new())
+    } else {
+        Err(errs.trim_end().to_string())
     }
 }
 
@@ -115,7 +147,15 @@ pub fn allmulti(app: &mut App, ports: &[u16], on: bool) -> Result<String, String
 pub fn link(app: &mut App, port: u16, up: bool) -> Result<String, String> {
     let fail = if up { "Set link up fail." } else { "Set link down fail." };
     let p = app.eal.port_mut(port).map_err(|_| format!("Invalid port_id={port}\n\n{fail}"))?;
-    p.set_link(up).map(|()| String::new()).map_err(|e| format!("{}\n\n{fail}", why(&e)))
+    // DPDK 22.11 on net_null (no link operation) prints an empty line, then the
+    // failure: "\nSet link down fail.".
+    p.set_link(up).map(|()| String::new()).map_err(|e| {
+        if not_supported(&e) {
+            format!("\n{fail}")
+        } else {
+            format!("{}\n\n{fail}", why(&e))
+        }
+    })
 }
 
 /// `show rxq info PORT QUEUE`, DPDK's layout:

@@ -63,8 +63,35 @@ pub fn mac(m: &[u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
 }
 
-/// `show port info ID`.
-pub fn port_info(p: &PortInfo, link: Option<ironpath_eal::abi::Link>) -> String {
+/// Offload capability flags with the names `show port info` gives them.
+const OFFLOAD_NAMES: [(u64, &str); 10] = {
+    use ironpath_eal::abi::*;
+    [
+        (RX_L4_CKSUM_GOOD, "L4_CKSUM"),
+        (RX_L4_CKSUM_NONE, "L4_CKSUM_PARTIAL"),
+        (RX_IP_CKSUM_GOOD, "IPV4_CKSUM"),
+        (RX_RSS_HASH, "RSS_HASH"),
+        (RX_VLAN_STRIPPED, "VLAN_STRIP"),
+        (RX_AGGREGATED, "TCP_LRO"),
+        (TX_IP_CKSUM, "IPV4_CKSUM"),
+        (TX_TCP_CKSUM, "TCP_CKSUM"),
+        (TX_UDP_CKSUM, "UDP_CKSUM"),
+        (TX_TCP_SEG, "TCP_TSO"),
+    ]
+};
+
+/// `0x...` and the names of the flags set, as one line's value.
+fn offloads(capa: u64) -> String {
+    let names: Vec<&str> = OFFLOAD_NAMES.iter().filter(|(f, _)| capa & f != 0).map(|(_, n)| *n).collect();
+    if names.is_empty() {
+        format!("{capa:#x}")
+    } else {
+        format!("{capa:#x} ({})", names.join(" "))
+    }
+}
+
+/// `show port info ID`; `rss_capa` is what the port can hash on (`abi::RSS_*`).
+pub fn port_info(p: &PortInfo, link: Option<ironpath_eal::abi::Link>, rss_capa: u64) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "\n********************* Infos for port {:<2} *********************", p.id);
     let _ = writeln!(o, "MAC address: {}", p.mac.map(|m| mac(&m)).unwrap_or_else(|| "n/a".into()));
@@ -108,8 +135,21 @@ pub fn port_info(p: &PortInfo, link: Option<ironpath_eal::abi::Link>) -> String 
     let _ = writeln!(o, "Current number of TX queues: {}", p.nb_txq);
     let _ = writeln!(o, "Min possible number of RXDs per queue: {}", p.dev_info.min_desc);
     let _ = writeln!(o, "Max possible number of RXDs per queue: {}", p.dev_info.max_desc);
+    // One descriptor range serves both directions in ironpath's device info.
+    let _ = writeln!(o, "Max possible number of TXDs per queue: {}", p.dev_info.max_desc);
+    let _ = writeln!(o, "Min possible number of TXDs per queue: {}", p.dev_info.min_desc);
     let _ = writeln!(o, "Max RX packet length: {}", p.dev_info.max_rx_pktlen);
     let _ = writeln!(o, "Number of xstats: {}", p.dev_info.nb_xstats);
+    // DPDK 22.11's wording for the two cases.
+    if rss_capa == 0 {
+        let _ = writeln!(o, "No RSS offload flow type is supported.");
+    } else {
+        let names: Vec<&str> =
+            ironpath_eal::abi::RSS_NAMES.iter().filter(|(f, _)| rss_capa & f != 0).map(|(_, n)| *n).collect();
+        let _ = writeln!(o, "Supported RSS offload flow types:\n  {}", names.join("  "));
+    }
+    let _ = writeln!(o, "Rx offload capabilities: {}", offloads(p.dev_info.rx_offload_capa));
+    let _ = writeln!(o, "Tx offload capabilities: {}", offloads(p.dev_info.tx_offload_capa));
     o
 }
 

@@ -283,7 +283,10 @@ impl App {
             s.vlan = self.vlan.for_port(s.rx.port);
         }
         let set = self.settings();
-        let out = self.fwd_config_text(&infos);
+        // DPDK's start banner: the streams, then the rxtx configuration.
+        let mut out = self.fwd_config_text(&infos);
+        out.push('\n');
+        out.push_str(&self.rxtx_config_text());
         self.fwd_base.clear();
         for id in self.eal.port_ids() {
             if let Ok(s) = self.eal.port(id).and_then(|p| p.stats()) {
@@ -318,8 +321,11 @@ impl App {
         let mut out = String::new();
         let nb_ports = self.eal.ports().count();
         let deltas: Vec<[u64; 9]> = (0..self.streams.len()).map(|i| self.stream_delta(i)).collect();
-        if self.streams.len() > nb_ports {
-            for (s, d) in self.streams.iter().zip(&deltas) {
+        // A stream whose port was closed since `start` has no block (its port has
+        // none either).
+        let live = |s: &StreamInfo| self.eal.port(s.rx_port).is_ok() && self.eal.port(s.tx_port).is_ok();
+        if self.streams.iter().filter(|s| live(s)).count() > nb_ports {
+            for (s, d) in self.streams.iter().zip(&deltas).filter(|(s, _)| live(s)) {
                 out.push_str(&display::fwd_stream(s.rx_port, s.rx_queue, s.tx_port, s.tx_queue, d[0], d[1], d[2]));
             }
         }
@@ -417,6 +423,56 @@ impl App {
         };
         self.last_show.insert(id, (s, now));
         Ok(display::nic_stats(id, &s, &r))
+    }
+
+    /// `show config rxtx` and the second part of the `start` banner, laid out as
+    /// DPDK 22.11's testpmd prints it. Its threshold-register lines are left out:
+    /// no ironpath queue has such registers.
+    pub fn rxtx_config_text(&self) -> String {
+        let mode = self.p.forward_mode.as_str();
+        let mut o = String::new();
+        if mode == "flowgen" {
+            for id in self.fwd_ports() {
+                o.push_str(&format!("  number of flows for port {id}: {}\n", self.p.flowgen_flows));
+            }
+        }
+        o.push_str(&format!("  {mode} packet forwarding packets/burst={}\n", self.p.burst));
+        if mode == "txonly" || mode == "flowgen" {
+            o.push_str(&format!(
+                "  packet len={} - nb packet segments={}\n",
+                self.p.txpkts.iter().map(|l| u32::from(*l)).sum::<u32>(),
+                self.p.txpkts.len()
+            ));
+        }
+        o.push_str(&format!(
+            "  nb forwarding cores={} - nb forwarding ports={}\n",
+            self.fwd_lcores().len(),
+            self.fwd_ports().len()
+        ));
+        for p in self.eal.ports() {
+            o.push_str(&format!(
+                "  port {}: RX queue number: {} Tx queue number: {}\n    Rx offloads=0x0 Tx offloads=0x0\n",
+                p.id(),
+                p.nb_rxq(),
+                p.nb_txq()
+            ));
+            // Configured sizes until the port is started with queues.
+            let rxd = p.rxq_info(0).map(|(_, n)| n).unwrap_or(self.p.rxd);
+            let txd = p.txq_info(0).unwrap_or(self.p.txd);
+            for q in 0..p.nb_rxq() {
+                let d = p.rxq_info(q).map(|(_, n)| n).unwrap_or(rxd);
+                o.push_str(&format!(
+                    "    RX queue: {q}\n      RX desc={d} - RX free threshold=0\n      RX Offloads=0x0\n"
+                ));
+            }
+            for q in 0..p.nb_txq() {
+                let d = p.txq_info(q).unwrap_or(txd);
+                o.push_str(&format!(
+                    "    TX queue: {q}\n      TX desc={d} - TX free threshold=0\n      TX offloads=0x0\n"
+                ));
+            }
+        }
+        o
     }
 
     /// `show config fwd` and the `start` banner.

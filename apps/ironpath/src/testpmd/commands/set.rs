@@ -138,9 +138,8 @@ pub(super) fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
                 Some("off") => false,
                 _ => return Err(bad("set promisc", "expected on or off")),
             };
-            for id in ids {
-                app.eal.port_mut(id).and_then(|p| p.set_promiscuous(on)).map_err(|e| bad("set promisc", e))?;
-            }
+            no_more("set promisc", t.get(4..).unwrap_or(&[]))?;
+            out = device_cmds::promisc(app, &ids, on)?;
         }
         Some("eth-peer") => {
             let id = num("set eth-peer", arg(2), 0u16, u16::MAX)?;

@@ -127,7 +127,11 @@ pub(super) fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
                 match what {
                     "info" => {
                         let p = app.eal.port(id).map_err(|e| bad("show port", e))?;
-                        out.push_str(&display::port_info(&p.info(), p.link().ok()));
+                        out.push_str(&display::port_info(
+                            &p.info(),
+                            p.link().ok(),
+                            p.rss_hash().map(|(capa, _)| capa).unwrap_or(0),
+                        ));
                         out.push_str(&app.vlan.describe(id));
                     }
                     "stats" => out.push_str(&app.port_stats_text(id).map_err(|e| bad("show port", e))?),
@@ -151,29 +155,7 @@ pub(super) fn show(app: &mut App, t: &[&str]) -> Result<String, String> {
             out = app.fwd_stats_text();
         }
         Some("config") => match arg(2) {
-            Some("rxtx") => {
-                let engine = &app.p.forward_mode;
-                out.push_str(&format!("  {engine} packet forwarding packets/burst={}\n", app.p.burst));
-                out.push_str(&format!(
-                    "  packet len={} - nb packet segments={}\n",
-                    app.p.txpkts.iter().map(|l| u32::from(*l)).sum::<u32>(),
-                    app.p.txpkts.len()
-                ));
-                out.push_str(&format!(
-                    "  nb forwarding cores={} - nb forwarding ports={}\n",
-                    app.fwd_lcores().len(),
-                    app.fwd_ports().len()
-                ));
-                for p in app.eal.ports() {
-                    out.push_str(&format!(
-                        "  port {}: RX queue number: {} Tx queue number: {}\n",
-                        p.id(),
-                        p.nb_rxq(),
-                        p.nb_txq()
-                    ));
-                    out.push_str(&format!("    RX desc={} - TX desc={}\n", app.p.rxd, app.p.txd));
-                }
-            }
+            Some("rxtx") => out = app.rxtx_config_text(),
             Some("cores") => {
                 let l: Vec<String> = app.fwd_lcores().iter().map(|c| c.to_string()).collect();
                 out.push_str(&format!("List of forwarding lcores: {}\n", l.join(" ")));

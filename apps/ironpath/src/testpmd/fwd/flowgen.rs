@@ -1,13 +1,17 @@
-//! `flowgen`: like `txonly`, but each packet goes to the next of `--flowgen-flows`
+//! `flowgen`: receives and frees what arrives (as DPDK's flowgen does, so its RX
+//! counts), then sends like `txonly`, but each packet goes to the next of `--flowgen-flows`
 //! destination addresses (198.18.1.0 onwards, inside 198.18.0.0/15); the IPv4 and UDP
 //! checksums are updated incrementally (RFC 1624).
 use super::txonly;
-use crate::testpmd::engine::{tx_all, FwdEngine, FwdSettings, Stream};
+use crate::testpmd::engine::{rx, tx_all, FwdEngine, FwdSettings, Stream};
 use crate::testpmd::pkt::{be16, csum_update16, put16};
 
 const BASE: u32 = u32::from_be_bytes([198, 18, 1, 0]);
 
 fn fwd(s: &mut Stream, set: &FwdSettings) {
+    if rx(s, set) > 0 {
+        s.burst.free_all();
+    }
     let start = s.burst.len();
     if !txonly::generate(s, set, set.burst) {
         return;
