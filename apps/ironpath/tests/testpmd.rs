@@ -71,6 +71,15 @@ fn engines_run_and_count_as_expected() {
     let (rx, tx) = acc(blocks[1]);
     assert!(rx == 0 && tx > 0, "txonly only sends: {rx} {tx}");
     assert!(blocks[2].contains("Bad-ipcsum:"), "csum prints checksum counters");
+    // csum forwards what it receives (the null ports' packets are valid UDP).
+    let (rx, tx) = acc(blocks[2]);
+    assert!(rx > 0 && tx == rx, "csum forwards everything: {rx} {tx}");
+    // flowgen receives (and frees) what arrives, as DPDK's, and sends its own.
+    let (rx, tx) = acc(blocks[3]);
+    assert!(rx > 0 && tx > 0, "flowgen receives and sends: {rx} {tx}");
+    // macswap with retry on ports that never refuse: everything received is sent.
+    let (rx, tx) = acc(blocks[4]);
+    assert!(rx > 0 && tx == rx, "macswap retry: {rx} {tx}");
 }
 
 #[test]
@@ -134,7 +143,9 @@ fn ports_can_be_attached_configured_restarted_and_detached() {
         "Forward Stats for RX Port= 0/Queue= 1 -> TX Port= 1/Queue= 1",
         "Port 2 is detached. Now total ports is 2",
         "Number of available ports: 2",
-        "Promiscuous mode: disabled",
+        // net_null has no promiscuous operation: DPDK 22.11's text, and it stays on.
+        "testpmd> set promisc 0 off\nError during disabling promiscuous mode for port 0: Operation not supported\n",
+        "Promiscuous mode: enabled",
     ] {
         assert!(s.contains(want), "missing `{want}` in:\n{s}");
     }
@@ -457,7 +468,9 @@ fn device_commands_answer_as_dpdk() {
 }
 
 /// `set allmulti`, `mac_addr add|remove` and `set link-up|link-down` (ABI 1.5) on
-/// net_null's soft state. DPDK's texts (net_null, recorded once):
+/// net_ring's soft state (DPDK's net_ring has these operations too). DPDK's texts
+/// where the driver lacks them (net_null, recorded once; see
+/// `net_null_lacks_operations_as_dpdk`):
 ///
 /// ```text
 /// testpmd> set allmulti all off
@@ -469,12 +482,11 @@ fn device_commands_answer_as_dpdk() {
 ///
 /// Set link up fail.
 /// ```
-/// (DPDK's net_null has none of them; ours keeps them in software, silent on
-/// success as DPDK is with a driver that has them.)
+/// With the operations, each is silent on success, as DPDK is.
 #[test]
 fn allmulti_mac_add_and_link_state() {
     let o = testpmd(
-        NULL2,
+        "-l 0-1 --no-huge --vdev net_ring0 --vdev net_ring1 -- -i",
         "set allmulti 0 off\nshow port info 0\nset allmulti all on\nshow port info 1\nmac_addr add 0 02:00:00:00:00:08\n\
          mac_addr remove 0 02:00:00:00:00:08\nmac_addr add 0 01:00:5e:00:00:01\nset link-down port 0\n\
          show port summary all\nset link-up port 0\nshow port summary 0\nset link-up port 9\nquit\n",
@@ -488,9 +500,9 @@ fn allmulti_mac_add_and_link_state() {
         "Allmulticast mode: enabled\n",
         "testpmd> mac_addr add 0 02:00:00:00:00:08\ntestpmd> mac_addr remove 0 02:00:00:00:00:08\ntestpmd> ",
         "mac_addr_cmd error: (Invalid argument: an added MAC address must be unicast and not zero)\n",
-        "net_null0    net_null       down     ",
-        "net_null1    net_null       up       ",
-        "net_null0    net_null       up       ",
+        "net_ring0    net_ring       down     ",
+        "net_ring1    net_ring       up       ",
+        "net_ring0    net_ring       up       ",
         "testpmd> set link-up port 9\nInvalid port_id=9\n\nSet link up fail.\n",
     ];
     let mut at = 0;
@@ -599,4 +611,201 @@ fn rss_on_a_port_without_it() {
     ] {
         assert!(s.contains(want), "missing `{want}` in:\n{s}");
     }
+}
+
+/// What DPDK 22.11 (22.11.11, Debian 12's dpdk-testpmd) answers on net_null,
+/// which has no operation for these, recorded with
+/// `dpdk-testpmd --no-huge -m 256 --vdev net_null0 --vdev net_null1 --no-pci -l 0-1 -- -i
+/// --total-num-mbufs=4096`:
+///
+/// ```text
+/// testpmd> set promisc 0 off
+/// Error during disabling promiscuous mode for port 0: Operation not supported
+/// testpmd> set promisc all off
+/// Error during disabling promiscuous mode for port 0: Operation not supported
+/// Error during disabling promiscuous mode for port 1: Operation not supported
+/// testpmd> mac_addr add 0 02:00:00:00:00:01
+/// mac_addr_cmd error: (Operation not supported)
+/// testpmd> set link-down port 0
+///
+/// Set link down fail.
+/// testpmd> set link-up port 0
+///
+/// Set link up fail.
+/// ```
+///
+/// Not the same, deliberately: `vlan set strip on 0` (DPDK: `rx_vlan_strip_set(port_pi=0,
+/// on=1) failed diag=-22`) works, as testpmd strips in software on every port;
+/// `port reset 0` (DPDK: `Failed to reset port 0. diag=-95`) probes the port again,
+/// which every ironpath driver supports.
+#[test]
+fn net_null_lacks_operations_as_dpdk() {
+    let o = testpmd(
+        NULL2,
+        "set promisc 0 off\nset promisc all off\nset promisc 0 on\nmac_addr add 0 02:00:00:00:00:01\n\
+         mac_addr remove 0 02:00:00:00:00:01\nset allmulti 0 off\nset link-down port 0\nset link-up port 0\n\
+         show port summary 0\nshow port info 0\nquit\n",
+    );
+    let s = &o.stdout;
+    assert_eq!(o.code, 0, "{s}{}", o.stderr);
+    let want = "testpmd> set promisc 0 off
+Error during disabling promiscuous mode for port 0: Operation not supported
+testpmd> set promisc all off
+Error during disabling promiscuous mode for port 0: Operation not supported
+Error during disabling promiscuous mode for port 1: Operation not supported
+testpmd> set promisc 0 on
+testpmd> mac_addr add 0 02:00:00:00:00:01
+mac_addr_cmd error: (Operation not supported)
+testpmd> mac_addr remove 0 02:00:00:00:00:01
+mac_addr_cmd error: (Operation not supported)
+testpmd> set allmulti 0 off
+Error during disabling all-multicast mode for port 0: Operation not supported
+testpmd> set link-down port 0
+
+Set link down fail.
+testpmd> set link-up port 0
+
+Set link up fail.
+testpmd> show port summary 0
+";
+    assert!(s.contains(want), "expected\n{want}\nin:\n{s}");
+    assert!(s.contains("net_null0    net_null       up       10 Gbps"), "the link stayed up:\n{s}");
+    assert!(s.contains("Promiscuous mode: enabled\nAllmulticast mode: enabled\n"), "{s}");
+}
+
+/// `show port info`'s lines from DPDK 22.11 where ironpath has the facts. DPDK's
+/// on net_null (recorded as above; its RSS list is what net_null claims):
+///
+/// ```text
+/// Max possible number of RXDs per queue: 65535
+/// Min possible number of RXDs per queue: 0
+/// ...
+/// Max possible number of TXDs per queue: 65535
+/// Min possible number of TXDs per queue: 0
+/// ```
+///
+/// and, on a driver without RSS, `No RSS offload flow type is supported.`
+#[test]
+fn port_info_has_descriptor_limits_rss_types_and_offloads() {
+    let o = testpmd(NULL2, "show port info 0\nquit\n");
+    let s = &o.stdout;
+    for want in [
+        "Max possible number of RXDs per queue: 65535\n",
+        "Min possible number of RXDs per queue: 0\n",
+        "Max possible number of TXDs per queue: 65535\nMin possible number of TXDs per queue: 0\n",
+        "No RSS offload flow type is supported.\n",
+        "Rx offload capabilities: 0x0\n",
+        // net_null claims what it cannot fail at: checksums and segmentation.
+        "Tx offload capabilities: 0xe00000000 (TCP_CKSUM UDP_CKSUM TCP_TSO)\n",
+    ] {
+        assert!(s.contains(want), "missing `{want}` in:\n{s}");
+    }
+}
+
+/// `start` prints the streams and then the rxtx configuration, as DPDK 22.11 does.
+/// DPDK's on two net_null ports with `--flowgen-flows=7` (recorded as above):
+///
+/// ```text
+///   RX P=1/Q=0 (socket 0) -> TX P=0/Q=0 (socket 0) peer=02:00:00:00:00:00
+///
+///   number of flows for port 0: 7
+///   number of flows for port 1: 7
+///   flowgen packet forwarding packets/burst=32
+///   packet len=64 - nb packet segments=1
+///   nb forwarding cores=1 - nb forwarding ports=2
+///   port 0: RX queue number: 1 Tx queue number: 1
+///     Rx offloads=0x0 Tx offloads=0x0
+///     RX queue: 0
+///       RX desc=0 - RX free threshold=0
+///       RX threshold registers: pthresh=0 hthresh=0  wthresh=0
+///       RX Offloads=0x0
+///     TX queue: 0
+///       TX desc=0 - TX free threshold=0
+///       TX threshold registers: pthresh=0 hthresh=0  wthresh=0
+///       TX offloads=0x0 - TX RS bit threshold=0
+/// ```
+///
+/// and for `io` the same without the flow and packet-length lines. ironpath's
+/// queues have no threshold registers, so those lines are left out; its
+/// descriptor counts are the queues' own (`--rxd`/`--txd`, 1024 by default).
+/// flowgen's RX counts, as DPDK's (it receives and frees before it sends).
+#[test]
+fn start_prints_the_rxtx_configuration_and_flowgen_uses_its_flows() {
+    let o = testpmd(
+        "-l 0-1 --no-huge --vdev net_null0,size=64 --vdev net_null1,size=64 -- -i --flowgen-flows=7",
+        "set fwd flowgen\nstart\n@sleep 0.3\nstop\nset fwd io\nstart\nstop\nquit\n",
+    );
+    let s = &o.stdout;
+    assert_eq!(o.code, 0, "{s}{}", o.stderr);
+    let flowgen = "peer=02:00:00:00:00:00
+
+  number of flows for port 0: 7
+  number of flows for port 1: 7
+  flowgen packet forwarding packets/burst=32
+  packet len=64 - nb packet segments=1
+  nb forwarding cores=1 - nb forwarding ports=2
+  port 0: RX queue number: 1 Tx queue number: 1
+    Rx offloads=0x0 Tx offloads=0x0
+    RX queue: 0
+      RX desc=1024 - RX free threshold=0
+      RX Offloads=0x0
+    TX queue: 0
+      TX desc=1024 - TX free threshold=0
+      TX offloads=0x0
+  port 1: RX queue number: 1 Tx queue number: 1
+";
+    assert!(s.contains(flowgen), "expected\n{flowgen}\nin:\n{s}");
+    let io = "peer=02:00:00:00:00:00
+
+  io packet forwarding packets/burst=32
+  nb forwarding cores=1 - nb forwarding ports=2
+  port 0: RX queue number: 1 Tx queue number: 1
+";
+    assert!(s.contains(io), "expected\n{io}\nin:\n{s}");
+    let (rx, tx) = accumulated(&s[s.find("Telling cores to stop").unwrap()..]);
+    assert!(rx > 0 && tx > 0, "flowgen receives and sends: {rx} {tx}");
+}
+
+/// After `port close`, `show fwd stats all` has no block for the closed port or its
+/// streams. (DPDK 22.11 prints `Invalid port_id=1` and `fwd_stats_display: Error:
+/// failed to get stats (port 1): -19` there instead of a block; ironpath prints
+/// nothing for it.)
+#[test]
+fn fwd_stats_after_port_close_has_no_stale_blocks() {
+    let o = testpmd(
+        NULL2,
+        "port stop all\nport config all rxq 2\nport config all txq 2\nport start all\nstart\n@sleep 0.2\nstop\n\
+         show fwd stats all\nport stop 1\nport close 1\nshow fwd stats all\nquit\n",
+    );
+    let s = &o.stdout;
+    assert_eq!(o.code, 0, "{s}{}", o.stderr);
+    let before = &s[s.find("testpmd> show fwd stats all").unwrap()..s.find("testpmd> port stop 1").unwrap()];
+    // Four streams on two ports: the per-stream blocks are there while both exist.
+    assert!(before.contains("RX Port= 1/Queue= 1") && before.contains("statistics for port 1"), "{before}");
+    let after = &s[s.rfind("testpmd> show fwd stats all").unwrap()..];
+    assert!(after.contains("Forward statistics for port 0"), "{after}");
+    assert!(!after.contains("Port= 1") && !after.contains("port 1"), "stale block:\n{after}");
+}
+
+/// `show trace max N` prints the first N records and says how many it left out.
+#[test]
+fn show_trace_max_n_parses() {
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/default.yaml");
+    let o = testpmd(
+        "-l 0-1 --no-huge -- -i",
+        &format!(
+            "show trace max\nshow trace max 0\nshow trace max 2 3\npipeline load {}\n@sleep 1\ntrace on swap 5\n@sleep 0.5\n\
+             show trace max 2\npipeline stop\nquit\n",
+            cfg.display()
+        ),
+    );
+    let s = &o.stdout;
+    assert_eq!(o.code, 0, "{s}{}", o.stderr);
+    assert!(s.contains("testpmd> show trace max\nBad arguments: missing number\nUsage: show trace [max N]\n"), "{s}");
+    assert!(s.contains("testpmd> show trace max 0\nBad arguments: `0` is not a number in 1..=1000000\n"), "{s}");
+    assert!(s.contains("testpmd> show trace max 2 3\nBad arguments: unexpected `3`\n"), "{s}");
+    let shown = &s[s.find("testpmd> show trace max 2\n").unwrap()..];
+    let records = shown.lines().take_while(|l| !l.starts_with("testpmd> pipeline stop")).collect::<Vec<_>>();
+    assert_eq!(records.iter().filter(|l| l.starts_with("lcore 1 swap: len 64")).count(), 2, "{s}");
+    assert!(records.contains(&"(3 more records not shown, discarded)"), "{s}");
 }
