@@ -254,59 +254,125 @@ fn mempool_exhaustion_shows_as_rx_nombuf() {
 }
 
 /// Interactive editing in a real terminal: tab completion and history.
+/// A testpmd in a tmux pane, killed on drop.
+struct Tty(String);
+
+impl Tty {
+    /// Starts `ironpath testpmd ARGS`; the pane stays open after it exits so its
+    /// last words can be read.
+    fn start(name: &str, args: &str) -> Tty {
+        let sess = format!("ironpath-{name}-{}", std::process::id());
+        let cmd = format!("{BIN} testpmd {args}; sleep 30");
+        let ok = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &sess, "-x", "200", "-y", "50", &cmd])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        Tty(sess)
+    }
+
+    fn keys(&self, k: &[&str]) {
+        let mut c = Command::new("tmux");
+        c.args(["send-keys", "-t", &self.0]).args(k);
+        assert!(c.status().unwrap().success());
+    }
+
+    fn screen(&self) -> String {
+        let o = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.0, "-S", "-200"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Waits (20 s at most) until the screen shows `what` `n` times.
+    fn wait_for_n(&self, what: &str, n: usize) {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(20) {
+            if self.screen().matches(what).count() >= n {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("`{what}` never appeared {n} times:\n{}", self.screen());
+    }
+
+    fn wait_for(&self, what: &str) {
+        self.wait_for_n(what, 1);
+    }
+}
+
+impl Drop for Tty {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).status();
+    }
+}
+
 #[test]
 fn interactive_terminal_completion_and_history_tty() {
     if !common::tools_ready(&["tmux"]) {
         return;
     }
-    let sess = format!("ironpath-tty-{}", std::process::id());
-    // Keep the pane open after testpmd exits so its last words can be read.
-    let cmd = format!("{BIN} testpmd {NULL2}; sleep 30");
-    let ok =
-        Command::new("tmux").args(["new-session", "-d", "-s", &sess, "-x", "200", "-y", "50", &cmd]).status().unwrap();
-    assert!(ok.success());
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).status();
-        }
-    }
-    let _k = Kill(sess.clone());
-    let keys = |k: &[&str]| {
-        let mut c = Command::new("tmux");
-        c.args(["send-keys", "-t", &sess]).args(k);
-        assert!(c.status().unwrap().success());
-    };
-    let screen = || {
-        let o = Command::new("tmux").args(["capture-pane", "-p", "-t", &sess, "-S", "-200"]).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
-    let wait_for = |what: &str| {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(20) {
-            if screen().contains(what) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("`{what}` never appeared:\n{}", screen());
-    };
-    wait_for("testpmd>");
+    let tty = Tty::start("tty", NULL2);
+    tty.wait_for("testpmd>");
     // "sho<Tab> port sum<Tab> all<Enter>" completes to "show port summary all".
-    keys(&["sho", "Tab"]);
-    keys(&["port sum", "Tab"]);
-    keys(&["all", "Enter"]);
-    wait_for("Number of available ports: 2");
-    assert!(screen().contains("show port summary all"), "{}", screen());
+    tty.keys(&["sho", "Tab"]);
+    tty.keys(&["port sum", "Tab"]);
+    tty.keys(&["all", "Enter"]);
+    tty.wait_for("Number of available ports: 2");
+    assert!(tty.screen().contains("show port summary all"), "{}", tty.screen());
     // History: Up recalls the last command.
-    keys(&["Up", "Enter"]);
-    let t = Instant::now();
-    while screen().matches("Number of available ports: 2").count() < 2 {
-        assert!(t.elapsed() < Duration::from_secs(20), "history recall failed:\n{}", screen());
-        std::thread::sleep(Duration::from_millis(100));
+    tty.keys(&["Up", "Enter"]);
+    tty.wait_for_n("Number of available ports: 2", 2);
+    tty.keys(&["quit", "Enter"]);
+    tty.wait_for("Bye...");
+}
+
+/// Tab in a terminal offers what may come next: port ids and `all` after `show
+/// port info`, the engines after `set fwd`, and the usage where the next argument
+/// is a number. DPDK 22.11's testpmd, for comparison (recorded on net_null ports):
+///
+/// ```text
+/// testpmd> show port info <Tab>
+///  [UINT16]: show|clear port info|summary|stats|xstats|fdir|dcb_tc <port_id>
+///  all [Fixed STRING]: show|clear port info|summary|stats|xstats|fdir|dcb_tc all
+///  [UINT16]: show port info <port_id> representor
+/// testpmd> set fwd <Tab>
+///  io [Mul-choice STRING]: set fwd io|mac|macswap|flowgen|rxonly|...: Set packet forwarding mode
+///  mac [Mul-choice STRING]: ...
+/// ```
+#[test]
+fn completion_knows_where_it_is_tty() {
+    if !common::tools_ready(&["tmux"]) {
+        return;
     }
-    keys(&["quit", "Enter"]);
-    wait_for("Bye...");
+    let tty = Tty::start("complete", NULL2);
+    tty.wait_for("testpmd>");
+    tty.keys(&["show port info ", "Tab"]);
+    tty.wait_for("all");
+    let s = tty.screen();
+    let list = s.lines().find(|l| l.contains("all") && !l.contains("testpmd>")).unwrap_or_default();
+    assert_eq!(list.split_whitespace().collect::<Vec<_>>(), ["0", "1", "all"], "{s}");
+    assert!(!s.contains("5tswap"), "{s}");
+    // Pick a port and run it: the line kept what was typed.
+    tty.keys(&["1", "Enter"]);
+    tty.wait_for("Infos for port 1");
+    tty.keys(&["set fwd ", "Tab"]);
+    tty.wait_for("icmpecho");
+    let s = tty.screen();
+    let engines: Vec<&str> = s
+        .lines()
+        .skip_while(|l| !l.contains("testpmd> set fwd"))
+        .skip(1)
+        .take_while(|l| !l.contains("testpmd>"))
+        .flat_map(str::split_whitespace)
+        .collect();
+    assert_eq!(engines, ["io", "mac", "macswap", "5tswap", "rxonly", "txonly", "flowgen", "csum", "icmpecho"], "{s}");
+    tty.keys(&["icm", "Tab", "Enter"]);
+    tty.wait_for("Set icmpecho packet forwarding mode");
+    tty.keys(&["set burst ", "Tab"]);
+    tty.wait_for("<N>: set burst N (1..=256) (packets per burst)");
+    tty.keys(&["16", "Enter"]);
+    tty.wait_for("Number of packets per burst set to 16");
+    tty.keys(&["quit", "Enter"]);
+    tty.wait_for("Bye...");
 }
 
 /// Port states as DPDK 22.11's testpmd keeps them. Its output for the same

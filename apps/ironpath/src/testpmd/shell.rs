@@ -41,10 +41,7 @@ impl Completer for Completion<'_> {
             c.push(Pair { display: format!(" {u}"), replacement: partial.to_string() });
         }
         if c.len() == 1 && c[0].replacement == partial {
-            c.push(Pair {
-                display: " (no word to complete; the usage above says what comes next)".into(),
-                replacement: partial.to_string(),
-            });
+            c.push(Pair { display: " (no word to offer: type the argument)".into(), replacement: partial.to_string() });
         }
         Ok((offer.start, c))
     }
