@@ -875,3 +875,61 @@ fn show_trace_max_n_parses() {
     assert_eq!(records.iter().filter(|l| l.starts_with("lcore 1 swap: len 64")).count(), 2, "{s}");
     assert!(records.contains(&"(3 more records not shown, discarded)"), "{s}");
 }
+
+/// Every line of the completion grammar is a command the shell runs: each form
+/// (every keyword alternative, with and without its optional tail, sample values
+/// for the arguments) is accepted by the dispatcher's syntax, whatever the command
+/// then says about the state it finds (no pipeline, port not stopped ...).
+#[test]
+fn every_completion_grammar_line_is_a_command() {
+    use ironpath::testpmd::commands::complete::GRAMMAR;
+    let sample = |arg: &str| -> &str {
+        match arg {
+            "<port>" | "<QUEUE>" => "0",
+            "<port|all>" => "all",
+            "<engine>" => "io",
+            "<command>" => "set",
+            "<MAC>" => "02:00:00:00:00:09",
+            "<LEN[,LEN...]>" => "64",
+            "<NAME>" => "net_null0",
+            "<DEVARGS>" => "net_null7",
+            "<FILE>" => "/nonexistent.yaml",
+            "<NODE>" => "swap",
+            "<VID>" | "<T>" => "100",
+            "<SECS>" => "0.1",
+            _ => "1",
+        }
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for g in GRAMMAR {
+        // Forms: each prefix that ends before an optional word, and the whole.
+        let words: Vec<&str> = g.pattern.split(' ').collect();
+        let mut ends: Vec<usize> = (0..words.len()).filter(|&i| words[i].starts_with('[')).collect();
+        ends.push(words.len());
+        for end in ends {
+            let mut forms = vec![String::new()];
+            for w in &words[..end] {
+                let w = w.trim_start_matches('[').trim_end_matches(']');
+                let alts: Vec<&str> = if w.starts_with('<') { vec![sample(w)] } else { w.split('|').collect() };
+                forms = forms.iter().flat_map(|f| alts.iter().map(move |a| format!("{f} {a}"))).collect();
+            }
+            lines.extend(forms.into_iter().map(|f| f.trim().to_string()));
+        }
+    }
+    // What ends the session or takes ports away goes last; quit is the harness's.
+    let last = |l: &String| ["port close", "port detach", "port reset", "port stop"].iter().any(|p| l.starts_with(p));
+    // Bare `monitor` runs for 10 s; its forms with arguments are kept.
+    lines.retain(|l| l != "quit" && l != "exit" && l != "monitor");
+    lines.sort_by_key(last);
+    let o = testpmd(NULL2, &(lines.join("\n") + "\nstop\nquit\n"));
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let s = &o.stdout;
+    for l in &lines {
+        let at = s.find(&format!("testpmd> {l}\n")).unwrap_or_else(|| panic!("`{l}` not run:\n{s}"));
+        let rest = &s[at + l.len() + 10..];
+        let answer = &rest[..rest.find("testpmd> ").unwrap_or(rest.len())];
+        for syntax_error in ["unknown", "accepted after", "unexpected `", "expected ", "missing ", "is not a"] {
+            assert!(!answer.contains(syntax_error), "`{l}` refused as syntax:\n{answer}");
+        }
+    }
+}
