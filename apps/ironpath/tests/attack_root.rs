@@ -246,7 +246,9 @@ fn a_few_addresses_filling_the_connection_table_do_not_lock_out_another_root() {
 }
 
 /// `peers` attacking addresses of the test's namespace, each with `conns` pipelining
-/// connections reading 2 KiB every `read_every` seconds, for 8 s: a download of 1 MiB
+/// connections reading 2 KiB every `read_every` seconds, for 8 s (12 s for the slow
+/// readers: at least three send-timeout periods once they are all connected, even
+/// on a loaded machine): a download of 1 MiB
 /// from another address completes within a second every ~0.7 s, no newcomer is
 /// refused, and once the attackers leave every buffer and the memory come back.
 fn pipelining_attack(tag: &str, net: u8, peers: u8, conns: u32, read_every: &str) {
@@ -264,11 +266,11 @@ fn pipelining_attack(tag: &str, net: u8, peers: u8, conns: u32, read_every: &str
     sh(&format!("ip netns exec {} ethtool -K {} tso off gso off", s.v.ns, s.v.peer));
     let pid = s.run.pid();
     let rss0 = rss(pid);
-    const SECS: u64 = 8;
+    let secs: u64 = if read_every == "2" { 12 } else { 8 };
     let spawned: Vec<Child> = attackers
         .iter()
         .map(|a| {
-            s.spawn(&[&tool("pipeline_flood.py"), a, &s.v.ours4(), &conns.to_string(), &SECS.to_string(), read_every])
+            s.spawn(&[&tool("pipeline_flood.py"), a, &s.v.ours4(), &conns.to_string(), &secs.to_string(), read_every])
         })
         .collect();
     // A download within a second every ~0.7 s while the attack runs (from the
@@ -276,7 +278,7 @@ fn pipelining_attack(tag: &str, net: u8, peers: u8, conns: u32, read_every: &str
     let t0 = std::time::Instant::now();
     std::thread::sleep(std::time::Duration::from_millis(700));
     let mut fetched = 0;
-    while t0.elapsed() < std::time::Duration::from_secs(SECS - 1) {
+    while t0.elapsed() < std::time::Duration::from_secs(secs - 1) {
         s.fetch_within(1, &format!("at {:.1} s of the attack", t0.elapsed().as_secs_f64()));
         fetched += 1;
         std::thread::sleep(std::time::Duration::from_millis(500));
