@@ -9,6 +9,7 @@
 //! equal the data sent. Namespaces are removed on exit, pass or fail.
 
 use ironpath_pcapfile::{read, Writer};
+use ironpath_util::testing::XorShift;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -78,12 +79,9 @@ impl Drop for Net {
 /// The data of stream `k`: a header naming it, then seeded pseudo-random bytes.
 fn original(k: usize) -> Vec<u8> {
     let mut v = format!("stream {k}\n").into_bytes();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ k as u64;
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ k as u64);
     while v.len() < STREAM_LEN {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.push(x as u8);
+        v.push(rng.next_u64() as u8);
     }
     v
 }
@@ -202,14 +200,12 @@ fn capture(net: &Net) -> PathBuf {
 }
 
 /// A copy of `src` with packets reordered: each packet swaps with one up to 3
-/// places later with probability 1/8 (xorshift seed `seed`).
+/// places later with probability 1/8 (seeded with `seed`).
 fn reorder(src: &Path, dst: &Path, seed: u64) {
     let mut pkts = read(src).unwrap();
-    let mut x = seed;
+    let mut rng = XorShift(seed);
     for i in 0..pkts.len() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next_u64();
         if x.is_multiple_of(8) {
             let j = (i + 1 + (x as usize >> 8) % 3).min(pkts.len() - 1);
             pkts.swap(i, j);

@@ -535,6 +535,7 @@ fn prefetch_pkt_data(p: *mut RawMbuf) {
 mod tests {
     use super::*;
     use crate::{MemPolicy, MempoolConfig};
+    use ironpath_util::testing::XorShift;
 
     /// A 64-object pool and a burst of `n` 60-byte packets whose first byte is their index.
     fn numbered(n: usize) -> (Mempool, Burst) {
@@ -591,11 +592,8 @@ mod tests {
     #[test]
     fn distribute_matches_a_model() {
         let p = Mempool::create(&MempoolConfig::new("d", 1024).cache_size(0).policy(MemPolicy::NoHuge)).unwrap();
-        let mut seed = 7u64;
-        let mut rnd = |m: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
+        let mut rng = XorShift(7);
+        let mut rnd = |m: u64| rng.below(m);
         for round in 0..200 {
             let outputs = 1 + rnd(10) as usize;
             let n = [0, 1, 31, 32, 255, MAX_BURST][round % 6].min(MAX_BURST);

@@ -362,6 +362,7 @@ mod tests {
     use super::*;
     use crate::port::testing::sink_txq;
     use crate::{MemPolicy, Mempool, MempoolConfig};
+    use ironpath_util::testing::XorShift;
 
     const HZ: u64 = 1_000_000; // 1 tick = 1 us
 
@@ -467,12 +468,10 @@ mod tests {
         let flush = 37;
         let mut t = TxBatcher::new(q, TxBatchConfig { flush_on_idle: false, ..cfg(16, flush, Completion::Immediate) });
         let mut now = 0u64;
-        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
         let mut total = 0;
         for _ in 0..5000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             now += x % 20; // walks 0..19 us apart
             let n = (x >> 20) as usize % 4;
             total += n;

@@ -1,4 +1,4 @@
-//! Property tests over pseudo-random inputs (a fixed-seed xorshift, so failures repeat):
+//! Property tests over pseudo-random inputs (ironpath-util's seeded xorshift, so failures repeat):
 //! the parsers never panic and keep their promises about `consumed` and the head limit,
 //! `HeadBuf` fed in random pieces agrees with a one-shot parse, and `resolve_path` never
 //! leaves the root.
@@ -6,26 +6,7 @@
 use std::path::{Component, Path};
 
 use ironpath_http::{parse_request, parse_response_head, resolve_path, HeadBuf, Parse, RespParse, Status};
-
-/// xorshift64 (Marsaglia): tiny and deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
+use ironpath_util::testing::XorShift;
 
 const SEEDS: &[&[u8]] = &[
     b"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
@@ -39,23 +20,23 @@ const SEEDS: &[&[u8]] = &[
 const SPICE: &[&[u8]] =
     &[b"\r", b"\n", b"\r\n", b"\r\n\r\n", b"\n\n", b" ", b"\t", b":", b",", b"\0", b"\x7f", b"\xff", b"%", b"HTTP/1.1"];
 
-fn random_bytes(rng: &mut Rng) -> Vec<u8> {
-    let len = rng.below(300);
-    (0..len).map(|_| rng.next() as u8).collect()
+fn random_bytes(rng: &mut XorShift) -> Vec<u8> {
+    let len = rng.index(300);
+    (0..len).map(|_| rng.next_u64() as u8).collect()
 }
 
 /// A seed with a few bytes flipped, removed or spliced in.
-fn mutated(rng: &mut Rng) -> Vec<u8> {
+fn mutated(rng: &mut XorShift) -> Vec<u8> {
     let mut bytes = rng.pick(SEEDS).to_vec();
     mutate(rng, &mut bytes);
     bytes
 }
 
-fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>) {
-    for _ in 0..=rng.below(4) {
-        let at = rng.below(bytes.len() + 1);
-        match rng.below(4) {
-            0 if at < bytes.len() => bytes[at] = rng.next() as u8,
+fn mutate(rng: &mut XorShift, bytes: &mut Vec<u8>) {
+    for _ in 0..=rng.index(4) {
+        let at = rng.index(bytes.len() + 1);
+        match rng.index(4) {
+            0 if at < bytes.len() => bytes[at] = rng.next_u64() as u8,
             1 if at < bytes.len() => {
                 bytes.remove(at);
             }
@@ -69,11 +50,11 @@ fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>) {
 }
 
 /// Pipelined requests (the request seeds), now and then one of them mutated.
-fn pipeline(rng: &mut Rng) -> Vec<u8> {
+fn pipeline(rng: &mut XorShift) -> Vec<u8> {
     let mut stream = Vec::new();
-    for _ in 0..=rng.below(4) {
+    for _ in 0..=rng.index(4) {
         let mut request = rng.pick(&SEEDS[..4]).to_vec();
-        if rng.below(4) == 0 {
+        if rng.index(4) == 0 {
             mutate(rng, &mut request);
         }
         stream.extend_from_slice(&request);
@@ -81,8 +62,8 @@ fn pipeline(rng: &mut Rng) -> Vec<u8> {
     stream
 }
 
-fn input(rng: &mut Rng) -> Vec<u8> {
-    if rng.below(2) == 0 {
+fn input(rng: &mut XorShift) -> Vec<u8> {
+    if rng.index(2) == 0 {
         random_bytes(rng)
     } else {
         mutated(rng)
@@ -113,7 +94,7 @@ fn check_request(buf: &[u8], max_head: usize) -> Parse {
 
 #[test]
 fn parsers_never_panic_and_keep_their_limits() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut done = 0;
     for _ in 0..20_000 {
         let buf = input(&mut rng);
@@ -135,10 +116,10 @@ fn parsers_never_panic_and_keep_their_limits() {
 
 #[test]
 fn headbuf_in_random_pieces_agrees_with_one_shot_parse() {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
     let mut pipelined = 0;
     for _ in 0..10_000 {
-        let stream = if rng.below(2) == 0 { input(&mut rng) } else { pipeline(&mut rng) };
+        let stream = if rng.index(2) == 0 { input(&mut rng) } else { pipeline(&mut rng) };
         let max_head = *rng.pick(&[16, 40, 64, 8192]);
         // Expected: parse requests one after another from the whole stream.
         let mut expected = Vec::new();
@@ -160,7 +141,7 @@ fn headbuf_in_random_pieces_agrees_with_one_shot_parse() {
         let mut rest = &stream[..];
         let mut last = Parse::Incomplete;
         'stream: while !rest.is_empty() {
-            let piece = rng.below(rest.len()) + 1;
+            let piece = rng.index(rest.len()) + 1;
             let mut data = &rest[..piece];
             rest = &rest[piece..];
             while !data.is_empty() {
@@ -193,13 +174,13 @@ const PATH_PIECES: &[&str] = &[
 
 #[test]
 fn resolve_path_never_leaves_the_root() {
-    let mut rng = Rng(0xdead_beef_cafe_f00d);
+    let mut rng = XorShift(0xdead_beef_cafe_f00d);
     let roots = [Path::new("/srv/www"), Path::new("www"), Path::new("/"), Path::new("")];
     let mut resolved = 0;
     for _ in 0..100_000 {
-        let pieces = rng.below(10);
+        let pieces = rng.index(10);
         let mut target = String::new();
-        if rng.below(8) != 0 {
+        if rng.index(8) != 0 {
             target.push('/');
         }
         for _ in 0..pieces {
@@ -222,11 +203,11 @@ fn resolve_path_never_leaves_the_root() {
 
 #[test]
 fn percent_encoding_round_trips() {
-    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    let mut rng = XorShift(0x0123_4567_89ab_cdef);
     let alphabet: Vec<char> = "abcXYZ019-_.~é ü+=,;!$&'()*@".chars().collect();
     for _ in 0..10_000 {
-        let segments: Vec<String> = (0..rng.below(4) + 1)
-            .map(|_| (0..rng.below(6) + 1).map(|_| *rng.pick(&alphabet)).collect::<String>())
+        let segments: Vec<String> = (0..rng.index(4) + 1)
+            .map(|_| (0..rng.index(6) + 1).map(|_| *rng.pick(&alphabet)).collect::<String>())
             .filter(|s| s != "." && s != "..")
             .collect();
         if segments.is_empty() {
@@ -237,7 +218,7 @@ fn percent_encoding_round_trips() {
         for segment in &segments {
             target.push('/');
             for b in segment.bytes() {
-                if !b.is_ascii_graphic() || rng.below(3) == 0 {
+                if !b.is_ascii_graphic() || rng.index(3) == 0 {
                     target.push_str(&format!("%{b:02X}"));
                 } else {
                     target.push(char::from(b));

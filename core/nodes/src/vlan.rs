@@ -496,6 +496,7 @@ mod tests {
     use ironpath_eal::abi::{self, RX_VLAN_STRIPPED};
     use ironpath_eal::{MemPolicy, MempoolConfig};
     use ironpath_graph::NodeStats;
+    use ironpath_util::testing::XorShift;
 
     /// An untagged IPv4 frame with `len` payload bytes, each different.
     fn frame(len: usize) -> Vec<u8> {
@@ -872,13 +873,8 @@ mod tests {
     #[test]
     fn arbitrary_frames_never_panic_and_each_is_counted_once() {
         let p = pool(512);
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move || rng.next_u64();
         let actions = [
             push(0x8100, 4095, 7),
             push(0x88a8, 0, 0),

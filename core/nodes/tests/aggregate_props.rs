@@ -9,25 +9,12 @@
 use ironpath_eal::{abi, Burst, Mbuf, MemPolicy, Mempool, MempoolConfig, MAX_BURST};
 use ironpath_nodes::aggregate::gso::segment;
 use ironpath_nodes::aggregate::{AggrConfig, Aggregator, Flush, Mode};
+use ironpath_util::testing::XorShift;
 use ironpath_wire::ipv4::Ipv4Packet;
 use ironpath_wire::tcp::TcpPacket;
 use ironpath_wire::IpAddress;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 struct FlowSpec {
     v6: bool,
@@ -149,18 +136,18 @@ struct Case {
     good: Vec<bool>,
 }
 
-fn make_case(rng: &mut Rng) -> Case {
+fn make_case(rng: &mut XorShift) -> Case {
     let nflows = 1 + rng.below(6) as usize;
     let mut flows = Vec::new();
     for n in 0..nflows {
         let mss = [536, 1000, 1448, 1440, 7, 1 + rng.below(1500) as usize][rng.below(6) as usize];
         let len = 1 + rng.below(40_000) as usize;
-        let data = (0..len).map(|_| rng.next() as u8).collect();
+        let data = (0..len).map(|_| rng.next_u64() as u8).collect();
         flows.push(FlowSpec {
             v6: rng.below(2) == 1,
             n: n as u32,
-            seq0: rng.next() as u32,
-            id0: rng.next() as u16,
+            seq0: rng.next_u64() as u32,
+            id0: rng.next_u64() as u16,
             mss,
             data,
             ack_every: [usize::MAX, 7, 3][rng.below(3) as usize],
@@ -260,7 +247,7 @@ fn run(
     out
 }
 
-fn cfg(mode: Mode, flush: Flush, rng: &mut Rng) -> AggrConfig {
+fn cfg(mode: Mode, flush: Flush, rng: &mut XorShift) -> AggrConfig {
     AggrConfig {
         mode,
         max_bytes: [65535, 16384, 3000][rng.below(3) as usize],
@@ -277,7 +264,7 @@ fn cfg(mode: Mode, flush: Flush, rng: &mut Rng) -> AggrConfig {
 fn gro_and_lro_keep_every_byte_of_every_flow_with_valid_checksums() {
     let (pool, big) = pools();
     for seed in 1..=60u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let case = make_case(&mut rng);
         let input: Vec<Vec<u8>> = case.order.iter().map(|&(f, k, p)| frame(&case.flows[f], k, p)).collect();
         let want = payloads(&input);
@@ -309,7 +296,7 @@ fn gro_then_gso_gives_back_the_input_segments_byte_for_byte() {
     let (pool, _) = pools();
     let mut merged_any = 0;
     for seed in 100..=160u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let mut rng = XorShift(seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
         let case = make_case(&mut rng);
         let c = cfg(Mode::Gro, if seed % 2 == 0 { Flush::Burst } else { Flush::Timeout }, &mut rng);
         let mut agg = Aggregator::new(c, None);

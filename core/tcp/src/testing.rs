@@ -1,5 +1,5 @@
-//! Test fixtures (feature `test-utils`): a refcounted [`Payload`] and a xorshift
-//! generator, shared by this crate's tests, the simulation tests and the fuzz target.
+//! Test fixtures (feature `test-utils`): a refcounted [`Payload`] and the workspace's
+//! seeded generator, shared by this crate's tests, the simulation tests and the fuzz target.
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
@@ -133,36 +133,8 @@ impl fmt::Debug for Bytes {
     }
 }
 
-/// A xorshift64 generator: deterministic test data and decisions without the rand crate.
-#[derive(Debug, Clone)]
-pub struct XorShift(pub u64);
-
-impl XorShift {
-    /// The next 64 pseudo-random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0.max(1);
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A value in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// True with probability `parts_per_million` / 1e6.
-    pub fn chance(&mut self, parts_per_million: u32) -> bool {
-        self.below(1_000_000) < u64::from(parts_per_million)
-    }
-
-    /// `len` pseudo-random bytes.
-    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64() as u8).collect()
-    }
-}
+/// The workspace's seeded test generator (ironpath-util's), for this crate's tests.
+pub use ironpath_util::testing::XorShift;
 
 #[cfg(test)]
 mod tests {

@@ -155,9 +155,9 @@ mod tests {
     fn sum_matches_naive_on_random_lengths_and_alignments() {
         let mut rng = XorShift(0x1234_5678_9abc_def1);
         for _ in 0..2000 {
-            let len = rng.below(1600);
+            let len = rng.index(1600);
             let buf = rng.bytes(len + 8);
-            let start = rng.below(8);
+            let start = rng.index(8);
             let slice = &buf[start..start + len];
             assert_eq!(data(slice), naive(slice), "len {len} start {start}");
         }
@@ -232,7 +232,7 @@ mod tests {
     fn incremental_equals_full_recomputation() {
         let mut rng = XorShift(0xdead_beef_cafe_f00d);
         for round in 0..5000 {
-            let len = 2 * (2 + rng.below(40));
+            let len = 2 * (2 + rng.index(40));
             let mut buf = rng.bytes(len);
             // Mostly small values, so that sums near 0xffff (the corner case) come up.
             if round % 3 == 0 {
@@ -247,22 +247,22 @@ mod tests {
             let mut edited = buf.clone();
             let result = match round % 3 {
                 0 => {
-                    let at = 2 * rng.below(len / 2);
+                    let at = 2 * rng.index(len / 2);
                     let old = u16::from_be_bytes([buf[at], buf[at + 1]]);
                     let new = rng.next_u64() as u16;
                     edited[at..at + 2].copy_from_slice(&new.to_be_bytes());
                     update16(cksum, old, new)
                 }
                 1 => {
-                    let at = 2 * rng.below(len / 2 - 1);
+                    let at = 2 * rng.index(len / 2 - 1);
                     let old = u32::from_be_bytes(buf[at..at + 4].try_into().unwrap());
                     let new = rng.next_u64() as u32;
                     edited[at..at + 4].copy_from_slice(&new.to_be_bytes());
                     update32(cksum, old, new)
                 }
                 _ => {
-                    let at = 2 * rng.below(len / 2);
-                    let span = 2 * (1 + rng.below((len - at) / 2));
+                    let at = 2 * rng.index(len / 2);
+                    let span = 2 * (1 + rng.index((len - at) / 2));
                     let new = rng.bytes(span);
                     edited[at..at + span].copy_from_slice(&new);
                     update_bytes(cksum, &buf[at..at + span], &new)

@@ -512,7 +512,7 @@ pub(crate) mod tests {
     fn random_bytes_never_panic() {
         let mut rng = XorShift(7);
         for _ in 0..20_000 {
-            let len = rng.below(80);
+            let len = rng.index(80);
             let mut b = rng.bytes(len);
             if len > 0 {
                 b[0] = 0x40 | (b[0] & 0x0f);

@@ -454,17 +454,17 @@ mod tests {
         let protos = [0u8, 43, 44, 60, 59, 6, 17, 58];
         let mut walked = 0;
         for _ in 0..20_000 {
-            let len = rng.below(120);
+            let len = rng.index(120);
             let mut payload = rng.bytes(len);
             // Bias next-header bytes and lengths towards extension headers.
             for (i, b) in payload.iter_mut().enumerate() {
                 if i % 8 == 0 {
-                    *b = protos[rng.below(protos.len())];
+                    *b = protos[rng.index(protos.len())];
                 } else if i % 8 == 1 {
                     *b &= 3;
                 }
             }
-            let mut b = packet(protos[rng.below(protos.len())], "");
+            let mut b = packet(protos[rng.index(protos.len())], "");
             b[4..6].copy_from_slice(&(len as u16).to_be_bytes());
             b.extend_from_slice(&payload);
             let p = Ipv6Packet::new_checked(&b[..]).unwrap();

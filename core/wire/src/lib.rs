@@ -102,28 +102,6 @@ pub(crate) mod testutil {
         digits.chunks(2).map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).expect("hex digit")).collect()
     }
 
-    /// A xorshift64 generator: deterministic test data without the rand crate.
-    pub struct XorShift(pub u64);
-
-    impl XorShift {
-        /// The next 64 pseudo-random bits.
-        pub fn next_u64(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-
-        /// A value in `0..n`.
-        pub fn below(&mut self, n: usize) -> usize {
-            (self.next_u64() % n as u64) as usize
-        }
-
-        /// `len` pseudo-random bytes.
-        pub fn bytes(&mut self, len: usize) -> Vec<u8> {
-            (0..len).map(|_| self.next_u64() as u8).collect()
-        }
-    }
+    /// The workspace's seeded test generator.
+    pub use ironpath_util::testing::XorShift;
 }

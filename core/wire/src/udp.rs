@@ -320,8 +320,8 @@ mod tests {
     fn checksum_matches_reference_on_random_datagrams() {
         let mut rng = XorShift(0x0d9);
         for _ in 0..500 {
-            let payload_len = rng.below(300);
-            let repr = UdpRepr { src_port: 1 + rng.below(65535) as u16, dst_port: 1, payload_len };
+            let payload_len = rng.index(300);
+            let repr = UdpRepr { src_port: 1 + rng.index(65535) as u16, dst_port: 1, payload_len };
             let mut bytes = rng.bytes(repr.buffer_len());
             repr.emit(&mut UdpPacket::new_unchecked(&mut bytes[..]), &src(), &dst());
             // Reference: RFC 768 sum over pseudo-header and datagram, written out.

@@ -22,7 +22,7 @@
 //! Counted (`interrupts_sent`, `interrupts_failed`); a ring whose interrupt
 //! descriptor is not an eventfd is refused at `ADD_RING` (`ctl`).
 
-use crate::ctl::Link;
+use crate::ctl::{Level, Link};
 use crate::ring::Conn;
 use crate::sys::{self, Signaller};
 use std::io;
@@ -127,7 +127,7 @@ impl Notifier {
 
     /// Signal the peer for every ring marked since the last call (`woken`: the
     /// wake descriptor polled readable). Cheap when nothing is marked.
-    pub fn serve(&mut self, link: &Link, woken: bool, say: &dyn Fn(u32, &str)) {
+    pub fn serve(&mut self, link: &Link, woken: bool, say: &dyn Fn(Level, &str)) {
         if woken {
             self.wake.drain();
         }
@@ -135,7 +135,7 @@ impl Notifier {
         link.conns.with_current(|c| self.signal(link, c, say));
     }
 
-    fn signal(&mut self, link: &Link, c: Option<&Conn>, say: &dyn Fn(u32, &str)) {
+    fn signal(&mut self, link: &Link, c: Option<&Conn>, say: &dyn Fn(Level, &str)) {
         let Some(c) = c else { return };
         self.fds.clear();
         for r in c.c2s.iter().chain(c.s2c.iter()).flatten() {
@@ -153,7 +153,10 @@ impl Notifier {
             None => {
                 if !self.told {
                     self.told = true;
-                    say(1, &format!("cannot signal a peer that asks for interrupts ({}): it must poll", self.no_sig));
+                    say(
+                        Level::Warning,
+                        &format!("cannot signal a peer that asks for interrupts ({}): it must poll", self.no_sig),
+                    );
                 }
                 0
             }

@@ -228,9 +228,20 @@ mod tests {
         let t = template(64, [2, 0, 0, 0, 0, 1]);
         assert_eq!(t.len(), 64);
         assert_eq!(&t[12..14], &[0x08, 0x00]);
-        assert_eq!(csum(&t[14..34]), 0, "IPv4 header checksum must verify");
+        // The header, worked by hand: 4500 0032 0000 0000 4011 (checksum) c612 0001
+        // c612 ffff sums to 0x31167, folds to 0x116a, and complements to 0xee95.
+        assert_eq!(&t[24..26], &[0xee, 0x95], "IPv4 header checksum");
         assert_eq!(u16::from_be_bytes([t[16], t[17]]), 50);
         assert_eq!(u16::from_be_bytes([t[38], t[39]]), 30);
+    }
+
+    #[test]
+    fn checksum_matches_rfc_1071s_worked_example() {
+        // RFC 1071 section 3: these eight bytes sum to 0xddf2 (one's complement), so
+        // their checksum is 0x220d.
+        assert_eq!(csum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), 0x220d);
+        // An odd length is padded with a zero byte: 0x0001 + 0xf200 = 0xf201, complemented.
+        assert_eq!(csum(&[0x00, 0x01, 0xf2]), 0x0dfe);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use super::frames::{arp, eth, fix_ip_lengths, icmp4_echo, icmp6, ipv4, ipv6, l3, tagged, tcp, udp};
 use super::{OUR4, OUR6, OUR_MACS, PEER4, PEER6, PEER_MAC, REMOTE4, REMOTE6, ROUTED4};
+use ironpath_util::testing::XorShift;
 use ironpath_wire::arp::ArpOperation;
 use ironpath_wire::ethernet::EthernetAddress;
 use ironpath_wire::icmpv6::{Icmpv6Repr, NeighborFlags};
@@ -218,31 +219,12 @@ pub fn standard() -> Vec<Vec<u8>> {
     all
 }
 
-/// A small deterministic generator (xorshift64*).
-#[derive(Clone, Debug)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number below `n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-}
-
 /// `n` frames that each bring something new a node might keep state for: a source
 /// MAC, an IPv4 source (in 198.18.0.0/15) or an IPv6 one (a new /64 or a new
 /// address in ours), a flow's ports, a destination on a connected subnet (a
 /// neighbour to resolve), a TCP handshake, an ARP or ND sender, a VLAN id.
 pub fn flood(seed: u64, n: usize) -> Vec<Vec<u8>> {
-    let mut rng = Rng(seed | 1);
+    let mut rng = XorShift(seed);
     let us = OUR_MACS[0];
     (0..n)
         .map(|i| {

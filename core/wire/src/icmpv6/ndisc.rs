@@ -198,7 +198,7 @@ mod tests {
     fn random_bytes_never_panic() {
         let mut rng = XorShift(0x4861);
         for _ in 0..20_000 {
-            let len = rng.below(64);
+            let len = rng.index(64);
             let mut bytes = rng.bytes(len);
             for b in bytes.iter_mut().skip(1).step_by(8) {
                 *b &= 3;

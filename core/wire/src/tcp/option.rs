@@ -249,10 +249,10 @@ mod tests {
     fn random_bytes_never_panic_and_reemit() {
         let mut rng = XorShift(0x7c9);
         for _ in 0..50_000 {
-            let len = rng.below(41);
+            let len = rng.index(41);
             let mut bytes = rng.bytes(len);
             for b in bytes.iter_mut() {
-                if rng.below(3) == 0 {
+                if rng.index(3) == 0 {
                     *b %= 12;
                 }
             }

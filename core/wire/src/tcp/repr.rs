@@ -413,21 +413,21 @@ mod tests {
         let kinds = [0u8, 1, 2, 3, 4, 5, 8, 30];
         let mut parsed = 0;
         for _ in 0..20_000 {
-            let options_len = 4 * rng.below(11);
-            let payload_len = rng.below(8);
+            let options_len = 4 * rng.index(11);
+            let payload_len = rng.index(8);
             let mut b = rng.bytes(HEADER_LEN + options_len + payload_len);
             b[12] = ((5 + options_len / 4) as u8) << 4;
-            b[13] &= 0x1f | if rng.below(2) == 0 { 0 } else { 0xe0 };
+            b[13] &= 0x1f | if rng.index(2) == 0 { 0 } else { 0xe0 };
             let mut at = HEADER_LEN;
             while at + 2 <= HEADER_LEN + options_len {
-                let kind = kinds[rng.below(kinds.len())];
+                let kind = kinds[rng.index(kinds.len())];
                 let len = match kind {
                     2 => 4,
                     3 => 3,
                     4 => 2,
-                    5 => 2 + 8 * (1 + rng.below(4)),
+                    5 => 2 + 8 * (1 + rng.index(4)),
                     8 => 10,
-                    _ => 2 + rng.below(6),
+                    _ => 2 + rng.index(6),
                 };
                 b[at] = kind;
                 b[at + 1] = len as u8;
