@@ -15,8 +15,8 @@
 //!   `core/config/src/validate/param.rs` and `core/config/src/params.rs`. A bare
 //!   file name may also be the last part of a path the document names, or be in
 //!   a folder it names. `path::item` is checked as `path`; a segment in capitals
-//!   (`pmds/NAME`) is a placeholder and ends what is checked;
-//!   `*` matches within one segment.
+//!   (`pmds/NAME`) is a placeholder and ends what is checked; `*` matches within
+//!   one segment.
 //!
 //! Absolute paths (`/proc/...`, `/run/memif.sock`, HTTP request paths) name things
 //! on the user's machine and are not checked. The few relative names that are
