@@ -159,14 +159,30 @@ pub fn main(args: &[String]) -> i32 {
         eprintln!("ironpath new-pmd: {}: {e}", a.dir.display());
         return 1;
     }
-    crate::outln!(
-        "created {dir}: driver net_{name} (ironpath-pmd-sdk from {sdk})\n  cd {dir} && cargo build --release\n  \
-         ironpath testpmd -d target/release/libironpath_pmd_{name}.so --vdev net_{name}0 -- -i",
-        dir = a.dir.display(),
-        name = a.name,
-        sdk = a.sdk.display()
-    );
+    crate::outln!("created {}: driver net_{} (ironpath-pmd-sdk from {})", a.dir.display(), a.name, a.sdk.display());
+    crate::outln!("build it and start testpmd with one port of it:\n  {}", hint(&a.dir, &a.name));
     0
+}
+
+/// The closing hint: one command that runs as printed from the directory `new-pmd`
+/// ran in, naming this program by its own path (it need not be on `PATH`).
+fn hint(dir: &Path, name: &str) -> String {
+    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "ironpath".to_string());
+    format!(
+        "cd {} && cargo build --release && {} testpmd -d target/release/libironpath_pmd_{name}.so --vdev net_{name}0 -- -i",
+        shell_word(&dir.display().to_string()),
+        shell_word(&exe),
+    )
+}
+
+/// `s` as one shell word: as it is when it has no character the shell treats
+/// specially, else in single quotes.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 #[cfg(test)]
@@ -188,5 +204,15 @@ mod tests {
         let m = manifest("my_drv", Path::new("/x/sdk"));
         assert!(m.contains("name = \"ironpath_pmd_my_drv\"") && m.contains("path = \"/x/sdk\""));
         assert!(m.contains("[workspace]"));
+    }
+
+    #[test]
+    fn the_hint_quotes_what_the_shell_would_split() {
+        assert_eq!(shell_word("ironpath-pmd-x"), "ironpath-pmd-x");
+        assert_eq!(shell_word("my dir/it's"), "'my dir/it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+        let h = hint(Path::new("a b"), "x");
+        assert!(h.starts_with("cd 'a b' && cargo build --release && "), "{h}");
+        assert!(h.ends_with(" testpmd -d target/release/libironpath_pmd_x.so --vdev net_x0 -- -i"), "{h}");
     }
 }

@@ -321,4 +321,34 @@ fn the_out_of_tree_walkthrough_of_the_guide_runs_as_written() {
     let rx: u64 = out[i..].split("RX-packets:").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
     assert!(rx > 0, "no packet forwarded through net_mydrv:\n{out}");
     assert!(!err.contains("still in use") && !err.contains("refused"), "{err}");
+
+    // `new-pmd`'s closing hint runs as printed, from where `new-pmd` ran, with
+    // `ironpath` not on PATH (the crate is built already: cargo has nothing to do).
+    let hint = out
+        .lines()
+        .skip_while(|l| !l.starts_with("build it and start testpmd"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no closing hint from new-pmd:\n{out}"))
+        .trim();
+    let mut run = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(hint)
+        .current_dir(&dir.0)
+        .env("CARGO_NET_OFFLINE", "true")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        run.stdin.take().unwrap().write_all(b"show port info 0\nquit\n").unwrap();
+    }
+    let o = run.wait_with_output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "the hint failed:\n{hint}\n--- stdout\n{out}\n--- stderr\n{err}");
+    assert!(out.contains("Driver name: net_mydrv") && out.contains("Bye..."), "{hint}\n{out}");
 }

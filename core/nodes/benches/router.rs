@@ -2,7 +2,10 @@
 //! /24, each via one of four gateways on four interfaces, gateways resolved first),
 //! bursts of 32 UDP frames to random destinations inside the routes, timed with the
 //! TSC around each call of the node (the frames are readdressed between calls,
-//! untimed). Also the FIB alone (`Lpm::lookup_burst`) on the same destinations.
+//! untimed). Also the FIB alone on the same destinations, looked up as the router's
+//! fast path does: every root slot prefetched (`Lpm::prefetch_root4`), each read
+//! (`Lpm::root4`, the next ply prefetched), and the plies below the slots that are
+//! not leaves read in a second pass (`Lpm::leaf4`).
 //!
 //! One line `RESULT routes=N cycles_per_packet=... ns_per_packet=... lookup_cycles=...
 //! plies=... build_ms=... forwarded=...` per table size.
@@ -13,7 +16,7 @@ use ironpath_graph::testing::call;
 use ironpath_graph::{Node, NodeStats};
 use ironpath_nodes::acl::sample::Lcg;
 use ironpath_nodes::router::config::{IfaceCfg, RouterCfg};
-use ironpath_nodes::router::lpm::key4;
+use ironpath_nodes::router::lpm::Lpm;
 use ironpath_nodes::router::neigh::NeighConfig;
 use ironpath_nodes::router::{Router, Tuning};
 use std::hint::black_box;
@@ -163,14 +166,29 @@ fn main() {
             }
         }
         let _ = w;
-        // The FIB alone.
-        let keys: Vec<u128> = dsts.iter().map(|d| key4(*d)).collect();
-        let mut out = vec![None; BURST];
+        // The FIB alone, in the router's order.
+        let keys: Vec<u32> = dsts.iter().map(|d| u32::from(*d)).collect();
+        let fib = r.fib4();
+        let mut leaves = [0u32; BURST];
         let t0 = tsc::rdtsc();
         for _ in 0..64 {
-            for k in keys.chunks(BURST) {
-                r.fib4().lookup_burst(black_box(k), &mut out);
-                black_box(&out);
+            for burst in keys.chunks(BURST) {
+                let burst = black_box(burst);
+                for a in burst {
+                    fib.prefetch_root4(*a);
+                }
+                let mut later = 0;
+                for (i, a) in burst.iter().enumerate() {
+                    let e = fib.root4(*a);
+                    leaves[i] = e;
+                    later |= u32::from(!Lpm::is_leaf(e)) << i;
+                }
+                while later != 0 {
+                    let i = later.trailing_zeros() as usize;
+                    leaves[i] = fib.leaf4(burst[i], leaves[i]);
+                    later &= later - 1;
+                }
+                black_box(&leaves);
             }
         }
         let lookup = tsc::rdtsc().wrapping_sub(t0) as f64 / (64 * keys.len()) as f64;

@@ -16,9 +16,10 @@
 //! of the longest prefix covering it, so a lookup never backtracks. The table is
 //! built from the whole route list at once (routes come from the pipeline file),
 //! shortest prefixes first, so a longer prefix always paints over a shorter one.
-//! [`Lpm::lookup_burst`] looks a burst up in two passes: every root slot first
-//! (the next ply's line prefetched), then the plies, so the loads of different
-//! packets overlap.
+//! The router looks an IPv4 burst up in passes, so that the loads of different
+//! packets overlap: every root slot prefetched ([`Lpm::prefetch_root4`]), each slot
+//! read with the next ply's line prefetched ([`Lpm::root4`]), then the plies below
+//! the slots that are not leaves ([`Lpm::leaf4`]).
 
 use ironpath_eal::prefetch;
 
@@ -270,24 +271,6 @@ impl Lpm {
         }
         e
     }
-
-    /// [`Lpm::lookup`] of each key into `out` (as long as `keys`), root slots of the
-    /// whole burst first.
-    #[inline]
-    pub fn lookup_burst(&self, keys: &[u128], out: &mut [Option<u32>]) {
-        let mut first = [0u32; ironpath_eal::MAX_BURST];
-        for (chunk, outs) in keys.chunks(first.len()).zip(out.chunks_mut(first.len())) {
-            for (k, e) in chunk.iter().zip(first.iter_mut()) {
-                *e = self.root_slot((*k >> (128 - self.bits)) as usize);
-                if *e & PLY != 0 {
-                    prefetch(self.ply_slot(*e, (*k >> (120 - self.bits)) as usize & 0xff));
-                }
-            }
-            for ((k, e), o) in chunk.iter().zip(first.iter()).zip(outs.iter_mut()) {
-                *o = self.finish(*e, *k);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -357,8 +340,6 @@ mod tests {
             let bits = if !v6 && round % 8 == 2 { 24 } else { 16 };
             let t = Lpm::build_with(&routes, 1 << 20, bits).unwrap();
             let ks = keys(&mut g, &routes, v6);
-            let mut out = vec![None; ks.len()];
-            t.lookup_burst(&ks, &mut out);
             if !v6 {
                 // The router's fast path: the root slot, then the plies below it.
                 for k in &ks {
@@ -367,10 +348,9 @@ mod tests {
                     assert_eq!(r.checked_sub(1), scan(&routes, *k), "IPv4 leaf of {k:#x}");
                 }
             }
-            for (k, o) in ks.iter().zip(&out) {
+            for k in &ks {
                 let want = scan(&routes, *k);
                 assert_eq!(t.lookup(*k), want, "key {k:#x}, {n} routes (v6: {v6}, {bits}-bit root)");
-                assert_eq!(*o, want, "burst lookup of {k:#x}");
             }
         }
     }
