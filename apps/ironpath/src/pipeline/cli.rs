@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 pub const RUN_USAGE: &str = "usage: ironpath run FILE [options]
 
 Runs the pipeline FILE describes until Ctrl-C (or --duration), printing the
-per-second port table and, at exit, the per-node counters (`show runtime`).
+port table every second (per port: packets and bytes since the start, then
+packets/s and Mbit/s over the last period; a quiet stretch is said in one line)
+and, at exit, the per-node counters (`show runtime`) and why any node dropped.
 
 options:
   --duration SECS       stop after SECS seconds
@@ -232,6 +234,7 @@ pub fn run_main(args: &[String]) -> i32 {
     let mut next_json = 1.0;
     let mut failed = false;
     let mut peaks = Vec::new();
+    let mut quiet_said = false;
     loop {
         std::thread::sleep(Duration::from_millis(20));
         while let Ok(req) = requests.try_recv() {
@@ -253,7 +256,20 @@ pub fn run_main(args: &[String]) -> i32 {
             let cur = stats::snapshot(&eal, &run);
             let secs = t_prev.elapsed().as_secs_f64();
             if due_print || (done && a.period > 0.0) {
-                crate::out!("{}", stats::table(&run, &prev, &cur, secs));
+                // A quiet stretch (no port moved a packet: the work is done, or none
+                // has come yet) is said once, not printed as rows of zeros; the
+                // table comes back with traffic, and at the end with the totals.
+                if done || !stats::quiet(&prev, &cur) {
+                    crate::out!("{}", stats::table(&run, &prev, &cur, secs));
+                    quiet_said = false;
+                } else if !quiet_said {
+                    crate::outln!(
+                        "{:.1} s: no packet moved on any port since {:.1} s (the table resumes with traffic)",
+                        t,
+                        t - secs
+                    );
+                    quiet_said = true;
+                }
                 next_print += a.period;
             }
             if let Some(w) = json.as_mut() {
@@ -283,6 +299,7 @@ pub fn run_main(args: &[String]) -> i32 {
     }
     let errs = [errs, run.stop(&mut eal)].concat();
     crate::outln!("\n{runtime}");
+    crate::out!("{}", stats::drop_notes(&run.info));
     for (p, s) in run.cfg.ports.iter().zip(&totals) {
         crate::outln!(
             "port {:<10} RX-packets: {:<12} RX-bytes: {:<14} TX-packets: {:<12} TX-bytes: {:<14} RX-missed: {} RX-nombuf: {}",
