@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{TempDir, BIN};
+use common::{is_root, skip, TempDir, BIN};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -177,4 +177,141 @@ edges:
     // The source is polled every walk, busy or not: its calls outnumber its busy calls.
     let gen = runtime_row(&out, "gen");
     assert!(gen[3].parse::<u64>().unwrap() > gen[4].parse::<u64>().unwrap(), "{out}");
+}
+
+/// What Debian's DPDK 22.11 `dpdk-testpmd --no-huge -m 256 -l 0-63 --vdev net_null0
+/// -- -i` printed on a machine whose 2 CPUs were all the process could use (lines
+/// 3-62 alike, its 70-line usage left out); its exit status was 1 and no port was
+/// made.
+const DPDK_L_0_63: &str = "\
+EAL: Detected CPU lcores: 2
+EAL: Detected NUMA nodes: 1
+EAL: lcore 2 unavailable
+EAL: lcore 3 unavailable
+EAL: lcore 63 unavailable
+EAL: invalid core list, please check specified cores are part of 0-1
+
+Usage: dpdk-testpmd [options]
+EAL: FATAL: Invalid 'command line' arguments.
+EAL: Invalid 'command line' arguments.
+EAL: Error - exiting with code: 1
+  Cause: Cannot init EAL: Invalid argument
+";
+
+/// The CPUs this process may run on, from /proc/self/status (`0-1,4`).
+fn cpus_allowed() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_owned()
+}
+
+fn assert_one_line_error(err: &str, what: &str) {
+    assert!(err.ends_with('\n') && !err.ends_with("\n\n"), "{what}: ends with one newline: {err:?}");
+    assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+}
+
+#[test]
+fn lcores_the_process_may_not_use_are_refused_as_dpdk_refuses() {
+    // DPDK names each unavailable lcore, then the cores it may use, and exits 1.
+    let dpdk_usable = DPDK_L_0_63.lines().find_map(|l| l.split("part of ").nth(1));
+    assert_eq!(dpdk_usable, Some("0-1"));
+    assert!(DPDK_L_0_63.contains("lcore 2 unavailable") && DPDK_L_0_63.contains("exiting with code: 1"));
+    let allowed = cpus_allowed();
+    let (rc, out, err) = ironpath(&["testpmd", "--no-huge", "-l", "0-127", "--vdev", "net_null0", "--", "-i"], &[]);
+    assert_eq!(rc, 1, "{out}{err}");
+    assert!(!out.contains("Port 0"), "no port is made:\n{out}");
+    assert_one_line_error(&err, "-l 0-127");
+    assert!(err.contains("unavailable"), "{err}");
+    assert!(err.contains(&format!("may run on CPU(s) {allowed} only")), "the usable CPUs ({allowed}), as DPDK: {err}");
+    // The CPUs it may use pass (the first of them: the main lcore only).
+    let first = allowed.split([',', '-']).next().unwrap().to_owned();
+    let (rc, out, err) = ironpath(&["testpmd", "--no-huge", "-l", &first, "--vdev", "net_null0", "--", "-i"], &[]);
+    assert_eq!(rc, 0, "{out}{err}");
+}
+
+#[test]
+fn version_app_arguments_before_the_separator_and_did_you_mean() {
+    let (rc, out, _) = ironpath(&["--version"], &[]);
+    assert_eq!(rc, 0);
+    assert!(out.starts_with(&format!("ironpath {} (PMD plugin ABI 1.", env!("CARGO_PKG_VERSION"))), "{out}");
+    assert!(out.ends_with(")\n"), "{out:?}");
+    // `-i` is an application argument: it goes after `--`.
+    let (rc, _, err) = ironpath(&["testpmd", "--no-huge", "-i"], &[]);
+    assert_eq!(rc, 1);
+    assert_one_line_error(&err, "-i before --");
+    assert!(err.contains("unknown runtime argument `-i`; application arguments go after `--`"), "{err}");
+    let cfg = repo().join("configs/default.yaml");
+    let (rc, _, err) = ironpath(&["run", cfg.to_str().unwrap(), "--durration", "1"], &[]);
+    assert_eq!(rc, 2);
+    assert_one_line_error(&err, "--durration");
+    assert!(err.contains("unknown option `--durration` (did you mean `--duration`?)"), "{err}");
+    // A file error ends with its newline too.
+    let (rc, _, err) = ironpath(&["run", "/nonexistent/pipeline.yaml"], &[]);
+    assert_eq!(rc, 1);
+    assert!(err.ends_with('\n') && !err.ends_with("\n\n"), "{err:?}");
+}
+
+/// A free TCP port on `ip` (bound, then let go).
+fn free_port(ip: &str) -> Option<u16> {
+    std::net::TcpListener::bind((ip, 0)).ok().and_then(|l| l.local_addr().ok()).map(|a| a.port())
+}
+
+#[test]
+fn metrics_take_no_address_a_host_name_or_a_bracketed_ipv6_address() {
+    let cfg = repo().join("configs/default.yaml");
+    let mut cases = vec![];
+    let p = free_port("0.0.0.0").unwrap();
+    cases.push((format!(":{p}"), format!("metrics: http://0.0.0.0:{p}/metrics")));
+    let p = free_port("127.0.0.1").unwrap();
+    cases.push((format!("localhost:{p}"), format!(":{p}/metrics")));
+    match free_port("::1") {
+        Some(p) => cases.push((format!("[::1]:{p}"), format!("metrics: http://[::1]:{p}/metrics"))),
+        None => skip("[::1]: no IPv6 loopback here"),
+    }
+    for (addr, want) in cases {
+        let (rc, out, err) = ironpath(
+            &["run", cfg.to_str().unwrap(), "--no-huge", "--no-pin", "--no-telemetry", "--stats-period", "0"]
+                .into_iter()
+                .chain(["--duration", "0.3", "--metrics", &addr])
+                .collect::<Vec<_>>(),
+            &[],
+        );
+        assert_eq!(rc, 0, "--metrics {addr}: {out}{err}");
+        assert!(out.lines().any(|l| l.starts_with("metrics: http://") && l.ends_with(&want)), "{addr}: {out}");
+    }
+    for bad in ["9198", "::1:9198", "localhost:"] {
+        let (rc, _, err) = ironpath(&["run", cfg.to_str().unwrap(), "--metrics", bad], &[]);
+        assert_eq!(rc, 2, "{bad}");
+        assert_one_line_error(&err, bad);
+        assert!(err.contains("is not an ADDRESS:PORT"), "{err}");
+    }
+    // testpmd reads it the same way.
+    let (rc, _, err) = ironpath(&["testpmd", "--no-huge", "--metrics", "nope:", "--", "-i"], &[]);
+    assert_eq!(rc, 1);
+    assert_one_line_error(&err, "testpmd --metrics");
+}
+
+#[test]
+fn refused_device_arguments_keep_their_usage_line() {
+    let (rc, _, err) = ironpath(&["testpmd", "--no-huge", "--vdev", "net_null0,sise=1", "--", "-i"], &[]);
+    assert_eq!(rc, 1);
+    assert!(err.contains("unknown device argument `sise` (did you mean `size`?)"), "{err}");
+    assert!(err.contains("\n  usage: net_null0,size="), "the arguments were refused: their usage helps:\n{err}");
+    assert!(err.ends_with('\n') && !err.ends_with("\n\n"), "{err:?}");
+}
+
+/// A driver that fails for a reason other than its arguments (no such interface):
+/// one line, the driver's reason, no usage of the arguments, no "Bad arguments".
+#[test]
+fn a_failing_af_packet_port_is_one_line_root() {
+    if !is_root() {
+        skip("needs root (an af_packet socket)");
+        return;
+    }
+    let (rc, out, err) =
+        ironpath(&["testpmd", "--no-huge", "--vdev", "net_af_packet0,iface=doesnotexist", "--", "-i"], &[]);
+    assert_eq!(rc, 1, "{out}{err}");
+    assert_one_line_error(&err, "iface=doesnotexist");
+    assert!(err.contains("iface=doesnotexist") && err.contains("No such device"), "{err}");
+    assert!(!err.contains("usage") && !err.contains("Bad arguments"), "{err}");
+    assert!(err.len() < 200, "{} characters: {err}", err.len());
 }

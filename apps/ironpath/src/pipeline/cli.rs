@@ -31,7 +31,25 @@ options:
   --file-prefix NAME    the telemetry socket's directory: /var/run/dpdk/NAME, as
                         DPDK (dpdk-telemetry.py -f NAME) [default: rte]
   --no-telemetry        no telemetry socket
-  --metrics ADDR:PORT   serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics";
+  --metrics ADDR:PORT   serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics
+                        (ADDR: an IP address, [IPv6], a host name, or none: every
+                        IPv4 address)";
+
+/// The options of `ironpath run`, for "did you mean".
+const OPTIONS: &[&str] = &[
+    "--duration",
+    "--stats-period",
+    "--stats-json",
+    "-d",
+    "--no-default-plugins",
+    "--no-huge",
+    "--no-pin",
+    "--log-level",
+    "--file-prefix",
+    "--no-telemetry",
+    "--metrics",
+    "--help",
+];
 
 struct RunArgs {
     file: PathBuf,
@@ -84,12 +102,19 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
                 r.prefix = r.prefix.as_ref().map(|_| v.clone());
             }
             "--no-telemetry" => r.prefix = None,
-            "--metrics" => r.metrics = Some(it.next().ok_or("--metrics needs ADDRESS:PORT")?.clone()),
+            "--metrics" => {
+                let v = it.next().ok_or("--metrics needs ADDRESS:PORT")?;
+                ironpath_eal::args::metrics_addr(v).map_err(|e| format!("--metrics: {e}"))?;
+                r.metrics = Some(v.clone());
+            }
             "--log-level" => {
                 let v = it.next().ok_or("--log-level needs a level")?;
                 ironpath_eal::logging::set_level(v).map_err(|e| format!("--log-level: {e}"))?;
             }
-            s if s.starts_with('-') => return Err(format!("unknown option `{s}`\n{RUN_USAGE}")),
+            s if s.starts_with('-') => {
+                let hint = ironpath_util::suggest::did_you_mean(s, OPTIONS.iter().copied());
+                return Err(format!("unknown option `{s}`{hint} (`ironpath run --help` lists them)"));
+            }
             s if r.file.as_os_str().is_empty() => r.file = s.into(),
             s => return Err(format!("unexpected argument `{s}` (one FILE only)")),
         }
@@ -98,6 +123,11 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
         return Err(RUN_USAGE.to_string());
     }
     Ok(r)
+}
+
+/// Prints an error on stderr ending with one newline, whether or not its text has one.
+fn eprint_line(e: &str) {
+    eprintln!("{}", e.strip_suffix('\n').unwrap_or(e));
 }
 
 fn load_eal(plugins: &[PathBuf], defaults: bool, policy: MemPolicy) -> Eal {
@@ -121,7 +151,7 @@ pub fn check_main(args: &[String]) -> i32 {
     for f in args {
         match check(std::path::Path::new(f), drivers) {
             Ok(p) if check_ports(&eal, &p).is_err() => {
-                eprint!("{}", check_ports(&eal, &p).unwrap_err());
+                eprint_line(&check_ports(&eal, &p).unwrap_err());
                 rc = 1;
             }
             Ok(p) => crate::outln!(
@@ -133,10 +163,7 @@ pub fn check_main(args: &[String]) -> i32 {
                 p.edges.len()
             ),
             Err(e) => {
-                eprint!("{e}");
-                if !e.to_string().ends_with('\n') {
-                    eprintln!();
-                }
+                eprint_line(&e.to_string());
                 rc = 1;
             }
         }
@@ -180,12 +207,12 @@ pub fn run_main(args: &[String]) -> i32 {
     let cfg = match check(&a.file, Some(&drivers)) {
         Ok(c) => c,
         Err(e) => {
-            eprint!("{e}");
+            eprint_line(&e.to_string());
             return 1;
         }
     };
     if let Err(e) = check_ports(&eal, &cfg) {
-        eprint!("{e}");
+        eprint_line(&e);
         return 1;
     }
     let mut json = match &a.json {
