@@ -133,7 +133,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/mempool/info", "Returns mempool info. Parameters: pool_name"),
     (
         "/ironpath/graph",
-        "Returns every graph node: lcore, calls, packets, drops, cycles/packet and its own counters. Takes no parameters",
+        "Returns every graph node: lcore, calls, busy calls, packets, drops, cycles/packet and its own counters. Takes no parameters",
     ),
     (
         "/ironpath/tcp",
