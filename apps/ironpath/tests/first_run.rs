@@ -314,4 +314,31 @@ fn a_failing_af_packet_port_is_one_line_root() {
     assert!(err.contains("iface=doesnotexist") && err.contains("No such device"), "{err}");
     assert!(!err.contains("usage") && !err.contains("Bad arguments"), "{err}");
     assert!(err.len() < 200, "{} characters: {err}", err.len());
+    // The same port in a pipeline: one line, with the file's position.
+    let cfg = repo().join("configs/l2-reflector.yaml");
+    let (rc, out, err) = ironpath(
+        &["run", cfg.to_str().unwrap(), "--no-huge", "--no-telemetry", "--duration", "1"],
+        &[("IRONPATH_IFACE", "doesnotexist")],
+    );
+    assert_eq!(rc, 1, "{out}{err}");
+    assert_one_line_error(&err, "run: iface=doesnotexist");
+    assert!(err.contains("l2-reflector.yaml:") && err.contains("No such device") && !err.contains("usage"), "{err}");
+}
+
+/// A ring port without `bytes=1` counts packets only: its byte columns say `-`
+/// (with a footnote), not 0.
+#[test]
+fn a_port_that_counts_no_bytes_shows_a_dash() {
+    let d = TempDir::new("first-run-nobytes");
+    let text = std::fs::read_to_string(repo().join("configs/default.yaml")).unwrap().replace(",bytes=1", "");
+    let cfg = d.0.join("no-bytes.yaml");
+    std::fs::write(&cfg, text).unwrap();
+    let (rc, out, err) =
+        ironpath(&["run", cfg.to_str().unwrap(), "--duration", "1.2", "--no-huge", "--no-pin", "--no-telemetry"], &[]);
+    assert_eq!(rc, 0, "{out}{err}");
+    let rows = port_rows(&out, "p1");
+    let last = rows.last().unwrap_or_else(|| panic!("{out}"));
+    assert!(last[2].parse::<u64>().unwrap() > 0, "{out}");
+    assert_eq!((last[3].as_str(), last[5].as_str(), last[8].as_str()), ("-", "-", "-"), "{out}");
+    assert!(out.contains("(-: the port's driver counts packets only"), "{out}");
 }
