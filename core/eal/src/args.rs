@@ -186,7 +186,7 @@ impl EalArgs {
                 "--no-telemetry" => out.no_telemetry = true,
                 "--metrics" => {
                     let v = value(&opt)?;
-                    metrics_addr(&v).map_err(|why| ArgsError::BadValue { opt: opt.clone(), why })?;
+                    metrics_syntax(&v).map_err(|why| ArgsError::BadValue { opt: opt.clone(), why })?;
                     out.metrics = Some(v);
                 }
                 "--main-lcore" => {
@@ -318,25 +318,36 @@ fn unknown_hint(opt: &str) -> String {
 
 /// The socket address of `--metrics`: `IP:PORT`, `[IPv6]:PORT`, `HOST:PORT` (the
 /// host's first address) or `:PORT` (every IPv4 address, as `0.0.0.0:PORT`). The
-/// one reading of the option: the argument check and the endpoint both use it.
+/// one reading of the option: the argument checks and the endpoint use it.
 pub fn metrics_addr(v: &str) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
+    match metrics_syntax(v)? {
+        Ok(sa) => Ok(sa),
+        Err((host, port)) => match (host, port).to_socket_addrs() {
+            Ok(mut addrs) => addrs.next().ok_or_else(|| format!("`{v}`: host `{host}` has no address")),
+            Err(e) => Err(format!("`{v}`: host `{host}`: {e}")),
+        },
+    }
+}
+
+/// `--metrics` read without resolving a name: an address, or a host name and port
+/// (for [`EalArgs::parse`], which looks up nothing).
+fn metrics_syntax(v: &str) -> Result<Result<std::net::SocketAddr, (&str, u16)>, String> {
     let bad = || format!("`{v}` is not an ADDRESS:PORT ({})", usage_of("--metrics"));
     if let Ok(sa) = v.parse::<std::net::SocketAddr>() {
-        return Ok(sa);
+        return Ok(Ok(sa));
     }
     let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
     let port: u16 = port.parse().map_err(|_| bad())?;
     if host.is_empty() {
-        return Ok(std::net::SocketAddr::from(([0, 0, 0, 0], port)));
+        return Ok(Ok(std::net::SocketAddr::from(([0, 0, 0, 0], port))));
     }
-    if host.contains(':') || host.contains('[') || host.contains(']') {
-        return Err(bad()); // an IPv6 address needs its brackets and must parse
+    // A host name: letters, digits, `-` and `.` (an IPv6 address needs its brackets
+    // and must parse).
+    if !host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') {
+        return Err(bad());
     }
-    match (host, port).to_socket_addrs() {
-        Ok(mut addrs) => addrs.next().ok_or_else(|| format!("`{v}`: host `{host}` has no address")),
-        Err(e) => Err(format!("`{v}`: host `{host}`: {e}")),
-    }
+    Ok(Err((host, port)))
 }
 
 /// `cpus` as a short list: `0-1,4,6-7`.
@@ -412,9 +423,13 @@ mod tests {
         assert_eq!(metrics_addr(":9198").unwrap().to_string(), "0.0.0.0:9198");
         assert_eq!(metrics_addr("[::1]:9198").unwrap().to_string(), "[::1]:9198");
         assert!(metrics_addr("localhost:9198").unwrap().ip().is_loopback());
-        for bad in ["9198", "::1:9198", "localhost", "localhost:x", "127.0.0.1:70000", "[::1:9198"] {
+        for bad in ["9198", "::1:9198", "localhost", "localhost:x", "127.0.0.1:70000", "[::1:9198", "a b:1"] {
             assert!(metrics_addr(bad).is_err(), "{bad}");
+            assert!(EalArgs::parse(&["--metrics", bad]).is_err(), "{bad}");
         }
+        // The argument check looks nothing up; the endpoint does.
+        assert!(EalArgs::parse(&["--metrics", "no-such-host.invalid:9198"]).is_ok());
+        assert!(metrics_addr("no-such-host.invalid:9198").is_err());
     }
 
     #[test]
