@@ -322,32 +322,38 @@ fn unknown_hint(opt: &str) -> String {
 pub fn metrics_addr(v: &str) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
     match metrics_syntax(v)? {
-        Ok(sa) => Ok(sa),
-        Err((host, port)) => match (host, port).to_socket_addrs() {
+        MetricsAddr::Addr(sa) => Ok(sa),
+        MetricsAddr::Host(host, port) => match (host, port).to_socket_addrs() {
             Ok(mut addrs) => addrs.next().ok_or_else(|| format!("`{v}`: host `{host}` has no address")),
             Err(e) => Err(format!("`{v}`: host `{host}`: {e}")),
         },
     }
 }
 
-/// `--metrics` read without resolving a name: an address, or a host name and port
-/// (for [`EalArgs::parse`], which looks up nothing).
-fn metrics_syntax(v: &str) -> Result<Result<std::net::SocketAddr, (&str, u16)>, String> {
+/// `--metrics` as written: an address, or a host name still to look up.
+enum MetricsAddr<'a> {
+    Addr(std::net::SocketAddr),
+    Host(&'a str, u16),
+}
+
+/// `--metrics` read without resolving a name (for [`EalArgs::parse`], which looks
+/// up nothing).
+fn metrics_syntax(v: &str) -> Result<MetricsAddr<'_>, String> {
     let bad = || format!("`{v}` is not an ADDRESS:PORT ({})", usage_of("--metrics"));
     if let Ok(sa) = v.parse::<std::net::SocketAddr>() {
-        return Ok(Ok(sa));
+        return Ok(MetricsAddr::Addr(sa));
     }
     let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
     let port: u16 = port.parse().map_err(|_| bad())?;
     if host.is_empty() {
-        return Ok(Ok(std::net::SocketAddr::from(([0, 0, 0, 0], port))));
+        return Ok(MetricsAddr::Addr(std::net::SocketAddr::from(([0, 0, 0, 0], port))));
     }
     // A host name: letters, digits, `-` and `.` (an IPv6 address needs its brackets
     // and must parse).
     if !host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') {
         return Err(bad());
     }
-    Ok(Err((host, port)))
+    Ok(MetricsAddr::Host(host, port))
 }
 
 /// `cpus` as a short list: `0-1,4,6-7`.
