@@ -6,14 +6,16 @@
 //! * `ironpath check FILE...`: validate pipeline files;
 //! * `ironpath plugins [-d DIR]`: list the PMD plugins found and their device
 //!   arguments, and what became of every plugin file;
-//! * `ironpath new-pmd NAME`: a new driver crate made from the template.
+//! * `ironpath new-pmd NAME`: a new driver crate made from the template;
+//! * `ironpath --version`: the version and the plugin ABI.
 #![forbid(unsafe_code)]
 
 use ironpath::testpmd;
 
 fn usage() -> &'static str {
     "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  run FILE [options]                     run a YAML pipeline (see `ironpath run --help`)\n  check FILE...                          validate pipeline files\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments
-  new-pmd NAME [--dir DIR]               create a PMD crate for driver net_NAME from the template"
+  new-pmd NAME [--dir DIR]               create a PMD crate for driver net_NAME from the template
+  --version                              the version and the PMD plugin ABI it implements"
 }
 
 fn plugins(args: &[String]) -> i32 {
@@ -82,6 +84,15 @@ fn main() {
         Some("new-pmd") => ironpath::newpmd::main(&args[1..]),
         Some("run") => ironpath::pipeline::cli::run_main(&args[1..]),
         Some("check") => ironpath::pipeline::cli::check_main(&args[1..]),
+        Some("-V" | "--version" | "version") => {
+            ironpath::outln!(
+                "ironpath {} (PMD plugin ABI {}.{})",
+                env!("CARGO_PKG_VERSION"),
+                ironpath_eal::abi::ABI_MAJOR,
+                ironpath_eal::abi::ABI_MINOR
+            );
+            0
+        }
         Some("-h" | "--help" | "help") => {
             ironpath::outln!("{}", usage());
             0

@@ -67,7 +67,7 @@ fn shipped_configs_validate_and_the_default_runs() {
     let (rc, out, err) =
         run(&["run", cfg.to_str().unwrap(), "--duration", "2.5", "--no-huge", "--stats-json", json.to_str().unwrap()]);
     assert_eq!(rc, 0, "{out}{err}");
-    assert!(out.contains("rx-Mpps"), "{out}");
+    assert!(out.contains("RX-pps"), "{out}");
     let swapped = node_counter(&out, "tx1", "sent");
     assert!(swapped > 0, "{out}");
     assert_eq!(node_counter(&out, "back", "packets"), node_counter(&out, "sink", "dropped"));
@@ -564,7 +564,8 @@ fn drops_add_up_on_the_shipped_configs() {
         c.args(["run", repo().join("configs").join(cfg).to_str().unwrap(), "--no-huge", "--no-pin", "--no-telemetry"])
             .args(["--duration", "2", "--stats-period", "0", "--stats-json", json.to_str().unwrap()]);
         if let Some(n) = env {
-            c.env("IRONPATH_COUNT", n);
+            // N packets as fast as they go: all made within the run.
+            c.env("IRONPATH_COUNT", n).env("IRONPATH_RATE", "0");
         }
         let o = c.output().unwrap();
         assert!(o.status.success(), "{cfg}: {}", String::from_utf8_lossy(&o.stderr));
@@ -584,8 +585,8 @@ fn drops_add_up_on_the_shipped_configs() {
         }
         assert!(checked >= 5, "{cfg}: {checked} nodes checked");
         if env.is_some() {
-            // The source stops after N; the ring drops most of them at tx0 (tx_full),
-            // and the Drops column says so.
+            // The source stops after N; whatever tx0 drops (tx_full: none while the
+            // rings hold the whole pool) the Drops column says.
             assert_eq!(last["nodes"]["gen"]["packets"], 100000);
             let tx0 = &last["nodes"]["tx0"];
             assert_eq!(tx0["drops"], tx0["counters"]["tx_full"]);

@@ -32,7 +32,9 @@ runtime arguments (before `--`):
   --file-prefix NAME   names this process's runtime directory, where its
                        telemetry socket is (/var/run/dpdk/NAME) [default: rte]
   --no-telemetry       no telemetry socket
-  --metrics ADDR:PORT  serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics";
+  --metrics ADDR:PORT  serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics
+                       (ADDR: an IP address, [IPv6], a host name, or none: every
+                       IPv4 address)";
 
 /// Parsed runtime arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,9 +70,20 @@ pub struct EalArgs {
 /// A bad runtime argument.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArgsError {
-    /// Unknown option.
-    #[error("unknown runtime argument `{0}`\n{USAGE}")]
-    Unknown(String),
+    /// Unknown option, with a did-you-mean or, failing one, where application
+    /// arguments go.
+    #[error("unknown runtime argument `{0}`{1}")]
+    Unknown(String, String),
+    /// `-l`/`-c` names CPUs the process may not run on (its affinity mask).
+    #[error("{opt}: lcore(s) {unusable} unavailable: this process may run on CPU(s) {usable} only (its CPU affinity)")]
+    Unavailable {
+        /// `-l` or `-c`.
+        opt: String,
+        /// The lcores named that it may not use, as a list (`2-63`).
+        unusable: String,
+        /// The CPUs it may use, as a list (`0-1`).
+        usable: String,
+    },
     /// Option without its value.
     #[error("`{0}` needs a value: {1}")]
     MissingValue(String, &'static str),
@@ -93,7 +106,7 @@ fn usage_of(opt: &str) -> &'static str {
         "-c" => "-c COREMASK, e.g. -c 0x3",
         "--log-level" => "--log-level LEVEL or PATTERN:LEVEL, e.g. --log-level debug",
         "--file-prefix" => "--file-prefix NAME, e.g. --file-prefix vm1",
-        "--metrics" => "--metrics ADDR:PORT, e.g. --metrics 127.0.0.1:9100",
+        "--metrics" => "--metrics [ADDR]:PORT, e.g. --metrics 127.0.0.1:9100, localhost:9100, [::1]:9100 or :9100",
         "-d" => "-d PATH (a plugin .so or a directory of them)",
         "-m" => "-m MB, e.g. -m 512",
         "--main-lcore" => "--main-lcore ID, e.g. --main-lcore 1",
@@ -173,10 +186,7 @@ impl EalArgs {
                 "--no-telemetry" => out.no_telemetry = true,
                 "--metrics" => {
                     let v = value(&opt)?;
-                    v.parse::<std::net::SocketAddr>().map_err(|_| ArgsError::BadValue {
-                        opt: opt.clone(),
-                        why: format!("`{v}` is not an ADDRESS:PORT ({})", usage_of("--metrics")),
-                    })?;
+                    metrics_syntax(&v).map_err(|why| ArgsError::BadValue { opt: opt.clone(), why })?;
                     out.metrics = Some(v);
                 }
                 "--main-lcore" => {
@@ -201,7 +211,7 @@ impl EalArgs {
                     })?;
                     out.mem_mb = Some(mb);
                 }
-                _ => return Err(ArgsError::Unknown(a)),
+                _ => return Err(ArgsError::Unknown(a.clone(), unknown_hint(&opt))),
             }
         }
         if !out.allow.is_empty() && !out.block.is_empty() {
@@ -269,6 +279,118 @@ fn parse_coremask(v: &str) -> Result<Vec<u32>, String> {
 }
 
 /// The CPUs this process may run on (its affinity), as DPDK takes them without `-l`.
+/// The options [`EalArgs::parse`] accepts, for "did you mean".
+const OPTIONS: &[&str] = &[
+    "-l",
+    "--lcores",
+    "-c",
+    "--vdev",
+    "-a",
+    "--allow",
+    "-b",
+    "--block",
+    "-d",
+    "--no-default-plugins",
+    "--no-huge",
+    "-m",
+    "--no-pci",
+    "-n",
+    "--main-lcore",
+    "--log-level",
+    "--file-prefix",
+    "--no-telemetry",
+    "--metrics",
+    "--huge-unlink",
+    "--in-memory",
+];
+
+/// The tail of an unknown-argument message: the closest runtime option, else where
+/// application arguments go.
+fn unknown_hint(opt: &str) -> String {
+    // Every one-letter option is one edit from `-l`: no suggestion among those.
+    let close =
+        if opt.chars().count() > 2 { ironpath_util::suggest::closest(opt, OPTIONS.iter().copied()) } else { None };
+    match close {
+        Some(c) => format!(" (did you mean `{c}`?)"),
+        None => format!("; application arguments go after `--` ([runtime args] -- {opt}); `--help` lists both kinds"),
+    }
+}
+
+/// The socket address of `--metrics`: `IP:PORT`, `[IPv6]:PORT`, `HOST:PORT` (the
+/// host's first address) or `:PORT` (every IPv4 address, as `0.0.0.0:PORT`). The
+/// one reading of the option: the argument checks and the endpoint use it.
+pub fn metrics_addr(v: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    match metrics_syntax(v)? {
+        MetricsAddr::Addr(sa) => Ok(sa),
+        MetricsAddr::Host(host, port) => match (host, port).to_socket_addrs() {
+            Ok(mut addrs) => addrs.next().ok_or_else(|| format!("`{v}`: host `{host}` has no address")),
+            Err(e) => Err(format!("`{v}`: host `{host}`: {e}")),
+        },
+    }
+}
+
+/// `--metrics` as written: an address, or a host name still to look up.
+enum MetricsAddr<'a> {
+    Addr(std::net::SocketAddr),
+    Host(&'a str, u16),
+}
+
+/// `--metrics` read without resolving a name (for [`EalArgs::parse`], which looks
+/// up nothing).
+fn metrics_syntax(v: &str) -> Result<MetricsAddr<'_>, String> {
+    let bad = || format!("`{v}` is not an ADDRESS:PORT ({})", usage_of("--metrics"));
+    if let Ok(sa) = v.parse::<std::net::SocketAddr>() {
+        return Ok(MetricsAddr::Addr(sa));
+    }
+    let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() {
+        return Ok(MetricsAddr::Addr(std::net::SocketAddr::from(([0, 0, 0, 0], port))));
+    }
+    // A host name: letters, digits, `-` and `.` (an IPv6 address needs its brackets
+    // and must parse).
+    if !host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') {
+        return Err(bad());
+    }
+    Ok(MetricsAddr::Host(host, port))
+}
+
+/// `cpus` as a short list: `0-1,4,6-7`.
+fn fmt_cpu_list(cpus: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+impl EalArgs {
+    /// Refuses lcores that name CPUs this process may not run on (its affinity
+    /// mask, as `taskset` or a cgroup set it), as DPDK refuses a core list naming
+    /// CPUs it cannot use. Checked apart from [`EalArgs::parse`], which reads only
+    /// the syntax.
+    pub fn check_cpus(&self) -> Result<(), ArgsError> {
+        self.check_cpus_in(&usable_cpus())
+    }
+
+    /// [`EalArgs::check_cpus`] against the CPUs `usable` (sorted).
+    pub fn check_cpus_in(&self, usable: &[u32]) -> Result<(), ArgsError> {
+        let mut bad: Vec<u32> = self.lcores.iter().copied().filter(|l| !usable.contains(l)).collect();
+        if bad.is_empty() {
+            return Ok(());
+        }
+        bad.sort_unstable();
+        Err(ArgsError::Unavailable { opt: "-l".into(), unusable: fmt_cpu_list(&bad), usable: fmt_cpu_list(usable) })
+    }
+}
+
 fn usable_cpus() -> Vec<u32> {
     let cpus: Vec<u32> = rustix::thread::sched_getaffinity(None)
         .map(|set| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c as u32).collect())
@@ -283,6 +405,47 @@ fn usable_cpus() -> Vec<u32> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lcores_outside_the_affinity_mask_are_refused() {
+        let (a, _) = EalArgs::parse(&["-l", "0-63"]).unwrap();
+        let e = a.check_cpus_in(&[0, 1]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "-l: lcore(s) 2-63 unavailable: this process may run on CPU(s) 0-1 only (its CPU affinity)"
+        );
+        let (a, _) = EalArgs::parse(&["-l", "0,2,5-6"]).unwrap();
+        assert!(a.check_cpus_in(&[0, 2, 5, 6, 7]).is_ok());
+        assert!(a.check_cpus_in(&[0, 1, 2, 4]).unwrap_err().to_string().contains("lcore(s) 5-6 unavailable"));
+        assert_eq!(fmt_cpu_list(&[0, 1, 2, 4, 6, 7]), "0-2,4,6-7");
+        // Without -l: the CPUs it may use, which pass.
+        let (a, _) = EalArgs::parse::<&str>(&[]).unwrap();
+        assert!(a.check_cpus().is_ok());
+    }
+
+    #[test]
+    fn metrics_addresses_with_a_name_brackets_or_no_address() {
+        assert_eq!(metrics_addr("127.0.0.1:9198").unwrap().to_string(), "127.0.0.1:9198");
+        assert_eq!(metrics_addr(":9198").unwrap().to_string(), "0.0.0.0:9198");
+        assert_eq!(metrics_addr("[::1]:9198").unwrap().to_string(), "[::1]:9198");
+        assert!(metrics_addr("localhost:9198").unwrap().ip().is_loopback());
+        for bad in ["9198", "::1:9198", "localhost", "localhost:x", "127.0.0.1:70000", "[::1:9198", "a b:1"] {
+            assert!(metrics_addr(bad).is_err(), "{bad}");
+            assert!(EalArgs::parse(&["--metrics", bad]).is_err(), "{bad}");
+        }
+        // The argument check looks nothing up; the endpoint does.
+        assert!(EalArgs::parse(&["--metrics", "no-such-host.invalid:9198"]).is_ok());
+        assert!(metrics_addr("no-such-host.invalid:9198").is_err());
+    }
+
+    #[test]
+    fn unknown_arguments_get_a_suggestion_or_where_app_arguments_go() {
+        let e = EalArgs::parse(&["--vdve", "net_null0"]).unwrap_err().to_string();
+        assert_eq!(e, "unknown runtime argument `--vdve` (did you mean `--vdev`?)");
+        let e = EalArgs::parse(&["-l", "0", "-i"]).unwrap_err().to_string();
+        assert!(e.starts_with("unknown runtime argument `-i`; application arguments go after `--`"), "{e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
 
     #[test]
     fn parses_dpdk_style_arguments() {

@@ -133,7 +133,7 @@ impl Eal {
         match driver.check_args(name, args) {
             None => Ok(false),
             Some(Ok(())) => Ok(true),
-            Some(Err(msg)) => Err(PortError::Probe { name: name.to_string(), msg, help: driver.help.clone() }),
+            Some(Err(msg)) => Err(PortError::Probe { name: name.to_string(), msg, help: Some(driver.help.clone()) }),
         }
     }
 
@@ -174,8 +174,8 @@ impl Eal {
         let port = Port::probe_driver(&driver, slot as PortId, &addr, &args, entry).map_err(|e| match e {
             // The usage line reads `ADDR,KEY=VALUE...`: `pci=` is implied by `-a ADDR`.
             PortError::Probe { name, msg, help } => {
-                let help: Vec<&str> = help.split(',').filter(|k| !k.starts_with("pci=")).collect();
-                PortError::Probe { name, msg, help: help.join(",") }
+                let help = help.map(|h| h.split(',').filter(|k| !k.starts_with("pci=")).collect::<Vec<_>>().join(","));
+                PortError::Probe { name, msg, help }
             }
             e => e,
         })?;

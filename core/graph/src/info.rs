@@ -153,13 +153,18 @@ impl GraphInfo {
         s
     }
 
-    /// Text of `show runtime`: VPP-like per-node counters.
+    /// Text of `show runtime`: VPP-like per-node counters. `Calls` counts every
+    /// call (idle polls too) and `Pkts/call` is `Packets / Calls`, as VPP's
+    /// Vectors/Call; `Busy` counts the calls that had packets and `Pkts/busy` is
+    /// `Packets / Busy`. A node's packets are those it was given (a node given none,
+    /// such as a source or a port's receiver: those it brought in); a node that sends
+    /// on more than one edge has a line per edge with what it sent there.
     pub fn format_runtime(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{:<28} {:<14} {:>5} {:>14} {:>16} {:>12} {:>11} {:>10}",
-            "Name", "Type", "Lcore", "Calls", "Packets", "Drops", "Cycles/pkt", "Pkts/call"
+            "{:<28} {:<14} {:>5} {:>14} {:>14} {:>16} {:>12} {:>11} {:>10} {:>10}",
+            "Name", "Type", "Lcore", "Calls", "Busy", "Packets", "Drops", "Cycles/pkt", "Pkts/call", "Pkts/busy"
         );
         for (lc, st) in &self.lcore_stats {
             let _ = writeln!(
@@ -176,16 +181,29 @@ impl GraphInfo {
             let st = n.stats.snapshot();
             let _ = writeln!(
                 s,
-                "{:<28} {:<14} {:>5} {:>14} {:>16} {:>12} {:>11.1} {:>10.1}",
+                "{:<28} {:<14} {:>5} {:>14} {:>14} {:>16} {:>12} {:>11.1} {:>10.2} {:>10.1}",
                 n.name,
                 n.type_name,
                 n.lcore,
                 st.calls,
+                st.busy_calls,
                 st.packets,
                 st.drops,
                 st.cycles_per_packet(),
-                st.packets_per_call()
+                st.packets_per_call(),
+                st.packets_per_busy_call()
             );
+            let out: Vec<&EdgeInfo> = self.edges.iter().filter(|e| e.from == n.name).collect();
+            if out.len() > 1 {
+                for e in out {
+                    let _ = writeln!(
+                        s,
+                        "    {:<32} {:>16} packets",
+                        format!("to {} -> {}", e.next, e.to),
+                        e.stats.packets.get()
+                    );
+                }
+            }
             for (spec, v) in n.stats.extra() {
                 if v != 0 {
                     let _ = writeln!(s, "    {:<32} {:>16} {}", spec.name, v, spec.unit);

@@ -197,8 +197,12 @@ impl LcoreGraph {
         if rt.always {
             w.received += n_out.saturating_sub(n_in);
         }
+        // A node's packets are those it was given; a node given none (a source, a
+        // port's receiver) counts those it brought in. What a node adds to its
+        // input (a mirror's copies, a TCP node's replies) is counted on its edges.
+        let counted = if n_in > 0 { n_in } else { n_out };
         rt.stats.busy_calls.add(1);
-        rt.stats.packets.add(n as u64);
+        rt.stats.packets.add(counted as u64);
         if tracing {
             trace_call(&self.trace, self.lcore, rt, input, pre, n_in, d, &self.next);
         }
@@ -224,7 +228,7 @@ impl LcoreGraph {
         if w.timed {
             let t = rdtsc();
             rt.stats.cycles.add(t.wrapping_sub(w.t_prev));
-            rt.stats.timed_packets.add(n as u64);
+            rt.stats.timed_packets.add(counted as u64);
             w.t_prev = t;
         }
         n

@@ -134,7 +134,7 @@ pub struct StatsSnapshot {
     pub calls: u64,
     /// Calls with packets.
     pub busy_calls: u64,
-    /// Packets.
+    /// Packets the node was given (a node given none: those it brought in).
     pub packets: u64,
     /// Cycles in the sampled calls.
     pub cycles: u64,
@@ -157,8 +157,18 @@ impl StatsSnapshot {
         }
     }
 
-    /// Packets per busy call (VPP's vectors/call).
+    /// Packets per call, idle calls included (VPP's vectors/call).
     pub fn packets_per_call(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.packets as f64 / self.calls as f64
+        }
+    }
+
+    /// Packets per busy call (a call that handled packets): the frame size a node
+    /// sees when it has work.
+    pub fn packets_per_busy_call(&self) -> f64 {
         if self.busy_calls == 0 {
             0.0
         } else {
@@ -178,6 +188,7 @@ mod tests {
         s.add_extra(0, 5);
         s.add_extra(7, 5); // out of range: ignored
         s.packets.add(10);
+        s.calls.add(8);
         s.busy_calls.add(2);
         s.cycles.add(1000);
         s.idle_cycles.add(200);
@@ -185,6 +196,7 @@ mod tests {
         assert_eq!(s.extra_by_name("x"), Some(5));
         let snap = s.snapshot();
         assert_eq!(snap.cycles_per_packet(), 80.0);
-        assert_eq!(snap.packets_per_call(), 5.0);
+        assert_eq!(snap.packets_per_call(), 1.25);
+        assert_eq!(snap.packets_per_busy_call(), 5.0);
     }
 }

@@ -414,3 +414,77 @@ fn a_node_that_panics_on_every_call_is_fenced_then_called_again() {
     drop(g);
     assert_eq!(p.stats().in_use, 0);
 }
+
+/// Sends every packet on next 0 and a shared reference to it on next 1 (a mirror).
+struct Twice;
+impl Node for Twice {
+    fn process(&mut self, _cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let n = pkts.len();
+        let k = n.min(pkts.room());
+        next[..n].fill(0);
+        for i in 0..k {
+            let c = pkts.share(i);
+            if pkts.push(c).is_ok() {
+                next[pkts.len() - 1] = 1;
+            }
+        }
+        Dispatch::Each
+    }
+}
+
+/// `show runtime`: a node that sends more than it is given counts what it was
+/// given, with what it sent on each edge on lines of their own; `Pkts/call` is
+/// Packets / Calls and `Pkts/busy` is Packets / Busy, as printed.
+#[test]
+fn runtime_counts_what_a_node_was_given_and_its_ratios_add_up() {
+    let p = pool(1024);
+    let (a, b) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 100, per_call: 10 })),
+        decl("twice", 0, &["out", "copy"], false, Box::new(Twice)),
+        decl("a", 0, &[], false, Box::new(Sink(a.clone()))),
+        decl("b", 0, &[], false, Box::new(Sink(b.clone()))),
+    ];
+    let edges = [edge("src", "out", "twice"), edge("twice", "out", "a"), edge("twice", "copy", "b")];
+    let mut g = build(nodes, &edges, &[(0, None)]).unwrap();
+    let lg = &mut g.lcores[0];
+    // 10 busy walks, then idle ones: calls of the source outnumber its busy calls.
+    for _ in 0..25 {
+        lg.run_once();
+    }
+    assert_eq!((a.lock().unwrap().len(), b.lock().unwrap().len()), (100, 100));
+    let rt = g.info.format_runtime();
+    let header: Vec<&str> = rt.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["Name", "Type", "Lcore", "Calls", "Busy", "Packets", "Drops", "Cycles/pkt", "Pkts/call", "Pkts/busy"]
+    );
+    let row = |name: &str| -> Vec<String> {
+        rt.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row {name}:\n{rt}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    let num = |r: &[String], k: usize| -> f64 { r[k].parse().unwrap() };
+    for name in ["src", "twice", "a", "b"] {
+        let r = row(name);
+        let (calls, busy, packets) = (num(&r, 3), num(&r, 4), num(&r, 5));
+        assert!(busy <= calls, "{rt}");
+        assert_eq!(format!("{:.2}", packets / calls), r[8], "{name}: Pkts/call = Packets / Calls\n{rt}");
+        assert_eq!(format!("{:.1}", packets / busy), r[9], "{name}: Pkts/busy = Packets / Busy\n{rt}");
+    }
+    let (src, twice) = (row("src"), row("twice"));
+    assert_eq!((src[3].as_str(), src[4].as_str(), src[5].as_str()), ("25", "10", "100"), "{rt}");
+    assert_eq!(twice[5], "100", "the mirror counts what it was given, not what it sent:\n{rt}");
+    let edge_line = |s: &str| {
+        rt.lines().find(|l| l.trim_start().starts_with(s)).unwrap_or_else(|| panic!("no `{s}` line:\n{rt}")).to_owned()
+    };
+    assert!(edge_line("to out -> a").split_whitespace().any(|w| w == "100"), "{rt}");
+    assert!(edge_line("to copy -> b").split_whitespace().any(|w| w == "100"), "{rt}");
+    // One edge: no per-edge line.
+    assert!(!rt.contains("to out -> twice"), "{rt}");
+    drop(g);
+    assert_eq!(p.stats().in_use, 0);
+}

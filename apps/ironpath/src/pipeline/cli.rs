@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 pub const RUN_USAGE: &str = "usage: ironpath run FILE [options]
 
 Runs the pipeline FILE describes until Ctrl-C (or --duration), printing the
-per-second port table and, at exit, the per-node counters (`show runtime`).
+port table every second (per port: packets and bytes since the start, then
+packets/s and Mbit/s over the last period; a quiet stretch is said in one line)
+and, at exit, the per-node counters (`show runtime`) and why any node dropped.
 
 options:
   --duration SECS       stop after SECS seconds
@@ -29,7 +31,25 @@ options:
   --file-prefix NAME    the telemetry socket's directory: /var/run/dpdk/NAME, as
                         DPDK (dpdk-telemetry.py -f NAME) [default: rte]
   --no-telemetry        no telemetry socket
-  --metrics ADDR:PORT   serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics";
+  --metrics ADDR:PORT   serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics
+                        (ADDR: an IP address, [IPv6], a host name, or none: every
+                        IPv4 address)";
+
+/// The options of `ironpath run`, for "did you mean".
+const OPTIONS: &[&str] = &[
+    "--duration",
+    "--stats-period",
+    "--stats-json",
+    "-d",
+    "--no-default-plugins",
+    "--no-huge",
+    "--no-pin",
+    "--log-level",
+    "--file-prefix",
+    "--no-telemetry",
+    "--metrics",
+    "--help",
+];
 
 struct RunArgs {
     file: PathBuf,
@@ -82,12 +102,19 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
                 r.prefix = r.prefix.as_ref().map(|_| v.clone());
             }
             "--no-telemetry" => r.prefix = None,
-            "--metrics" => r.metrics = Some(it.next().ok_or("--metrics needs ADDRESS:PORT")?.clone()),
+            "--metrics" => {
+                let v = it.next().ok_or("--metrics needs ADDRESS:PORT")?;
+                ironpath_eal::args::metrics_addr(v).map_err(|e| format!("--metrics: {e}"))?;
+                r.metrics = Some(v.clone());
+            }
             "--log-level" => {
                 let v = it.next().ok_or("--log-level needs a level")?;
                 ironpath_eal::logging::set_level(v).map_err(|e| format!("--log-level: {e}"))?;
             }
-            s if s.starts_with('-') => return Err(format!("unknown option `{s}`\n{RUN_USAGE}")),
+            s if s.starts_with('-') => {
+                let hint = ironpath_util::suggest::did_you_mean(s, OPTIONS.iter().copied());
+                return Err(format!("unknown option `{s}`{hint} (`ironpath run --help` lists them)"));
+            }
             s if r.file.as_os_str().is_empty() => r.file = s.into(),
             s => return Err(format!("unexpected argument `{s}` (one FILE only)")),
         }
@@ -96,6 +123,11 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
         return Err(RUN_USAGE.to_string());
     }
     Ok(r)
+}
+
+/// Prints an error on stderr ending with one newline, whether or not its text has one.
+fn eprint_line(e: &str) {
+    eprintln!("{}", e.strip_suffix('\n').unwrap_or(e));
 }
 
 fn load_eal(plugins: &[PathBuf], defaults: bool, policy: MemPolicy) -> Eal {
@@ -119,7 +151,7 @@ pub fn check_main(args: &[String]) -> i32 {
     for f in args {
         match check(std::path::Path::new(f), drivers) {
             Ok(p) if check_ports(&eal, &p).is_err() => {
-                eprint!("{}", check_ports(&eal, &p).unwrap_err());
+                eprint_line(&check_ports(&eal, &p).unwrap_err());
                 rc = 1;
             }
             Ok(p) => crate::outln!(
@@ -131,10 +163,7 @@ pub fn check_main(args: &[String]) -> i32 {
                 p.edges.len()
             ),
             Err(e) => {
-                eprint!("{e}");
-                if !e.to_string().ends_with('\n') {
-                    eprintln!();
-                }
+                eprint_line(&e.to_string());
                 rc = 1;
             }
         }
@@ -178,12 +207,12 @@ pub fn run_main(args: &[String]) -> i32 {
     let cfg = match check(&a.file, Some(&drivers)) {
         Ok(c) => c,
         Err(e) => {
-            eprint!("{e}");
+            eprint_line(&e.to_string());
             return 1;
         }
     };
     if let Err(e) = check_ports(&eal, &cfg) {
-        eprint!("{e}");
+        eprint_line(&e);
         return 1;
     }
     let mut json = match &a.json {
@@ -232,6 +261,7 @@ pub fn run_main(args: &[String]) -> i32 {
     let mut next_json = 1.0;
     let mut failed = false;
     let mut peaks = Vec::new();
+    let mut quiet_said = false;
     loop {
         std::thread::sleep(Duration::from_millis(20));
         while let Ok(req) = requests.try_recv() {
@@ -253,7 +283,20 @@ pub fn run_main(args: &[String]) -> i32 {
             let cur = stats::snapshot(&eal, &run);
             let secs = t_prev.elapsed().as_secs_f64();
             if due_print || (done && a.period > 0.0) {
-                crate::out!("{}", stats::table(&run, &prev, &cur, secs));
+                // A quiet stretch (no port moved a packet: the work is done, or none
+                // has come yet) is said once, not printed as rows of zeros; the
+                // table comes back with traffic, and at the end with the totals.
+                if done || !stats::quiet(&prev, &cur) {
+                    crate::out!("{}", stats::table(&run, &prev, &cur, secs));
+                    quiet_said = false;
+                } else if !quiet_said {
+                    crate::outln!(
+                        "{:.1} s: no packet moved on any port since {:.1} s (the table resumes with traffic)",
+                        t,
+                        t - secs
+                    );
+                    quiet_said = true;
+                }
                 next_print += a.period;
             }
             if let Some(w) = json.as_mut() {
@@ -283,6 +326,7 @@ pub fn run_main(args: &[String]) -> i32 {
     }
     let errs = [errs, run.stop(&mut eal)].concat();
     crate::outln!("\n{runtime}");
+    crate::out!("{}", stats::drop_notes(&run.info));
     for (p, s) in run.cfg.ports.iter().zip(&totals) {
         crate::outln!(
             "port {:<10} RX-packets: {:<12} RX-bytes: {:<14} TX-packets: {:<12} TX-bytes: {:<14} RX-missed: {} RX-nombuf: {}",

@@ -133,7 +133,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/mempool/info", "Returns mempool info. Parameters: pool_name"),
     (
         "/ironpath/graph",
-        "Returns every graph node: lcore, calls, packets, drops, cycles/packet and its own counters. Takes no parameters",
+        "Returns every graph node: lcore, calls, busy calls, packets, drops, cycles/packet and its own counters. Takes no parameters",
     ),
     (
         "/ironpath/tcp",
@@ -259,7 +259,7 @@ fn graph(f: &Figures) -> Value {
         let s = n.stats.snapshot();
         nodes.insert(
             n.name.clone(),
-            json!({"type": n.type_name, "lcore": n.lcore, "calls": s.calls, "packets": s.packets,
+            json!({"type": n.type_name, "lcore": n.lcore, "calls": s.calls, "busy_calls": s.busy_calls, "packets": s.packets,
                 "passed_on": g.passed_on(&n.name), "drops": s.drops,
                 "cycles_per_packet": (s.cycles_per_packet() * 100.0).round() / 100.0,
                 "panics": n.stats.panics.get(), "panic_drops": n.stats.panic_drops.get(),

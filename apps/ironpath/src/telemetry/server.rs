@@ -140,7 +140,8 @@ fn bind_socket(prefix: &str) -> Result<(OwnedFd, PathBuf), String> {
 
 impl Server {
     /// Starts the telemetry socket for `prefix` (unless `None`) and the metrics
-    /// endpoint on `metrics` (`ADDR:PORT`, unless `None`); questions arrive on the
+    /// endpoint on `metrics` (`[ADDR]:PORT` as [`ironpath_eal::args::metrics_addr`]
+    /// reads it, unless `None`); questions arrive on the
     /// returned receiver.
     pub fn start(prefix: Option<&str>, metrics: Option<&str>) -> Result<(Server, Receiver<Request>), String> {
         let (tx, rx) = sync_channel::<Request>(QUEUE);
@@ -163,8 +164,7 @@ impl Server {
             }
         }
         if let Some(addr) = metrics {
-            let sa: SocketAddr =
-                addr.parse().map_err(|_| format!("--metrics {addr}: not an ADDRESS:PORT (e.g. 127.0.0.1:9100)"))?;
+            let sa: SocketAddr = ironpath_eal::args::metrics_addr(addr).map_err(|e| format!("--metrics: {e}"))?;
             let l = TcpListener::bind(sa).map_err(|e| format!("--metrics {addr}: {e}"))?;
             server.metrics = Some(l.local_addr().map_err(|e| format!("--metrics {addr}: {e}"))?);
             std::thread::Builder::new()

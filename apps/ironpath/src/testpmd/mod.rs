@@ -76,6 +76,7 @@ impl App {
     /// and start them.
     pub fn init(args: &[String]) -> Result<App, StartError> {
         let (eal_args, app_args) = EalArgs::parse(args).map_err(|e| e.to_string())?;
+        eal_args.check_cpus().map_err(|e| e.to_string())?;
         eal_args.apply_log_levels();
         let p = Params::parse(&app_args)?;
         let mut eal = Eal::new(eal_args.mem_policy());

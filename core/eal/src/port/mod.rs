@@ -41,15 +41,18 @@ pub enum PortError {
         /// The loader's refusal.
         why: String,
     },
-    /// The driver refused the device arguments (its message names the argument).
-    #[error("{name}: {msg}\n  usage: {name},{help}")]
+    /// The driver could not make the device: it refused the device arguments (its
+    /// message names the argument; the usage line follows), or the arguments were
+    /// fine and something else failed (no such interface, no permission: the
+    /// driver's message alone, one line).
+    #[error("{name}: {msg}{}", help.as_ref().map_or(String::new(), |h| format!("\n  usage: {name},{h}")))]
     Probe {
         /// Instance name.
         name: String,
         /// Driver's message.
         msg: String,
-        /// Driver's device-argument help.
-        help: String,
+        /// Driver's device-argument help, when the arguments were refused.
+        help: Option<String>,
     },
     /// An `-a` PCI address that names no device or whose ids cannot be read.
     #[error(transparent)]
@@ -270,7 +273,10 @@ impl Port {
         let mut err = abi::ErrMsg { msg: [0; abi::ERR_MSG_LEN] };
         // SAFETY: `probe` comes from a checked plugin; all pointers are valid for the call.
         let rc = unsafe { (driver.probe)(&HOST_API, cname.as_ptr(), cargs.as_ptr(), &mut out, &mut err) };
-        let probe_err = |msg: String| PortError::Probe { name: name.to_string(), msg, help: driver.help.clone() };
+        // EINVAL: the driver refused the arguments, so their usage helps; any other
+        // failure (ENODEV, EPERM, EBUSY ...) is not about their syntax.
+        let help = (rc == -abi::errno::EINVAL).then(|| driver.help.clone());
+        let probe_err = |msg: String| PortError::Probe { name: name.to_string(), msg, help };
         if rc != 0 || out.dev.is_null() || out.ops.is_null() {
             err.msg[abi::ERR_MSG_LEN - 1] = 0;
             // SAFETY: NUL-terminated (forced above).
