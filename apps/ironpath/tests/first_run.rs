@@ -323,6 +323,21 @@ fn a_failing_af_packet_port_is_one_line_root() {
     assert_eq!(rc, 1, "{out}{err}");
     assert_one_line_error(&err, "run: iface=doesnotexist");
     assert!(err.contains("l2-reflector.yaml:") && err.contains("No such device") && !err.contains("usage"), "{err}");
+    // And attached from the shell: the driver's line and DPDK's "Failed to attach
+    // port", no "Bad arguments" and no usage.
+    let mut child = Command::new(BIN)
+        .args(["testpmd", "--no-huge", "--no-telemetry", "--vdev", "net_null0", "--", "-i"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn testpmd");
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"port attach net_af_packet1,iface=doesnotexist\nquit\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("(see `ip link`)\nFailed to attach port net_af_packet1,iface=doesnotexist\n"), "{out}");
+    assert!(!out.contains("Bad arguments") && !out.contains("Usage"), "{out}");
 }
 
 /// A ring port without `bytes=1` counts packets only: its byte columns say `-`

@@ -90,7 +90,12 @@ pub(super) fn port(app: &mut App, t: &[&str]) -> Result<String, String> {
         Some("attach") => {
             let d = arg(2).ok_or_else(|| bad("port attach", "missing device arguments"))?;
             no_more("port attach", t.get(3..).unwrap_or(&[]))?;
-            let id = app.eal.port_attach(d).map_err(|e| bad("port attach", e))?;
+            let id = app.eal.port_attach(d).map_err(|e| match e {
+                // The driver failed for a reason of its own (no such interface,
+                // permission): its message and DPDK's line, no usage.
+                PortError::Probe { help: None, .. } => format!("{e}\nFailed to attach port {d}"),
+                _ => bad("port attach", e),
+            })?;
             out = format!(
                 "Attaching a new port...\nPort {id} is attached. Now total ports is {}\nDone\n",
                 app.eal.ports().count()
