@@ -74,6 +74,14 @@ fn d_adds_to_the_default_plugins_and_plugins_says_what_became_of_each_file() {
         "{text}"
     );
     assert!(lines_with(&text, "loaded").iter().any(|l| l.contains("(net_ring)")), "{text}");
+    // `-d` naming a default plugin's own file by a relative path: one line for it.
+    let out = std::process::Command::new(BIN)
+        .current_dir(std::path::Path::new(BIN).parent().unwrap())
+        .args(["plugins", "-d", "./libironpath_pmd_null.so"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(lines_with(&text, "libironpath_pmd_null.so (net_null)").len(), 1, "{text}");
     // --no-default-plugins: only ours.
     let o =
         testpmd(&format!("-l 0 --no-huge --no-default-plugins -d {} --vdev net_ring0 -- -i", mine.display()), "quit\n");

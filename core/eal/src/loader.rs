@@ -513,6 +513,16 @@ impl std::fmt::Display for Origin {
     }
 }
 
+/// Whether `a` and `b` name the same file (the same device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a == b
+        || match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+}
+
 /// What became of one plugin file.
 #[derive(Debug)]
 pub enum Outcome {
@@ -592,7 +602,9 @@ impl Registry {
                     Outcome::Refused(name, why)
                 }
             };
-            if !self.found.iter().any(|x| x.path == f) {
+            // One line per file, however it was named (`-d` with a relative path,
+            // then the same file found next to the executable).
+            if !self.found.iter().any(|x| same_file(&x.path, &f)) {
                 self.found.push(Found { path: f, origin: origin.clone(), outcome });
             }
         }
