@@ -1,11 +1,15 @@
 //! The router against hand-made frames: two interfaces, hosts a (on p0) and b (on p1).
 
+use super::checks::martian4_src;
 use super::config::{IfaceCfg, RouterCfg};
+use super::fast::{martian16, martian16_map};
 use super::*;
 use crate::tests::{arp, burst, call, counter, eth, icmp4_echo, icmp6, ipv4, ipv6, pool, stats, udp};
+use ironpath_eal::abi;
 use ironpath_graph::NodeStats;
 use ironpath_wire::arp::ArpOperation;
-use ironpath_wire::icmpv6::Icmpv6Repr;
+use ironpath_wire::checksum;
+use ironpath_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
 use ironpath_wire::IpAddress;
 
 const R0: [u8; 6] = [0x02, 0, 0, 0, 1, 0];
