@@ -150,6 +150,12 @@ struct Fib {
 impl Fib {
     /// The tables of `cfg`'s routes; fails when they need more than `max_plies` plies.
     fn build(cfg: &config::RouterCfg, max_plies: usize) -> Result<Fib, String> {
+        Self::build_with(cfg, max_plies, None)
+    }
+
+    /// [`Fib::build`] with an IPv4 root of `v4_root_bits` (16 or 24) whatever the
+    /// routes and the kernel's huge pages; `None`: as [`Lpm::build4`] chooses.
+    fn build_with(cfg: &config::RouterCfg, max_plies: usize, v4_root_bits: Option<u32>) -> Result<Fib, String> {
         let mut targets = Vec::new();
         let mut index = |routes: &[(lpm::Prefix, Target)]| -> Vec<(lpm::Prefix, u32)> {
             routes
@@ -164,7 +170,10 @@ impl Fib {
                 .collect()
         };
         let (r4, r6) = (index(&cfg.routes4), index(&cfg.routes6));
-        let v4 = Lpm::build4(&r4, max_plies)?;
+        let v4 = match v4_root_bits {
+            Some(bits) => Lpm::build_with(&r4, max_plies, bits)?,
+            None => Lpm::build4(&r4, max_plies)?,
+        };
         let v6 = Lpm::build(&r6, max_plies.saturating_sub(v4.plies()))?;
         Ok(Fib { v4, v6, targets })
     }
@@ -222,6 +231,20 @@ impl Router {
         pool: Mempool,
     ) -> Result<Self, String> {
         let fib = Fib::build(cfg, tune.max_plies)?;
+        Ok(Self::with_fib(cfg, fib, ports, local_edge, tune, pool))
+    }
+
+    /// [`Router::new`] with DIR-24-8's 24-bit IPv4 root whatever the routes and the
+    /// kernel's huge pages (what [`Lpm::build4`] chooses by).
+    #[cfg(test)]
+    fn with_wide_root(
+        cfg: &config::RouterCfg,
+        ports: &[(u16, u16, [u8; 6])],
+        local_edge: Option<u16>,
+        tune: Tuning,
+        pool: Mempool,
+    ) -> Result<Self, String> {
+        let fib = Fib::build_with(cfg, tune.max_plies, Some(24))?;
         Ok(Self::with_fib(cfg, fib, ports, local_edge, tune, pool))
     }
 
