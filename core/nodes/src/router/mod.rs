@@ -46,11 +46,11 @@ pub mod neigh;
 mod tests;
 
 use crate::icmp::IcmpEcho;
-use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
+use crate::kind::{NodeError, NodeKind, MEMPOOL};
 use config::{router_cfg, IfaceCfg, RouteType, Target, INTERFACE, NEIGHBOUR, ROUTE};
 use fast::{Adj, Work};
 use icmp_budget::IcmpBudget;
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::abi::Mbuf as RawMbuf;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
@@ -434,35 +434,27 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "ip_router",
         doc: "an IPv4/IPv6 router between the ports its edges lead to: longest-prefix match, TTL, neighbour resolution (ARP, ND), ICMP errors",
         params: &[
-            param("interfaces", ParamKind::Records(INTERFACE), true, None, "the router's interfaces: a port and its addresses each"),
-            param("routes", ParamKind::Records(ROUTE), false, Some("[]"), "static routes (connected subnets are added from the interfaces)"),
-            param("routes_file", ParamKind::Path, false, None, "more routes, one per line: PREFIX via ADDRESS [port NAME] | PREFIX port NAME | PREFIX unreachable|prohibit|blackhole"),
-            param(
-                "static_neighbours",
-                ParamKind::Records(NEIGHBOUR),
-                false,
-                Some("[]"),
-                "permanent neighbour entries (as ip neigh add ... permanent): never resolved, aged or evicted",
-            ),
+            ParamSpec::new("interfaces", ParamKind::Records(INTERFACE)).required().doc("the router's interfaces: a port and its addresses each"),
+            ParamSpec::new("routes", ParamKind::Records(ROUTE)).default("[]").doc("static routes (connected subnets are added from the interfaces)"),
+            ParamSpec::new("routes_file", ParamKind::Path).doc("more routes, one per line: PREFIX via ADDRESS [port NAME] | PREFIX port NAME | PREFIX unreachable|prohibit|blackhole"),
+            ParamSpec::new("static_neighbours", ParamKind::Records(NEIGHBOUR)).default("[]").doc("permanent neighbour entries (as ip neigh add ... permanent): never resolved, aged or evicted"),
             MEMPOOL,
-            param("icmp_rate", ParamKind::Uint { min: 0, max: 1_000_000 }, false, Some("1000"), "ICMP errors per second (0: none)"),
-            param("icmp_burst", ParamKind::Uint { min: 1, max: 100_000 }, false, Some("50"), "ICMP errors sent back to back"),
-            param("icmp_peer_rate", ParamKind::Uint { min: 0, max: 1_000_000 }, false, Some("10"), "ICMP errors per second to one destination (the source of the packets that caused them), so that one host cannot spend the whole budget (0: none)"),
-            param("icmp_peer_burst", ParamKind::Uint { min: 1, max: 100_000 }, false, Some("10"), "ICMP errors sent back to back to one destination"),
-            param("hold", ParamKind::Uint { min: 1, max: 256 }, false, Some("8"), "packets held per neighbour being resolved"),
-            param("retry", ParamKind::Duration, false, Some("1s"), "time between requests for one neighbour"),
-            param("max_tries", ParamKind::Uint { min: 1, max: 100 }, false, Some("3"), "requests before giving up on a neighbour"),
-            param("reachable", ParamKind::Duration, false, Some("60s"), "a neighbour entry is used this long after it was confirmed, then resolved again"),
-            param("neighbours", ParamKind::Uint { min: 1, max: 1 << 20 }, false, Some("4096"), "neighbour entries per interface (the least recently confirmed of a sample is evicted)"),
-            param("resolving", ParamKind::Uint { min: 1, max: 1 << 16 }, false, Some("256"), "neighbours being resolved at once per interface (beyond it, the one asked about longest ago gives up its place: a scan cannot lock new neighbours out)"),
-            param("max_plies", ParamKind::Uint { min: 1, max: 1 << 22 }, false, Some("262144"), "bound on the FIB's 1 KiB plies (a build that needs more is refused)"),
+            ParamSpec::new("icmp_rate", ParamKind::Uint { min: 0, max: 1_000_000 }).default("1000").doc("ICMP errors per second (0: none)"),
+            ParamSpec::new("icmp_burst", ParamKind::Uint { min: 1, max: 100_000 }).default("50").doc("ICMP errors sent back to back"),
+            ParamSpec::new("icmp_peer_rate", ParamKind::Uint { min: 0, max: 1_000_000 }).default("10").doc("ICMP errors per second to one destination (the source of the packets that caused them), so that one host cannot spend the whole budget (0: none)"),
+            ParamSpec::new("icmp_peer_burst", ParamKind::Uint { min: 1, max: 100_000 }).default("10").doc("ICMP errors sent back to back to one destination"),
+            ParamSpec::new("hold", ParamKind::Uint { min: 1, max: 256 }).default("8").doc("packets held per neighbour being resolved"),
+            ParamSpec::new("retry", ParamKind::Duration).default("1s").doc("time between requests for one neighbour"),
+            ParamSpec::new("max_tries", ParamKind::Uint { min: 1, max: 100 }).default("3").doc("requests before giving up on a neighbour"),
+            ParamSpec::new("reachable", ParamKind::Duration).default("60s").doc("a neighbour entry is used this long after it was confirmed, then resolved again"),
+            ParamSpec::new("neighbours", ParamKind::Uint { min: 1, max: 1 << 20 }).default("4096").doc("neighbour entries per interface (the least recently confirmed of a sample is evicted)"),
+            ParamSpec::new("resolving", ParamKind::Uint { min: 1, max: 1 << 16 }).default("256").doc("neighbours being resolved at once per interface (beyond it, the one asked about longest ago gives up its place: a scan cannot lock new neighbours out)"),
+            ParamSpec::new("max_plies", ParamKind::Uint { min: 1, max: 1 << 22 }).default("262144").doc("bound on the FIB's 1 KiB plies (a build that needs more is refused)"),
         ],
         nexts: Nexts::PortsAnd(&["local"]),
         source: true,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
         check: Some(|p| router_cfg(p).map(drop)),
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();
