@@ -19,7 +19,19 @@ impl Catalog<'_> {
     }
 }
 
-/// A node type: its parameters and its next edges.
+/// A node type: its parameters and its next edges. A spec names what differs from
+/// [`NodeSpec::DEFAULT`]:
+///
+/// ```
+/// # use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
+/// const SPEC: NodeSpec = NodeSpec {
+///     type_name: "sample",
+///     doc: "pass one packet in `every`",
+///     params: &[ParamSpec::new("every", ParamKind::Uint { min: 1, max: 100 }).default("10").doc("1 in this many")],
+///     nexts: Nexts::Fixed(&["out"]),
+///     ..NodeSpec::DEFAULT
+/// };
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct NodeSpec {
     /// The value of `type:` in YAML.
@@ -32,8 +44,6 @@ pub struct NodeSpec {
     pub nexts: Nexts,
     /// Polled by its lcore without input (e.g. port rx).
     pub source: bool,
-    /// Has no next edges (e.g. port tx, drop).
-    pub sink: bool,
     /// The port queue it takes (its `port` and `queue` params): one node per queue.
     pub queue: QueueUse,
     /// Packets that reach it end there (consumed, answered with new packets), so a
@@ -60,6 +70,20 @@ pub enum QueueUse {
 }
 
 impl NodeSpec {
+    /// What a spec does not name: no name or doc (every spec gives both), no
+    /// parameters, no next edges, not polled without input, no port queue, does not
+    /// end loops, no check beyond the parameters' kinds.
+    pub const DEFAULT: NodeSpec = NodeSpec {
+        type_name: "",
+        doc: "",
+        params: &[],
+        nexts: Nexts::Fixed(&[]),
+        source: false,
+        queue: QueueUse::None,
+        ends_loops: false,
+        check: None,
+    };
+
     /// The spec of parameter `name`.
     pub fn param(&self, name: &str) -> Option<&ParamSpec> {
         self.params.iter().find(|p| p.name == name)
@@ -100,14 +124,18 @@ impl Nexts {
             _ => &[],
         }
     }
-
-    /// No next edges at all.
-    pub fn is_sink(&self) -> bool {
-        matches!(self, Nexts::Fixed(names) if names.is_empty())
-    }
 }
 
-/// One parameter of a node type, or one field of a [`ParamKind::Records`] parameter.
+/// One parameter of a node type, or one field of a [`ParamKind::Records`] parameter,
+/// written as [`ParamSpec::new`] and what differs from its defaults (optional, no
+/// default value, no doc):
+///
+/// ```
+/// # use ironpath_config::{ParamKind, ParamSpec};
+/// const BURST: ParamSpec = ParamSpec::new("burst", ParamKind::Uint { min: 1, max: 256 }).default("32").doc("packets per poll");
+/// const PORT: ParamSpec = ParamSpec::new("port", ParamKind::Port).required().doc("the port");
+/// assert!(PORT.required && BURST.default == Some("32"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParamSpec {
     /// The key under `params:` (or in each record).
@@ -121,6 +149,31 @@ pub struct ParamSpec {
     pub default: Option<&'static str>,
     /// One line for the documentation.
     pub doc: &'static str,
+}
+
+impl ParamSpec {
+    /// Parameter `name` accepting `kind`: optional, without a default value or doc.
+    pub const fn new(name: &'static str, kind: ParamKind) -> ParamSpec {
+        ParamSpec { name, kind, required: false, default: None, doc: "" }
+    }
+
+    /// The key must be given (a required parameter has no default: refused at compile
+    /// time in a `const`).
+    pub const fn required(self) -> ParamSpec {
+        assert!(self.default.is_none(), "a required parameter has no default");
+        ParamSpec { required: true, ..self }
+    }
+
+    /// The value used when the key is absent, written as in YAML (`"32"`, `"10ms"`).
+    pub const fn default(self, value: &'static str) -> ParamSpec {
+        assert!(!self.required, "a required parameter has no default");
+        ParamSpec { default: Some(value), ..self }
+    }
+
+    /// Its line of documentation.
+    pub const fn doc(self, doc: &'static str) -> ParamSpec {
+        ParamSpec { doc, ..self }
+    }
 }
 
 /// The accepted values of a parameter, and the [`crate::ParamValue`] each one becomes.

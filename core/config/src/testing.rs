@@ -4,19 +4,9 @@ use std::sync::LazyLock;
 
 use crate::catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
 
-const PORT: ParamSpec =
-    ParamSpec { name: "port", kind: ParamKind::Port, required: true, default: None, doc: "The port to use." };
-const QUEUE: ParamSpec = ParamSpec {
-    name: "queue",
-    kind: ParamKind::Uint { min: 0, max: 63 },
-    required: false,
-    default: Some("0"),
-    doc: "The queue of the port.",
-};
-
-const fn param(name: &'static str, kind: ParamKind, default: Option<&'static str>) -> ParamSpec {
-    ParamSpec { name, kind, required: false, default, doc: "" }
-}
+const PORT: ParamSpec = ParamSpec::new("port", ParamKind::Port).required().doc("The port to use.");
+const QUEUE: ParamSpec =
+    ParamSpec::new("queue", ParamKind::Uint { min: 0, max: 63 }).default("0").doc("The queue of the port.");
 
 const fn node(
     type_name: &'static str,
@@ -31,17 +21,7 @@ const fn node(
         _ => QueueUse::None,
     };
     let ends_loops = matches!(type_name.as_bytes(), b"server");
-    NodeSpec {
-        type_name,
-        doc: "",
-        params,
-        nexts: Nexts::Fixed(nexts),
-        source,
-        sink: nexts.is_empty(),
-        queue,
-        ends_loops,
-        check: None,
-    }
+    NodeSpec { type_name, params, nexts: Nexts::Fixed(nexts), source, queue, ends_loops, ..NodeSpec::DEFAULT }
 }
 
 /// The forms of `capture`'s `completion` (a [`ParamKind::Variant`]).
@@ -52,36 +32,26 @@ const COMPLETION: &[crate::catalog::VariantSpec] = &[
 
 /// The fields of each record of `server`'s `listen`.
 const LISTEN: &[ParamSpec] = &[
-    ParamSpec {
-        name: "port",
-        kind: ParamKind::Uint { min: 1, max: 65535 },
-        required: true,
-        default: None,
-        doc: "TCP port.",
-    },
-    ParamSpec {
-        name: "app",
-        kind: ParamKind::Enum(&["http", "echo", "discard"]),
-        required: true,
-        default: None,
-        doc: "What answers.",
-    },
-    param("root", ParamKind::Path, None),
-    param("backlog", ParamKind::Uint { min: 1, max: 4096 }, Some("128")),
-    param("pool", ParamKind::Mempool, None),
+    ParamSpec::new("port", ParamKind::Uint { min: 1, max: 65535 }).required().doc("TCP port."),
+    ParamSpec::new("app", ParamKind::Enum(&["http", "echo", "discard"])).required().doc("What answers."),
+    ParamSpec::new("root", ParamKind::Path),
+    ParamSpec::new("backlog", ParamKind::Uint { min: 1, max: 4096 }).default("128"),
+    ParamSpec::new("pool", ParamKind::Mempool),
 ];
 
 static NODES: &[NodeSpec] = &[
-    node("port_rx", &[PORT, QUEUE, param("burst", ParamKind::Uint { min: 1, max: 256 }, Some("32"))], &["out"], true),
+    node(
+        "port_rx",
+        &[PORT, QUEUE, ParamSpec::new("burst", ParamKind::Uint { min: 1, max: 256 }).default("32")],
+        &["out"],
+        true,
+    ),
     node("port_tx", &[PORT, QUEUE], &[], false),
     node("classify", &[], &["arp", "ipv4", "ipv6", "other"], false),
     node("macswap", &[], &["out"], false),
     node(
         "arp",
-        &[
-            ParamSpec { name: "addresses", kind: ParamKind::IpList, required: true, default: None, doc: "" },
-            param("mac", ParamKind::Mac, None),
-        ],
+        &[ParamSpec::new("addresses", ParamKind::IpList).required(), ParamSpec::new("mac", ParamKind::Mac)],
         &["out"],
         false,
     ),
@@ -90,33 +60,23 @@ static NODES: &[NodeSpec] = &[
     node(
         "capture",
         &[
-            ParamSpec { name: "path", kind: ParamKind::Path, required: true, default: None, doc: "" },
-            param("mode", ParamKind::Enum(&["file", "ring"]), Some("file")),
-            param("flush", ParamKind::Duration, Some("10ms")),
-            param("enabled", ParamKind::Bool, Some("true")),
-            param("label", ParamKind::Str, None),
-            param("gw", ParamKind::Ipv4, None),
-            param("gw6", ParamKind::Ipv6, None),
-            param("pool", ParamKind::Mempool, None),
-            param("completion", ParamKind::Variant(COMPLETION), Some("immediate")),
+            ParamSpec::new("path", ParamKind::Path).required(),
+            ParamSpec::new("mode", ParamKind::Enum(&["file", "ring"])).default("file"),
+            ParamSpec::new("flush", ParamKind::Duration).default("10ms"),
+            ParamSpec::new("enabled", ParamKind::Bool).default("true"),
+            ParamSpec::new("label", ParamKind::Str),
+            ParamSpec::new("gw", ParamKind::Ipv4),
+            ParamSpec::new("gw6", ParamKind::Ipv6),
+            ParamSpec::new("pool", ParamKind::Mempool),
+            ParamSpec::new("completion", ParamKind::Variant(COMPLETION)).default("immediate"),
         ],
         &["out"],
         false,
     ),
     // A list of records.
-    node("server", &[param("listen", ParamKind::Records(LISTEN), Some("[]"))], &["out"], false),
+    node("server", &[ParamSpec::new("listen", ParamKind::Records(LISTEN)).default("[]")], &["out"], false),
     // One next edge per port.
-    NodeSpec {
-        type_name: "bridge",
-        doc: "",
-        params: &[],
-        nexts: Nexts::Ports,
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
-    },
+    NodeSpec { type_name: "bridge", nexts: Nexts::Ports, ..NodeSpec::DEFAULT },
 ];
 
 static DRIVERS: LazyLock<Vec<String>> =

@@ -20,8 +20,8 @@
 //! netfilter matches non-first fragments only against rules without ports. ICMP,
 //! and protocols without ports, are looked up with ports 0.
 
-use crate::kind::{param, NodeError, NodeKind};
-use ironpath_config::{Choice, Loc, Nexts, NodeSpec, ParamKind, ParamSpec, Params, QueueUse};
+use crate::kind::{NodeError, NodeKind};
+use ironpath_config::{Choice, Loc, Nexts, NodeSpec, ParamKind, ParamSpec, Params};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 use ironpath_wire::ethernet::{l3_offset, EtherType};
@@ -437,12 +437,12 @@ impl Node for Acl {
 }
 
 const RULE: &[ParamSpec] = &[
-    param("action", ParamKind::Enum(Action::NAMES), true, None, "what to do with a match"),
-    param("src", ParamKind::Str, false, Some("any"), "source: a prefix (198.18.0.0/15, fd00::/8), an address, or any"),
-    param("dst", ParamKind::Str, false, Some("any"), "destination, as src"),
-    param("proto", ParamKind::Str, false, Some("any"), "tcp, udp, icmp, icmpv6, sctp, a number, or any"),
-    param("sport", ParamKind::Str, false, Some("any"), "source port: a port, LO-HI, or any"),
-    param("dport", ParamKind::Str, false, Some("any"), "destination port, as sport"),
+    ParamSpec::new("action", ParamKind::Enum(Action::NAMES)).required().doc("what to do with a match"),
+    ParamSpec::new("src", ParamKind::Str).default("any").doc("source: a prefix (198.18.0.0/15, fd00::/8), an address, or any"),
+    ParamSpec::new("dst", ParamKind::Str).default("any").doc("destination, as src"),
+    ParamSpec::new("proto", ParamKind::Str).default("any").doc("tcp, udp, icmp, icmpv6, sctp, a number, or any"),
+    ParamSpec::new("sport", ParamKind::Str).default("any").doc("source port: a port, LO-HI, or any"),
+    ParamSpec::new("dport", ParamKind::Str).default("any").doc("destination port, as sport"),
 ];
 
 /// The rules of the `rules` parameter, in order; an error names the rule and its
@@ -472,21 +472,12 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "acl",
         doc: "ordered 5-tuple rules (prefixes, protocol, port ranges) that permit, deny or count; the first match decides",
         params: &[
-            param("rules", ParamKind::Records(RULE), false, Some("[]"), "the rules, first match wins"),
-            param(
-                "default",
-                ParamKind::Enum(Action::NAMES),
-                false,
-                Some("permit"),
-                "what happens to packets no rule matches",
-            ),
+            ParamSpec::new("rules", ParamKind::Records(RULE)).default("[]").doc("the rules, first match wins"),
+            ParamSpec::new("default", ParamKind::Enum(Action::NAMES)).default("permit").doc("what happens to packets no rule matches"),
         ],
         nexts: Nexts::Fixed(&["out"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
         check: Some(|p| rules_of(p).map(drop)),
+        ..NodeSpec::DEFAULT
     },
     build: |b, _env| {
         let p = b.params();

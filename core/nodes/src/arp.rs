@@ -13,8 +13,8 @@
 //! Everything runs on the node's lcore: no lock. The node is polled so retries
 //! and timeouts happen without traffic.
 
-use crate::kind::{param, NodeError, NodeKind, MEMPOOL, PORT};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::{NodeError, NodeKind, MEMPOOL, PORT};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
@@ -305,19 +305,16 @@ pub const KIND: NodeKind = NodeKind {
         doc: "answer ARP for our addresses; resolve the MAC of IPv4 packets sent through it (neighbour cache, held packets)",
         params: &[
             PORT,
-            param("addresses", ParamKind::IpList, true, None, "our IPv4 addresses (the first is the sender of our requests)"),
+            ParamSpec::new("addresses", ParamKind::IpList).required().doc("our IPv4 addresses (the first is the sender of our requests)"),
             MEMPOOL,
-            param("hold", ParamKind::Uint { min: 0, max: 256 }, false, Some("8"), "packets held per unresolved neighbour"),
-            param("retry", ParamKind::Duration, false, Some("1s"), "time between requests for one neighbour"),
-            param("max_tries", ParamKind::Uint { min: 1, max: 100 }, false, Some("3"), "requests before giving up"),
-            param("max_entries", ParamKind::Uint { min: 1, max: 1_000_000 }, false, Some("1024"), "neighbour cache size"),
+            ParamSpec::new("hold", ParamKind::Uint { min: 0, max: 256 }).default("8").doc("packets held per unresolved neighbour"),
+            ParamSpec::new("retry", ParamKind::Duration).default("1s").doc("time between requests for one neighbour"),
+            ParamSpec::new("max_tries", ParamKind::Uint { min: 1, max: 100 }).default("3").doc("requests before giving up"),
+            ParamSpec::new("max_entries", ParamKind::Uint { min: 1, max: 1_000_000 }).default("1024").doc("neighbour cache size"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         source: true,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

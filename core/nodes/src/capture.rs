@@ -5,8 +5,8 @@
 //! finds the ring full is not captured (counted); a write error stops the capture
 //! (counted) but never the traffic.
 
-use crate::kind::{param, NodeError, NodeKind};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::{NodeError, NodeKind};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_pcapfile::{Spool, SpoolFeed};
@@ -91,22 +91,12 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "pcap_capture",
         doc: "write the packets passing through to a pcap file (nanosecond timestamps), pass them on",
         params: &[
-            param("file", ParamKind::Path, true, None, "output file (created or truncated)"),
-            param("snaplen", ParamKind::Uint { min: 64, max: 262_144 }, false, Some("65535"), "bytes kept per packet"),
-            param(
-                "max_packets",
-                ParamKind::Uint { min: 0, max: u64::MAX },
-                false,
-                Some("0"),
-                "stop capturing after this many (0: no limit)",
-            ),
+            ParamSpec::new("file", ParamKind::Path).required().doc("output file (created or truncated)"),
+            ParamSpec::new("snaplen", ParamKind::Uint { min: 64, max: 262_144 }).default("65535").doc("bytes kept per packet"),
+            ParamSpec::new("max_packets", ParamKind::Uint { min: 0, max: u64::MAX }).default("0").doc("stop capturing after this many (0: no limit)"),
         ],
         nexts: Nexts::Fixed(&["out"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, _env| {
         let p = b.params();

@@ -5,7 +5,7 @@
 //! with a bad checksum are dropped and counted.
 
 use crate::kind::NodeKind;
-use ironpath_config::{Nexts, NodeSpec, QueueUse};
+use ironpath_config::{Nexts, NodeSpec};
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
@@ -207,13 +207,8 @@ pub const KIND: NodeKind = NodeKind {
     spec: NodeSpec {
         type_name: "classify",
         doc: "by ethertype and IP protocol (VLAN tags skipped); an unconnected class falls back: icmp/tcp/udp -> ipv4 or ipv6 -> other",
-        params: &[],
         nexts: Nexts::Fixed(NEXTS),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, _env| Ok(Box::new(Classify::new(b.connected))),
 };

@@ -75,16 +75,13 @@ mod tests {
 
     #[test]
     fn records_fields_get_their_own_table() {
-        const fn p(name: &'static str, kind: ParamKind, required: bool, default: Option<&'static str>) -> ParamSpec {
-            ParamSpec { name, kind, required, default, doc: "d" }
-        }
-        const TLS: &[ParamSpec] = &[p("cert", ParamKind::Path, true, None)];
+        const TLS: &[ParamSpec] = &[ParamSpec::new("cert", ParamKind::Path).required().doc("d")];
         const LISTEN: &[ParamSpec] = &[
-            p("port", ParamKind::Uint { min: 1, max: 65535 }, true, None),
-            p("backlog", ParamKind::Uint { min: 1, max: 9 }, false, Some("4")),
-            p("tls", ParamKind::Records(TLS), false, None),
+            ParamSpec::new("port", ParamKind::Uint { min: 1, max: 65535 }).required().doc("d"),
+            ParamSpec::new("backlog", ParamKind::Uint { min: 1, max: 9 }).default("4").doc("d"),
+            ParamSpec::new("tls", ParamKind::Records(TLS)).doc("d"),
         ];
-        let params = [p("listen", ParamKind::Records(LISTEN), false, Some("[]"))];
+        let params = [ParamSpec::new("listen", ParamKind::Records(LISTEN)).default("[]").doc("d")];
         let mut s = String::new();
         super::params_table(&mut s, "param", &params);
         super::records_tables(&mut s, "", &params);

@@ -1,7 +1,7 @@
 //! `sample`: pass one packet in `every`, drop the others (an example node kind).
 
-use crate::kind::{param, NodeKind};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::NodeKind;
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -42,19 +42,11 @@ pub const KIND: NodeKind = NodeKind {
     spec: NodeSpec {
         type_name: "sample",
         doc: "pass one packet in `every`, drop the others",
-        params: &[param(
-            "every",
-            ParamKind::Uint { min: 1, max: 1_000_000 },
-            false,
-            Some("10"),
-            "1 packet in this many passes",
-        )],
+        params: &[ParamSpec::new("every", ParamKind::Uint { min: 1, max: 1_000_000 })
+            .default("10")
+            .doc("1 packet in this many passes")],
         nexts: Nexts::Fixed(&["out"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, _env| Ok(Box::new(Sample { every: b.params().uint("every")?, seen: 0 })),
 };

@@ -14,8 +14,8 @@
 //! with no next edge connected, every packet is dropped.
 
 use crate::hash::{random_secret, KeyedState};
-use crate::kind::{param, NodeKind};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::NodeKind;
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_wire::ethernet::{l3_offset, EtherType};
@@ -142,19 +142,9 @@ pub const KIND: NodeKind = NodeKind {
     spec: NodeSpec {
         type_name: "handoff",
         doc: "spread packets across the connected next edges w0..w15 (nodes on other lcores) by flow hash, each flow's order kept",
-        params: &[param(
-            "symmetric",
-            ParamKind::Bool,
-            false,
-            Some("true"),
-            "both directions of a connection to the same edge",
-        )],
+        params: &[ParamSpec::new("symmetric", ParamKind::Bool).default("true").doc("both directions of a connection to the same edge")],
         nexts: Nexts::Fixed(NEXTS),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, _env| {
         let workers: Vec<u16> =

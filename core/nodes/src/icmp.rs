@@ -2,8 +2,8 @@
 //! neighbour solicitations (IPv6) addressed to our addresses, rewriting each
 //! request into its reply in place. Everything else is dropped and counted.
 
-use crate::kind::{param, NodeKind, PORT};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::{NodeKind, PORT};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
@@ -328,13 +328,9 @@ pub const KIND: NodeKind = NodeKind {
     spec: NodeSpec {
         type_name: "icmp_echo",
         doc: "answer ICMP/ICMPv6 echo requests and IPv6 neighbour solicitations for our addresses, in place",
-        params: &[PORT, param("addresses", ParamKind::IpList, true, None, "our IPv4 and IPv6 addresses")],
+        params: &[PORT, ParamSpec::new("addresses", ParamKind::IpList).required().doc("our IPv4 and IPv6 addresses")],
         nexts: Nexts::Fixed(&["out"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

@@ -17,8 +17,8 @@
 //! (`tcp`'s `tx_inflight_limit`) sees them as this node forwards, not as the port
 //! sends.
 
-use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::{NodeError, NodeKind, MEMPOOL};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{abi, Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use std::cmp::Reverse;
@@ -268,56 +268,24 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "impair",
         doc: "a bad link on purpose (as netem): seeded loss, delay with jitter (reordering), duplication, corruption",
         params: &[
-            param(
-                "seed",
-                ParamKind::Uint { min: 0, max: u64::MAX },
-                false,
-                Some("1"),
-                "generator seed (same seed, same decisions)",
-            ),
-            param(
-                "loss",
-                ParamKind::Str,
-                false,
-                Some("0%"),
-                "probability a packet is dropped (`1%`, `0.1%` or a fraction like `0.01`)",
-            ),
-            param("duplicate", ParamKind::Str, false, Some("0%"), "probability a packet is sent twice"),
-            param(
-                "corrupt",
-                ParamKind::Str,
-                false,
-                Some("0%"),
-                "probability one bit (past the Ethernet header) is flipped",
-            ),
-            param("delay", ParamKind::Duration, false, Some("0us"), "base delay"),
-            param(
-                "jitter",
-                ParamKind::Duration,
-                false,
-                Some("0us"),
-                "each packet's delay is uniform in delay ± jitter (reorders)",
-            ),
-            param(
-                "max_held",
-                ParamKind::Uint { min: 1, max: 1_000_000 },
-                false,
-                Some("65536"),
-                "most packets waiting (beyond: dropped, counted)",
-            ),
+            ParamSpec::new("seed", ParamKind::Uint { min: 0, max: u64::MAX }).default("1").doc("generator seed (same seed, same decisions)"),
+            ParamSpec::new("loss", ParamKind::Str).default("0%").doc("probability a packet is dropped (`1%`, `0.1%` or a fraction like `0.01`)"),
+            ParamSpec::new("duplicate", ParamKind::Str).default("0%").doc("probability a packet is sent twice"),
+            ParamSpec::new("corrupt", ParamKind::Str).default("0%").doc("probability one bit (past the Ethernet header) is flipped"),
+            ParamSpec::new("delay", ParamKind::Duration).default("0us").doc("base delay"),
+            ParamSpec::new("jitter", ParamKind::Duration).default("0us").doc("each packet's delay is uniform in delay ± jitter (reorders)"),
+            ParamSpec::new("max_held", ParamKind::Uint { min: 1, max: 1_000_000 }).default("65536").doc("most packets waiting (beyond: dropped, counted)"),
             MEMPOOL,
         ],
         nexts: Nexts::Fixed(&["out"]),
         source: true,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
         check: Some(|p| {
             for k in ["loss", "duplicate", "corrupt"] {
                 parse_ppm(p.str(k).unwrap_or("0")).map_err(|e| (p.loc(k), format!("`{k}`: {e}")))?;
             }
             Ok(())
         }),
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

@@ -162,27 +162,11 @@ impl<'a> Values<'a> {
     }
 }
 
-/// A parameter spec (a shorthand for the catalogs of the node modules).
-pub const fn param(
-    name: &'static str,
-    kind: ParamKind,
-    required: bool,
-    default: Option<&'static str>,
-    doc: &'static str,
-) -> ParamSpec {
-    ParamSpec { name, kind, required, default, doc }
-}
-
 /// `port`: the port a node uses.
-pub const PORT: ParamSpec = param("port", ParamKind::Port, true, None, "the port (a name from `ports:`)");
+pub const PORT: ParamSpec = ParamSpec::new("port", ParamKind::Port).required().doc("the port (a name from `ports:`)");
 /// `queue`: the port queue a node takes.
 pub const QUEUE: ParamSpec =
-    param("queue", ParamKind::Uint { min: 0, max: 63 }, false, Some("0"), "queue index (one node per queue)");
+    ParamSpec::new("queue", ParamKind::Uint { min: 0, max: 63 }).default("0").doc("queue index (one node per queue)");
 /// `mempool`: where a node's own packets come from.
-pub const MEMPOOL: ParamSpec = param(
-    "mempool",
-    ParamKind::Mempool,
-    false,
-    None,
-    "pool for packets the node creates (default: the port's, else the first)",
-);
+pub const MEMPOOL: ParamSpec = ParamSpec::new("mempool", ParamKind::Mempool)
+    .doc("pool for packets the node creates (default: the port's, else the first)");

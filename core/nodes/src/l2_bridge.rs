@@ -39,8 +39,8 @@
 //! source address are dropped and counted (`malformed`).
 
 use crate::hash::{random_secret, KeyedState};
-use crate::kind::{param, NodeError, NodeKind, Values};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
+use crate::kind::{NodeError, NodeKind, Values};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 use std::collections::HashMap;
@@ -505,20 +505,14 @@ impl Node for L2Bridge {
 }
 
 const STATIC: &[ParamSpec] = &[
-    param("mac", ParamKind::Mac, true, None, "the MAC address"),
-    param("vid", ParamKind::Uint { min: 0, max: 4095 }, false, Some("0"), "its VLAN (vlan_aware bridges; 0: untagged)"),
-    param("port", ParamKind::Port, true, None, "the port it is on (one of the bridge's next edges)"),
+    ParamSpec::new("mac", ParamKind::Mac).required().doc("the MAC address"),
+    ParamSpec::new("vid", ParamKind::Uint { min: 0, max: 4095 }).default("0").doc("its VLAN (vlan_aware bridges; 0: untagged)"),
+    ParamSpec::new("port", ParamKind::Port).required().doc("the port it is on (one of the bridge's next edges)"),
 ];
 
 const MEMBER: &[ParamSpec] = &[
-    param("port", ParamKind::Port, true, None, "a port of the bridge (one of its next edges)"),
-    param(
-        "vlans",
-        ParamKind::Str,
-        true,
-        None,
-        "the VLAN ids it carries: ids and ranges, e.g. \"0,10,20-29\" (0: untagged frames)",
-    ),
+    ParamSpec::new("port", ParamKind::Port).required().doc("a port of the bridge (one of its next edges)"),
+    ParamSpec::new("vlans", ParamKind::Str).required().doc("the VLAN ids it carries: ids and ranges, e.g. \"0,10,20-29\" (0: untagged frames)"),
 ];
 
 /// A refusal of `check`: where, and why.
@@ -549,42 +543,15 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "l2_bridge",
         doc: "a learning bridge between the ports its edges connect: learning, forwarding, flooding, aging, split horizon",
         params: &[
-            param(
-                "age_s",
-                ParamKind::Uint { min: 0, max: 1_000_000 },
-                false,
-                Some("300"),
-                "seconds a learned entry lives without a frame from its MAC (0: forever)",
-            ),
-            param(
-                "max_entries",
-                ParamKind::Uint { min: 1, max: 1 << 24 },
-                false,
-                Some("65536"),
-                "entries in the MAC table (learned and static); beyond it learning evicts (counted)",
-            ),
-            param("static", ParamKind::Records(STATIC), false, Some("[]"), "entries that never age or move"),
-            param(
-                "vlan_aware",
-                ParamKind::Bool,
-                false,
-                Some("false"),
-                "one bridge domain per VLAN id (the stripped or outermost tag; untagged: 0): MACs are learned per VLAN",
-            ),
-            param(
-                "members",
-                ParamKind::Records(MEMBER),
-                false,
-                Some("[]"),
-                "VLANs per port (vlan_aware): frames come in and are flooded only where their VLAN is carried; unlisted ports carry all",
-            ),
+            ParamSpec::new("age_s", ParamKind::Uint { min: 0, max: 1_000_000 }).default("300").doc("seconds a learned entry lives without a frame from its MAC (0: forever)"),
+            ParamSpec::new("max_entries", ParamKind::Uint { min: 1, max: 1 << 24 }).default("65536").doc("entries in the MAC table (learned and static); beyond it learning evicts (counted)"),
+            ParamSpec::new("static", ParamKind::Records(STATIC)).default("[]").doc("entries that never age or move"),
+            ParamSpec::new("vlan_aware", ParamKind::Bool).default("false").doc("one bridge domain per VLAN id (the stripped or outermost tag; untagged: 0): MACs are learned per VLAN"),
+            ParamSpec::new("members", ParamKind::Records(MEMBER)).default("[]").doc("VLANs per port (vlan_aware): frames come in and are flooded only where their VLAN is carried; unlisted ports carry all"),
         ],
         nexts: Nexts::Ports,
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
         check: Some(|p| members_of(p).map(drop)),
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

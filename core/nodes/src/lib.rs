@@ -262,10 +262,51 @@ pub(crate) mod tests {
         assert!(doc.contains(&block), "docs/graph.md must hold core/nodes/src/example.rs verbatim in a rust block");
     }
 
+    /// `classify` built from the catalog sends each class of packet to the next edge
+    /// its spec names for it: the spec's edge order is the node's index order (the
+    /// edges connected in another order).
     #[test]
-    fn catalog_classify_nexts_are_the_nodes_nexts() {
-        let spec = CATALOG.iter().find(|s| s.type_name == "classify").expect("classify in catalog");
-        assert_eq!(spec.nexts.names(), classify::NEXTS);
+    fn catalog_classify_sends_each_class_to_the_edge_of_its_name() {
+        use ironpath_wire::arp::ArpOperation;
+        use ironpath_wire::IpAddress;
+        let yaml = "lcores: [{id: 0}]\nnodes:\n  - {name: c, type: classify, lcore: 0}\n";
+        let catalog = ironpath_config::Catalog { nodes: CATALOG, drivers: None };
+        let p = ironpath_config::parse_str(yaml, std::path::Path::new("c.yaml"), &catalog).expect("valid");
+        let mut connected: Vec<&str> = classify::NEXTS.to_vec();
+        connected.reverse();
+        let mut d = make(&p.nodes[0], &connected, &mut NoEnv).expect("built");
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("arp", eth([0xff; 6], PEER_MAC, 0x0806, &arp(ArpOperation::Request, PEER_MAC, PEER4, [0; 6], US4))),
+            ("icmp", ping4(US4, 1, b"ping")),
+            ("tcp", eth(US_MAC, PEER_MAC, 0x0800, &ipv4(PEER4, US4, 6, 64, &[0x50; 20]))),
+            (
+                "udp",
+                eth(
+                    US_MAC,
+                    PEER_MAC,
+                    0x0800,
+                    &ipv4(PEER4, US4, 17, 64, &udp(IpAddress::V4(PEER4), IpAddress::V4(US4), 1, 2, b"")),
+                ),
+            ),
+            ("ipv4", eth(US_MAC, PEER_MAC, 0x0800, &ipv4(PEER4, US4, 47, 64, &[0; 4]))),
+            ("icmp6", ping6(US6, 1, b"ping")),
+            ("ipv6", eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(PEER6, US6, 59, 64, b""))),
+            ("other", eth([0x01, 0x80, 0xc2, 0, 0, 0x0e], PEER_MAC, 0x88cc, &[0; 46])),
+        ];
+        let pool = pool(16);
+        let st = stats(&*d.node);
+        let frames: Vec<Vec<u8>> = cases.iter().map(|(_, f)| f.clone()).collect();
+        let mut pkts = burst(&pool, &frames);
+        let c = call(&mut *d.node, &st, &mut pkts, 0);
+        let out = outputs(&c, &mut pkts);
+        for ((want, _), (edge, _)) in cases.iter().zip(&out) {
+            assert_eq!(d.nexts.get(usize::from(*edge)).map(String::as_str), Some(*want), "edge {edge}");
+        }
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn the_catalog_lists_the_basic_kinds() {
         let names: Vec<_> = CATALOG.iter().map(|s| s.type_name).collect();
         for n in [
             "port_rx",

@@ -10,8 +10,8 @@
 //! room in the burst or no buffer are not made, and counted; the original always
 //! goes on.
 
-use crate::kind::{param, NodeKind, MEMPOOL};
-use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::{NodeKind, MEMPOOL};
+use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -90,21 +90,11 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "mirror",
         doc: "send every packet on `out` and a copy of it on `copy` (a shared reference, or a copy of its own)",
         params: &[
-            param(
-                "mode",
-                ParamKind::Enum(MirrorMode::NAMES),
-                false,
-                Some("share"),
-                "share: a second reference, read-only on both branches; copy: buffers of its own from `mempool`",
-            ),
+            ParamSpec::new("mode", ParamKind::Enum(MirrorMode::NAMES)).default("share").doc("share: a second reference, read-only on both branches; copy: buffers of its own from `mempool`"),
             MEMPOOL,
         ],
         nexts: Nexts::Fixed(&["out", "copy"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

@@ -2,9 +2,9 @@
 //! send to one queue; what the queue refuses is dropped and counted, never held;
 //! completions are reclaimed when the lcore is idle).
 
-use crate::kind::{param, NodeKind, PORT, QUEUE};
+use crate::kind::{NodeKind, PORT, QUEUE};
 use crate::offload::{FixupStats, TxFixup};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
 use ironpath_eal::{Burst, Mbuf, RxQ, TxQ, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -133,14 +133,12 @@ pub const PORT_RX: NodeKind = NodeKind {
         params: &[
             PORT,
             QUEUE,
-            param("burst", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "packets per poll"),
+            ParamSpec::new("burst", ParamKind::Uint { min: 1, max: 256 }).default("32").doc("packets per poll"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         source: true,
-        sink: false,
         queue: QueueUse::Rx,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();
@@ -156,20 +154,10 @@ pub const PORT_TX: NodeKind = NodeKind {
         params: &[
             PORT,
             QUEUE,
-            param(
-                "retries",
-                ParamKind::Uint { min: 0, max: 1024 },
-                false,
-                Some("0"),
-                "retries of a full queue before dropping",
-            ),
+            ParamSpec::new("retries", ParamKind::Uint { min: 0, max: 1024 }).default("0").doc("retries of a full queue before dropping"),
         ],
-        nexts: Nexts::Fixed(&[]),
-        source: false,
-        sink: true,
         queue: QueueUse::Tx,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

@@ -1,7 +1,7 @@
 //! Small nodes: `macswap`, `counter`, `drop`.
 
 use crate::kind::NodeKind;
-use ironpath_config::{Nexts, NodeSpec, QueueUse};
+use ironpath_config::{Nexts, NodeSpec};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -103,13 +103,8 @@ pub const MACSWAP: NodeKind = NodeKind {
     spec: NodeSpec {
         type_name: "macswap",
         doc: "swap source and destination MAC addresses (testpmd's macswap)",
-        params: &[],
         nexts: Nexts::Fixed(&["out"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |_, _| Ok(Box::new(MacSwap)),
 };
@@ -119,13 +114,7 @@ pub const DROP: NodeKind = NodeKind {
     spec: NodeSpec {
         type_name: "drop",
         doc: "free every packet; `show runtime` counts them by the edge they came from",
-        params: &[],
-        nexts: Nexts::Fixed(&[]),
-        source: false,
-        sink: true,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |_, _| Ok(Box::new(DropNode)),
 };
@@ -135,13 +124,8 @@ pub const COUNTER: NodeKind = NodeKind {
     spec: NodeSpec {
         type_name: "counter",
         doc: "count packets and bytes passing through",
-        params: &[],
         nexts: Nexts::Fixed(&["out"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |_, _| Ok(Box::new(CounterNode)),
 };

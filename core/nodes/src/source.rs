@@ -5,8 +5,8 @@
 //! loss and order; checksums stay valid (RFC 1624 updates). An empty mempool is
 //! counted (`alloc_failed`), never fatal.
 
-use crate::kind::{param, NodeError, NodeKind, MEMPOOL};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::{NodeError, NodeKind, MEMPOOL};
+use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 use ironpath_wire::checksum;
@@ -173,34 +173,19 @@ pub const KIND: NodeKind = NodeKind {
         doc: "generate UDP/IPv4 frames (as testpmd's txonly), at a rate and up to a count",
         params: &[
             MEMPOOL,
-            param("size", ParamKind::Uint { min: 42, max: 9000 }, false, Some("60"), "frame bytes without FCS"),
-            param("burst", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "packets per poll"),
-            param("flows", ParamKind::Uint { min: 1, max: 65535 }, false, Some("1"), "distinct UDP source ports"),
-            param("src_mac", ParamKind::Mac, false, Some("02:00:00:00:00:01"), "Ethernet source"),
-            param("dst_mac", ParamKind::Mac, false, Some("02:00:00:00:00:02"), "Ethernet destination"),
-            param("src_ip", ParamKind::Ipv4, false, Some("198.18.0.1"), "IPv4 source"),
-            param("dst_ip", ParamKind::Ipv4, false, Some("198.18.0.2"), "IPv4 destination"),
-            param(
-                "rate_pps",
-                ParamKind::Uint { min: 0, max: 1_000_000_000 },
-                false,
-                Some("0"),
-                "packets per second (0: unlimited)",
-            ),
-            param(
-                "count",
-                ParamKind::Uint { min: 0, max: u64::MAX },
-                false,
-                Some("0"),
-                "packets in all (0: unlimited)",
-            ),
+            ParamSpec::new("size", ParamKind::Uint { min: 42, max: 9000 }).default("60").doc("frame bytes without FCS"),
+            ParamSpec::new("burst", ParamKind::Uint { min: 1, max: 256 }).default("32").doc("packets per poll"),
+            ParamSpec::new("flows", ParamKind::Uint { min: 1, max: 65535 }).default("1").doc("distinct UDP source ports"),
+            ParamSpec::new("src_mac", ParamKind::Mac).default("02:00:00:00:00:01").doc("Ethernet source"),
+            ParamSpec::new("dst_mac", ParamKind::Mac).default("02:00:00:00:00:02").doc("Ethernet destination"),
+            ParamSpec::new("src_ip", ParamKind::Ipv4).default("198.18.0.1").doc("IPv4 source"),
+            ParamSpec::new("dst_ip", ParamKind::Ipv4).default("198.18.0.2").doc("IPv4 destination"),
+            ParamSpec::new("rate_pps", ParamKind::Uint { min: 0, max: 1_000_000_000 }).default("0").doc("packets per second (0: unlimited)"),
+            ParamSpec::new("count", ParamKind::Uint { min: 0, max: u64::MAX }).default("0").doc("packets in all (0: unlimited)"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         source: true,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

@@ -6,9 +6,9 @@
 //! completion policy (see [`ironpath_eal::txbatch`]). Counters say why each flush
 //! happened and how many packets a flush carried.
 
-use crate::kind::{param, NodeError, NodeKind, PORT, QUEUE};
+use crate::kind::{NodeError, NodeKind, PORT, QUEUE};
 use crate::offload::{FixupStats, TxFixup};
-use ironpath_config::{Nexts, NodeSpec, ParamKind, QueueUse, VariantSpec};
+use ironpath_config::{NodeSpec, ParamKind, ParamSpec, QueueUse, VariantSpec};
 use ironpath_eal::{Burst, Mbuf, TxBatchStats, TxBatcher, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -164,18 +164,15 @@ pub const KIND: NodeKind = NodeKind {
         params: &[
             PORT,
             QUEUE,
-            param("coalesce", ParamKind::Uint { min: 1, max: 256 }, false, Some("32"), "flush when this many packets are buffered"),
-            param("flush_us", ParamKind::Duration, false, Some("100us"), "flush when the oldest buffered packet has waited this long"),
-            param("flush_on_idle", ParamKind::Bool, false, Some("true"), "flush when a walk of the lcore finds no work (a lone ACK leaves within one poll)"),
-            param("completion", ParamKind::Variant(COMPLETION), false, Some("immediate"), "when sent packets are reported complete (freed): as soon as the driver frees them, or emulating a NIC's coalescing: every N packets (`tx-frames`) or T microseconds after the oldest (`tx-usecs`)"),
-            param("retries", ParamKind::Uint { min: 0, max: 1024 }, false, Some("0"), "retries of a full queue (after reclaiming completions) before dropping"),
+            ParamSpec::new("coalesce", ParamKind::Uint { min: 1, max: 256 }).default("32").doc("flush when this many packets are buffered"),
+            ParamSpec::new("flush_us", ParamKind::Duration).default("100us").doc("flush when the oldest buffered packet has waited this long"),
+            ParamSpec::new("flush_on_idle", ParamKind::Bool).default("true").doc("flush when a walk of the lcore finds no work (a lone ACK leaves within one poll)"),
+            ParamSpec::new("completion", ParamKind::Variant(COMPLETION)).default("immediate").doc("when sent packets are reported complete (freed): as soon as the driver frees them, or emulating a NIC's coalescing: every N packets (`tx-frames`) or T microseconds after the oldest (`tx-usecs`)"),
+            ParamSpec::new("retries", ParamKind::Uint { min: 0, max: 1024 }).default("0").doc("retries of a full queue (after reclaiming completions) before dropping"),
         ],
-        nexts: Nexts::Fixed(&[]),
         source: true,
-        sink: true,
         queue: QueueUse::Tx,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

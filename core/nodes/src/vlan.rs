@@ -38,9 +38,9 @@
 //! Ethernet header and a tag). Popping a stripped tag changes no byte, so no
 //! length. A push that would take `l2_len` past 255 is refused as `malformed`.
 
-use crate::kind::{param, NodeKind, Values, MEMPOOL};
+use crate::kind::{NodeKind, Values, MEMPOOL};
 use crate::NodeError;
-use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, QueueUse};
+use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::abi::RX_VLAN_STRIPPED;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
@@ -425,55 +425,15 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "vlan",
         doc: "push, pop or rewrite the outermost 802.1Q/802.1ad tag of each frame (a tag the port stripped counts as one)",
         params: &[
-            param(
-                "action",
-                ParamKind::Enum(VlanAction::NAMES),
-                true,
-                None,
-                "push: insert an outermost tag; pop: remove the outermost tag; rewrite: set its VLAN id (and priority)",
-            ),
-            param(
-                "vid",
-                ParamKind::Uint { min: 0, max: 4095 },
-                false,
-                None,
-                "VLAN id of the pushed tag, or the one rewrite writes (needed by push and rewrite; pop takes none)",
-            ),
-            param(
-                "pcp",
-                ParamKind::Uint { min: 0, max: 7 },
-                false,
-                None,
-                "priority: of the pushed tag (absent: 0), or the one rewrite writes (absent: the tag's is kept)",
-            ),
-            param(
-                "tpid",
-                ParamKind::Uint { min: 0, max: 0xffff },
-                false,
-                Some("0x8100"),
-                "TPID of the pushed tag: 0x8100 (802.1Q) or 0x88a8 (802.1ad, the outer tag of QinQ)",
-            ),
-            param(
-                "match_vid",
-                ParamKind::Uint { min: 0, max: 4095 },
-                false,
-                None,
-                "pop and rewrite only tags of this VLAN id; others pass unchanged (absent: every tag)",
-            ),
-            param(
-                "untagged",
-                ParamKind::Enum(Untagged::NAMES),
-                false,
-                Some("pass"),
-                "what pop and rewrite do with a frame without a tag: pass it on unchanged or drop it",
-            ),
+            ParamSpec::new("action", ParamKind::Enum(VlanAction::NAMES)).required().doc("push: insert an outermost tag; pop: remove the outermost tag; rewrite: set its VLAN id (and priority)"),
+            ParamSpec::new("vid", ParamKind::Uint { min: 0, max: 4095 }).doc("VLAN id of the pushed tag, or the one rewrite writes (needed by push and rewrite; pop takes none)"),
+            ParamSpec::new("pcp", ParamKind::Uint { min: 0, max: 7 }).doc("priority: of the pushed tag (absent: 0), or the one rewrite writes (absent: the tag's is kept)"),
+            ParamSpec::new("tpid", ParamKind::Uint { min: 0, max: 0xffff }).default("0x8100").doc("TPID of the pushed tag: 0x8100 (802.1Q) or 0x88a8 (802.1ad, the outer tag of QinQ)"),
+            ParamSpec::new("match_vid", ParamKind::Uint { min: 0, max: 4095 }).doc("pop and rewrite only tags of this VLAN id; others pass unchanged (absent: every tag)"),
+            ParamSpec::new("untagged", ParamKind::Enum(Untagged::NAMES)).default("pass").doc("what pop and rewrite do with a frame without a tag: pass it on unchanged or drop it"),
             MEMPOOL,
         ],
         nexts: Nexts::Fixed(&["out"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
         // What the constructor refuses, `check` refuses too, at the parameter.
         check: Some(|p| {
             VlanConfig::from_params(Values(p)).map(drop).map_err(|e| match e {
@@ -481,6 +441,7 @@ pub const KIND: NodeKind = NodeKind {
                 _ => (None, e.to_string()),
             })
         }),
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

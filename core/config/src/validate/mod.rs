@@ -340,7 +340,7 @@ pub(crate) fn peek_name<'n>(fields: &Fields<'n>, key: &str) -> Option<&'n str> {
 mod tests {
     use std::path::Path;
 
-    use crate::catalog::{Catalog, Nexts, NodeSpec, ParamKind, ParamSpec};
+    use crate::catalog::{Catalog, NodeSpec, ParamKind, ParamSpec};
     use crate::testing::mock_catalog;
     use crate::{parse_str, HugePages};
 
@@ -429,20 +429,8 @@ mod tests {
     fn bad_catalog_default_is_reported_at_the_node() {
         static NODES: &[NodeSpec] = &[NodeSpec {
             type_name: "t",
-            doc: "",
-            params: &[ParamSpec {
-                name: "n",
-                kind: ParamKind::Uint { min: 0, max: 3 },
-                required: false,
-                default: Some("9"),
-                doc: "",
-            }],
-            nexts: Nexts::Fixed(&[]),
-            source: false,
-            sink: true,
-            queue: crate::QueueUse::None,
-            ends_loops: false,
-            check: None,
+            params: &[ParamSpec::new("n", ParamKind::Uint { min: 0, max: 3 }).default("9")],
+            ..NodeSpec::DEFAULT
         }];
         let cat = Catalog { nodes: NODES, drivers: None };
         let e = parse_str("lcores: [{id: 0}]\nnodes: [{name: a, type: t, lcore: 0}]\n", Path::new("t.yaml"), &cat)

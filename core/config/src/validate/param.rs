@@ -378,42 +378,22 @@ fn duration(e: &mut Errors, node: &Node, what: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{Catalog, Nexts};
+    use crate::catalog::Catalog;
 
     const INNER: &[ParamSpec] = &[
-        ParamSpec { name: "x", kind: ParamKind::Uint { min: 0, max: 9 }, required: true, default: None, doc: "" },
-        ParamSpec { name: "y", kind: ParamKind::Bool, required: false, default: Some("maybe"), doc: "" },
+        ParamSpec::new("x", ParamKind::Uint { min: 0, max: 9 }).required(),
+        ParamSpec::new("y", ParamKind::Bool).default("maybe"),
     ];
-    const OUTER: &[ParamSpec] = &[
-        ParamSpec { name: "name", kind: ParamKind::Str, required: true, default: None, doc: "" },
-        ParamSpec { name: "inner", kind: ParamKind::Records(INNER), required: false, default: None, doc: "" },
-    ];
+    const OUTER: &[ParamSpec] =
+        &[ParamSpec::new("name", ParamKind::Str).required(), ParamSpec::new("inner", ParamKind::Records(INNER))];
     static NODES: &[NodeSpec] = &[NodeSpec {
         type_name: "t",
-        doc: "",
         params: &[
-            ParamSpec { name: "outer", kind: ParamKind::Records(OUTER), required: false, default: None, doc: "" },
-            ParamSpec {
-                name: "preset",
-                kind: ParamKind::Records(OUTER),
-                required: false,
-                default: Some("[{name: a}, {name: b}]"),
-                doc: "",
-            },
-            ParamSpec {
-                name: "completion",
-                kind: ParamKind::Variant(FORMS),
-                required: false,
-                default: Some("immediate"),
-                doc: "",
-            },
+            ParamSpec::new("outer", ParamKind::Records(OUTER)),
+            ParamSpec::new("preset", ParamKind::Records(OUTER)).default("[{name: a}, {name: b}]"),
+            ParamSpec::new("completion", ParamKind::Variant(FORMS)).default("immediate"),
         ],
-        nexts: Nexts::Fixed(&[]),
-        source: false,
-        sink: true,
-        queue: crate::QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     }];
 
     const FORMS: &[VariantSpec] = &[

@@ -3,8 +3,8 @@
 
 use super::gso::{segment, GsoSkip};
 use super::{AggrConfig, AggrStats, Aggregator, Flush, Mode};
-use crate::kind::{param, NodeError, NodeKind, Values, MEMPOOL};
-use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, QueueUse};
+use crate::kind::{NodeError, NodeKind, Values, MEMPOOL};
+use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
 
@@ -218,22 +218,19 @@ pub const RX_AGGREGATE: NodeKind = NodeKind {
         type_name: "rx_aggregate",
         doc: "merge TCP segments (IPv4/IPv6) into large packets: gro keeps them as an mbuf chain, lro copies payloads into one buffer; only what can be split back exactly",
         params: &[
-            param("mode", ParamKind::Enum(AggrMode::NAMES), false, Some("gro"), "how to merge (`off`: pass everything on, counted)"),
-            param("max_bytes", ParamKind::Uint { min: 1024, max: 65535 }, false, Some("65535"), "most bytes of IP payload in an aggregate"),
-            param("max_segments", ParamKind::Uint { min: 2, max: 1024 }, false, Some("64"), "most segments in an aggregate"),
-            param("max_flows", ParamKind::Uint { min: 1, max: 65536 }, false, Some("64"), "flows held at once (the oldest is flushed for a new one)"),
-            param("max_held", ParamKind::Uint { min: 64, max: 1 << 20 }, false, Some("4096"), "packets the flows may hold between bursts (flush: timeout); beyond it the oldest flows leave early (counted: flush_held), so a peer's out-of-order segments cannot pin more of the pool"),
-            param("flush", ParamKind::Enum(Flush::NAMES), false, Some("burst"), "flush at the end of every burst, or after `flush_us`"),
-            param("flush_us", ParamKind::Duration, false, Some("100us"), "how long a flow may be held (flush: timeout)"),
-            param("bad", ParamKind::Enum(BadPackets::NAMES), false, Some("pass"), "what to do with malformed or bad-checksum packets (never merged, always counted)"),
-            param("lro_mempool", ParamKind::Mempool, false, None, "large buffers for lro (data_room >= the largest aggregate + headers, e.g. 65535)"),
+            ParamSpec::new("mode", ParamKind::Enum(AggrMode::NAMES)).default("gro").doc("how to merge (`off`: pass everything on, counted)"),
+            ParamSpec::new("max_bytes", ParamKind::Uint { min: 1024, max: 65535 }).default("65535").doc("most bytes of IP payload in an aggregate"),
+            ParamSpec::new("max_segments", ParamKind::Uint { min: 2, max: 1024 }).default("64").doc("most segments in an aggregate"),
+            ParamSpec::new("max_flows", ParamKind::Uint { min: 1, max: 65536 }).default("64").doc("flows held at once (the oldest is flushed for a new one)"),
+            ParamSpec::new("max_held", ParamKind::Uint { min: 64, max: 1 << 20 }).default("4096").doc("packets the flows may hold between bursts (flush: timeout); beyond it the oldest flows leave early (counted: flush_held), so a peer's out-of-order segments cannot pin more of the pool"),
+            ParamSpec::new("flush", ParamKind::Enum(Flush::NAMES)).default("burst").doc("flush at the end of every burst, or after `flush_us`"),
+            ParamSpec::new("flush_us", ParamKind::Duration).default("100us").doc("how long a flow may be held (flush: timeout)"),
+            ParamSpec::new("bad", ParamKind::Enum(BadPackets::NAMES)).default("pass").doc("what to do with malformed or bad-checksum packets (never merged, always counted)"),
+            ParamSpec::new("lro_mempool", ParamKind::Mempool).doc("large buffers for lro (data_room >= the largest aggregate + headers, e.g. 65535)"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         source: true,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();
@@ -292,20 +289,10 @@ pub const GSO: NodeKind = NodeKind {
             "split aggregated TCP packets back into segments of their MSS (headers copied, payload shared by reference)",
         params: &[
             MEMPOOL,
-            param(
-                "mss",
-                ParamKind::Uint { min: 0, max: 65535 },
-                false,
-                Some("0"),
-                "segment payload size (0: each aggregate's own, tso_segsz)",
-            ),
+            ParamSpec::new("mss", ParamKind::Uint { min: 0, max: 65535 }).default("0").doc("segment payload size (0: each aggregate's own, tso_segsz)"),
         ],
         nexts: Nexts::Fixed(&["out"]),
-        source: false,
-        sink: false,
-        queue: QueueUse::None,
-        ends_loops: false,
-        check: None,
+        ..NodeSpec::DEFAULT
     },
     build: |b, env| {
         let p = b.params();

@@ -3,7 +3,6 @@
 //! into the FIBs' entries. Every error names where it is written.
 
 use super::lpm::Prefix;
-use crate::kind::param;
 use ironpath_config::{Choice, Loc, ParamKind, ParamSpec, Params};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -23,30 +22,24 @@ ironpath_config::choice! {
 
 /// Fields of an `interfaces` record.
 pub const INTERFACE: &[ParamSpec] = &[
-    param("port", ParamKind::Port, true, None, "the port (one of the router's next edges)"),
-    param(
-        "addresses",
-        ParamKind::Str,
-        true,
-        None,
-        "its addresses with prefix lengths, space- or comma-separated: 198.18.1.1/24 fd00:1::1/64",
-    ),
-    param("mtu", ParamKind::Uint { min: 68, max: 65535 }, false, Some("1500"), "largest IP packet sent on it"),
+    ParamSpec::new("port", ParamKind::Port).required().doc("the port (one of the router's next edges)"),
+    ParamSpec::new("addresses", ParamKind::Str).required().doc("its addresses with prefix lengths, space- or comma-separated: 198.18.1.1/24 fd00:1::1/64"),
+    ParamSpec::new("mtu", ParamKind::Uint { min: 68, max: 65535 }).default("1500").doc("largest IP packet sent on it"),
 ];
 
 /// Fields of a `routes` record.
 pub const ROUTE: &[ParamSpec] = &[
-    param("prefix", ParamKind::Str, true, None, "the destination: 198.18.3.0/24, fd00:3::/64, 0.0.0.0/0, ::/0"),
-    param("via", ParamKind::Str, false, None, "the next hop's address (on one of the interfaces' subnets)"),
-    param("port", ParamKind::Port, false, None, "the interface (for a route without `via`: destinations on its link)"),
-    param("type", ParamKind::Enum(RouteType::NAMES), false, Some("forward"), "forward, unreachable, prohibit or blackhole"),
+    ParamSpec::new("prefix", ParamKind::Str).required().doc("the destination: 198.18.3.0/24, fd00:3::/64, 0.0.0.0/0, ::/0"),
+    ParamSpec::new("via", ParamKind::Str).doc("the next hop's address (on one of the interfaces' subnets)"),
+    ParamSpec::new("port", ParamKind::Port).doc("the interface (for a route without `via`: destinations on its link)"),
+    ParamSpec::new("type", ParamKind::Enum(RouteType::NAMES)).default("forward").doc("forward, unreachable, prohibit or blackhole"),
 ];
 
 /// Fields of a `static_neighbours` record.
 pub const NEIGHBOUR: &[ParamSpec] = &[
-    param("port", ParamKind::Port, true, None, "the interface"),
-    param("address", ParamKind::Str, true, None, "the neighbour's IPv4 or IPv6 address (on the interface's subnet)"),
-    param("mac", ParamKind::Mac, true, None, "its MAC address"),
+    ParamSpec::new("port", ParamKind::Port).required().doc("the interface"),
+    ParamSpec::new("address", ParamKind::Str).required().doc("the neighbour's IPv4 or IPv6 address (on the interface's subnet)"),
+    ParamSpec::new("mac", ParamKind::Mac).required().doc("its MAC address"),
 ];
 
 /// One interface.

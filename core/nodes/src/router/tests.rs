@@ -1,11 +1,15 @@
 //! The router against hand-made frames: two interfaces, hosts a (on p0) and b (on p1).
 
+use super::checks::martian4_src;
 use super::config::{IfaceCfg, RouterCfg};
+use super::fast::{martian16, martian16_map};
 use super::*;
 use crate::tests::{arp, burst, call, counter, eth, icmp4_echo, icmp6, ipv4, ipv6, pool, stats, udp};
+use ironpath_eal::abi;
 use ironpath_graph::NodeStats;
 use ironpath_wire::arp::ArpOperation;
-use ironpath_wire::icmpv6::Icmpv6Repr;
+use ironpath_wire::checksum;
+use ironpath_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
 use ironpath_wire::IpAddress;
 
 const R0: [u8; 6] = [0x02, 0, 0, 0, 1, 0];
@@ -28,6 +32,20 @@ fn router(pool: &Mempool, icmp_burst: u64) -> Router {
 
 /// [`router`] with more routes.
 fn router_with(pool: &Mempool, icmp_burst: u64, more: &[String]) -> Router {
+    let (cfg, tune) = config_with(icmp_burst, more);
+    Router::new(&cfg, &[(0, 0, R0), (1, 1, R1)], Some(2), tune, pool.clone()).unwrap()
+}
+
+/// [`router_with`] with a 24-bit IPv4 root, whatever the kernel's huge pages.
+fn wide_router_with(pool: &Mempool, icmp_burst: u64, more: &[String]) -> Router {
+    let (cfg, tune) = config_with(icmp_burst, more);
+    let r = Router::with_wide_root(&cfg, &[(0, 0, R0), (1, 1, R1)], Some(2), tune, pool.clone()).unwrap();
+    assert_eq!(r.fib4().root_bits(), 24);
+    r
+}
+
+/// The configuration of [`router_with`].
+fn config_with(icmp_burst: u64, more: &[String]) -> (RouterCfg, Tuning) {
     let ifaces = vec![
         IfaceCfg::new("p0", &["198.18.1.1/24", "fd00:1::1/64"]).unwrap(),
         IfaceCfg { mtu: 1400, ..IfaceCfg::new("p1", &["198.18.2.1/24", "fd00:2::1/64"]).unwrap() },
@@ -57,7 +75,7 @@ fn router_with(pool: &Mempool, icmp_burst: u64, more: &[String]) -> Router {
         tsc_hz: HZ,
         max_plies: 1024, hash_key: [9; 16],
     };
-    Router::new(&cfg, &[(0, 0, R0), (1, 1, R1)], Some(2), tune, pool.clone()).unwrap()
+    (cfg, tune)
 }
 
 /// Run the router on frames received on `port`; returns (edge, frame) of what it sends.
@@ -477,23 +495,25 @@ fn a_static_neighbour_needs_no_resolution_and_ignores_the_wire() {
 fn the_fast_path_decides_as_every_check_does() {
     // A /16 route: its root slot is a leaf, forwarded in the fast path's first pass;
     // /24s: their root slots lead to plies, forwarded in its second.
-    fast_path_matches_every_check(&["100.64.0.0/16 via 198.18.2.2".to_string()]);
+    fast_path_matches_every_check(&["100.64.0.0/16 via 198.18.2.2".to_string()], router_with);
 }
 
 #[test]
 fn the_fast_path_decides_as_every_check_does_with_a_wide_root() {
-    // /24s under 256 /16s: a 24-bit root (where the kernel gives huge pages), whose
-    // slots answer /24s themselves; a /28 under one of them needs a ply.
+    // /24s under 256 /16s: a 24-bit root (forced: the router takes it only where the
+    // kernel gives huge pages), whose slots answer /24s themselves; a /28 under one
+    // of them needs a ply.
     let mut more: Vec<String> = (0..=255).map(|k| format!("10.{k}.1.0/24 via 198.18.2.2")).collect();
     more.push("10.7.1.16/28 unreachable".to_string());
     more.push("100.64.0.0/16 via 198.18.2.2".to_string());
-    fast_path_matches_every_check(&more);
+    fast_path_matches_every_check(&more, wide_router_with);
 }
 
-fn fast_path_matches_every_check(more: &[String]) {
+/// The fast path against every check, each on a router that `router` builds.
+fn fast_path_matches_every_check(more: &[String], router: fn(&Mempool, u64, &[String]) -> Router) {
     let pool = pool(512);
-    let mut fast = router_with(&pool, 1000, more);
-    let mut slow = router_with(&pool, 1000, more).all_checks();
+    let mut fast = router(&pool, 1000, more);
+    let mut slow = router(&pool, 1000, more).all_checks();
     let (sf, ss) = (stats(&fast), stats(&slow));
     resolve_both(&mut fast, &sf, &pool);
     resolve_both(&mut slow, &ss, &pool);
