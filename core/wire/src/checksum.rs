@@ -305,13 +305,13 @@ mod tests {
     fn a_decrement_equals_the_general_update_in_either_byte_order() {
         let mut rng = XorShift(0x0123_4567_89ab_cdef);
         for round in 0..20_000 {
-            let len = 2 * (2 + rng.below(20));
+            let len = 2 * (2 + rng.index(20));
             let mut buf = rng.bytes(len);
             if round % 4 == 0 {
                 buf.iter_mut().for_each(|b| *b &= 0x81);
             }
             buf[0] |= 1;
-            let at = 2 * rng.below(len / 2);
+            let at = 2 * rng.index(len / 2);
             let old = u16::from_be_bytes([buf[at], buf[at + 1]]);
             let by = [0x0100, 1, rng.next_u64() as u16][round % 3] % (old.max(1));
             let new = old - by;
@@ -346,7 +346,7 @@ mod tests {
                     h[10..12].fill(0);
                     let c = !data(&h);
                     h[10..12].copy_from_slice(&c.to_be_bytes());
-                    h[rng.below(20)] ^= 1 << rng.below(8);
+                    h[rng.index(20)] ^= 1 << rng.below(8);
                 }
                 _ => {}
             }
