@@ -289,7 +289,13 @@ pub fn config_rss(app: &mut App, what: &str) -> Result<String, String> {
             );
         }
         if let Err(e) = p.set_rss_hash(want) {
-            let _ = writeln!(errs, "Port {id}: {}", why(&e));
+            // The driver's reason kept (which hash it has): RSS is where a
+            // user needs it most.
+            let reason = match &e {
+                PortError::Errno { msg, .. } if !msg.is_empty() => format!("{}: {msg}", why(&e)),
+                _ => why(&e),
+            };
+            let _ = writeln!(errs, "Port {id}: {reason}");
         }
     }
     let _ = writeln!(o, "rss_hf {hf:#x}");
