@@ -65,7 +65,10 @@ pub fn ask(path: &Path, prefix: &str, line: &str) -> Result<String, String> {
         }
         let _ = c.set_read_timeout(Some(left));
         match c.read(&mut chunk) {
+            // A server that refuses a client closes without reading its line: the
+            // reason it wrote is read first, then the reset ends the answer.
             Ok(0) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !got.is_empty() => break,
             Ok(n) => got.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
