@@ -112,7 +112,7 @@ impl Proc {
         let t = Instant::now();
         loop {
             let text = std::fs::read_to_string(self.stats.as_ref().unwrap()).unwrap_or_default();
-            if let Some(v) = text.lines().filter_map(|l| serde_json::from_str(l).ok()).last() {
+            if let Some(v) = text.lines().rev().find_map(|l| serde_json::from_str(l).ok()) {
                 return v;
             }
             assert!(t.elapsed() < Duration::from_secs(20), "no stats line:\n{}", self.output());
