@@ -266,6 +266,22 @@ fn testpmd_answers_for_its_ports() {
     assert!(common::text(&o).contains("no pipeline"), "{}", common::text(&o));
     assert!(p.ok(&["show", "memory"]).contains("process RSS"));
     p.send("stop");
+    // A loaded pipeline: its runtime, graph and pools too.
+    p.send(&format!("pipeline load {}", config("default.yaml").display()));
+    let rt = wait_answer(&p, &["show", "runtime"], 30, |a| a.contains("gen ") && row(&rows(a), "sink").packets > 0);
+    assert!(row(&rows(&rt), "sink").packets > 0, "{rt}");
+    assert!(p.ok(&["show", "graph"]).contains("  swap [macswap]"));
+    assert!(p.ok(&["show", "mempool"]).contains("mp0"));
+    assert!(p.ok(&["show", "errors"]).contains("from back.out"));
+    p.ok(&["clear", "runtime"]);
+    let rt = p.ok(&["show", "runtime"]);
+    assert!(row(&rows(&rt), "gen").calls < row(&rows(&p.ok(&["show", "runtime"])), "gen").calls, "counts again");
+    p.send("pipeline stop");
+    let t = Instant::now();
+    while p.ctl(&["show", "runtime"]).status.success() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(common::text(&p.ctl(&["show", "runtime"])).contains("no pipeline"));
 }
 
 #[test]
