@@ -10,33 +10,63 @@ use ironpath_graph::{GraphInfo, RuntimeBase};
 use std::fmt::Write;
 use std::sync::Arc;
 
+/// What a command does (the dispatcher's match on it is exhaustive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmd {
+    /// `help`.
+    Help,
+    /// `show runtime`.
+    ShowRuntime,
+    /// `clear runtime`.
+    ClearRuntime,
+    /// `show interface`.
+    ShowInterface,
+    /// `show errors`.
+    ShowErrors,
+    /// `show graph`.
+    ShowGraph,
+    /// `show mempool`.
+    ShowMempool,
+    /// `show memory`.
+    ShowMemory,
+    /// `show ctl`, answered by the socket thread ([`super::server`]).
+    ShowCtl,
+}
+
 /// One command: its syntax (words, `a|b` keywords, `<ARG>` free arguments, a
-/// trailing `[...]` optional) and what it does.
+/// trailing `[...]` optional), what it does and its help.
 pub struct Syntax {
     /// E.g. `show interface [<NAME>]`.
     pub pattern: &'static str,
+    /// The command.
+    pub cmd: Cmd,
     /// One line of help.
     pub help: &'static str,
 }
 
-const fn s(pattern: &'static str, help: &'static str) -> Syntax {
-    Syntax { pattern, help }
+const fn s(pattern: &'static str, cmd: Cmd, help: &'static str) -> Syntax {
+    Syntax { pattern, cmd, help }
 }
 
 /// Every command, in the order `help` lists them.
 pub const GRAMMAR: &[Syntax] = &[
-    s("help [<COMMAND>]", "list the commands, or the ones that begin with COMMAND"),
+    s("help [<COMMAND>]", Cmd::Help, "list the commands, or the ones that begin with COMMAND"),
     s(
         "show runtime",
+        Cmd::ShowRuntime,
         "per node: calls, busy calls, packets, drops, cycles/packet, packets/call (since `clear runtime`)",
     ),
-    s("clear runtime", "start `show runtime` from zero (the data plane's counters are left as they are)"),
-    s("show interface [<NAME>]", "per port: state, link, RX/TX packets and bytes, drops by reason"),
-    s("show errors", "every node counter of drops or errors that is not zero, with its reason"),
-    s("show graph", "lcores, nodes, their kinds and edges"),
-    s("show mempool", "per pool: size, in use, free, in caches, cache size, get failures"),
-    s("show memory", "process RSS, mempool memory and what backs it (hugepages or not)"),
-    s("show ctl", "the control socket's own counters: clients served and refused, by reason"),
+    s(
+        "clear runtime",
+        Cmd::ClearRuntime,
+        "start `show runtime` from zero (the data plane's counters are left as they are)",
+    ),
+    s("show interface [<NAME>]", Cmd::ShowInterface, "per port: state, link, RX/TX packets and bytes, drops by reason"),
+    s("show errors", Cmd::ShowErrors, "every node counter of drops or errors that is not zero, with its reason"),
+    s("show graph", Cmd::ShowGraph, "lcores, nodes, their kinds and edges"),
+    s("show mempool", Cmd::ShowMempool, "per pool: size, in use, free, in caches, cache size, get failures"),
+    s("show memory", Cmd::ShowMemory, "process RSS, mempool memory and what backs it (hugepages or not)"),
+    s("show ctl", Cmd::ShowCtl, "the control socket's own counters: clients served and refused, by reason"),
 ];
 
 /// One word of a pattern.
@@ -126,7 +156,7 @@ pub fn complete(line: &str) -> Offer {
 }
 
 /// The grammar line `words` matches, and its free argument if it has one.
-fn parse(words: &[&str]) -> Option<(&'static Syntax, Option<String>)> {
+pub fn parse(words: &[&str]) -> Option<(&'static Syntax, Option<String>)> {
     for syntax in GRAMMAR {
         for form in forms(syntax.pattern) {
             if form.len() == words.len() && words.iter().zip(&form).all(|(w, t)| t.accepts(w)) {
@@ -169,22 +199,20 @@ impl Control {
                 format!("unknown command `{line}`; did you mean:\n{}", near.trim_end())
             });
         };
-        match syntax.pattern {
-            "help [<COMMAND>]" => Ok(help(arg.as_deref())),
-            "show runtime" => self.show_runtime(f),
-            "clear runtime" => {
+        match syntax.cmd {
+            Cmd::Help => Ok(help(arg.as_deref())),
+            Cmd::ShowRuntime => self.show_runtime(f),
+            Cmd::ClearRuntime => {
                 let g = graph(f)?;
                 self.runtime_base = Some((g.clone(), g.runtime_base()));
                 Ok("runtime counters cleared\n".to_string())
             }
-            "show interface [<NAME>]" => show_interface(f, arg.as_deref()),
-            "show errors" => graph(f).map(|g| show_errors(g)),
-            "show graph" => graph(f).map(|g| g.format_graph()),
-            "show mempool" => Ok(show_mempool(&f.pools)),
-            "show memory" => Ok(show_memory(&f.pools)),
-            // `show ctl` is answered by the socket thread; any other line of the
-            // grammar is an entry this match lacks.
-            other => Err(format!("`{other}` is answered by the control socket itself")),
+            Cmd::ShowInterface => show_interface(f, arg.as_deref()),
+            Cmd::ShowErrors => graph(f).map(|g| show_errors(g)),
+            Cmd::ShowGraph => graph(f).map(|g| g.format_graph()),
+            Cmd::ShowMempool => Ok(show_mempool(&f.pools)),
+            Cmd::ShowMemory => Ok(show_memory(&f.pools)),
+            Cmd::ShowCtl => Err("`show ctl` is answered by the control socket's own thread".to_string()),
         }
     }
 
@@ -282,7 +310,7 @@ fn show_interface(f: &Figures, name: Option<&str>) -> Result<String, String> {
         let _ =
             writeln!(out, "{} (port {}, {} {}): {:?}, link {}", p.label, i.id, i.driver, i.name, i.state, link_text(p));
         let st = &p.stats;
-        let mut rows = vec![
+        let rows = [
             ("rx packets", st.ipackets),
             ("rx bytes", st.ibytes),
             ("tx packets", st.opackets),
@@ -292,18 +320,15 @@ fn show_interface(f: &Figures, name: Option<&str>) -> Result<String, String> {
             ("drops: rx errors", st.ierrors),
             ("drops: tx errors", st.oerrors),
         ];
-        let mut extra = Vec::new();
+        for (k, v) in rows {
+            let _ = writeln!(out, "  {k:<36} {v:>16}");
+        }
+        // The driver's own counters of losses, non-zero ones only.
         for (k, v) in &p.xstats {
             let drop_like = ["drop", "miss", "full", "err", "fail"].iter().any(|w| k.contains(w));
             if *v != 0 && drop_like {
-                extra.push((format!("drops: {k}"), *v));
+                let _ = writeln!(out, "  {:<36} {v:>16}", format!("drops: {k}"));
             }
-        }
-        for (k, v) in rows.drain(..) {
-            let _ = writeln!(out, "  {k:<36} {v:>16}");
-        }
-        for (k, v) in extra {
-            let _ = writeln!(out, "  {k:<36} {v:>16}");
         }
     }
     Ok(out)
@@ -381,11 +406,13 @@ mod tests {
 
     #[test]
     fn lines_parse_to_their_grammar_line() {
-        assert_eq!(parse(&["show", "runtime"]).map(|(s, a)| (s.pattern, a)), Some(("show runtime", None)));
+        assert_eq!(parse(&["show", "runtime"]).map(|(s, a)| (s.cmd, a)), Some((Cmd::ShowRuntime, None)));
         assert_eq!(
-            parse(&["show", "interface", "p0"]).map(|(s, a)| (s.pattern, a)),
-            Some(("show interface [<NAME>]", Some("p0".to_string())))
+            parse(&["show", "interface", "p0"]).map(|(s, a)| (s.cmd, a)),
+            Some((Cmd::ShowInterface, Some("p0".to_string())))
         );
+        assert_eq!(parse(&["show", "interface"]).map(|(s, a)| (s.cmd, a)), Some((Cmd::ShowInterface, None)));
+        assert_eq!(parse(&["show", "ctl"]).map(|(s, _)| s.cmd), Some(Cmd::ShowCtl));
         assert!(parse(&["show", "runtime", "x"]).is_none());
         assert!(parse(&["show"]).is_none());
         assert!(parse(&["frobnicate"]).is_none());

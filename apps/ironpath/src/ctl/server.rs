@@ -162,7 +162,7 @@ enum ReadError {
     Gone,
 }
 
-/// Reads one line (without its `\n`) from `r` before `deadline`.
+/// Reads one line (without its `\n`, trimmed) from `c` before `deadline`.
 fn read_line(c: &mut UnixStream, deadline: Instant) -> Result<String, ReadError> {
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 1024];
@@ -232,7 +232,9 @@ fn client(mut c: UnixStream, tx: &SyncSender<Request>, counts: &Counts, path: &P
         }
     };
     Counts::bump(&counts.served);
-    let answer = if line == "show ctl" {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let own = super::commands::parse(&words).is_some_and(|(s, _)| s.cmd == super::commands::Cmd::ShowCtl);
+    let answer = if own {
         Ok(counts.format(path))
     } else {
         let (rtx, rrx) = sync_channel(1);
