@@ -4,6 +4,8 @@
 //!   forwarding engines on ironpath ports;
 //! * `ironpath run FILE`: run a YAML pipeline (graph of nodes on lcores);
 //! * `ironpath check FILE...`: validate pipeline files;
+//! * `ironpath ctl [-f PREFIX] [COMMAND...]`: commands to a running `run` or
+//!   `testpmd` (`show runtime`, `show interface` ...), one-shot or as a shell;
 //! * `ironpath plugins [-d DIR]`: list the PMD plugins found and their device
 //!   arguments, and what became of every plugin file;
 //! * `ironpath new-pmd NAME`: a new driver crate made from the template;
@@ -13,7 +15,7 @@
 use ironpath::testpmd;
 
 fn usage() -> &'static str {
-    "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  run FILE [options]                     run a YAML pipeline (see `ironpath run --help`)\n  check FILE...                          validate pipeline files\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments
+    "usage: ironpath COMMAND [ARGS]\n\ncommands:\n  testpmd [runtime args] -- [app args]   packet forwarding shell (see `ironpath testpmd --help`)\n  run FILE [options]                     run a YAML pipeline (see `ironpath run --help`)\n  check FILE...                          validate pipeline files\n  ctl [-f PREFIX] [-i N] [COMMAND...]    commands to a running run or testpmd (see `ironpath ctl --help`)\n  plugins [-d PATH]...                   list loadable PMD plugins and their device arguments
   new-pmd NAME [--dir DIR]               create a PMD crate for driver net_NAME from the template
   --version                              the version and the PMD plugin ABI it implements"
 }
@@ -84,6 +86,7 @@ fn main() {
         Some("new-pmd") => ironpath::newpmd::main(&args[1..]),
         Some("run") => ironpath::pipeline::cli::run_main(&args[1..]),
         Some("check") => ironpath::pipeline::cli::check_main(&args[1..]),
+        Some("ctl") => ironpath::ctl::client::main(&args[1..]),
         Some("-V" | "--version" | "version") => {
             ironpath::outln!(
                 "ironpath {} (PMD plugin ABI {}.{})",

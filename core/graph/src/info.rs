@@ -1,7 +1,7 @@
 //! What the control plane sees of a running graph: nodes, edges and lcores
 //! (`show graph`), their counters (`show runtime`), and the trace switch.
 
-use crate::stats::{Counter, NodeStats};
+use crate::stats::{Counter, NodeStats, StatsSnapshot};
 use crate::trace::TraceBuf;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -79,6 +79,23 @@ pub struct EdgeInfo {
     pub ring: Option<usize>,
     /// Its counters.
     pub stats: Arc<EdgeStats>,
+}
+
+/// The counters `show runtime` shows, taken at one instant: a baseline that
+/// [`GraphInfo::format_runtime_since`] subtracts (`clear runtime` keeps one in the
+/// control plane; the counters the lcores write are never reset).
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeBase {
+    /// Per node: common counters and its own counters, in `nodes` order.
+    nodes: Vec<(StatsSnapshot, Vec<u64>)>,
+    /// Per edge: packets, in `edges` order.
+    edges: Vec<u64>,
+    /// Per lcore: walks, busy walks, received, busy cycles, long idle cycles.
+    lcores: Vec<[u64; 5]>,
+}
+
+fn lcore_values(st: &LcoreStats) -> [u64; 5] {
+    [st.walks.get(), st.busy_walks.get(), st.received.get(), st.busy_cycles.get(), st.long_idle_cycles.get()]
 }
 
 /// The whole graph, shared with the control plane.
@@ -160,25 +177,45 @@ impl GraphInfo {
     /// such as a source or a port's receiver: those it brought in); a node that sends
     /// on more than one edge has a line per edge with what it sent there.
     pub fn format_runtime(&self) -> String {
+        self.format_runtime_since(&RuntimeBase::default())
+    }
+
+    /// The counters `show runtime` shows, now (a baseline for
+    /// [`format_runtime_since`](Self::format_runtime_since)).
+    pub fn runtime_base(&self) -> RuntimeBase {
+        RuntimeBase {
+            nodes: self.nodes.iter().map(|n| (n.stats.snapshot(), n.stats.extra().map(|(_, v)| v).collect())).collect(),
+            edges: self.edges.iter().map(|e| e.stats.packets.get()).collect(),
+            lcores: self.lcore_stats.iter().map(|(_, st)| lcore_values(st)).collect(),
+        }
+    }
+
+    /// [`format_runtime`](Self::format_runtime) with what was counted since
+    /// `base`: calls, packets, drops, cycles, edge and own counters (gauges and
+    /// panic/fence counts stay as they are).
+    pub fn format_runtime_since(&self, base: &RuntimeBase) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
             "{:<28} {:<14} {:>5} {:>14} {:>14} {:>16} {:>12} {:>11} {:>10} {:>10}",
             "Name", "Type", "Lcore", "Calls", "Busy", "Packets", "Drops", "Cycles/pkt", "Pkts/call", "Pkts/busy"
         );
-        for (lc, st) in &self.lcore_stats {
+        let edge_packets =
+            |i: usize, e: &EdgeInfo| e.stats.packets.get().saturating_sub(base.edges.get(i).copied().unwrap_or(0));
+        for (i, (lc, st)) in self.lcore_stats.iter().enumerate() {
+            let b = base.lcores.get(i).copied().unwrap_or_default();
+            let v = lcore_values(st).into_iter().zip(b).map(|(x, b)| x.saturating_sub(b)).collect::<Vec<_>>();
+            let per_packet = if v[2] == 0 { 0.0 } else { v[3] as f64 / v[2] as f64 };
             let _ = writeln!(
                 s,
-                "lcore {lc}: {} walks, {} busy, {} packets in, {:.1} busy cycles/packet, {} cycles in long idle walks",
-                st.walks.get(),
-                st.busy_walks.get(),
-                st.received.get(),
-                st.cycles_per_packet(),
-                st.long_idle_cycles.get()
+                "lcore {lc}: {} walks, {} busy, {} packets in, {per_packet:.1} busy cycles/packet, {} cycles in long idle walks",
+                v[0], v[1], v[2], v[4]
             );
         }
-        for n in &self.nodes {
-            let st = n.stats.snapshot();
+        let no_extra = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let (b, b_extra) = base.nodes.get(i).map_or((StatsSnapshot::default(), &no_extra), |(b, x)| (*b, x));
+            let st = n.stats.snapshot().since(&b);
             let _ = writeln!(
                 s,
                 "{:<28} {:<14} {:>5} {:>14} {:>14} {:>16} {:>12} {:>11.1} {:>10.2} {:>10.1}",
@@ -193,18 +230,20 @@ impl GraphInfo {
                 st.packets_per_call(),
                 st.packets_per_busy_call()
             );
-            let out: Vec<&EdgeInfo> = self.edges.iter().filter(|e| e.from == n.name).collect();
+            let out: Vec<(usize, &EdgeInfo)> =
+                self.edges.iter().enumerate().filter(|(_, e)| e.from == n.name).collect();
             if out.len() > 1 {
-                for e in out {
+                for (j, e) in out {
                     let _ = writeln!(
                         s,
                         "    {:<32} {:>16} packets",
                         format!("to {} -> {}", e.next, e.to),
-                        e.stats.packets.get()
+                        edge_packets(j, e)
                     );
                 }
             }
-            for (spec, v) in n.stats.extra() {
+            for (j, (spec, v)) in n.stats.extra().enumerate() {
+                let v = v.saturating_sub(b_extra.get(j).copied().unwrap_or(0));
                 if v != 0 {
                     let _ = writeln!(s, "    {:<32} {:>16} {}", spec.name, v, spec.unit);
                 }
@@ -216,16 +255,17 @@ impl GraphInfo {
             }
             if n.type_name == "drop" {
                 // A drop node's reasons are the edges that lead to it.
-                for e in self.edges.iter().filter(|e| e.to == n.name) {
+                for (j, e) in self.edges.iter().enumerate().filter(|(_, e)| e.to == n.name) {
                     let _ = writeln!(
                         s,
                         "    {:<32} {:>16} packets",
                         format!("from {}.{}", e.from, e.next),
-                        e.stats.packets.get()
+                        edge_packets(j, e)
                     );
                 }
             }
             let (un, ff) = (n.stats.unconnected.get(), n.stats.frame_full.get());
+            // Faults (unconnected edges, full frames, panics): totals since start.
             if un != 0 {
                 let _ = writeln!(s, "    {:<32} {:>16} packets dropped", "unconnected_next", un);
             }

@@ -28,7 +28,7 @@ mod summary;
 mod trace;
 
 pub use builder::{build, EdgeDecl, Graph, GraphError, NodeDecl};
-pub use info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo};
+pub use info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo, RuntimeBase};
 pub use node::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 pub use sched::{LcoreGraph, TIME_EVERY};
 pub use stats::{Counter, NodeStats, StatsSnapshot};

@@ -147,6 +147,20 @@ pub struct StatsSnapshot {
 }
 
 impl StatsSnapshot {
+    /// What was counted since `base` (an earlier snapshot of the same node);
+    /// saturating, so a base taken from other counters gives zeros, not a wrap.
+    pub fn since(&self, base: &StatsSnapshot) -> StatsSnapshot {
+        StatsSnapshot {
+            calls: self.calls.saturating_sub(base.calls),
+            busy_calls: self.busy_calls.saturating_sub(base.busy_calls),
+            packets: self.packets.saturating_sub(base.packets),
+            cycles: self.cycles.saturating_sub(base.cycles),
+            idle_cycles: self.idle_cycles.saturating_sub(base.idle_cycles),
+            timed_packets: self.timed_packets.saturating_sub(base.timed_packets),
+            drops: self.drops.saturating_sub(base.drops),
+        }
+    }
+
     /// Cycles per packet over the sampled calls that handled packets (idle polls
     /// excluded, as they cost nothing when there is work).
     pub fn cycles_per_packet(&self) -> f64 {

@@ -488,3 +488,41 @@ fn runtime_counts_what_a_node_was_given_and_its_ratios_add_up() {
     drop(g);
     assert_eq!(p.stats().in_use, 0);
 }
+
+/// The `par` row of a `show runtime` text: calls, busy, packets, drops.
+fn par_row(rt: &str) -> Vec<u64> {
+    let l = rt.lines().find(|l| l.starts_with("par ")).unwrap_or_else(|| panic!("no par in\n{rt}"));
+    l.split_whitespace().skip(3).take(4).map(|w| w.parse().unwrap()).collect()
+}
+
+#[test]
+fn runtime_since_a_base_counts_from_it_and_leaves_the_counters() {
+    let p = pool(1024);
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 100, per_call: 10 })),
+        decl("par", 0, &["even", "odd"], false, Box::new(Parity)),
+        decl("s", 0, &[], false, Box::new(Sink(sink.clone()))),
+    ];
+    let edges = [edge("src", "out", "par"), edge("par", "even", "s"), edge("par", "odd", "s")];
+    let mut g = build(nodes, &edges, &[(0, None)]).unwrap();
+    for _ in 0..5 {
+        g.lcores[0].run_once();
+    }
+    let base = g.info.runtime_base();
+    // Nothing since the base: zeros, edges and own counters included.
+    let rt = g.info.format_runtime_since(&base);
+    assert_eq!(par_row(&rt), [0, 0, 0, 0], "{rt}");
+    assert!(!rt.contains("tens"), "a zero own counter is not shown\n{rt}");
+    assert!(rt.contains("to even -> s                                    0 packets"), "{rt}");
+    for _ in 0..5 {
+        g.lcores[0].run_once();
+    }
+    // The second half: 50 packets, 5 of them multiples of ten.
+    let rt = g.info.format_runtime_since(&base);
+    assert_eq!(par_row(&rt), [5, 5, 50, 5], "{rt}");
+    assert!(rt.contains("tens                                            5 packets dropped"), "{rt}");
+    // The counters themselves were never reset.
+    assert_eq!(par_row(&g.info.format_runtime()), [10, 10, 100, 10]);
+    assert_eq!(g.info.node("par").unwrap().stats.packets.get(), 100);
+}

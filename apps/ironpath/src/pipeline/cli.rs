@@ -28,9 +28,10 @@ options:
   --log-level LEVEL     emergency, alert, critical, error, warning, notice, info,
                         debug or 1-8 [default: notice]; PATTERN:LEVEL for the log
                         targets PATTERN matches (repeatable)
-  --file-prefix NAME    the telemetry socket's directory: /var/run/dpdk/NAME, as
-                        DPDK (dpdk-telemetry.py -f NAME) [default: rte]
-  --no-telemetry        no telemetry socket
+  --file-prefix NAME    the directory of the telemetry and control sockets:
+                        /var/run/dpdk/NAME, as DPDK (dpdk-telemetry.py -f NAME,
+                        ironpath ctl -f NAME) [default: rte]
+  --no-telemetry        no telemetry socket (the control socket stays)
   --metrics ADDR:PORT   serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics
                         (ADDR: an IP address, [IPv6], a host name, or none: every
                         IPv4 address)";
@@ -61,6 +62,8 @@ struct RunArgs {
     no_huge: bool,
     pin: bool,
     prefix: Option<String>,
+    /// The file prefix, kept with `--no-telemetry` too (the control socket's).
+    file_prefix: String,
     metrics: Option<String>,
 }
 
@@ -75,6 +78,7 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
         no_huge: false,
         pin: true,
         prefix: Some("rte".into()),
+        file_prefix: "rte".into(),
         metrics: None,
     };
     let mut it = args.iter();
@@ -100,6 +104,7 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
                     return Err(format!("--file-prefix {v}: not a file name"));
                 }
                 r.prefix = r.prefix.as_ref().map(|_| v.clone());
+                r.file_prefix = v.clone();
             }
             "--no-telemetry" => r.prefix = None,
             "--metrics" => {
@@ -182,6 +187,19 @@ pub fn announce(t: &crate::telemetry::server::Server, prefix: Option<&str>) {
     }
 }
 
+/// The control socket of `prefix` and the commands it receives; without it (the
+/// reason said once) the process runs on.
+pub fn start_ctl(prefix: &str) -> Option<(crate::ctl::server::Server, std::sync::mpsc::Receiver<crate::ctl::Request>)> {
+    crate::ctl::server::Server::start(prefix).map_err(|e| log::warn!("{e}; running without a control socket")).ok()
+}
+
+/// Says where the control socket listens.
+pub fn announce_ctl(s: Option<&crate::ctl::server::Server>, prefix: &str) {
+    if let Some(s) = s {
+        crate::outln!("control: {} (ironpath ctl -f {prefix}{})", s.path().display(), s.instance_arg());
+    }
+}
+
 /// What telemetry reports about a running pipeline.
 fn figures(eal: &Eal, run: &PipelineRun, args: &[String]) -> crate::telemetry::Figures {
     let ports: Vec<_> = run.ports.iter().map(|p| (p.id, p.name.clone())).collect();
@@ -238,6 +256,7 @@ pub fn run_main(args: &[String]) -> i32 {
             return 1;
         }
     };
+    let ctl = start_ctl(&a.file_prefix);
     let name = cfg.name.clone().unwrap_or_else(|| a.file.display().to_string());
     let mut run = match PipelineRun::start(&mut eal, cfg, a.pin) {
         Ok(r) => r,
@@ -254,6 +273,8 @@ pub fn run_main(args: &[String]) -> i32 {
         a.duration.map_or(" (Ctrl-C to stop)".to_string(), |d| format!(" for {d} s"))
     );
     announce(&telemetry, a.prefix.as_deref());
+    announce_ctl(ctl.as_ref().map(|c| &c.0), &a.file_prefix);
+    let mut control = crate::ctl::commands::Control::default();
     let t0 = Instant::now();
     let mut prev = stats::snapshot(&eal, &run);
     let mut t_prev = t0;
@@ -268,6 +289,11 @@ pub fn run_main(args: &[String]) -> i32 {
             let f = figures(&eal, &run, args);
             let text = crate::telemetry::server::respond(&req.ask, &f);
             req.reply(text);
+        }
+        while let Some(req) = ctl.as_ref().and_then(|c| c.1.try_recv().ok()) {
+            let f = figures(&eal, &run, args);
+            let answer = control.answer(&req.line, &f);
+            req.reply(answer);
         }
         if json.is_some() {
             stats::track_peaks(&run, &mut peaks);

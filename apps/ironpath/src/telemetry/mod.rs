@@ -59,6 +59,10 @@ pub struct PoolFig {
     pub cache_size: u32,
     /// Data room per mbuf.
     pub data_room: u16,
+    /// What backs its memory.
+    pub mem: ironpath_eal::MemKind,
+    /// Bytes of its memory region.
+    pub bytes: usize,
 }
 
 /// Everything a telemetry request may ask about, collected at one instant by the
@@ -107,6 +111,8 @@ impl Figures {
                 elt_size: m.elt_size(),
                 cache_size: m.cache_size(),
                 data_room: m.data_room(),
+                mem: m.mem_kind(),
+                bytes: m.region().2,
             })
             .collect();
         Figures { app, params: params.to_vec(), ports, pools, graph }

@@ -181,6 +181,42 @@ impl RunDir {
     }
 }
 
+impl RunDir {
+    /// A socket of type `ty` listening at the first free name of `name`, `name:1`,
+    /// `name:2` ... (at most 64): a second process with the same prefix takes the
+    /// next one. A socket nobody listens on any more (a run that ended without
+    /// removing it) is taken over: the directory is ours alone, so we left it.
+    pub fn bind_free(&self, name: &str, ty: SocketType, backlog: i32) -> std::io::Result<(OwnedFd, PathBuf)> {
+        for i in 0..64 {
+            let n = if i == 0 { name.to_string() } else { format!("{name}:{i}") };
+            let path = self.path.join(&n);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                match connect_nonblocking(&path, ty) {
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                    _ => continue,
+                }
+            }
+            match self.bind(&n, ty, backlog) {
+                Ok(fd) => return Ok((fd, path)),
+                // Another process took the name in between.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+            }
+        }
+        Err(std::io::Error::other(format!("64 processes already listen as {name} in {}", self.path.display())))
+    }
+}
+
+/// A connection to the Unix socket of type `ty` at `path`; never waits (a
+/// listener whose queue is full answers `WouldBlock`).
+pub fn connect_nonblocking(path: &Path, ty: SocketType) -> std::io::Result<OwnedFd> {
+    let fd = rustix::net::socket_with(AddressFamily::UNIX, ty, SocketFlags::CLOEXEC | SocketFlags::NONBLOCK, None)?;
+    rustix::net::connect(&fd, &SocketAddrUnix::new(path)?)?;
+    Ok(fd)
+}
+
 /// Whether the peer of an accepted Unix connection `fd` may be served: it runs as
 /// our effective user or as root. `Err` carries the peer's uid and pid (`None`:
 /// the kernel did not say).

@@ -16,7 +16,7 @@ use super::counters::{Counters, Counts, Event};
 pub use super::http::parse_head;
 use super::rundir::{peer_trusted, RunDir};
 use super::{answer, info, known, metrics, Figures, MAX_OUTPUT_LEN};
-use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType};
+use rustix::net::{RecvFlags, SendFlags, SocketFlags, SocketType};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -95,47 +95,18 @@ pub struct Server {
     stop: Arc<AtomicBool>,
 }
 
-/// A connection to the socket at `path`; never waits (a listener whose queue is
-/// full answers `WouldBlock`).
+/// A connection to the socket at `path`; never waits.
 fn connect(path: &Path) -> std::io::Result<OwnedFd> {
-    let fd = rustix::net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
-        None,
-    )?;
-    rustix::net::connect(&fd, &SocketAddrUnix::new(path)?)?;
-    Ok(fd)
+    super::rundir::connect_nonblocking(path, SocketType::SEQPACKET)
 }
 
 /// Binds the first free `dpdk_telemetry.v2[:N]` in the runtime directory of
-/// `prefix`; a socket no process listens on any more (a crashed run) is taken
-/// over. A name appears only once its socket listens (`RunDir::bind`), so a
-/// refused connection means the owner is gone, and two processes starting at
-/// once take two names.
+/// `prefix` ([`RunDir::bind_free`]). A name appears only once its socket listens
+/// (`RunDir::bind`), so a refused connection means the owner is gone, and two
+/// processes starting at once take two names.
 fn bind_socket(prefix: &str) -> Result<(OwnedFd, PathBuf), String> {
     let dir = RunDir::open(prefix).map_err(|e| format!("telemetry: {e}"))?;
-    for i in 0..64 {
-        let name = if i == 0 { "dpdk_telemetry.v2".to_string() } else { format!("dpdk_telemetry.v2:{i}") };
-        let path = dir.path().join(&name);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            match connect(&path) {
-                // Nobody listens: a socket left by a run that ended without
-                // removing it (the directory is ours alone: we left it).
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                    let _ = std::fs::remove_file(&path);
-                }
-                _ => continue,
-            }
-        }
-        match dir.bind(&name, SocketType::SEQPACKET, 16) {
-            Ok(fd) => return Ok((fd, path)),
-            // Another process took the name in between.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("telemetry: {}: {e}", path.display())),
-        }
-    }
-    Err(format!("telemetry: 64 processes already listen in {}", dir.path().display()))
+    dir.bind_free("dpdk_telemetry.v2", SocketType::SEQPACKET, 16).map_err(|e| format!("telemetry: {e}"))
 }
 
 impl Server {

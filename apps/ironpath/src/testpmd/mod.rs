@@ -557,20 +557,36 @@ pub fn main(args: &[String]) -> i32 {
     };
     let (server, requests) = telemetry;
     crate::pipeline::cli::announce(&server, Some(eal_args.file_prefix.as_str()));
+    let (ctl, ctl_requests) = crate::pipeline::cli::start_ctl(&eal_args.file_prefix).unzip();
+    crate::pipeline::cli::announce_ctl(ctl.as_ref(), &eal_args.file_prefix);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let responder = {
         let (app, done, params) = (app.clone(), done.clone(), args.to_vec());
         std::thread::spawn(move || {
+            let mut control = crate::ctl::commands::Control::default();
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                let Ok(req) = requests.recv_timeout(std::time::Duration::from_millis(50)) else { continue };
-                let f = shell::lock(&app).figures(&params);
-                let text = crate::telemetry::server::respond(&req.ask, &f);
-                req.reply(text);
+                let mut idle = true;
+                while let Ok(req) = requests.try_recv() {
+                    idle = false;
+                    let f = shell::lock(&app).figures(&params);
+                    let text = crate::telemetry::server::respond(&req.ask, &f);
+                    req.reply(text);
+                }
+                while let Some(req) = ctl_requests.as_ref().and_then(|r| r.try_recv().ok()) {
+                    idle = false;
+                    let f = shell::lock(&app).figures(&params);
+                    let answer = control.answer(&req.line, &f);
+                    req.reply(answer);
+                }
+                if idle {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
             }
         })
     };
     let rc = shell::run(&app);
     drop(server);
+    drop(ctl);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = responder.join();
     rc
