@@ -54,7 +54,13 @@ pub fn ask(path: &Path, prefix: &str, line: &str) -> Result<String, String> {
         _ => format!("{}: {e}", path.display()),
     })?;
     let _ = c.set_write_timeout(Some(WAIT));
-    c.write_all(format!("{line}\n").as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    match c.write_all(format!("{line}\n").as_bytes()) {
+        Ok(()) => {}
+        // A server that refuses a client may close before the line is written:
+        // what it said is still to be read.
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => {}
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    }
     let deadline = Instant::now() + WAIT;
     let mut got = Vec::new();
     let mut chunk = [0u8; 16384];
