@@ -4,6 +4,7 @@
 //! and the fuzz targets.
 #![forbid(unsafe_code)]
 
+pub mod completion;
 pub mod ctl;
 pub mod newpmd;
 pub mod out;

@@ -193,19 +193,7 @@ struct Completion;
 impl Completer for Completion {
     type Candidate = Pair;
     fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
-        let offer = complete(&line[..pos]);
-        let partial = &line[offer.start..pos];
-        let mut c: Vec<Pair> =
-            offer.words.into_iter().map(|w| Pair { display: w.clone(), replacement: format!("{w} ") }).collect();
-        // Usage lines are listed, never inserted; a lone one gets a second line, as
-        // rustyline inserts a single candidate without listing it.
-        for u in offer.usage {
-            c.push(Pair { display: format!(" {u}"), replacement: partial.to_string() });
-        }
-        if c.len() == 1 && c[0].replacement == partial {
-            c.push(Pair { display: " (no word to offer: type the argument)".into(), replacement: partial.to_string() });
-        }
-        Ok((offer.start, c))
+        Ok(crate::completion::candidates(complete(&line[..pos]), &line[..pos]))
     }
 }
 impl Hinter for Completion {

@@ -95,64 +95,25 @@ impl Tok {
     }
 }
 
-/// A pattern's forms: `[...]` at the end adds the form without it.
 fn forms(pattern: &'static str) -> Vec<Vec<Tok>> {
-    let mut out = Vec::new();
-    let mut toks = Vec::new();
-    for w in pattern.split(' ') {
-        if w.starts_with('[') {
-            out.push(toks.clone());
-        }
-        toks.push(Tok::parse(w.trim_start_matches('[').trim_end_matches(']')));
-    }
-    out.push(toks);
-    out
+    crate::completion::forms(pattern, Tok::parse)
 }
 
-/// What Tab offers at a point of a line.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Offer {
-    /// Byte offset of the word being completed.
-    pub start: usize,
-    /// Words valid next that begin with what is typed, each once, in grammar order.
-    pub words: Vec<String>,
-    /// When a free argument comes next: `<ARG>: usage (help)` of those commands.
-    pub usage: Vec<String>,
-}
+use crate::completion::Next;
+pub use crate::completion::Offer;
 
 /// What Tab offers with `line` typed up to the cursor.
 pub fn complete(line: &str) -> Offer {
-    let start = line.rfind(char::is_whitespace).map_or(0, |i| i + 1);
-    let partial = &line[start..];
-    let typed: Vec<&str> = line[..start].split_whitespace().collect();
-    let mut offer = Offer { start, ..Offer::default() };
-    for syntax in GRAMMAR {
-        for form in forms(syntax.pattern) {
-            let Some(&next) = form.get(typed.len()) else { continue };
-            if !typed.iter().zip(&form).all(|(w, t)| t.accepts(w)) {
-                continue;
-            }
-            match next {
-                Tok::Keys(k) => {
-                    for w in k.split('|').filter(|w| w.starts_with(partial)) {
-                        if !offer.words.iter().any(|x| x == w) {
-                            offer.words.push(w.to_string());
-                        }
-                    }
-                }
-                Tok::Free(name) => {
-                    let u = format!("{name}: {} ({})", syntax.pattern, syntax.help);
-                    if !offer.usage.contains(&u) {
-                        offer.usage.push(u);
-                    }
-                }
-            }
-        }
-    }
-    if !offer.words.is_empty() {
-        offer.usage.clear();
-    }
-    offer
+    crate::completion::offer(
+        line,
+        GRAMMAR,
+        |syntax| forms(syntax.pattern),
+        Tok::accepts,
+        |syntax, tok| match tok {
+            Tok::Keys(k) => Next::Words(k.split('|').map(str::to_string).collect()),
+            Tok::Free(name) => Next::Usage(format!("{name}: {} ({})", syntax.pattern, syntax.help)),
+        },
+    )
 }
 
 /// The grammar line `words` matches, and its free argument if it has one.

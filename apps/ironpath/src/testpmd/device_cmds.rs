@@ -8,7 +8,7 @@
 
 use super::display;
 use super::App;
-use ironpath_eal::{Mempool, PortError};
+use ironpath_eal::{Mempool, Port, PortError};
 use std::fmt::Write;
 
 /// A negative errno, as DPDK prints it in `diag=`.
@@ -103,36 +103,29 @@ fn not_supported(e: &PortError) -> bool {
 /// `Error during disabling promiscuous mode for port 0: Operation not supported`,
 /// one line per port, the other ports still set.
 pub fn promisc(app: &mut App, ports: &[u16], on: bool) -> Result<String, String> {
-    let mut errs = String::new();
-    for &id in ports {
-        if let Err(e) = app.eal.port_mut(id).and_then(|p| p.set_promiscuous(on)) {
-            let _ = writeln!(
-                errs,
-                "Error during {} promiscuous mode for port {id}: {}",
-                if on { "enabling" } else { "disabling" },
-                why(&e)
-            );
-        }
-    }
-    if errs.is_empty() {
-        Ok(String::new())
-    } else {
-        Err(errs.trim_end().to_string())
-    }
+    set_mode(app, ports, on, "promiscuous", |p, on| p.set_promiscuous(on))
 }
 
 /// `set allmulti PORT|all on|off` (ABI 1.5). DPDK: silent on success, else
 /// `Error during enabling all-multicast mode for port 0: Operation not supported`.
 pub fn allmulti(app: &mut App, ports: &[u16], on: bool) -> Result<String, String> {
+    set_mode(app, ports, on, "all-multicast", |p, on| p.set_allmulticast(on))
+}
+
+/// Turns a receive mode (`what`) on or off on each of `ports`: silent on success,
+/// one DPDK line per port that refused.
+fn set_mode(
+    app: &mut App,
+    ports: &[u16],
+    on: bool,
+    what: &str,
+    set: impl Fn(&mut Port, bool) -> Result<(), PortError>,
+) -> Result<String, String> {
     let mut errs = String::new();
     for &id in ports {
-        if let Err(e) = app.eal.port_mut(id).and_then(|p| p.set_allmulticast(on)) {
-            let _ = writeln!(
-                errs,
-                "Error during {} all-multicast mode for port {id}: {}",
-                if on { "enabling" } else { "disabling" },
-                why(&e)
-            );
+        if let Err(e) = app.eal.port_mut(id).and_then(|p| set(p, on)) {
+            let verb = if on { "enabling" } else { "disabling" };
+            let _ = writeln!(errs, "Error during {verb} {what} mode for port {id}: {}", why(&e));
         }
     }
     if errs.is_empty() {

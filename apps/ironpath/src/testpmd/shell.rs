@@ -30,20 +30,7 @@ impl Completer for Completion<'_> {
     type Candidate = Pair;
     fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
         let facts = Facts { ports: lock(self.app).eal.port_ids(), engines: MODES };
-        let offer = complete::complete(&line[..pos], &facts);
-        let partial = &line[offer.start..pos];
-        let mut c: Vec<Pair> =
-            offer.words.into_iter().map(|w| Pair { display: w.clone(), replacement: format!("{w} ") }).collect();
-        // Usage lines are listed, never inserted: each leaves the word as typed. A
-        // single one gets a second line, as rustyline takes a lone candidate
-        // without listing it.
-        for u in offer.usage {
-            c.push(Pair { display: format!(" {u}"), replacement: partial.to_string() });
-        }
-        if c.len() == 1 && c[0].replacement == partial {
-            c.push(Pair { display: " (no word to offer: type the argument)".into(), replacement: partial.to_string() });
-        }
-        Ok((offer.start, c))
+        Ok(crate::completion::candidates(complete::complete(&line[..pos], &facts), &line[..pos]))
     }
 }
 impl Hinter for Completion<'_> {

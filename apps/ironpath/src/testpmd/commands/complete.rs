@@ -96,18 +96,8 @@ pub struct Facts<'a> {
     pub engines: &'a [&'a str],
 }
 
-/// What Tab offers at a point of a line.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Offer {
-    /// Byte offset of the word being completed.
-    pub start: usize,
-    /// Words that may come next and begin with what is typed, each once, in
-    /// grammar order.
-    pub words: Vec<String>,
-    /// Where no word can be offered: `<ARG>: usage` lines of the commands whose
-    /// next argument is typed freely (a number, a MAC address ...).
-    pub usage: Vec<String>,
-}
+use crate::completion::Next;
+pub use crate::completion::Offer;
 
 /// One word of a pattern.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -172,20 +162,9 @@ impl Tok {
     }
 }
 
-/// A pattern's forms: `[...]` at the end adds the form without it (nested ones
-/// too), so `start [tx_first [<N>]]` is `start`, `start tx_first`, `start tx_first <N>`.
+/// A pattern's forms (see [`crate::completion::forms`]).
 fn forms(pattern: &'static str) -> Vec<Vec<Tok>> {
-    let mut out = Vec::new();
-    let mut toks = Vec::new();
-    for w in pattern.split(' ') {
-        let opens = w.starts_with('[');
-        if opens {
-            out.push(toks.clone());
-        }
-        toks.push(Tok::parse(w.trim_start_matches('[').trim_end_matches(']')));
-    }
-    out.push(toks);
-    out
+    crate::completion::forms(pattern, Tok::parse)
 }
 
 /// The documentation of a grammar line.
@@ -195,39 +174,17 @@ pub fn doc_of(syntax: &Syntax) -> Option<&'static CmdDoc> {
 
 /// What Tab offers with `line` typed up to the cursor.
 pub fn complete(line: &str, facts: &Facts<'_>) -> Offer {
-    let start = line.rfind(char::is_whitespace).map(|i| i + 1).unwrap_or(0);
-    let partial = &line[start..];
-    let typed: Vec<&str> = line[..start].split_whitespace().collect();
-    let mut offer = Offer { start, ..Offer::default() };
-    for syntax in GRAMMAR {
-        for form in forms(syntax.pattern) {
-            let Some(&next) = form.get(typed.len()) else { continue };
-            if !typed.iter().zip(&form).all(|(w, t)| t.accepts(w, facts)) {
-                continue;
-            }
-            match next.words(facts) {
-                Some(words) => {
-                    for w in words.into_iter().filter(|w| w.starts_with(partial)) {
-                        if !offer.words.contains(&w) {
-                            offer.words.push(w);
-                        }
-                    }
-                }
-                None => {
-                    let Tok::Free(name) = next else { continue };
-                    let Some(d) = doc_of(syntax) else { continue };
-                    let u = format!("{name}: {} ({})", d.usage, d.help);
-                    if !offer.usage.contains(&u) {
-                        offer.usage.push(u);
-                    }
-                }
-            }
-        }
-    }
-    if !offer.words.is_empty() {
-        offer.usage.clear();
-    }
-    offer
+    crate::completion::offer(
+        line,
+        GRAMMAR,
+        |syntax| forms(syntax.pattern),
+        |tok, w| tok.accepts(w, facts),
+        |syntax, tok| match (tok.words(facts), tok, doc_of(syntax)) {
+            (Some(words), _, _) => Next::Words(words),
+            (None, Tok::Free(name), Some(d)) => Next::Usage(format!("{name}: {} ({})", d.usage, d.help)),
+            _ => Next::Nothing,
+        },
+    )
 }
 
 #[cfg(test)]
