@@ -10,7 +10,8 @@
 //! * [`ipv4`] and [`ipv6`] (with [`ipv6::upper_layer`], a bounded extension-header walk);
 //! * [`icmpv4`] and [`icmpv6`] (echo and neighbour discovery);
 //! * [`tcp`] (with its options) and [`udp`];
-//! * [`checksum`]: the Internet checksum, pseudo-headers and RFC 1624 incremental updates.
+//! * [`checksum`]: the Internet checksum, pseudo-headers and RFC 1624 incremental updates;
+//! * [`describe`]: one text line per header of a frame (for traces).
 //!
 //! Each protocol has a `…Packet<T: AsRef<[u8]>>` (or `…Frame`/`…Header`) view over a byte
 //! buffer and a `…Repr` that holds the fields a stack acts on:
@@ -29,6 +30,7 @@ use std::fmt;
 
 pub mod arp;
 pub mod checksum;
+pub mod describe;
 pub mod ethernet;
 pub mod icmpv4;
 pub mod icmpv6;
