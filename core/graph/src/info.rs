@@ -124,10 +124,18 @@ impl GraphInfo {
         self.edges.iter().filter(|e| e.from == name).map(|e| e.stats.packets.get()).sum()
     }
 
-    /// Arm the trace of `node` for its next `n` packets (0 disarms).
+    /// Arm the trace of `node` for its next `n` packets (0 disarms; at most
+    /// [`crate::TRACE_MAX_PACKETS`]). The trace's clock starts at the first arming
+    /// after [`GraphInfo::clear_trace`] (or the graph's start).
     pub fn trace(&self, node: &str, n: u32) -> Result<(), String> {
+        if n > crate::TRACE_MAX_PACKETS {
+            return Err(format!("{n} packets: at most {} per node are traced", crate::TRACE_MAX_PACKETS));
+        }
         match self.node(node) {
             Some(ni) => {
+                if n > 0 {
+                    self.trace.start(ironpath_eal::tsc::rdtsc());
+                }
                 ni.trace_left.store(n, Ordering::Relaxed);
                 Ok(())
             }
@@ -141,6 +149,14 @@ impl GraphInfo {
     /// Take the trace records collected so far.
     pub fn take_trace(&self) -> Vec<String> {
         self.trace.take()
+    }
+
+    /// `clear trace`: disarm every node, drop the records and reset the trace's clock.
+    pub fn clear_trace(&self) {
+        for n in &self.nodes {
+            n.trace_left.store(0, Ordering::Relaxed);
+        }
+        self.trace.clear();
     }
 
     /// Text of `show graph`: lcores, nodes with their edges.

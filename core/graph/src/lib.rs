@@ -32,7 +32,7 @@ pub use info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo, RuntimeBase
 pub use node::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 pub use sched::{LcoreGraph, TIME_EVERY};
 pub use stats::{Counter, NodeStats, StatsSnapshot};
-pub use trace::{summarize, TraceBuf, TRACE_CAPACITY};
+pub use trace::{ol_flag_names, summarize, TraceBuf, TRACE_CAPACITY, TRACE_MAX_PACKETS, TRACE_RECORD_MAX};
 
 /// Running one node outside a graph, for node tests and fuzz targets.
 #[cfg(feature = "test-utils")]

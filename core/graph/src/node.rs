@@ -102,13 +102,13 @@ pub trait Node: Send {
     /// Called once when the graph stops: flush files, return held packets.
     fn stop(&mut self) {}
 
-    /// Appends a one-line trace record of `frame` (the packet's first segment) to
-    /// `out`, for `trace on NODE N`. The default is the frame's length and a hex
-    /// prefix ([`crate::summarize`]); a node that knows its protocol says more (the
+    /// Appends the trace lines of `frame` (the packet's first segment) to `out`, for
+    /// `trace add NODE N`. The default decodes its headers, one line each
+    /// ([`ironpath_wire::describe::describe`]); a node that knows better says so (the
     /// `tcp` node prints flags, sequence numbers, window and length as tcpdump does).
     /// Only called while a trace is armed.
     fn trace(&self, frame: &[u8], out: &mut String) {
-        out.push_str(&crate::summarize(frame));
+        ironpath_wire::describe::describe(frame, out);
     }
 }
 

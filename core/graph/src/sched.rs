@@ -166,8 +166,8 @@ impl LcoreGraph {
         let rt = &mut self.nodes[i];
         let n_in = input.len();
         let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
-        let pre: Vec<String> =
-            if tracing { (0..n_in).map(|k| trace_record(&*rt.node, input.data(k))).collect() } else { Vec::new() };
+        let pre: Vec<(String, String)> =
+            if tracing { (0..n_in).map(|k| trace_record(&*rt.node, input, k)).collect() } else { Vec::new() };
         rt.stats.calls.add(1);
         let mut cx = NodeCx { now_tsc: w.now, lcore: self.lcore, stats: &rt.stats, live: true };
         let next = &mut self.next;
@@ -204,7 +204,7 @@ impl LcoreGraph {
         rt.stats.busy_calls.add(1);
         rt.stats.packets.add(counted as u64);
         if tracing {
-            trace_call(&self.trace, self.lcore, rt, input, pre, n_in, d, &self.next);
+            trace_call(&self.trace, (self.lcore, w.now, self.hz), rt, input, pre, n_in, d, &self.next);
         }
         match d {
             Dispatch::All(k) => send(rt, k, input, right, i),
@@ -328,22 +328,31 @@ fn send(rt: &RtNode, k: u16, from: &mut Box<Burst>, right: &mut [Box<Burst>], i:
     }
 }
 
-/// The node's trace record of `frame` ([`Node::trace`]).
+/// Packet `k`'s trace record at this node, before its time and edge are known: its
+/// length and offload flags, and the node's [`Node::trace`] lines, each indented.
 #[cold]
-fn trace_record(node: &dyn Node, frame: &[u8]) -> String {
-    let mut s = String::new();
-    node.trace(frame, &mut s);
-    s
+fn trace_record(node: &dyn Node, pkts: &Burst, k: usize) -> (String, String) {
+    let frame = pkts.data(k);
+    let head =
+        format!("len {}, ol_flags {}", pkts.header(k).pkt_len, crate::trace::ol_flag_names(pkts.header(k).ol_flags));
+    let mut body = String::new();
+    node.trace(frame, &mut body);
+    let mut lines = String::with_capacity(body.len() + 16);
+    for l in body.lines() {
+        lines.push_str("\n  ");
+        lines.push_str(l);
+    }
+    (head, lines)
 }
 
 #[allow(clippy::too_many_arguments)]
 #[cold]
 fn trace_call(
     buf: &TraceBuf,
-    lcore: u32,
+    (lcore, now, hz): (u32, u64, u64),
     rt: &RtNode,
     out: &Burst,
-    pre: Vec<String>,
+    pre: Vec<(String, String)>,
     n_in: usize,
     d: Dispatch,
     next: &[u16; MAX_BURST],
@@ -359,10 +368,11 @@ fn trace_call(
         }
     };
     // Inputs as they arrived, then packets the node produced (a source's receive).
-    let mut lines: Vec<String> = pre;
-    lines.extend((n_in..out.len()).map(|k| trace_record(&*rt.node, out.data(k))));
+    let mut records = pre;
+    records.extend((n_in..out.len()).map(|k| trace_record(&*rt.node, out, k)));
     let same = out.len() == n_in || n_in == 0;
-    for (k, s) in lines.into_iter().enumerate() {
+    let t = buf.since_start_ns(now, hz);
+    for (k, (head, lines)) in records.into_iter().enumerate() {
         if rt.trace_left.load(Ordering::Relaxed) == 0 {
             break;
         }
@@ -373,6 +383,6 @@ fn trace_call(
             Dispatch::Each => "(see node counters)".into(),
             Dispatch::Consumed => "consumed".into(),
         };
-        buf.push(format!("lcore {lcore} {}: {s} -> {to}", rt.name));
+        buf.push(format!("lcore {lcore} {}: +{t} ns -> {to}, {head}{lines}", rt.name));
     }
 }

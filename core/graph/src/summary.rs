@@ -1,6 +1,6 @@
-//! One-line packet summaries for traces. The graph crate does not parse protocols
-//! (it does not depend on `ironpath-wire`), so a summary is the frame's bytes, not
-//! its fields.
+//! One-line packet summaries: a frame's length and first bytes, for a node's trace
+//! of frames that are not Ethernet (the default trace decodes headers with
+//! `ironpath_wire::describe`).
 
 /// `len N` and the first 16 bytes in hex: for Ethernet, the destination and source
 /// MACs, the EtherType and the first two bytes after it.
