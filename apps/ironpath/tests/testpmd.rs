@@ -872,7 +872,7 @@ fn show_trace_max_n_parses() {
     assert!(s.contains("testpmd> show trace max 2 3\nBad arguments: unexpected `3`\n"), "{s}");
     let shown = &s[s.find("testpmd> show trace max 2\n").unwrap()..];
     let records = shown.lines().take_while(|l| !l.starts_with("testpmd> pipeline stop")).collect::<Vec<_>>();
-    assert_eq!(records.iter().filter(|l| l.starts_with("lcore 1 swap: len 64")).count(), 2, "{s}");
+    assert_eq!(records.iter().filter(|l| l.starts_with("lcore 1 swap: +") && l.contains("len 64")).count(), 2, "{s}");
     assert!(records.contains(&"(3 more records not shown, discarded)"), "{s}");
 }
 

@@ -151,6 +151,12 @@ impl GraphInfo {
         self.trace.take()
     }
 
+    /// `show trace`: the first `max` records (oldest first), left in place; the number
+    /// kept; how many older ones were discarded for room.
+    pub fn peek_trace(&self, max: usize) -> (Vec<String>, usize, u64) {
+        self.trace.peek(max)
+    }
+
     /// `clear trace`: disarm every node, drop the records and reset the trace's clock.
     pub fn clear_trace(&self) {
         for n in &self.nodes {

@@ -64,6 +64,13 @@ impl TraceBuf {
         v
     }
 
+    /// The first `max` records (oldest first) without taking them, the number kept in
+    /// all, and how many older ones were discarded for room.
+    pub fn peek(&self, max: usize) -> (Vec<String>, usize, u64) {
+        let r = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        (r.iter().take(max).cloned().collect(), r.len(), self.discarded.load(Ordering::Relaxed))
+    }
+
     /// Drop every record and restart the trace's clock at the next arming.
     pub fn clear(&self) {
         self.records.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -164,6 +171,10 @@ mod tests {
         assert!(t[TRACE_CAPACITY].ends_with("(record cut at 2048 bytes)"));
         assert!(t[TRACE_CAPACITY].len() < TRACE_RECORD_MAX + 40);
         assert!(b.take().is_empty());
+        b.push("a".into());
+        b.push("b".into());
+        assert_eq!(b.peek(1), (vec!["a".to_string()], 2, 0));
+        assert_eq!(b.take().len(), 2);
     }
 
     #[test]

@@ -31,7 +31,18 @@ pub enum Cmd {
     ShowMemory,
     /// `show ctl`, answered by the socket thread ([`super::server`]).
     ShowCtl,
+    /// `trace add NODE [N]`.
+    TraceAdd,
+    /// `show trace [max N]`.
+    ShowTrace,
+    /// `clear trace`.
+    ClearTrace,
 }
+
+/// Packets `trace add NODE` records when no count is given (as VPP's default).
+pub const TRACE_DEFAULT_PACKETS: u32 = 50;
+/// Records `show trace` prints when no `max` is given.
+pub const SHOW_TRACE_DEFAULT_MAX: usize = 50;
 
 /// One command: its syntax (words, `a|b` keywords, `<ARG>` free arguments, a
 /// trailing `[...]` optional), what it does and its help.
@@ -67,6 +78,17 @@ pub const GRAMMAR: &[Syntax] = &[
     s("show mempool", Cmd::ShowMempool, "per pool: size, in use, free, in caches, cache size, get failures"),
     s("show memory", Cmd::ShowMemory, "process RSS, mempool memory and what backs it (hugepages or not)"),
     s("show ctl", Cmd::ShowCtl, "the control socket's own counters: clients served and refused, by reason"),
+    s(
+        "trace add <NODE> [<N>]",
+        Cmd::TraceAdd,
+        "record the next N packets (default 50, at most 1000) node NODE handles, headers decoded",
+    ),
+    s(
+        "show trace [max <N>]",
+        Cmd::ShowTrace,
+        "the first N trace records (default 50): per packet and node, time, flags, edge, headers",
+    ),
+    s("clear trace", Cmd::ClearTrace, "stop every trace, drop its records and restart its clock"),
 ];
 
 /// One word of a pattern.
@@ -174,6 +196,12 @@ impl Control {
             Cmd::ShowMempool => Ok(show_mempool(&f.pools)),
             Cmd::ShowMemory => Ok(show_memory(&f.pools)),
             Cmd::ShowCtl => Err("`show ctl` is answered by the control socket's own thread".to_string()),
+            Cmd::TraceAdd => trace_add(graph(f)?, &words),
+            Cmd::ShowTrace => show_trace(graph(f)?, &words),
+            Cmd::ClearTrace => {
+                graph(f)?.clear_trace();
+                Ok("trace cleared\n".to_string())
+            }
         }
     }
 
@@ -184,6 +212,48 @@ impl Control {
             _ => g.format_runtime(),
         })
     }
+}
+
+/// A count argument `w` in `1..=max`.
+fn count(what: &str, w: &str, max: usize) -> Result<usize, String> {
+    match w.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{what}: `{w}` is not a number in 1..={max}")),
+    }
+}
+
+/// `trace add NODE [N]` (`words` matched the grammar).
+fn trace_add(g: &GraphInfo, words: &[&str]) -> Result<String, String> {
+    let node = words[2];
+    let n = match words.get(3) {
+        Some(w) => count("trace add", w, ironpath_graph::TRACE_MAX_PACKETS as usize)? as u32,
+        None => TRACE_DEFAULT_PACKETS,
+    };
+    g.trace(node, n)?;
+    Ok(format!("tracing the next {n} packets of `{node}` (show trace)\n"))
+}
+
+/// `show trace [max N]` (`words` matched the grammar): records stay until `clear trace`.
+fn show_trace(g: &GraphInfo, words: &[&str]) -> Result<String, String> {
+    let max = match words.get(3) {
+        Some(w) => count("show trace max", w, ironpath_graph::TRACE_CAPACITY)?,
+        None => SHOW_TRACE_DEFAULT_MAX,
+    };
+    let (records, kept, discarded) = g.peek_trace(max);
+    let mut out = String::new();
+    if discarded > 0 {
+        let _ = writeln!(out, "({discarded} older records discarded: at most {} are kept)", ironpath_graph::TRACE_CAPACITY);
+    }
+    if records.is_empty() {
+        out.push_str("no trace records (`trace add NODE N` arms a trace)\n");
+    }
+    for r in &records {
+        let _ = writeln!(out, "{r}");
+    }
+    if kept > records.len() {
+        let _ = writeln!(out, "({} more records: show trace max N)", kept - records.len());
+    }
+    Ok(out)
 }
 
 fn graph(f: &Figures) -> Result<&Arc<GraphInfo>, String> {
@@ -352,11 +422,13 @@ mod tests {
 
     #[test]
     fn completion_knows_where_it_is() {
-        assert_eq!(words(""), ["help", "show", "clear"]);
+        assert_eq!(words(""), ["help", "show", "clear", "trace"]);
         assert_eq!(words("sh"), ["show"]);
-        assert_eq!(words("show "), ["runtime", "interface", "errors", "graph", "mempool", "memory", "ctl"]);
+        assert_eq!(words("show "), ["runtime", "interface", "errors", "graph", "mempool", "memory", "ctl", "trace"]);
         assert_eq!(words("show m"), ["mempool", "memory"]);
-        assert_eq!(words("clear "), ["runtime"]);
+        assert_eq!(words("clear "), ["runtime", "trace"]);
+        assert_eq!(words("trace "), ["add"]);
+        assert_eq!(words("show trace "), ["max"]);
         assert!(words("show runtime ").is_empty());
         let o = complete("show interface ");
         assert!(o.words.is_empty());
@@ -374,6 +446,12 @@ mod tests {
         );
         assert_eq!(parse(&["show", "interface"]).map(|(s, a)| (s.cmd, a)), Some((Cmd::ShowInterface, None)));
         assert_eq!(parse(&["show", "ctl"]).map(|(s, _)| s.cmd), Some(Cmd::ShowCtl));
+        assert_eq!(parse(&["trace", "add", "ip4", "3"]).map(|(s, a)| (s.cmd, a)), Some((Cmd::TraceAdd, Some("ip4".into()))));
+        assert_eq!(parse(&["trace", "add", "ip4"]).map(|(s, _)| s.cmd), Some(Cmd::TraceAdd));
+        assert_eq!(parse(&["show", "trace", "max", "2"]).map(|(s, _)| s.cmd), Some(Cmd::ShowTrace));
+        assert_eq!(parse(&["clear", "trace"]).map(|(s, _)| s.cmd), Some(Cmd::ClearTrace));
+        assert!(parse(&["trace", "add"]).is_none());
+        assert!(parse(&["show", "trace", "max"]).is_none());
         assert!(parse(&["show", "runtime", "x"]).is_none());
         assert!(parse(&["show"]).is_none());
         assert!(parse(&["frobnicate"]).is_none());
@@ -385,7 +463,7 @@ mod tests {
         for g in GRAMMAR {
             assert!(h.contains(g.pattern), "{} missing from help", g.pattern);
         }
-        assert_eq!(help(Some("clear")).lines().count(), 1);
+        assert_eq!(help(Some("clear")).lines().count(), 2);
     }
 
     #[test]
@@ -398,6 +476,7 @@ mod tests {
         assert!(c.answer("show interface nope", &f).unwrap_err().contains("no interface `nope`"));
         assert!(c.answer("show mempool", &f).unwrap().starts_with("Name"));
         assert!(c.answer("show memory", &f).unwrap().contains("process RSS"));
+        assert!(c.answer("trace add ip4 3", &f).unwrap_err().contains("no pipeline"));
         assert_eq!(c.answer("  ", &f), Ok(String::new()));
     }
 }
