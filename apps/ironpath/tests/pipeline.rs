@@ -429,7 +429,10 @@ fn shell_loads_a_pipeline_and_shows_graph_runtime_and_trace() {
     assert!(out.contains("lcore 1 (cpu 1):") && out.contains("rxb") || out.contains("rx1 [port_rx]"), "{out}");
     assert!(out.contains("out -> tx1"), "show graph lists edges:\n{out}");
     assert!(out.contains("Cycles/pkt"), "{out}");
-    let traces = out.lines().filter(|l| l.starts_with("lcore 1 swap: +") && l.contains(" ns -> ") && l.contains("len 64")).count();
+    let traces = out
+        .lines()
+        .filter(|l| l.starts_with("lcore 1 swap: +") && l.contains(" ns -> ") && l.contains("len 64"))
+        .count();
     assert_eq!(traces, 3, "{out}");
     assert!(out.contains("pipeline stop first"), "start is refused while a pipeline runs:\n{out}");
     assert!(out.contains("pipeline stopped"), "{out}");

@@ -242,7 +242,8 @@ fn show_trace(g: &GraphInfo, words: &[&str]) -> Result<String, String> {
     let (records, kept, discarded) = g.peek_trace(max);
     let mut out = String::new();
     if discarded > 0 {
-        let _ = writeln!(out, "({discarded} older records discarded: at most {} are kept)", ironpath_graph::TRACE_CAPACITY);
+        let _ =
+            writeln!(out, "({discarded} older records discarded: at most {} are kept)", ironpath_graph::TRACE_CAPACITY);
     }
     if records.is_empty() {
         out.push_str("no trace records (`trace add NODE N` arms a trace)\n");
@@ -446,7 +447,10 @@ mod tests {
         );
         assert_eq!(parse(&["show", "interface"]).map(|(s, a)| (s.cmd, a)), Some((Cmd::ShowInterface, None)));
         assert_eq!(parse(&["show", "ctl"]).map(|(s, _)| s.cmd), Some(Cmd::ShowCtl));
-        assert_eq!(parse(&["trace", "add", "ip4", "3"]).map(|(s, a)| (s.cmd, a)), Some((Cmd::TraceAdd, Some("ip4".into()))));
+        assert_eq!(
+            parse(&["trace", "add", "ip4", "3"]).map(|(s, a)| (s.cmd, a)),
+            Some((Cmd::TraceAdd, Some("ip4".into())))
+        );
         assert_eq!(parse(&["trace", "add", "ip4"]).map(|(s, _)| s.cmd), Some(Cmd::TraceAdd));
         assert_eq!(parse(&["show", "trace", "max", "2"]).map(|(s, _)| s.cmd), Some(Cmd::ShowTrace));
         assert_eq!(parse(&["clear", "trace"]).map(|(s, _)| s.cmd), Some(Cmd::ClearTrace));
