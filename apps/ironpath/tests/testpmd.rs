@@ -860,8 +860,8 @@ fn show_trace_max_n_parses() {
     let o = testpmd(
         "-l 0-1 --no-huge -- -i",
         &format!(
-            "show trace max\nshow trace max 0\nshow trace max 2 3\npipeline load {}\n@sleep 1\ntrace on swap 5\n@sleep 0.5\n\
-             show trace max 2\npipeline stop\nquit\n",
+            "show trace max\nshow trace max 0\nshow trace max 2 3\npipeline load {}\n@sleep 1\ntrace add swap 5\n@sleep 0.5\n\
+             show trace max 2\ntrace add swap 5\n@sleep 0.5\nclear trace\nshow trace\npipeline stop\nquit\n",
             cfg.display()
         ),
     );
@@ -871,9 +871,10 @@ fn show_trace_max_n_parses() {
     assert!(s.contains("testpmd> show trace max 0\nBad arguments: `0` is not a number in 1..=1000000\n"), "{s}");
     assert!(s.contains("testpmd> show trace max 2 3\nBad arguments: unexpected `3`\n"), "{s}");
     let shown = &s[s.find("testpmd> show trace max 2\n").unwrap()..];
-    let records = shown.lines().take_while(|l| !l.starts_with("testpmd> pipeline stop")).collect::<Vec<_>>();
+    let records = shown.lines().take_while(|l| !l.starts_with("testpmd> trace add")).collect::<Vec<_>>();
     assert_eq!(records.iter().filter(|l| l.starts_with("lcore 1 swap: +") && l.contains("len 64")).count(), 2, "{s}");
     assert!(records.contains(&"(3 more records not shown, discarded)"), "{s}");
+    assert!(s.contains("testpmd> clear trace\ntrace cleared\ntestpmd> show trace\nno trace records"), "{s}");
 }
 
 /// Every line of the completion grammar is a command the shell runs: each form

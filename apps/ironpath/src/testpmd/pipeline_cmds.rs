@@ -65,12 +65,18 @@ pub fn show(app: &App, what: &str, max: Option<usize>) -> Result<String, String>
     })
 }
 
-/// `trace on NODE N` / `trace off [NODE]`.
+/// `clear trace`: disarm every node and drop the records.
+pub fn clear_trace(app: &App) -> Result<String, String> {
+    need(app)?.info.clear_trace();
+    Ok("trace cleared\n".into())
+}
+
+/// `trace on|add NODE N` / `trace off [NODE]`.
 pub fn trace(app: &App, t: &[&str]) -> Result<String, String> {
     let run = need(app)?;
-    let usage = "Usage: trace on NODE N | trace off [NODE]";
+    let usage = "Usage: trace on|add NODE N | trace off [NODE]";
     match (t.get(1).copied(), t.get(2).copied(), t.get(3).copied()) {
-        (Some("on"), Some(node), n) => {
+        (Some("on" | "add"), Some(node), n) => {
             let n: u32 = match n {
                 None => 50,
                 Some(s) => s.parse().map_err(|_| format!("Bad arguments: `{s}` is not a count\n{usage}"))?,

@@ -84,7 +84,8 @@ pub const GRAMMAR: &[Syntax] = &[
     s("dump_mempool", "dump_mempool"),
     s("pipeline load <FILE>", "pipeline"),
     s("pipeline stop", "pipeline"),
-    s("trace on <NODE> [<N>]", "trace"),
+    s("trace on|add <NODE> [<N>]", "trace"),
+    s("clear trace", "clear trace"),
     s("trace off [<NODE>]", "trace"),
 ];
 

@@ -175,9 +175,10 @@ pub const COMMANDS: &[CmdDoc] = &[
     CmdDoc { words: "show runtime", usage: "show runtime", help: "per-node calls, packets, drops, cycles/packet" },
     CmdDoc {
         words: "trace",
-        usage: "trace on NODE [N] | trace off [NODE]",
-        help: "record the next N (default 50) packets a pipeline node handles",
+        usage: "trace on|add NODE [N] | trace off [NODE]",
+        help: "record the next N (default 50, at most 1000) packets a pipeline node handles, headers decoded",
     },
+    CmdDoc { words: "clear trace", usage: "clear trace", help: "stop every trace and drop its records" },
     CmdDoc {
         words: "show trace",
         usage: "show trace [max N]",

@@ -133,6 +133,7 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
                 }
             }
             (Some("port"), _) => return Err(bad("clear port", "expected stats or xstats")),
+            (Some("trace"), None) => out = super::pipeline_cmds::clear_trace(app)?,
             (Some("fwd"), None) | (Some("fwd"), Some("stats")) => {
                 app.clear_fwd();
                 out.push_str("\n  Forward statistics cleared\n");
