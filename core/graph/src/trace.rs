@@ -7,12 +7,13 @@
 //! is armed the traced node's lcore formats its records (a slow path: it allocates).
 //!
 //! Bounds: at most [`TRACE_MAX_PACKETS`] packets per arming, [`TRACE_CAPACITY`] records
-//! kept (older ones are discarded and counted) and [`TRACE_RECORD_MAX`] bytes per
+//! kept (older ones are discarded and counted; so is one the lcore would have had
+//! to wait for a reader to place: the lcore never blocks) and [`TRACE_RECORD_MAX`] bytes per
 //! record (longer ones are cut and say so): at most about 8 MiB.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, TryLockError};
 
 use ironpath_eal::abi;
 
@@ -27,7 +28,8 @@ pub const TRACE_RECORD_MAX: usize = 2048;
 #[derive(Debug, Default)]
 pub struct TraceBuf {
     records: Mutex<VecDeque<String>>,
-    /// Records discarded because [`TRACE_CAPACITY`] were kept, since the last take.
+    /// Records discarded because [`TRACE_CAPACITY`] were kept, or because a reader held
+    /// the buffer when the lcore had one, since the last take.
     discarded: AtomicU64,
     /// TSC when the trace was armed (0: not yet); times are relative to it.
     start_tsc: AtomicU64,
@@ -43,7 +45,16 @@ impl TraceBuf {
             rec.truncate(cut);
             rec.push_str(&format!("\n  (record cut at {TRACE_RECORD_MAX} bytes)"));
         }
-        let mut r = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        // The lcore never waits: while a reader holds the buffer (a `show trace`
+        // copying it out), the record is dropped and counted with the discarded.
+        let mut r = match self.records.try_lock() {
+            Ok(r) => r,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.discarded.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
         if r.len() == TRACE_CAPACITY {
             r.pop_front();
             self.discarded.fetch_add(1, Ordering::Relaxed);
@@ -58,7 +69,7 @@ impl TraceBuf {
         let lost = self.discarded.swap(0, Ordering::Relaxed);
         let mut v = Vec::with_capacity(r.len() + 1);
         if lost > 0 {
-            v.push(format!("({lost} older records discarded: at most {TRACE_CAPACITY} are kept)"));
+            v.push(format!("({lost} records discarded: at most {TRACE_CAPACITY} are kept, none waited for)"));
         }
         v.extend(r.drain(..));
         v
@@ -165,7 +176,7 @@ mod tests {
         }
         b.push("x".repeat(TRACE_RECORD_MAX * 2));
         let t = b.take();
-        assert_eq!(t[0], format!("(4 older records discarded: at most {TRACE_CAPACITY} are kept)"));
+        assert_eq!(t[0], format!("(4 records discarded: at most {TRACE_CAPACITY} are kept, none waited for)"));
         assert_eq!(t[1], "r4");
         assert_eq!(t.len(), TRACE_CAPACITY + 1);
         assert!(t[TRACE_CAPACITY].ends_with("(record cut at 2048 bytes)"));
@@ -175,6 +186,17 @@ mod tests {
         b.push("b".into());
         assert_eq!(b.peek(1), (vec!["a".to_string()], 2, 0));
         assert_eq!(b.take().len(), 2);
+    }
+
+    #[test]
+    fn the_lcore_never_waits_for_a_reader() {
+        let b = TraceBuf::default();
+        b.push("kept".into());
+        {
+            let _reader = b.records.lock().unwrap();
+            b.push("while a reader holds the buffer".into());
+        }
+        assert_eq!(b.peek(8), (vec!["kept".to_string()], 1, 1));
     }
 
     #[test]

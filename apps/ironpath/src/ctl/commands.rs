@@ -242,8 +242,11 @@ fn show_trace(g: &GraphInfo, words: &[&str]) -> Result<String, String> {
     let (records, kept, discarded) = g.peek_trace(max);
     let mut out = String::new();
     if discarded > 0 {
-        let _ =
-            writeln!(out, "({discarded} older records discarded: at most {} are kept)", ironpath_graph::TRACE_CAPACITY);
+        let _ = writeln!(
+            out,
+            "({discarded} records discarded: at most {} are kept, none waited for)",
+            ironpath_graph::TRACE_CAPACITY
+        );
     }
     if records.is_empty() {
         out.push_str("no trace records (`trace add NODE N` arms a trace)\n");
