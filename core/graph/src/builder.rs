@@ -2,6 +2,7 @@
 //! edges, inserts an SPSC ring (a `ring_tx` / `ring_rx` pair of nodes) on every
 //! edge between lcores, and orders each lcore's nodes topologically.
 
+use crate::control::{ControlEntry, Mailbox, Remote};
 use crate::info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo};
 use crate::node::Node;
 use crate::ring::{RingRx, RingTx};
@@ -9,8 +10,9 @@ use crate::sched::{LcoreGraph, RtNode, Target};
 use crate::stats::NodeStats;
 use crate::trace::TraceBuf;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::Arc;
+use std::sync::Mutex;
 
 /// A node to place in the graph.
 pub struct NodeDecl {
@@ -209,6 +211,25 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
         .map(|p| Arc::new(NodeStats::new(p.decl.node.counters()).with_gauges(p.decl.node.gauges())))
         .collect();
     let traces: Vec<Arc<AtomicU32>> = all.iter().map(|_| Arc::new(AtomicU32::new(0))).collect();
+    // Controllers, each with a mailbox its node's lcore looks at when that lcore's
+    // request counter moves.
+    let requests: HashMap<u32, Arc<AtomicU64>> = lcores.iter().map(|&(l, _)| (l, Arc::default())).collect();
+    let mut mailboxes: Vec<Option<Arc<Mailbox>>> = Vec::with_capacity(all.len());
+    let mut controls = Vec::new();
+    for p in all.iter_mut() {
+        let Some(controller) = p.decl.node.controller() else {
+            mailboxes.push(None);
+            continue;
+        };
+        let mailbox = Arc::new(Mailbox::default());
+        mailboxes.push(Some(mailbox.clone()));
+        controls.push(ControlEntry {
+            node: p.decl.name.clone(),
+            type_name: p.decl.type_name.clone(),
+            controller: Mutex::new(controller),
+            remote: Remote { mailbox, requests: requests[&p.decl.lcore].clone(), lcore: p.decl.lcore },
+        });
+    }
     for (i, p) in all.iter().enumerate() {
         infos.push(NodeInfo {
             name: p.decl.name.clone(),
@@ -243,13 +264,15 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
                 stats: stats[i].clone(),
                 trace_left: traces[i].clone(),
                 guard: Default::default(),
+                mailbox: mailboxes[i].take(),
+                answer: None,
             });
         }
         let ls = Arc::new(LcoreStats::default());
         lcore_stats.push((lc, ls.clone()));
-        graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone(), ls));
+        graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone(), ls, requests[&lc].clone()));
     }
-    let info = GraphInfo { nodes: infos, edges: edge_infos, lcores: lcores.to_vec(), lcore_stats, trace };
+    let info = GraphInfo { nodes: infos, edges: edge_infos, lcores: lcores.to_vec(), lcore_stats, trace, controls };
     Ok(Graph { lcores: graphs, info: Arc::new(info) })
 }
 

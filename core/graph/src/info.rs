@@ -110,6 +110,8 @@ pub struct GraphInfo {
     /// Per-lcore walk counters (lcores that run nodes).
     pub lcore_stats: Vec<(u32, Arc<LcoreStats>)>,
     pub(crate) trace: Arc<TraceBuf>,
+    /// The controllers of nodes whose tables change at run time.
+    pub controls: Vec<crate::ControlEntry>,
 }
 
 impl GraphInfo {
@@ -144,6 +146,13 @@ impl GraphInfo {
                 self.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
             )),
         }
+    }
+
+    /// Carry out a table command (`ip route add ...`) on the node whose controller
+    /// takes it (a trailing `node NAME` picks one when several do). `None`: no node
+    /// of this graph takes such a command.
+    pub fn control(&self, words: &[&str]) -> Option<Result<String, String>> {
+        crate::control::dispatch(&self.controls, words)
     }
 
     /// Take the trace records collected so far.

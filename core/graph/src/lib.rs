@@ -10,13 +10,16 @@
 //!   run when their input frame has packets), with per-node counters (calls,
 //!   packets, TSC cycles, drops) as VPP's `show runtime`;
 //! * [`runner`]: pinned lcore threads and a clean stop;
-//! * [`GraphInfo`]: the control plane's view (`show graph`, `show runtime`, trace).
+//! * [`GraphInfo`]: the control plane's view (`show graph`, `show runtime`, trace);
+//! * [`control`]: table changes at run time, built off the fast path and taken by
+//!   the node's lcore between two bursts.
 //!
 //! Nothing here allocates, locks or logs per packet unless a trace is armed.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod builder;
+pub mod control;
 pub mod guard;
 mod info;
 mod node;
@@ -28,6 +31,7 @@ mod summary;
 mod trace;
 
 pub use builder::{build, EdgeDecl, Graph, GraphError, NodeDecl};
+pub use control::{ApplyPanicked, ControlEntry, Controller, Msg, Remote};
 pub use info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo, RuntimeBase};
 pub use node::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 pub use sched::{LcoreGraph, TIME_EVERY};
@@ -61,5 +65,11 @@ pub mod testing {
     pub fn idle(node: &mut dyn Node, stats: &NodeStats, now_tsc: u64) {
         let mut cx = NodeCx { now_tsc, lcore: 0, stats, live: false };
         node.idle(&mut cx);
+    }
+
+    /// Hand `msg` to `node.apply` as its lcore would between two bursts.
+    pub fn apply(node: &mut dyn Node, stats: &NodeStats, msg: crate::Msg) -> crate::Msg {
+        let mut cx = NodeCx { now_tsc: 0, lcore: 0, stats, live: false };
+        node.apply(&mut cx, msg)
     }
 }

@@ -110,6 +110,20 @@ pub trait Node: Send {
     fn trace(&self, frame: &[u8], out: &mut String) {
         ironpath_wire::describe::describe(frame, out);
     }
+
+    /// The node's control-plane half, taken once when the graph is built: a node
+    /// whose tables change at run time (routes, rules, MAC entries) returns one that
+    /// answers those commands ([`crate::control`]).
+    fn controller(&mut self) -> Option<Box<dyn crate::Controller>> {
+        None
+    }
+
+    /// Take a change its controller built ([`crate::Remote::call`]), between two
+    /// bursts; return what it replaced (freed by the control thread, never here) or
+    /// an answer. Must not block; should not allocate.
+    fn apply(&mut self, _cx: &mut NodeCx<'_>, msg: crate::Msg) -> crate::Msg {
+        msg
+    }
 }
 
 /// Declares a node's counters (or gauges) once: a `#[repr(usize)]` enum whose

@@ -2,6 +2,7 @@
 //! its input frame holds packets, in topological order, so a packet crosses the
 //! whole lcore-local part of the graph in one walk.
 
+use crate::control::{ApplyPanicked, Mailbox, Msg};
 use crate::guard::{self, Guard, Walking};
 use crate::info::{EdgeStats, LcoreStats};
 use crate::node::{Dispatch, Node, NodeCx, DROP};
@@ -10,7 +11,7 @@ use crate::trace::TraceBuf;
 use ironpath_eal::tsc::rdtsc;
 use ironpath_eal::{Burst, MAX_BURST};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Where one next edge of a node leads on this lcore.
@@ -32,6 +33,10 @@ pub(crate) struct RtNode {
     pub trace_left: Arc<AtomicU32>,
     /// What its panics did (isolation, fencing, logging).
     pub guard: Guard,
+    /// Its controller's mailbox, when it has one ([`crate::control`]).
+    pub mailbox: Option<Arc<Mailbox>>,
+    /// An answer the mailbox was busy for, given back the next walk.
+    pub answer: Option<Msg>,
 }
 
 /// The part of a graph one lcore runs.
@@ -55,6 +60,12 @@ pub struct LcoreGraph {
     trace: Arc<TraceBuf>,
     stats: Arc<LcoreStats>,
     walk: u64,
+    /// Bumped by a controller that left a change in a mailbox of this lcore.
+    requests: Arc<AtomicU64>,
+    /// `requests` as last served.
+    requests_seen: u64,
+    /// A mailbox was busy or an answer undelivered: look again next walk.
+    mail_again: bool,
     prev_now: u64,
     prev_busy: bool,
     stopped: bool,
@@ -75,6 +86,7 @@ impl LcoreGraph {
         nodes: Vec<RtNode>,
         trace: Arc<TraceBuf>,
         stats: Arc<LcoreStats>,
+        requests: Arc<AtomicU64>,
     ) -> Self {
         let max_nexts = nodes.iter().map(|n| n.targets.len()).max().unwrap_or(0);
         guard::install_hook();
@@ -90,6 +102,9 @@ impl LcoreGraph {
             trace,
             stats,
             walk: 0,
+            requests,
+            requests_seen: 0,
+            mail_again: false,
             prev_now: 0,
             prev_busy: false,
             stopped: false,
@@ -121,6 +136,12 @@ impl LcoreGraph {
         self.walk = self.walk.wrapping_add(1);
         let timed = self.walk & (TIME_EVERY - 1) == 0;
         let _walking = Walking::begin();
+        // Table changes are taken here, between two bursts: one load when none waits.
+        let requests = self.requests.load(Ordering::Acquire);
+        if requests != self.requests_seen || self.mail_again {
+            self.requests_seen = requests;
+            self.take_changes(now);
+        }
         let mut w = Walk { now, timed, t_prev: now, received: 0 };
         let mut work = 0;
         for i in 0..self.nodes.len() {
@@ -155,6 +176,45 @@ impl LcoreGraph {
             }
         }
         work
+    }
+
+    /// Give every node with a change waiting its change ([`Node::apply`]) and leave
+    /// its answer; a mailbox the writer holds now is tried again next walk.
+    #[cold]
+    #[inline(never)]
+    fn take_changes(&mut self, now: u64) {
+        self.mail_again = false;
+        for rt in self.nodes.iter_mut() {
+            let Some(mb) = rt.mailbox.clone() else { continue };
+            let Some(mut slot) = mb.try_slot() else {
+                self.mail_again = true;
+                continue;
+            };
+            if let Some(answer) = rt.answer.take() {
+                slot.back = Some(answer);
+            }
+            let Some(msg) = slot.offer.take() else { continue };
+            drop(slot);
+            let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
+            let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.apply(&mut cx, msg))) {
+                Ok(a) => a,
+                Err(payload) => {
+                    rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, 0, (now, self.hz));
+                    Box::new(ApplyPanicked)
+                }
+            };
+            let given = match mb.try_slot() {
+                Some(mut slot) => {
+                    slot.back = Some(answer);
+                    true
+                }
+                None => {
+                    rt.answer = Some(answer);
+                    false
+                }
+            };
+            self.mail_again |= !given;
+        }
     }
 
     /// Give node `i` its input frame; dispatch what it sends. Returns the packets it
@@ -265,6 +325,9 @@ impl LcoreGraph {
             return;
         }
         self.stopped = true;
+        for mb in self.nodes.iter().filter_map(|rt| rt.mailbox.as_ref()) {
+            mb.closed.store(true, Ordering::Release);
+        }
         let _walking = Walking::begin();
         let now = rdtsc();
         for rt in self.nodes.iter_mut() {
