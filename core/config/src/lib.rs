@@ -53,6 +53,7 @@ pub use error::{ConfigError, ConfigErrors, Loc};
 pub use model::{EdgeCfg, HugePages, LcoreCfg, MempoolCfg, NodeCfg, Pipeline, PortCfg, DEFAULT_MEMPOOL};
 pub use params::{ParamValue, Params};
 pub use suggest::closest;
+pub use validate::parse_mac;
 
 /// Parses and validates a pipeline given as text.
 ///

@@ -6,6 +6,7 @@
 
 mod graph;
 mod param;
+pub use param::parse_mac;
 mod resources;
 mod wiring;
 

@@ -303,7 +303,7 @@ fn records(
 }
 
 /// `aa:bb:cc:dd:ee:ff` or `aa-bb-cc-dd-ee-ff`, two hex digits per byte.
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     let sep = if s.contains('-') { '-' } else { ':' };
     let mut mac = [0u8; 6];
     let mut parts = s.split(sep);

@@ -114,7 +114,7 @@ pub fn prefix_of(a: IpAddr, len: u8) -> Prefix {
     }
 }
 
-fn addr_of(p: Prefix, v4: bool) -> IpAddr {
+pub(super) fn addr_of(p: Prefix, v4: bool) -> IpAddr {
     if v4 {
         IpAddr::V4(Ipv4Addr::from((p.bits >> 96) as u32))
     } else {
@@ -123,18 +123,18 @@ fn addr_of(p: Prefix, v4: bool) -> IpAddr {
 }
 
 /// A route as written, before its interface is found.
-struct RouteLine {
-    prefix: (IpAddr, u8),
-    via: Option<IpAddr>,
-    port: Option<String>,
-    kind: RouteType,
-    at: String,
-    loc: Option<Loc>,
+pub(super) struct RouteLine {
+    pub(super) prefix: (IpAddr, u8),
+    pub(super) via: Option<IpAddr>,
+    pub(super) port: Option<String>,
+    pub(super) kind: RouteType,
+    pub(super) at: String,
+    pub(super) loc: Option<Loc>,
 }
 
 /// One line of a routes file: `PREFIX via ADDRESS [port NAME]`, `PREFIX port NAME`,
 /// or `PREFIX unreachable|prohibit|blackhole`.
-fn route_line(line: &str) -> Result<(String, Option<String>, Option<String>, RouteType), String> {
+pub(super) fn route_line(line: &str) -> Result<(String, Option<String>, Option<String>, RouteType), String> {
     let mut w = line.split_whitespace();
     let prefix = w.next().ok_or("empty line")?.to_owned();
     let (mut via, mut port, mut kind) = (None, None, RouteType::Forward);
@@ -217,7 +217,7 @@ pub fn router_cfg(p: &Params) -> Result<RouterCfg, Error> {
     Ok(cfg)
 }
 
-fn line_of(
+pub(super) fn line_of(
     (prefix, via, port, kind): (String, Option<String>, Option<String>, RouteType),
     at: String,
     loc: Option<Loc>,
@@ -285,35 +285,41 @@ fn resolve(ifaces: Vec<IfaceCfg>, lines: Vec<RouteLine>) -> Result<RouterCfg, Er
         if let Some(first) = seen.insert((r.prefix.0.is_ipv4(), prefix_of(r.prefix.0, r.prefix.1)), r.at.clone()) {
             return Err((r.loc, format!("{}: {}/{} is already routed by {first}", r.at, r.prefix.0, r.prefix.1)));
         }
-        let t = match r.kind {
-            RouteType::Unreachable => Target::Unreachable,
-            RouteType::Prohibit => Target::Prohibit,
-            RouteType::Blackhole => Target::Blackhole,
-            RouteType::Forward => {
-                let named = match &r.port {
-                    Some(name) => Some(ifaces.iter().position(|f| f.port == *name).ok_or_else(|| {
-                        let all: Vec<_> = ifaces.iter().map(|f| format!("`{}`", f.port)).collect();
-                        (r.loc, format!("{}: port `{name}` is not a router interface (interfaces: {})", r.at, all.join(", ")))
-                    })?),
-                    None => None,
-                };
-                let iface = match (r.via, named) {
-                    (_, Some(k)) => k,
-                    (Some(v), None) => on_link(&ifaces, v).ok_or_else(|| {
-                        (r.loc, format!("{}: gateway {v} is on no interface's subnet (give `port`)", r.at))
-                    })?,
-                    (None, None) => unreachable!("checked by line_of"),
-                };
-                Target::Forward { iface, via: r.via }
-            }
-        };
+        let t = target_of(&ifaces, &r)?;
         push(r.prefix.0, r.prefix.1, t);
     }
     Ok(RouterCfg { ifaces, routes4, routes6, statics: Vec::new() })
 }
 
+/// The FIB target of a route line: its kind, or the interface its gateway is on (or
+/// its `port`).
+pub(super) fn target_of(ifaces: &[IfaceCfg], r: &RouteLine) -> Result<Target, Error> {
+Ok(match r.kind {
+        RouteType::Unreachable => Target::Unreachable,
+        RouteType::Prohibit => Target::Prohibit,
+        RouteType::Blackhole => Target::Blackhole,
+        RouteType::Forward => {
+            let named = match &r.port {
+                Some(name) => Some(ifaces.iter().position(|f| f.port == *name).ok_or_else(|| {
+                    let all: Vec<_> = ifaces.iter().map(|f| format!("`{}`", f.port)).collect();
+                    (r.loc, format!("{}: port `{name}` is not a router interface (interfaces: {})", r.at, all.join(", ")))
+                })?),
+                None => None,
+            };
+            let iface = match (r.via, named) {
+                (_, Some(k)) => k,
+                (Some(v), None) => on_link(&ifaces, v).ok_or_else(|| {
+                    (r.loc, format!("{}: gateway {v} is on no interface's subnet (give `port`)", r.at))
+                })?,
+                (None, None) => unreachable!("checked by line_of"),
+            };
+            Target::Forward { iface, via: r.via }
+        }
+    })
+}
+
 /// The interface whose subnet holds `a`.
-fn on_link(ifaces: &[IfaceCfg], a: IpAddr) -> Option<usize> {
+pub(super) fn on_link(ifaces: &[IfaceCfg], a: IpAddr) -> Option<usize> {
     ifaces.iter().position(|f| match a {
         IpAddr::V4(v) => f.v4.iter().any(|(s, l)| Prefix::v4(*s, *l).covers(super::lpm::key4(v))),
         IpAddr::V6(v) => f.v6.iter().any(|(s, l)| Prefix::v6(*s, *l).covers(u128::from(v))),

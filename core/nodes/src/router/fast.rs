@@ -9,7 +9,7 @@
 use super::checks::Slow;
 use super::config::Target;
 use super::lpm::Lpm;
-use super::{Iface, Router, RouterCounter as C};
+use super::{Router, RouterCounter as C};
 use ironpath_eal::abi::{self, Mbuf as RawMbuf};
 use ironpath_eal::{Burst, MAX_BURST};
 use ironpath_wire::checksum;
@@ -68,16 +68,17 @@ pub(super) struct Adj {
 const NOT_FORWARD: u16 = u16::MAX;
 
 impl Adj {
-    /// The adjacency of FIB target `target`, nothing cached yet.
-    pub(super) fn new(target: &Target, ifaces: &[Iface]) -> Adj {
+    /// The adjacency of FIB target `target`, nothing cached yet; `links[k]` is
+    /// interface `k`'s MTU and next edge.
+    pub(super) fn new(target: &Target, links: &[(u32, u16)]) -> Adj {
         match *target {
             Target::Forward { iface, via } => Adj {
                 macs: [0; 12],
                 gen: 0,
                 until: 0,
-                mtu: ifaces[iface].mtu as u32,
+                mtu: links[iface].0,
                 iface: iface as u16,
-                edge: ifaces[iface].edge,
+                edge: links[iface].1,
                 gw: via,
             },
             _ => Adj { macs: [0; 12], gen: 0, until: 0, mtu: 0, iface: NOT_FORWARD, edge: 0, gw: None },

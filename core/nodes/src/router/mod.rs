@@ -35,6 +35,7 @@ mod arp;
 mod checks;
 pub mod config;
 mod control;
+mod ctl;
 mod fast;
 mod icmp;
 pub mod icmp_budget;
@@ -53,7 +54,7 @@ use icmp_budget::IcmpBudget;
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::abi::Mbuf as RawMbuf;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, DROP};
 use lpm::{key4, Lpm};
 use nd::link_local;
 use neigh::{NeighConfig, Neighbours};
@@ -156,6 +157,16 @@ impl Fib {
     /// [`Fib::build`] with an IPv4 root of `v4_root_bits` (16 or 24) whatever the
     /// routes and the kernel's huge pages; `None`: as [`Lpm::build4`] chooses.
     fn build_with(cfg: &config::RouterCfg, max_plies: usize, v4_root_bits: Option<u32>) -> Result<Fib, String> {
+        Self::of_routes(&cfg.routes4, &cfg.routes6, max_plies, v4_root_bits)
+    }
+
+    /// The tables of these routes (a prefix given twice takes the later target).
+    fn of_routes(
+        routes4: &[(lpm::Prefix, Target)],
+        routes6: &[(lpm::Prefix, Target)],
+        max_plies: usize,
+        v4_root_bits: Option<u32>,
+    ) -> Result<Fib, String> {
         let mut targets = Vec::new();
         let mut index = |routes: &[(lpm::Prefix, Target)]| -> Vec<(lpm::Prefix, u32)> {
             routes
@@ -169,7 +180,7 @@ impl Fib {
                 })
                 .collect()
         };
-        let (r4, r6) = (index(&cfg.routes4), index(&cfg.routes6));
+        let (r4, r6) = (index(routes4), index(routes6));
         let v4 = match v4_root_bits {
             Some(bits) => Lpm::build_with(&r4, max_plies, bits)?,
             None => Lpm::build4(&r4, max_plies)?,
@@ -214,6 +225,8 @@ pub struct Router {
     /// Bumped whenever a neighbour entry of any interface changes: a cached gateway
     /// MAC (`Adj::macs`) holds while it is unchanged.
     neigh_gen: u64,
+    /// The control-plane half, until the graph takes it ([`Node::controller`]).
+    ctl: Option<ctl::RouterCtl>,
 }
 
 /// A port that is no interface (in `Router::by_port`).
@@ -231,7 +244,11 @@ impl Router {
         pool: Mempool,
     ) -> Result<Self, String> {
         let fib = Fib::build(cfg, tune.max_plies)?;
-        Ok(Self::with_fib(cfg, fib, ports, local_edge, tune, pool))
+        let mut r = Self::with_fib(cfg, fib, ports, local_edge, tune, pool);
+        let links: Vec<(u32, u16)> = r.ifaces.iter().map(|f| (f.mtu as u32, f.edge)).collect();
+        let tables = ctl::Tables::new(cfg, links, tune.max_plies)?;
+        r.ctl = Some(ctl::RouterCtl { tables: std::sync::Arc::new(std::sync::Mutex::new(tables)) });
+        Ok(r)
     }
 
     /// [`Router::new`] with DIR-24-8's 24-bit IPv4 root whatever the routes and the
@@ -283,7 +300,8 @@ impl Router {
             f.echo = IcmpEcho::new(local4.clone(), v6, f.mac).router();
         }
         let Fib { v4: fib4, v6: fib6, targets } = fib;
-        let adj = targets.iter().map(|t| Adj::new(t, &ifaces)).collect();
+        let links: Vec<(u32, u16)> = ifaces.iter().map(|f| (f.mtu as u32, f.edge)).collect();
+        let adj = targets.iter().map(|t| Adj::new(t, &links)).collect();
         Self {
             ifaces,
             by_port,
@@ -308,6 +326,7 @@ impl Router {
             all_checks: false,
             neigh_gen: 1,
             work: Some(Work::new()),
+            ctl: None,
         }
     }
 
@@ -397,6 +416,49 @@ impl Node for Router {
 
     fn counters(&self) -> &'static [CounterSpec] {
         RouterCounter::SPECS
+    }
+
+    fn controller(&mut self) -> Option<Box<dyn Controller>> {
+        self.ctl.take().map(|c| Box::new(c) as Box<dyn Controller>)
+    }
+
+    fn apply(&mut self, cx: &mut NodeCx<'_>, msg: Msg) -> Msg {
+        let msg = match msg.downcast::<ctl::FibSwap>() {
+            Ok(mut s) => {
+                std::mem::swap(&mut self.fib4, &mut s.v4);
+                std::mem::swap(&mut self.fib6, &mut s.v6);
+                std::mem::swap(&mut self.targets, &mut s.targets);
+                std::mem::swap(&mut self.adj, &mut s.adj);
+                return s;
+            }
+            Err(m) => m,
+        };
+        match msg.downcast::<ctl::NeighChange>() {
+            Ok(c) => Box::new(self.neigh_change(cx, *c)),
+            Err(m) => m,
+        }
+    }
+}
+
+impl Router {
+    /// `ip neighbor add|del`, on the lcore.
+    fn neigh_change(&mut self, cx: &NodeCx<'_>, c: ctl::NeighChange) -> Result<(), String> {
+        match c {
+            ctl::NeighChange::Add { iface, ip, mac } => {
+                self.ifaces.get_mut(iface).ok_or("no such interface")?.neigh.add_static(ip, mac);
+                self.learned(cx, iface, ip, mac);
+                Ok(())
+            }
+            ctl::NeighChange::Del { iface, ip } => {
+                let found = self.ifaces.get_mut(iface).ok_or("no such interface")?.neigh.remove(ip);
+                self.neigh_gen += 1;
+                if found {
+                    Ok(())
+                } else {
+                    Err(format!("no neighbour entry for {ip} on that port"))
+                }
+            }
+        }
     }
 }
 

@@ -105,6 +105,13 @@ impl Neighbours {
         self.last.set(None);
     }
 
+    /// Remove `ip`'s entry, permanent or learned; false if there was none.
+    pub fn remove(&mut self, ip: IpAddr) -> bool {
+        self.last.set(None);
+        let fixed = self.fixed.remove(&ip).is_some();
+        self.entries.remove(&ip).is_some() || fixed
+    }
+
     /// The MAC of `ip`, when confirmed within `reachable_tsc` of `now`.
     #[inline]
     pub fn lookup(&self, ip: IpAddr, now: u64) -> Option<[u8; 6]> {

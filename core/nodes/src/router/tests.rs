@@ -718,3 +718,101 @@ fn one_flooding_host_cannot_spend_the_other_hosts_icmp_errors() {
     assert!(out.iter().all(|(e, f)| *e == 1 && f[34] == 11), "time exceeded, back out of p1");
     assert_eq!(pool.stats().in_use, 0);
 }
+
+/// Runs `r` alone in a graph on a thread of its own (as an lcore) while `f` sends it
+/// table commands through the graph's controllers.
+fn with_running(r: Router, f: impl FnOnce(&ironpath_graph::GraphInfo)) {
+    let decl = ironpath_graph::NodeDecl {
+        name: "router".into(),
+        type_name: "ip_router".into(),
+        lcore: 0,
+        nexts: vec!["p0".into(), "p1".into(), "local".into()],
+        source: true,
+        node: Box::new(r),
+    };
+    let mut g = ironpath_graph::build(vec![decl], &[], &[(0, None)]).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut lc = g.lcores.pop().unwrap();
+    let t = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                lc.run_once();
+            }
+            lc
+        })
+    };
+    f(&g.info);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(t.join().unwrap());
+}
+
+#[test]
+fn routes_and_neighbours_change_while_the_router_runs_and_bad_commands_change_nothing() {
+    let pool = pool(64);
+    with_running(router(&pool, 8), |info| {
+        let cmd = |line: &str| info.control(&line.split_whitespace().collect::<Vec<_>>()).expect("a router command");
+        let ok = |line: &str| cmd(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let shown = ok("show ip route");
+        assert!(shown.contains("198.18.3.0/24 via 198.18.2.2 port p1"), "{shown}");
+        assert!(shown.contains("FIB version 0"), "{shown}");
+        let out = ok("ip route add 198.19.0.0/16 via 198.18.1.9");
+        assert!(out.contains("198.19.0.0/16 via 198.18.1.9 port p0: added"), "{out}");
+        assert!(ok("ip route replace 198.19.0.0/16 via 198.18.2.9").contains("replaced"));
+        assert!(ok("ip route add fd00:9::/48 blackhole").contains("added"));
+        assert!(ok("ip route del 198.18.3.0/24").contains("removed"));
+        for (bad, why) in [
+            ("ip route add 198.19.0.0/33 via 198.18.1.9", "length"),
+            ("ip route add 198.19.0.1/16 via 198.18.1.9", "bits set past"),
+            ("ip route add 198.19.0.0/16 via 203.0.113.1", "on no interface's subnet"),
+            ("ip route add 198.19.0.0/16 via 198.18.1.9 port p7", "not a router interface"),
+            ("ip route add 198.19.0.0/16 via fd00:1::9", "family"),
+            ("ip route add 198.18.1.0/24 blackhole", "connected subnet"),
+            ("ip route del 198.18.1.1/32", "router's own"),
+            ("ip route del 198.18.3.0/24", "no route"),
+            ("ip neighbor add 198.18.2.7 lladdr 02:00:00:00:00:zz port p1", "not a MAC"),
+            ("ip neighbor add 198.18.1.7 lladdr 02:00:00:00:00:07 port p1", "not on a subnet"),
+            ("ip neighbor del 198.18.2.7 port p1", "no neighbour entry"),
+        ] {
+            let e = cmd(bad).expect_err(bad);
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let shown = ok("show ip route");
+        assert!(shown.contains("198.19.0.0/16 via 198.18.2.9 port p1"), "{shown}");
+        assert!(shown.contains("fd00:9::/48 blackhole"), "{shown}");
+        assert!(!shown.contains("198.18.3.0/24"), "{shown}");
+        assert!(shown.contains("FIB version 4"), "{shown}");
+        assert!(ok("ip neighbor add 198.18.2.7 lladdr 02:00:00:00:00:07 port p1").contains("added"));
+        assert!(ok("ip neighbor del 198.18.2.7 port p1").contains("removed"));
+        assert!(info.control(&["acl", "rule", "add"]).is_none(), "not a router command");
+    });
+}
+
+#[test]
+fn a_fib_handed_over_routes_the_next_burst_and_the_old_one_comes_back() {
+    let pool = pool(64);
+    let (cfg, tune) = config_with(8, &[]);
+    let mut r = Router::new(&cfg, &[(0, 0, R0), (1, 1, R1)], Some(2), tune, pool.clone()).unwrap();
+    let st = stats(&r);
+    resolve_both(&mut r, &st, &pool);
+    let ctl = r.ctl.take().unwrap();
+    let to = Ipv4Addr::new(198, 19, 0, 5);
+    let p = udp4(A_MAC, R0, A4, to, 64);
+    // No route yet: an ICMP unreachable goes back out of p0.
+    let out = run(&mut r, &st, &pool, 0, std::slice::from_ref(&p), 10);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 0, "{out:?}");
+    let swap = {
+        let mut t = ctl.tables.lock().unwrap();
+        t.set(true, lpm::Prefix::v4(to, 16), Some(config::Target::Forward { iface: 1, via: Some(IpAddr::V4(B4)) }))
+            .unwrap();
+        t.build().unwrap()
+    };
+    let old = ironpath_graph::testing::apply(&mut r, &st, Box::new(swap));
+    let old = old.downcast::<ctl::FibSwap>().expect("the old FIB comes back");
+    assert_eq!(old.v4.lookup(lpm::key4(to)), None);
+    let out = run(&mut r, &st, &pool, 0, std::slice::from_ref(&p), 20);
+    assert_eq!(out, [(1, forwarded(&p, B_MAC, R1))]);
+    drop(old);
+    assert_eq!(pool.stats().in_use, 0);
+}
