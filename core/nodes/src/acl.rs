@@ -23,7 +23,7 @@
 use crate::kind::{NodeError, NodeKind};
 use ironpath_config::{Choice, Loc, Nexts, NodeSpec, ParamKind, ParamSpec, Params};
 use ironpath_eal::{Burst, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, Remote, DROP};
 use ironpath_wire::ethernet::{l3_offset, EtherType};
 use ironpath_wire::ipv6;
 use std::net::{IpAddr, Ipv6Addr};
@@ -382,12 +382,154 @@ pub fn parse_proto(s: &str) -> Result<(u128, u128), String> {
 pub struct Acl {
     rules: Classifier,
     default: Action,
+    /// The control-plane half, until the graph takes it.
+    ctl: Option<AclCtl>,
 }
 
 impl Acl {
     /// An ACL of `rules` (first match wins), `default` for packets none matches.
     pub fn new(rules: Vec<Rule>, default: Action) -> Self {
-        Acl { rules: Classifier::new(rules), default }
+        let texts = rules.iter().map(rule_text).collect();
+        Acl { rules: Classifier::new(rules), default, ctl: Some(AclCtl { rules: texts, default }) }
+    }
+}
+
+/// A rule as `acl rule add` takes it and `show acl` prints it: the action, then the
+/// fields that are not `any`.
+fn rule_text(r: &Rule) -> String {
+    let mut s = r.action.name().to_string();
+    let names = ["src", "dst", "proto", "sport", "dport"];
+    for (k, (&(lo, hi), any)) in r.ranges.iter().zip(ANY).enumerate() {
+        if (lo, hi) == any {
+            continue;
+        }
+        let v = match k {
+            0 | 1 => prefix_text(lo, hi),
+            _ if lo == hi => lo.to_string(),
+            _ => format!("{lo}-{hi}"),
+        };
+        s.push_str(&format!(" {} {v}", names[k]));
+    }
+    s
+}
+
+/// An address range that is a prefix, as written (`198.18.0.0/15`, `fd00::/8`).
+fn prefix_text(lo: u128, hi: u128) -> String {
+    let len = (lo ^ hi).leading_zeros();
+    let a = Ipv6Addr::from(lo);
+    match a.to_ipv4_mapped() {
+        Some(v4) if len >= 96 => format!("{v4}/{}", len - 96),
+        _ => format!("{a}/{len}"),
+    }
+}
+
+/// A rule from `ACTION [src P] [dst P] [proto X] [sport X] [dport X]`.
+fn parse_rule(words: &[&str]) -> Result<Rule, String> {
+    let usage = "a rule: permit|deny|count [src PREFIX] [dst PREFIX] [proto P] [sport PORTS] [dport PORTS]";
+    let (action, rest) = words.split_first().ok_or(usage)?;
+    let action = Action::from_name(action).ok_or_else(|| format!("`{action}` is not an action; {usage}"))?;
+    let mut ranges = ANY;
+    let mut it = rest.iter();
+    while let Some(&field) = it.next() {
+        let (k, parse): (usize, fn(&str) -> Result<(u128, u128), String>) = match field {
+            "src" => (0, parse_prefix),
+            "dst" => (1, parse_prefix),
+            "proto" => (2, parse_proto),
+            "sport" => (3, parse_ports),
+            "dport" => (4, parse_ports),
+            other => return Err(format!("unknown field `{other}`; {usage}")),
+        };
+        let v = it.next().ok_or_else(|| format!("`{field}` needs a value"))?;
+        ranges[k] = parse(v).map_err(|e| format!("`{field}`: {e}"))?;
+    }
+    Ok(Rule { ranges, action })
+}
+
+/// The controller of one `acl` node: the rules as text; every change compiles the
+/// whole new rule set here and hands it to the node, which swaps it in between two
+/// bursts and hands the old one back.
+struct AclCtl {
+    rules: Vec<String>,
+    default: Action,
+}
+
+const ACL_GRAMMAR: &[(&str, &str)] = &[
+    (
+        "acl rule add [at <N>] permit|deny|count [<FIELD> <VALUE> ...]",
+        "insert a rule (at position N, default last); fields src, dst (prefixes), proto, sport, dport",
+    ),
+    ("acl rule replace <N> permit|deny|count [<FIELD> <VALUE> ...]", "replace rule N"),
+    ("acl rule del <N>", "remove rule N"),
+    ("show acl", "the rules in order (first match wins) and the default"),
+];
+
+impl Controller for AclCtl {
+    fn grammar(&self) -> &'static [(&'static str, &'static str)] {
+        ACL_GRAMMAR
+    }
+
+    fn accepts(&self, words: &[&str]) -> bool {
+        matches!(words, ["acl", ..] | ["show", "acl", ..])
+    }
+
+    fn command(&mut self, words: &[&str], remote: &Remote) -> Result<String, String> {
+        let n = self.rules.len();
+        let index = |w: &str, max: usize| -> Result<usize, String> {
+            w.parse::<usize>().ok().filter(|&i| i < max).ok_or_else(|| {
+                if max == 0 {
+                    format!("`{w}`: there is no rule (show acl)")
+                } else {
+                    format!("`{w}` is not a rule number in 0..={} (show acl)", max - 1)
+                }
+            })
+        };
+        let mut rules = self.rules.clone();
+        let what = match words {
+            ["show", "acl"] => {
+                let mut s = format!("{n} rules, first match wins; default {}
+", self.default.name());
+                for (i, r) in self.rules.iter().enumerate() {
+                    s.push_str(&format!("{i:>6}: {r}
+"));
+                }
+                return Ok(s);
+            }
+            ["acl", "rule", "add", "at", at, rule @ ..] => {
+                let at = index(at, n + 1)?;
+                rules.insert(at, rule_text(&parse_rule(rule)?));
+                format!("rule {at} added")
+            }
+            ["acl", "rule", "add", rule @ ..] => {
+                rules.push(rule_text(&parse_rule(rule)?));
+                format!("rule {n} added")
+            }
+            ["acl", "rule", "replace", at, rule @ ..] => {
+                let at = index(at, n)?;
+                rules[at] = rule_text(&parse_rule(rule)?);
+                format!("rule {at} replaced")
+            }
+            ["acl", "rule", "del" | "delete", at] => {
+                let at = index(at, n)?;
+                rules.remove(at);
+                format!("rule {at} removed")
+            }
+            _ => return Err(format!("usage: {}", ACL_GRAMMAR.iter().map(|g| g.0).collect::<Vec<_>>().join(" | "))),
+        };
+        let start = std::time::Instant::now();
+        let parsed: Vec<Rule> = rules
+            .iter()
+            .map(|t| parse_rule(&t.split_whitespace().collect::<Vec<_>>()))
+            .collect::<Result<_, _>>()?;
+        let old = remote.call(Box::new(Classifier::new(parsed)))?;
+        if old.downcast::<Classifier>().is_err() {
+            return Err("the node did not take the new rule set (it panicked): nothing changed".into());
+        }
+        self.rules = rules;
+        Ok(format!(
+            "{what}: {} rules, compiled and in force in {:.1} ms",
+            self.rules.len(),
+            start.elapsed().as_secs_f64() * 1e3
+        ))
     }
 }
 
@@ -433,6 +575,20 @@ impl Node for Acl {
 
     fn counters(&self) -> &'static [CounterSpec] {
         AclCounter::SPECS
+    }
+
+    fn controller(&mut self) -> Option<Box<dyn Controller>> {
+        self.ctl.take().map(|c| Box::new(c) as Box<dyn Controller>)
+    }
+
+    fn apply(&mut self, _cx: &mut NodeCx<'_>, msg: Msg) -> Msg {
+        match msg.downcast::<Classifier>() {
+            Ok(mut new) => {
+                std::mem::swap(&mut self.rules, &mut *new);
+                new
+            }
+            Err(m) => m,
+        }
     }
 }
 
@@ -740,5 +896,28 @@ mod tests {
             assert_eq!(key_of(&f[..len]), Err(NoKey::Malformed), "IPv6 cut to {len}");
         }
         assert!(key_of(&f).is_ok());
+    }
+
+    #[test]
+    fn rules_added_replaced_and_removed_while_the_node_runs_and_bad_ones_refused() {
+        let acl = Acl::new(vec![parse_rule(&["deny", "src", "198.18.0.0/15", "proto", "udp", "dport", "53"]).unwrap()], Action::Permit);
+        crate::tests::running(Box::new(acl), &["out"], |info| {
+            let ok = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_or_else(|e| panic!("{l}: {e}"));
+            let err = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_err();
+            assert!(ok("show acl").contains("0: deny src 198.18.0.0/15 proto 17 dport 53"), "{}", ok("show acl"));
+            assert!(ok("acl rule add permit dst fd00::/8 sport 1000-2000").contains("rule 1 added: 2 rules"));
+            assert!(ok("acl rule add at 0 count proto tcp").contains("rule 0 added: 3 rules"));
+            assert!(ok("acl rule replace 2 deny dst fd00::/16").contains("rule 2 replaced"));
+            assert!(ok("acl rule del 1").contains("rule 1 removed: 2 rules"));
+            let shown = ok("show acl");
+            assert_eq!(shown.lines().skip(1).collect::<Vec<_>>(), ["     0: count proto 6", "     1: deny dst fd00::/16"], "{shown}");
+            assert!(err("acl rule add allow src any").contains("not an action"));
+            assert!(err("acl rule add deny src 198.18.0.0/33").contains("`src`"));
+            assert!(err("acl rule add deny color red").contains("unknown field"));
+            assert!(err("acl rule add deny src").contains("needs a value"));
+            assert!(err("acl rule del 2").contains("0..=1"));
+            assert!(err("acl rule add at 5 deny").contains("0..=2"));
+            assert_eq!(ok("show acl"), shown, "refused commands change nothing");
+        });
     }
 }

@@ -42,7 +42,7 @@ use crate::hash::{random_secret, KeyedState};
 use crate::kind::{NodeError, NodeKind, Values};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, Remote, DROP};
 use std::collections::HashMap;
 
 ironpath_graph::counters! {
@@ -265,6 +265,8 @@ pub struct L2Bridge {
     members: Vec<Option<Box<VlanSet>>>,
     /// Whether some port carries fewer than every VLAN.
     restricted: bool,
+    /// The control-plane half, until the graph takes it (built with the node's ports' names).
+    ctl: Option<BridgeCtl>,
 }
 
 /// A set of VLAN ids, a bit each.
@@ -335,6 +337,7 @@ impl L2Bridge {
             scratch: Box::new(Burst::new()),
             members: vec![None; ports.len()],
             restricted: false,
+            ctl: None,
         }
     }
 
@@ -502,6 +505,159 @@ impl Node for L2Bridge {
     fn gauges(&self) -> &'static [CounterSpec] {
         BridgeGauge::SPECS
     }
+
+    fn controller(&mut self) -> Option<Box<dyn Controller>> {
+        self.ctl.take().map(|c| Box::new(c) as Box<dyn Controller>)
+    }
+
+    fn apply(&mut self, _cx: &mut NodeCx<'_>, msg: Msg) -> Msg {
+        match msg.downcast::<MacChange>() {
+            Ok(c) => Box::new(self.table.change(*c)),
+            Err(m) => m,
+        }
+    }
+}
+
+/// A change of the MAC table, made by its lcore between two bursts.
+enum MacChange {
+    /// A static entry (replacing a learned one).
+    Add(Key, u16),
+    /// Remove an entry, static or learned.
+    Del(Key),
+    /// Remove the learned entries (of one next edge, or all).
+    Flush(Option<u16>),
+    /// Copy out up to [`SHOW_MAX`] entries.
+    Show,
+}
+
+/// What the lcore answers a [`MacChange`].
+enum MacAnswer {
+    Done(Result<String, String>),
+    /// Entries (key, next edge, static) and how many there are in all.
+    Entries(Vec<(Key, u16, bool)>, usize),
+}
+
+/// Most entries `show bridge mac` prints.
+const SHOW_MAX: usize = 1000;
+
+impl Table {
+    fn change(&mut self, c: MacChange) -> MacAnswer {
+        MacAnswer::Done(match c {
+            MacChange::Add(key, port) => match self.index.get(&key).copied() {
+                Some(i) => {
+                    let s = &mut self.slots[i as usize];
+                    (s.port, s.state) = (port, State::Static);
+                    Ok("static entry set (it replaced an entry)".into())
+                }
+                None if self.index.len() >= self.max && !self.evict_one() => {
+                    Err(format!("the MAC table is full of static entries ({}: max_entries): nothing changed", self.max))
+                }
+                None => {
+                    self.insert(key, port, 0, State::Static);
+                    Ok("static entry added".into())
+                }
+            },
+            MacChange::Del(key) => match self.index.get(&key).copied() {
+                Some(i) => {
+                    self.remove(i as usize);
+                    Ok("entry removed".into())
+                }
+                None => Err("no such entry".into()),
+            },
+            MacChange::Flush(port) => {
+                let mut n = 0;
+                for i in 0..self.slots.len() {
+                    let s = self.slots[i];
+                    if s.state == State::Learned && port.is_none_or(|p| p == s.port) {
+                        self.remove(i);
+                        n += 1;
+                    }
+                }
+                Ok(format!("{n} learned entries flushed"))
+            }
+            MacChange::Show => {
+                let live = self.slots.iter().filter(|s| s.state != State::Free);
+                let v = live.take(SHOW_MAX).map(|s| (s.key, s.port, s.state == State::Static)).collect();
+                return MacAnswer::Entries(v, self.index.len());
+            }
+        })
+    }
+}
+
+/// The controller of one `l2_bridge`: its ports by name, for the commands.
+struct BridgeCtl {
+    ports: Vec<String>,
+    vlan_aware: bool,
+}
+
+const BRIDGE_GRAMMAR: &[(&str, &str)] = &[
+    ("bridge mac add <MAC> port <NAME> [vlan <VID>]", "a static entry: MAC is behind port NAME (in VLAN VID)"),
+    ("bridge mac del <MAC> [vlan <VID>]", "remove MAC's entry, static or learned"),
+    ("bridge mac flush [port <NAME>]", "forget the learned entries (of port NAME); they are learned again"),
+    ("show bridge mac", "the MAC table: MAC, VLAN, port, static or learned"),
+];
+
+impl BridgeCtl {
+    fn port(&self, name: &str) -> Result<u16, String> {
+        self.ports
+            .iter()
+            .position(|p| p == name)
+            .map(|i| i as u16)
+            .ok_or_else(|| format!("port `{name}` is not on the bridge (its ports: {})", self.ports.join(", ")))
+    }
+
+    fn key(&self, mac: &str, vlan: Option<&str>) -> Result<Key, String> {
+        let m = ironpath_config::parse_mac(mac).ok_or_else(|| format!("`{mac}` is not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
+        if m[0] & 1 != 0 {
+            return Err(format!("{mac} is a multicast address: it is never a frame's source"));
+        }
+        let vid = match vlan {
+            None => 0,
+            Some(v) if !self.vlan_aware => return Err(format!("vlan {v}: the bridge is not vlan_aware")),
+            Some(v) => v.parse::<u16>().ok().filter(|v| *v <= 4095).ok_or_else(|| format!("`{v}` is not a VLAN id (0..=4095)"))?,
+        };
+        Ok((vid, m))
+    }
+}
+
+impl Controller for BridgeCtl {
+    fn grammar(&self) -> &'static [(&'static str, &'static str)] {
+        BRIDGE_GRAMMAR
+    }
+
+    fn accepts(&self, words: &[&str]) -> bool {
+        matches!(words, ["bridge", ..] | ["show", "bridge", ..])
+    }
+
+    fn command(&mut self, words: &[&str], remote: &Remote) -> Result<String, String> {
+        let change = match words {
+            ["bridge", "mac", "add", mac, "port", port] => MacChange::Add(self.key(mac, None)?, self.port(port)?),
+            ["bridge", "mac", "add", mac, "port", port, "vlan", v] => MacChange::Add(self.key(mac, Some(v))?, self.port(port)?),
+            ["bridge", "mac", "del" | "delete", mac] => MacChange::Del(self.key(mac, None)?),
+            ["bridge", "mac", "del" | "delete", mac, "vlan", v] => MacChange::Del(self.key(mac, Some(v))?),
+            ["bridge", "mac", "flush"] => MacChange::Flush(None),
+            ["bridge", "mac", "flush", "port", port] => MacChange::Flush(Some(self.port(port)?)),
+            ["show", "bridge", "mac"] => MacChange::Show,
+            _ => return Err(format!("usage: {}", BRIDGE_GRAMMAR.iter().map(|g| g.0).collect::<Vec<_>>().join(" | "))),
+        };
+        let answer = remote.call(Box::new(change))?;
+        match answer.downcast::<MacAnswer>().map(|a| *a) {
+            Ok(MacAnswer::Done(r)) => r,
+            Ok(MacAnswer::Entries(v, total)) => {
+                let mut s = format!("{total} entries\n{:<18} {:>5} {:<12} {}\n", "MAC", "VLAN", "Port", "Kind");
+                for ((vid, m), port, fixed) in &v {
+                    let mac = m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+                    let name = self.ports.get(usize::from(*port)).map_or("?", String::as_str);
+                    s.push_str(&format!("{mac:<18} {vid:>5} {name:<12} {}\n", if *fixed { "static" } else { "learned" }));
+                }
+                if total > v.len() {
+                    s.push_str(&format!("... {} more\n", total - v.len()));
+                }
+                Ok(s)
+            }
+            Err(_) => Err("the node did not take the change (it panicked): nothing changed".into()),
+        }
+    }
 }
 
 const STATIC: &[ParamSpec] = &[
@@ -594,6 +750,7 @@ pub const KIND: NodeKind = NodeKind {
         let mut key = [0u8; 16];
         random_secret(&mut key)?;
         let mut br = L2Bridge::new(&ports, &statics, max, age_tsc, p.bool("vlan_aware")?, key);
+        br.ctl = Some(BridgeCtl { ports: b.connected.iter().map(|c| c.to_string()).collect(), vlan_aware: br.vlan_aware });
         for (port, vlans) in members {
             let Some(i) = edge(&port) else {
                 return Err(NodeError::Param {
@@ -855,6 +1012,43 @@ mod tests {
         assert_eq!(out.iter().filter(|o| o.0 == 1).count(), 200, "every original went out of its first port");
         assert_eq!(counter(&st, "flood_copies"), (MAX_BURST - 200) as u64);
         assert_eq!(counter(&st, "flood_no_room"), (200 - (MAX_BURST - 200)) as u64);
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn static_entries_added_removed_and_learned_ones_flushed_while_the_bridge_runs() {
+        let mut br = bridge(4, 0);
+        br.ctl = Some(BridgeCtl { ports: vec!["left".into(), "right".into()], vlan_aware: false });
+        crate::tests::running(Box::new(br), &["left", "right"], |info| {
+            let ok = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_or_else(|e| panic!("{l}: {e}"));
+            let err = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_err();
+            assert!(ok("show bridge mac").starts_with("0 entries"));
+            assert!(ok("bridge mac add 02:00:00:00:00:0a port right").contains("added"));
+            assert!(ok("show bridge mac").contains("02:00:00:00:00:0a      0 right        static"), "{}", ok("show bridge mac"));
+            assert!(err("bridge mac add 02:00:00:00:00:0b port middle").contains("not on the bridge"));
+            assert!(err("bridge mac add 03:00:00:00:00:0b port left").contains("multicast"));
+            assert!(err("bridge mac add 02:00:00:00:00:0b port left vlan 5").contains("not vlan_aware"));
+            assert!(err("bridge mac del 02:00:00:00:00:0b").contains("no such entry"));
+            assert!(ok("bridge mac flush").contains("0 learned entries flushed"), "static entries stay");
+            assert!(ok("bridge mac del 02:00:00:00:00:0a").contains("removed"));
+            assert!(ok("show bridge mac").starts_with("0 entries"));
+        });
+    }
+
+    #[test]
+    fn a_flush_forgets_learned_entries_of_one_port_or_all() {
+        let p = pool(64);
+        let mut br = bridge(16, 0);
+        let st = stats(&br);
+        run(&mut br, &st, &p, 1, &[(10, frame(BCAST, A, 1)), (11, frame(BCAST, B, 2)), (11, frame(BCAST, C, 3))]);
+        assert_eq!(br.entries(), 3);
+        let MacAnswer::Done(r) = br.table.change(MacChange::Flush(Some(1))) else { panic!() };
+        assert_eq!(r.unwrap(), "2 learned entries flushed");
+        assert_eq!(br.lookup(0, &A), Some(0));
+        assert_eq!(br.lookup(0, &B), None);
+        let MacAnswer::Done(r) = br.table.change(MacChange::Flush(None)) else { panic!() };
+        assert_eq!(r.unwrap(), "1 learned entries flushed");
+        assert_eq!(br.entries(), 0);
         assert_eq!(p.stats().in_use, 0);
     }
 }

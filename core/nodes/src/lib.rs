@@ -130,6 +130,40 @@ pub(crate) mod tests {
     use ironpath_wire::icmpv6::Icmpv6Repr;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
+    /// Runs `node` (with next edges `nexts`, none connected) alone in a graph on a
+    /// thread of its own, as an lcore, while `f` sends it table commands through
+    /// the graph's controllers.
+    pub(crate) fn running(node: Box<dyn Node>, nexts: &[&str], f: impl FnOnce(&ironpath_graph::GraphInfo)) {
+        let decl = ironpath_graph::NodeDecl {
+            name: "node".into(),
+            type_name: "test".into(),
+            lcore: 0,
+            nexts: nexts.iter().map(|n| n.to_string()).collect(),
+            source: false,
+            node,
+        };
+        let mut g = ironpath_graph::build(vec![decl], &[], &[(0, None)]).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut lc = g.lcores.pop().unwrap();
+        let t = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    lc.run_once();
+                }
+                lc
+            })
+        };
+        f(&g.info);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(t.join().unwrap());
+    }
+
+    /// A table command's answer (`None`: no node took it).
+    pub(crate) fn ctl(info: &ironpath_graph::GraphInfo, line: &str) -> Option<Result<String, String>> {
+        info.control(&line.split_whitespace().collect::<Vec<_>>())
+    }
+
     /// Our MAC (the node's port).
     pub(crate) const US_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
     /// The neighbour's MAC.

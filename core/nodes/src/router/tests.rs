@@ -719,38 +719,10 @@ fn one_flooding_host_cannot_spend_the_other_hosts_icmp_errors() {
     assert_eq!(pool.stats().in_use, 0);
 }
 
-/// Runs `r` alone in a graph on a thread of its own (as an lcore) while `f` sends it
-/// table commands through the graph's controllers.
-fn with_running(r: Router, f: impl FnOnce(&ironpath_graph::GraphInfo)) {
-    let decl = ironpath_graph::NodeDecl {
-        name: "router".into(),
-        type_name: "ip_router".into(),
-        lcore: 0,
-        nexts: vec!["p0".into(), "p1".into(), "local".into()],
-        source: true,
-        node: Box::new(r),
-    };
-    let mut g = ironpath_graph::build(vec![decl], &[], &[(0, None)]).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut lc = g.lcores.pop().unwrap();
-    let t = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                lc.run_once();
-            }
-            lc
-        })
-    };
-    f(&g.info);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    drop(t.join().unwrap());
-}
-
 #[test]
 fn routes_and_neighbours_change_while_the_router_runs_and_bad_commands_change_nothing() {
     let pool = pool(64);
-    with_running(router(&pool, 8), |info| {
+    crate::tests::running(Box::new(router(&pool, 8)), &["p0", "p1", "local"], |info| {
         let cmd = |line: &str| info.control(&line.split_whitespace().collect::<Vec<_>>()).expect("a router command");
         let ok = |line: &str| cmd(line).unwrap_or_else(|e| panic!("{line}: {e}"));
         let shown = ok("show ip route");
