@@ -86,6 +86,12 @@ pub trait Env {
     fn mempool(&self, name: Option<&str>, port: Option<&str>) -> Result<Mempool, String>;
     /// TSC ticks per second.
     fn tsc_hz(&self) -> u64;
+
+    /// The administrative state flag of `port` (true: up), read by its port nodes
+    /// once per burst; `None`: always up.
+    fn admin_state(&self, _port: &str) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        None
+    }
 }
 
 /// Build the node `cfg` describes; `connected` names its next edges that lead somewhere.

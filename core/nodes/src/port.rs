@@ -6,27 +6,54 @@ use crate::kind::{NodeKind, PORT, QUEUE};
 use crate::offload::{FixupStats, TxFixup};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
 use ironpath_eal::{Burst, Mbuf, RxQ, TxQ, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Receive from one port queue.
 pub struct PortRx {
     q: RxQ,
     burst: usize,
+    /// The port's administrative state (`None`: always up).
+    admin: Option<Arc<AtomicBool>>,
+}
+
+ironpath_graph::counters! {
+    /// What `port_rx` counts.
+    pub enum RxCounter {
+        AdminDown("admin_down", "packets dropped (the port is administratively down: set interface state)"),
+    }
 }
 
 impl PortRx {
     /// A receiver of up to `burst` packets per poll.
     pub fn new(q: RxQ, burst: usize) -> Self {
-        Self { q, burst: burst.clamp(1, MAX_BURST) }
+        Self { q, burst: burst.clamp(1, MAX_BURST), admin: None }
+    }
+
+    /// Drop what the port receives while `admin` is false.
+    pub fn with_admin(mut self, admin: Option<Arc<AtomicBool>>) -> Self {
+        self.admin = admin;
+        self
     }
 }
 
 impl Node for PortRx {
     #[inline]
-    fn process(&mut self, _cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let room = pkts.room().min(self.burst);
         pkts.rx(&self.q, room);
+        if let Some(a) = &self.admin {
+            if !a.load(Ordering::Relaxed) && !pkts.is_empty() {
+                cx.count(RxCounter::AdminDown, pkts.len() as u64);
+                return Dispatch::All(DROP);
+            }
+        }
         Dispatch::All(0)
+    }
+
+    fn counters(&self) -> &'static [CounterSpec] {
+        RxCounter::SPECS
     }
 }
 
@@ -38,6 +65,7 @@ ironpath_graph::counters! {
         CsumSw("csum_sw", "checksums completed in software (the port cannot)"),
         GsoSplit("gso_split", "GSO frames or aggregates cut into segments in software"),
         OffloadDropped("offload_dropped", "packets dropped: an offload neither the port nor software could do"),
+        AdminDown("admin_down", "packets dropped (the port is administratively down: set interface state)"),
     }
 }
 
@@ -49,13 +77,21 @@ pub struct PortTx {
     /// Packets cut into more than a burst holds, sent after it.
     more: Vec<Mbuf>,
     seen: FixupStats,
+    /// The port's administrative state (`None`: always up).
+    admin: Option<Arc<AtomicBool>>,
 }
 
 impl PortTx {
     /// A sender that retries a full queue `retries` times before dropping; `fixup`
     /// does in software what the port cannot.
     pub fn new(q: TxQ, retries: u32, fixup: TxFixup) -> Self {
-        Self { q, retries, fixup, more: Vec::new(), seen: FixupStats::default() }
+        Self { q, retries, fixup, more: Vec::new(), seen: FixupStats::default(), admin: None }
+    }
+
+    /// Drop what is sent to the port while `admin` is false.
+    pub fn with_admin(mut self, admin: Option<Arc<AtomicBool>>) -> Self {
+        self.admin = admin;
+        self
     }
 
     /// Sends `pkts`; returns (sent, dropped as the queue stayed full).
@@ -83,6 +119,14 @@ impl PortTx {
 impl Node for PortTx {
     #[inline]
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+        if let Some(a) = &self.admin {
+            if !a.load(Ordering::Relaxed) {
+                cx.count(TxCounter::AdminDown, pkts.len() as u64);
+                cx.dropped(pkts.len() as u64);
+                pkts.free_all();
+                return Dispatch::Consumed;
+            }
+        }
         let more = &mut self.more;
         self.fixup.prepare(pkts, |m| more.push(m));
         let (mut sent, mut full) = self.send(pkts);
@@ -142,7 +186,8 @@ pub const PORT_RX: NodeKind = NodeKind {
     },
     build: |b, env| {
         let p = b.params();
-        Ok(Box::new(PortRx::new(env.rx_queue(p.port("port")?, p.int("queue")?)?, p.int("burst")?)))
+        let port = p.port("port")?;
+        Ok(Box::new(PortRx::new(env.rx_queue(port, p.int("queue")?)?, p.int("burst")?).with_admin(env.admin_state(port))))
     },
 };
 
@@ -163,6 +208,7 @@ pub const PORT_TX: NodeKind = NodeKind {
         let p = b.params();
         let port = p.port("port")?;
         let fixup = TxFixup::new(env.port_tx_offloads(port), env.mempool(None, Some(port))?);
-        Ok(Box::new(PortTx::new(env.tx_queue(port, p.int("queue")?)?, p.int("retries")?, fixup)))
+        let tx = PortTx::new(env.tx_queue(port, p.int("queue")?)?, p.int("retries")?, fixup);
+        Ok(Box::new(tx.with_admin(env.admin_state(port))))
     },
 };

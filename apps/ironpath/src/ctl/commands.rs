@@ -37,6 +37,10 @@ pub enum Cmd {
     ShowTrace,
     /// `clear trace`.
     ClearTrace,
+    /// `set interface state NAME up|down`.
+    SetInterfaceState,
+    /// A table command a node's controller answers (`ip route add ...`).
+    Table,
 }
 
 /// Packets `trace add NODE` records when no count is given (as VPP's default).
@@ -89,7 +93,46 @@ pub const GRAMMAR: &[Syntax] = &[
         "the first N trace records (default 50): per packet and node, time, flags, edge, headers",
     ),
     s("clear trace", Cmd::ClearTrace, "stop every trace, drop its records and restart its clock"),
+    s(
+        "set interface state <NAME> up|down",
+        Cmd::SetInterfaceState,
+        "administrative state: a port that is down drops what it receives and what is sent to it (counted: admin_down)",
+    ),
+    s(
+        "ip route add|replace <PREFIX> via <ADDR> [port <NAME>]",
+        Cmd::Table,
+        "route PREFIX through gateway ADDR (ip_router); replaces PREFIX's route",
+    ),
+    s("ip route add|replace <PREFIX> port <NAME>", Cmd::Table, "route PREFIX on the link of port NAME"),
+    s(
+        "ip route add|replace <PREFIX> blackhole|unreachable|prohibit",
+        Cmd::Table,
+        "drop PREFIX's packets (unreachable, prohibit: with an ICMP error)",
+    ),
+    s("ip route del <PREFIX>", Cmd::Table, "remove PREFIX's route"),
+    s("show ip route", Cmd::Table, "the router's table: connected, its own addresses and the routes"),
+    s("ip neighbor add <ADDR> lladdr <MAC> port <NAME>", Cmd::Table, "a permanent neighbour entry on interface NAME"),
+    s("ip neighbor del <ADDR> port <NAME>", Cmd::Table, "remove a neighbour entry (permanent or learned)"),
+    s(
+        "acl rule add [at <N>] permit|deny|count [<FIELD> <VALUE> ...]",
+        Cmd::Table,
+        "insert a rule (at N, default last); fields src, dst (prefixes), proto, sport, dport (a port or LO-HI)",
+    ),
+    s("acl rule replace <N> permit|deny|count [<FIELD> <VALUE> ...]", Cmd::Table, "replace rule N"),
+    s("acl rule del <N>", Cmd::Table, "remove rule N"),
+    s("show acl", Cmd::Table, "the acl's rules in order (first match wins) and its default"),
+    s("bridge mac add <MAC> port <NAME> [vlan <VID>]", Cmd::Table, "a static entry: MAC is behind port NAME"),
+    s("bridge mac del <MAC> [vlan <VID>]", Cmd::Table, "remove MAC's entry, static or learned"),
+    s(
+        "bridge mac flush [port <NAME>]",
+        Cmd::Table,
+        "forget the learned entries (of port NAME): they are learned again",
+    ),
+    s("show bridge mac", Cmd::Table, "the bridge's MAC table: MAC, VLAN, port, static or learned"),
 ];
+
+/// What `help` says of the table commands.
+pub const TABLE_NOTE: &str = "Table commands change a running node without a pause in forwarding; with several nodes of one kind, end the command with `node NAME`.";
 
 /// One word of a pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +200,9 @@ pub fn help(prefix: Option<&str>) -> String {
     for g in GRAMMAR.iter().filter(|g| prefix.is_none_or(|p| g.pattern.starts_with(p))) {
         let _ = writeln!(out, "  {:<26} {}", g.pattern, g.help);
     }
+    if prefix.is_none() {
+        let _ = writeln!(out, "{TABLE_NOTE}");
+    }
     out
 }
 
@@ -174,7 +220,18 @@ impl Control {
         if words.is_empty() {
             return Ok(String::new());
         }
-        let Some((syntax, arg)) = parse(&words) else {
+        let parsed = parse(&words);
+        if matches!(parsed, None | Some((Syntax { cmd: Cmd::Table, .. }, _))) {
+            if let Some(answer) = f.graph.as_ref().and_then(|g| g.control(&words)) {
+                return answer.map(|mut a| {
+                    if !a.ends_with('\n') {
+                        a.push('\n');
+                    }
+                    a
+                });
+            }
+        }
+        let Some((syntax, arg)) = parsed else {
             let near = help(words.first().copied());
             return Err(if near.is_empty() {
                 format!("unknown command `{line}`; `help` lists the commands")
@@ -201,6 +258,21 @@ impl Control {
             Cmd::ClearTrace => {
                 graph(f)?.clear_trace();
                 Ok("trace cleared\n".to_string())
+            }
+            Cmd::SetInterfaceState => set_interface_state(f, &words),
+            Cmd::Table => {
+                graph(f)?;
+                let kind = match words[0] {
+                    "ip" => "an ip_router",
+                    "acl" => "an acl",
+                    "bridge" => "an l2_bridge",
+                    _ => match words.get(1) {
+                        Some(&"acl") => "an acl",
+                        Some(&"bridge") => "an l2_bridge",
+                        _ => "an ip_router",
+                    },
+                };
+                Err(format!("no node of this pipeline takes `{line}` ({kind} does)"))
             }
         }
     }
@@ -319,6 +391,18 @@ fn show_errors(g: &GraphInfo) -> String {
     out
 }
 
+/// `set interface state NAME up|down` (`words` matched the grammar).
+fn set_interface_state(f: &Figures, words: &[&str]) -> Result<String, String> {
+    let name = words[3];
+    let p = f.ports.iter().find(|p| p.label == name || p.info.name == name).ok_or_else(|| {
+        let names: Vec<&str> = f.ports.iter().map(|p| p.label.as_str()).collect();
+        format!("no interface `{name}`; interfaces: {}", names.join(", "))
+    })?;
+    let up = words[4] == "up";
+    p.admin.store(up, std::sync::atomic::Ordering::Relaxed);
+    Ok(format!("{}: admin {}\n", p.label, if up { "up" } else { "down" }))
+}
+
 fn link_text(p: &PortFig) -> String {
     match p.link {
         Some(l) if l.up != 0 => {
@@ -342,8 +426,17 @@ fn show_interface(f: &Figures, name: Option<&str>) -> Result<String, String> {
     let mut out = String::new();
     for p in ports {
         let i = &p.info;
-        let _ =
-            writeln!(out, "{} (port {}, {} {}): {:?}, link {}", p.label, i.id, i.driver, i.name, i.state, link_text(p));
+        let admin = if p.admin.load(std::sync::atomic::Ordering::Relaxed) { "admin up" } else { "admin down" };
+        let _ = writeln!(
+            out,
+            "{} (port {}, {} {}): {:?}, {admin}, link {}",
+            p.label,
+            i.id,
+            i.driver,
+            i.name,
+            i.state,
+            link_text(p)
+        );
         let st = &p.stats;
         let rows = [
             ("rx packets", st.ipackets),
@@ -426,9 +519,16 @@ mod tests {
 
     #[test]
     fn completion_knows_where_it_is() {
-        assert_eq!(words(""), ["help", "show", "clear", "trace"]);
+        assert_eq!(words(""), ["help", "show", "clear", "trace", "set", "ip", "acl", "bridge"]);
         assert_eq!(words("sh"), ["show"]);
-        assert_eq!(words("show "), ["runtime", "interface", "errors", "graph", "mempool", "memory", "ctl", "trace"]);
+        assert_eq!(
+            words("show "),
+            ["runtime", "interface", "errors", "graph", "mempool", "memory", "ctl", "trace", "ip", "acl", "bridge"]
+        );
+        assert_eq!(words("ip route "), ["add", "replace", "del"]);
+        assert_eq!(words("ip route add 198.19.0.0/16 "), ["via", "port", "blackhole", "unreachable", "prohibit"]);
+        assert_eq!(words("set interface state p0 "), ["up", "down"]);
+        assert_eq!(words("bridge mac "), ["add", "del", "flush"]);
         assert_eq!(words("show m"), ["mempool", "memory"]);
         assert_eq!(words("clear "), ["runtime", "trace"]);
         assert_eq!(words("trace "), ["add"]);
@@ -471,6 +571,7 @@ mod tests {
             assert!(h.contains(g.pattern), "{} missing from help", g.pattern);
         }
         assert_eq!(help(Some("clear")).lines().count(), 2);
+        assert!(h.contains("node NAME"));
     }
 
     #[test]
@@ -484,6 +585,8 @@ mod tests {
         assert!(c.answer("show mempool", &f).unwrap().starts_with("Name"));
         assert!(c.answer("show memory", &f).unwrap().contains("process RSS"));
         assert!(c.answer("trace add ip4 3", &f).unwrap_err().contains("no pipeline"));
+        assert!(c.answer("ip route del 198.19.0.0/16", &f).unwrap_err().contains("no pipeline"));
+        assert!(c.answer("set interface state p0 down", &f).unwrap_err().contains("no interface `p0`"));
         assert_eq!(c.answer("  ", &f), Ok(String::new()));
     }
 }

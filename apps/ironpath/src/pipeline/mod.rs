@@ -218,6 +218,11 @@ impl ironpath_nodes::Env for Env<'_> {
     fn tsc_hz(&self) -> u64 {
         ironpath_eal::tsc::tsc_hz()
     }
+
+    fn admin_state(&self, port: &str) -> Option<Arc<std::sync::atomic::AtomicBool>> {
+        let p = self.port(port).ok()?;
+        self.eal.port(p.id).ok().map(|x| x.admin_flag())
+    }
 }
 
 /// `file:line:col: error: message` for a runtime failure of something the file declared.

@@ -45,6 +45,8 @@ pub struct PortFig {
     pub stats: Stats,
     /// Extended counters.
     pub xstats: Vec<(String, u64)>,
+    /// Administrative state (true: up), which `set interface state` changes.
+    pub admin: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One mempool's figures.
@@ -100,6 +102,7 @@ impl Figures {
                     link: p.link().ok(),
                     stats: p.stats().unwrap_or_default(),
                     xstats: p.xstats().unwrap_or_default(),
+                    admin: p.admin_flag(),
                 })
             })
             .collect();

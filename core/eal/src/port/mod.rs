@@ -13,6 +13,7 @@ use fastpath::Lease;
 use ironpath_abi as abi;
 use ironpath_abi::DevOps;
 use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Port identifier (index in the runtime's port table).
@@ -144,6 +145,9 @@ pub struct Port {
     rx_leases: Vec<Arc<Lease>>,
     tx_leases: Vec<Arc<Lease>>,
     closed: bool,
+    /// Administrative state (VPP's `set interface state`): while false, the
+    /// pipeline's port nodes drop what the port receives and what is sent to it.
+    admin_up: Arc<AtomicBool>,
 }
 
 // SAFETY: the control API takes `&mut self`, so control calls are serialised; drivers
@@ -316,7 +320,25 @@ impl Port {
             rx_leases: Vec::new(),
             tx_leases: Vec::new(),
             closed: false,
+            admin_up: Arc::new(AtomicBool::new(true)),
         })
+    }
+
+    /// Is the port administratively up (the default)?
+    pub fn admin_up(&self) -> bool {
+        self.admin_up.load(Ordering::Relaxed)
+    }
+
+    /// Set the administrative state: down, the pipeline's port nodes drop what the
+    /// port receives (still taking it from the queues) and what is sent to it, each
+    /// counted (`admin_down`); the device and its link are left as they are.
+    pub fn set_admin_up(&self, up: bool) {
+        self.admin_up.store(up, Ordering::Relaxed);
+    }
+
+    /// The flag port nodes read once per burst.
+    pub fn admin_flag(&self) -> Arc<AtomicBool> {
+        self.admin_up.clone()
     }
 
     /// The error for a failed op, with the driver's message if it has one.
