@@ -131,6 +131,8 @@ impl Drop for Veth {
 pub struct Run {
     child: Option<Child>,
     pub stats: PathBuf,
+    /// Its `--file-prefix` (unique: runs of tests at once never share one).
+    pub prefix: String,
     /// stdout and stderr, read as they come (a full pipe would block the pipeline's
     /// per-second printing, and with it the JSON stats).
     output: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
@@ -167,8 +169,9 @@ impl Run {
         if !wrapper.is_empty() {
             cmd.args(&wrapper[1..]).arg(BIN);
         }
+        let prefix = format!("ironpath-{tag}-{}", std::process::id());
         cmd.args(["run", cfg.to_str().unwrap(), "--no-huge", "--duration", "900", "--stats-period", "1"])
-            .arg("--stats-json")
+            .args(["--file-prefix", &prefix, "--stats-json"])
             .arg(&stats)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -181,7 +184,7 @@ impl Run {
             drain(child.stdout.take().unwrap(), output.clone()),
             drain(child.stderr.take().unwrap(), output.clone()),
         ];
-        let mut run = Run { child: Some(child), stats, output, readers };
+        let mut run = Run { child: Some(child), stats, prefix, output, readers };
         let t = Instant::now();
         while run.lines().is_empty() && t.elapsed() < Duration::from_secs(20) {
             if let Some(st) = run.child.as_mut().unwrap().try_wait().unwrap() {
@@ -190,6 +193,24 @@ impl Run {
             std::thread::sleep(Duration::from_millis(100));
         }
         run
+    }
+
+    /// `ironpath ctl -f PREFIX words...`: its answer; panics (with the pipeline's
+    /// output) when the command fails and `ok` says it must not.
+    pub fn ctl(&self, line: &str, ok: bool) -> String {
+        let o = Command::new(BIN).args(["ctl", "-f", &self.prefix]).args(line.split_whitespace()).output().unwrap();
+        let t = text(&o);
+        if ok {
+            assert!(o.status.success(), "ctl {line}: {t}\npipeline:\n{}", self.output());
+        } else {
+            assert!(!o.status.success(), "ctl {line} must fail: {t}");
+        }
+        t
+    }
+
+    /// What the pipeline printed so far.
+    pub fn output(&self) -> String {
+        String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
     }
 
     /// The process id (of `ironpath`, or of its wrapper, which execs it).

@@ -1,0 +1,200 @@
+//! Needs root, curl, ping and python3: `configs/router.yaml`'s tables changed with
+//! `ironpath ctl` while traffic crosses it. Host `a` (198.18.54.2) is on the router's
+//! port a; on port b a LAN (a Linux bridge in namespace `lan`) holds two gateways, g1
+//! (198.18.55.2) and g2 (198.18.55.3), each with a link to server `s`, which holds
+//! 198.18.56.2 (the file's route for 198.18.56.0/24 goes via g1). During a download
+//! from s, `ip route add` moves the subnet to g2 (g2 then carries it; the file
+//! arrives whole), `ip route del` makes it unreachable (ICMP seen by a), an `acl rule
+//! add deny` stops a ping at once and `acl rule del` lets it through again, and `set
+//! interface state` takes port b down and up. Every namespace has a unique name and
+//! is removed, pass or fail.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Net {
+    ns: Vec<String>,
+    /// The router's veth ends, in the root namespace.
+    pa: String,
+    pb: String,
+}
+
+impl Net {
+    fn new() -> Net {
+        let id = std::process::id() % 100_000;
+        let name = |n: &str| format!("ipt-{n}-{id}");
+        let n = Net {
+            ns: ["a", "lan", "g1", "g2", "s"].iter().map(|n| name(n)).collect(),
+            pa: format!("ipt{id}a"),
+            pb: format!("ipt{id}b"),
+        };
+        n.teardown();
+        let (a, lan, g1, g2, s) = (&n.ns[0], &n.ns[1], &n.ns[2], &n.ns[3], &n.ns[4]);
+        let (pa, pb) = (&n.pa, &n.pb);
+        let quiet = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv4.conf.all.rp_filter=0 \
+                     net.ipv4.conf.default.rp_filter=0";
+        let mut script = String::new();
+        for ns in &n.ns {
+            script += &format!("ip netns add {ns} && ip netns exec {ns} {quiet} && ip -n {ns} link set lo up && ");
+        }
+        script += &format!(
+            "ip link add {pa} type veth peer name e0 netns {a} && ip link add {pb} type veth peer name uplink netns {lan} && \
+             sysctl -qw net.ipv6.conf.{pa}.disable_ipv6=1 net.ipv6.conf.{pb}.disable_ipv6=1 && \
+             ip link set {pa} up && ip link set {pb} up && \
+             ip -n {a} addr add 198.18.54.2/24 dev e0 && ip -n {a} link set e0 up && \
+             ip -n {a} route add default via 198.18.54.1 && \
+             ip -n {lan} link add br0 type bridge && ip -n {lan} link set br0 up && \
+             ip -n {lan} link set uplink master br0 && ip -n {lan} link set uplink up && \
+             ip -n {s} addr add 198.18.56.2/32 dev lo && "
+        );
+        for (g, addr, net) in [(g1, "198.18.55.2", 58), (g2, "198.18.55.3", 59)] {
+            script += &format!(
+                "ip link add {g}l type veth peer name e0 netns {g} && ip link set {g}l netns {lan} && \
+                 ip -n {lan} link set {g}l master br0 && ip -n {lan} link set {g}l up && \
+                 ip -n {g} addr add {addr}/24 dev e0 && ip -n {g} link set e0 up && \
+                 ip -n {g} link add e1 type veth peer name n{net} netns {s} && \
+                 ip -n {g} addr add 198.18.{net}.1/24 dev e1 && ip -n {g} link set e1 up && \
+                 ip -n {s} addr add 198.18.{net}.2/24 dev n{net} && ip -n {s} link set n{net} up && \
+                 ip netns exec {g} sysctl -qw net.ipv4.ip_forward=1 && \
+                 ip -n {g} route add 198.18.54.0/24 via 198.18.55.1 && \
+                 ip -n {g} route add 198.18.56.0/24 via 198.18.{net}.2 && "
+            );
+        }
+        // The server answers through g1 whichever gateway brought the request.
+        script += &format!("ip -n {s} route add 198.18.54.0/24 via 198.18.58.1");
+        sh(&script);
+        n
+    }
+
+    fn teardown(&self) {
+        for l in [&self.pa, &self.pb] {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
+        }
+        for ns in &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+
+    fn in_ns(&self, ns: &str, secs: u32, cmd: &str) -> String {
+        let o = Command::new("timeout")
+            .args([&secs.to_string(), "ip", "netns", "exec", ns, "sh", "-c", cmd])
+            .output()
+            .unwrap();
+        text(&o)
+    }
+
+    /// Bytes g2's LAN interface received.
+    fn g2_rx(&self) -> u64 {
+        let o = self.in_ns(&self.ns[3], 5, "cat /sys/class/net/e0/statistics/rx_bytes");
+        o.trim().parse().unwrap_or_else(|_| panic!("rx_bytes of g2: {o}"))
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// Replies to `n` pings from `ns` to `dst` at `interval`.
+fn replies(net: &Net, ns: &str, dst: &str, n: u32, interval: &str) -> u32 {
+    let o = net.in_ns(ns, 5 + n, &format!("ping -c {n} -i {interval} -W 1 {dst}"));
+    o.split(" received").next().and_then(|s| s.rsplit(", ").next()).and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn routes_acl_rules_and_interface_state_change_under_traffic_root() {
+    if !ready(&["curl", "ping", "python3"]) {
+        return;
+    }
+    let net = Net::new();
+    let (a, s) = (net.ns[0].clone(), net.ns[4].clone());
+    let env = [("IRONPATH_PORT_A", net.pa.clone()), ("IRONPATH_PORT_B", net.pb.clone())];
+    let run = Run::start(&config("router.yaml"), &env, "tables");
+    assert_eq!(replies(&net, &a, "198.18.56.2", 3, "0.2"), 3, "s through g1:\n{}", run.output());
+
+    // s downloads 60 MiB from a, paced at 20 MB/s: about 3 s on the wire, the data
+    // through the route that moves.
+    let dir = TempDir::new("tables");
+    www(&dir.0, &[("big", 60 << 20)]);
+    let mut http = Command::new("ip")
+        .args(["netns", "exec", &a, "python3", "-m", "http.server", "8000", "--bind", "198.18.54.2", "--directory"])
+        .arg(&dir.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let got = dir.0.join("got");
+    let t = Instant::now();
+    let from_s = "curl --interface 198.18.56.2 -sS --fail";
+    while net.in_ns(&s, 3, &format!("{from_s} -o /dev/null -w '%{{http_code}}' http://198.18.54.2:8000/")) != "200" {
+        assert!(t.elapsed() < Duration::from_secs(10), "the server does not answer");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut curl = Command::new("timeout")
+        .args(["60", "ip", "netns", "exec", &s, "sh", "-c"])
+        .arg(format!("{from_s} --limit-rate 20M -o {} http://198.18.54.2:8000/big", got.display()))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let before = net.g2_rx();
+    let out = run.ctl("ip route add 198.18.56.0/24 via 198.18.55.3", true);
+    assert!(out.contains("198.18.56.0/24 via 198.18.55.3 port b: replaced"), "{out}");
+    assert!(run.ctl("show ip route", true).contains("198.18.56.0/24 via 198.18.55.3 port b"));
+    std::thread::sleep(Duration::from_millis(1000));
+    let moved = net.g2_rx() - before;
+    assert!(moved > 5 << 20, "the download moved to g2: {moved} bytes there in 1 s");
+    assert!(curl.wait().unwrap().success(), "the download went on across the change");
+    let _ = http.kill();
+    let _ = http.wait();
+    assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "60 MiB across a route change: SHA-256 differs");
+
+    // Deleted, the subnet is unreachable: the router says so.
+    let out = run.ctl("ip route del 198.18.56.0/24", true);
+    assert!(out.contains("removed"), "{out}");
+    let o = net.in_ns(&a, 5, "ping -c 1 -W 2 198.18.56.2");
+    assert!(o.contains("Destination Net Unreachable"), "{o}");
+    // Bad input changes nothing.
+    for bad in ["ip route add 198.18.56.0/24 via 198.18.99.1", "ip route add 198.18.56.0/24 via 198.18.55.3 port z"] {
+        run.ctl(bad, false);
+    }
+    run.ctl("ip route add 198.18.56.0/24 via 198.18.55.2", true);
+    assert_eq!(replies(&net, &a, "198.18.56.2", 3, "0.2"), 3, "back through g1");
+
+    // An acl rule denies a flow from the next burst on, and deleting it lets it through.
+    let mut ping = Command::new("ip")
+        .args(["netns", "exec", &a, "ping", "-c", "40", "-i", "0.05", "-W", "1", "198.18.55.2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let denied = counter(&run.latest(), "fw", "denied");
+    let out = run.ctl("acl rule add at 0 deny proto icmp dst 198.18.55.2/32", true);
+    assert!(out.contains("rule 0 added: 3 rules"), "{out}");
+    std::thread::sleep(Duration::from_millis(400));
+    let during = counter(&run.latest(), "fw", "denied") - denied;
+    assert!(during >= 3, "pings denied while the rule is in: {during}");
+    assert!(run.ctl("show acl", true).contains("0: deny dst 198.18.55.2/32 proto 1"));
+    run.ctl("acl rule del 0", true);
+    let o = ping.wait_with_output().unwrap();
+    let o = String::from_utf8_lossy(&o.stdout);
+    let got: u32 = o
+        .split(" received")
+        .next()
+        .and_then(|s| s.rsplit(", ").next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    assert!((10..40).contains(&got), "some pings answered before and after the rule, none while it was in: {o}");
+    assert_eq!(replies(&net, &a, "198.18.55.2", 3, "0.2"), 3, "the rule is gone");
+
+    // Port b administratively down: nothing crosses it, counted; up again: it does.
+    run.ctl("set interface state b down", true);
+    assert!(run.ctl("show interface b", true).contains("admin down"));
+    assert_eq!(replies(&net, &a, "198.18.55.2", 3, "0.2"), 0, "port b is down");
+    assert!(counter(&run.latest(), "tx_b", "admin_down") >= 3);
+    run.ctl("set interface state b up", true);
+    assert_eq!(replies(&net, &a, "198.18.55.2", 3, "0.2"), 3, "port b is up again");
+}
