@@ -85,7 +85,10 @@ pub enum KernelEvent {
     /// The whole table and all neighbour entries: replaces everything delivered
     /// before. Sent first, and again after any loss (overrun, interrupted dump, an
     /// interface gone down or away).
-    Snapshot { routes: Vec<KernelRoute>, neighs: Vec<KernelNeigh> },
+    Snapshot {
+        routes: Vec<KernelRoute>,
+        neighs: Vec<KernelNeigh>,
+    },
     RouteAdd(KernelRoute),
     RouteDel(KernelRoute),
     NeighAdd(KernelNeigh),

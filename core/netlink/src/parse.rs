@@ -155,11 +155,20 @@ pub enum Malformed {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     /// `RTM_NEWROUTE` (`add`) or `RTM_DELROUTE` of the table followed.
-    Route { add: bool, route: RouteMsg },
+    Route {
+        add: bool,
+        route: RouteMsg,
+    },
     /// `RTM_NEWNEIGH` (`add`) or `RTM_DELNEIGH`.
-    Neigh { add: bool, neigh: NeighMsg },
+    Neigh {
+        add: bool,
+        neigh: NeighMsg,
+    },
     /// `RTM_NEWLINK` (`add`) or `RTM_DELLINK`.
-    Link { add: bool, link: LinkMsg },
+    Link {
+        add: bool,
+        link: LinkMsg,
+    },
     /// `NLMSG_DONE`: the end of a dump (its sequence number is in [`Parsed::seq`]).
     Done,
     /// `NLMSG_ERROR`: 0 for an acknowledgement, else a negative errno.
@@ -567,7 +576,13 @@ mod tests {
         let gw: Ipv6Addr = "fd00::2".parse().unwrap();
         let mut via = u16::from(AF_INET6).to_ne_bytes().to_vec();
         via.extend_from_slice(&gw.octets());
-        let m = msg(RTM_NEWROUTE, 0, 0, &rtmsg(AF_INET, 16, 254, RTN_UNICAST, 0), &[(RTA_DST, &[198, 18, 0, 0]), (RTA_VIA, &via)]);
+        let m = msg(
+            RTM_NEWROUTE,
+            0,
+            0,
+            &rtmsg(AF_INET, 16, 254, RTN_UNICAST, 0),
+            &[(RTA_DST, &[198, 18, 0, 0]), (RTA_VIA, &via)],
+        );
         let Message::Route { route, .. } = one(&m) else { panic!() };
         assert_eq!(route.gateway, Some(IpAddr::V6(gw)));
     }
@@ -581,7 +596,10 @@ mod tests {
         ] {
             let m = msg(RTM_NEWROUTE, 0, 0, &rtmsg(AF_INET, 0, 254, rtype, 0), &[]);
             let Message::Route { add: true, route } = one(&m) else { panic!() };
-            assert_eq!((route.dst, route.len, route.kind, route.gateway, route.oif), (v4("0.0.0.0"), 0, kind, None, None));
+            assert_eq!(
+                (route.dst, route.len, route.kind, route.gateway, route.oif),
+                (v4("0.0.0.0"), 0, kind, None, None)
+            );
         }
         let m = msg(RTM_NEWROUTE, 0, 0, &rtmsg(AF_INET6, 0, 254, RTN_UNREACHABLE, 0), &[]);
         let Message::Route { route, .. } = one(&m) else { panic!() };
@@ -595,11 +613,29 @@ mod tests {
         assert_eq!(one(&local), Message::Ignored(Ignored::RouteType(2)));
         let cloned = msg(RTM_NEWROUTE, 0, 0, &rtmsg(AF_INET, 32, 254, RTN_UNICAST, RTM_F_CLONED), &dst);
         assert_eq!(one(&cloned), Message::Ignored(Ignored::Cloned));
-        let other = msg(RTM_NEWROUTE, 0, 0, &rtmsg(AF_INET, 32, 254, RTN_UNICAST, 0), &[dst[0], (RTA_TABLE, &100u32.to_ne_bytes())]);
+        let other = msg(
+            RTM_NEWROUTE,
+            0,
+            0,
+            &rtmsg(AF_INET, 32, 254, RTN_UNICAST, 0),
+            &[dst[0], (RTA_TABLE, &100u32.to_ne_bytes())],
+        );
         assert_eq!(one(&other), Message::Ignored(Ignored::Table));
-        let mp = msg(RTM_NEWROUTE, 0, 0, &rtmsg(AF_INET, 32, 254, RTN_UNICAST, 0), &[dst[0], (RTA_MULTIPATH, &[8, 0, 0, 0, 0, 0, 0, 0])]);
+        let mp = msg(
+            RTM_NEWROUTE,
+            0,
+            0,
+            &rtmsg(AF_INET, 32, 254, RTN_UNICAST, 0),
+            &[dst[0], (RTA_MULTIPATH, &[8, 0, 0, 0, 0, 0, 0, 0])],
+        );
         assert_eq!(one(&mp), Message::Ignored(Ignored::Multipath));
-        let nh = msg(RTM_NEWROUTE, 0, 0, &rtmsg(AF_INET, 32, 254, RTN_UNICAST, 0), &[dst[0], (RTA_NH_ID, &1u32.to_ne_bytes())]);
+        let nh = msg(
+            RTM_NEWROUTE,
+            0,
+            0,
+            &rtmsg(AF_INET, 32, 254, RTN_UNICAST, 0),
+            &[dst[0], (RTA_NH_ID, &1u32.to_ne_bytes())],
+        );
         assert_eq!(one(&nh), Message::Ignored(Ignored::NexthopObject));
         let mpls = msg(RTM_NEWROUTE, 0, 0, &rtmsg(28, 20, 254, RTN_UNICAST, 0), &[]);
         assert_eq!(one(&mpls), Message::Ignored(Ignored::Family(28)));
@@ -609,7 +645,8 @@ mod tests {
     #[test]
     fn neighbour_add_and_del() {
         let mac = [2, 0, 0, 0, 0, 9];
-        let m = msg(RTM_NEWNEIGH, 0, 0, &ndmsg(AF_INET, 4, 0x80, 0), &[(NDA_DST, &[198, 18, 0, 9]), (NDA_LLADDR, &mac)]);
+        let m =
+            msg(RTM_NEWNEIGH, 0, 0, &ndmsg(AF_INET, 4, 0x80, 0), &[(NDA_DST, &[198, 18, 0, 9]), (NDA_LLADDR, &mac)]);
         assert_eq!(
             one(&m),
             Message::Neigh { add: true, neigh: NeighMsg { addr: v4("198.18.0.9"), mac, ifindex: 4, reachable: true } }
@@ -623,21 +660,31 @@ mod tests {
         let Message::Neigh { neigh, .. } = one(&m) else { panic!() };
         assert_eq!((neigh.mac, neigh.reachable), ([0; 6], false));
         // Failed with an old address: not usable.
-        let m = msg(RTM_NEWNEIGH, 0, 0, &ndmsg(AF_INET, 4, 0x20, 0), &[(NDA_DST, &[198, 18, 0, 10]), (NDA_LLADDR, &mac)]);
+        let m =
+            msg(RTM_NEWNEIGH, 0, 0, &ndmsg(AF_INET, 4, 0x20, 0), &[(NDA_DST, &[198, 18, 0, 10]), (NDA_LLADDR, &mac)]);
         let Message::Neigh { neigh, .. } = one(&m) else { panic!() };
         assert!(!neigh.reachable);
         let proxy = msg(RTM_NEWNEIGH, 0, 0, &ndmsg(AF_INET, 4, 0x80, NTF_PROXY), &[(NDA_DST, &[198, 18, 0, 10])]);
         assert_eq!(one(&proxy), Message::Ignored(Ignored::Proxy));
         let bridge = msg(RTM_NEWNEIGH, 0, 0, &ndmsg(7, 4, 0x80, 0), &[(NDA_LLADDR, &mac)]);
         assert_eq!(one(&bridge), Message::Ignored(Ignored::Family(7)));
-        let gre = msg(RTM_NEWNEIGH, 0, 0, &ndmsg(AF_INET, 4, 0x80, 0), &[(NDA_DST, &[198, 18, 0, 10]), (NDA_LLADDR, &[1, 2, 3, 4])]);
+        let gre = msg(
+            RTM_NEWNEIGH,
+            0,
+            0,
+            &ndmsg(AF_INET, 4, 0x80, 0),
+            &[(NDA_DST, &[198, 18, 0, 10]), (NDA_LLADDR, &[1, 2, 3, 4])],
+        );
         assert_eq!(one(&gre), Message::Ignored(Ignored::NotEthernet));
     }
 
     #[test]
     fn links_and_control_messages() {
         let m = msg(RTM_NEWLINK, 0, 0, &ifinfomsg(5, IFF_UP), &[(IFLA_IFNAME, b"dummy0\0")]);
-        assert_eq!(one(&m), Message::Link { add: true, link: LinkMsg { index: 5, name: Some("dummy0".into()), up: true } });
+        assert_eq!(
+            one(&m),
+            Message::Link { add: true, link: LinkMsg { index: 5, name: Some("dummy0".into()), up: true } }
+        );
         let long = msg(RTM_NEWLINK, 0, 0, &ifinfomsg(5, 0), &[(IFLA_IFNAME, b"a_name_of_17_byte\0")]);
         assert_eq!(one(&long), Message::Malformed(Malformed::Name));
         let mut d = msg(NLMSG_DONE, 2, 9, &0u32.to_ne_bytes(), &[]);
