@@ -455,7 +455,7 @@ pub(crate) mod build {
             m.extend_from_slice(&len.to_ne_bytes());
             m.extend_from_slice(&ty.to_ne_bytes());
             m.extend_from_slice(v);
-            while m.len() % 4 != 0 {
+            while !m.len().is_multiple_of(4) {
                 m.push(0);
             }
         }
