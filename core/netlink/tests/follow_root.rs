@@ -292,3 +292,71 @@ fn follow_bird_root() {
     wait_for(&rx, within, |e| matches!(e, KernelEvent::RouteDel(r) if route_is(r, "198.19.9.0", 24)));
     assert_eq!(f.stats().malformed, 0);
 }
+
+/// A burst of routes while the callback is stalled: the socket overruns, the kernel
+/// reports ENOBUFS, and the follower's next snapshot (plus the deltas after it)
+/// still adds up to the kernel's table.
+#[test]
+fn follow_overrun_resync_root() {
+    if !ready(&["ip"]) {
+        return;
+    }
+    const N: usize = 40_000;
+    let ns = Ns::new("o");
+    let (tx, rx) = channel();
+    let stalled = std::sync::atomic::AtomicBool::new(false);
+    let f = Follower::start(FollowCfg { netns: Some(ns.0.clone()), table: 254 }, move |e| {
+        // The first route of the burst holds the thread long enough for the burst
+        // to overflow the socket's buffer.
+        if matches!(&e, KernelEvent::RouteAdd(r) if r.kind == RouteKind::Blackhole)
+            && !stalled.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        let _ = tx.send(e);
+    })
+    .expect("start the follower");
+    snapshot(&rx, 3 * WAIT);
+
+    let batch = std::env::temp_dir().join(format!("ipnl-batch-{}", std::process::id()));
+    let lines: String = (0..N).map(|i| format!("route add blackhole 198.19.{}.{}/32\n", i / 256, i % 256)).collect();
+    std::fs::write(&batch, lines).unwrap();
+    let out = Command::new("ip").args(["-n", &ns.0, "-batch"]).arg(&batch).output().unwrap();
+    let _ = std::fs::remove_file(&batch);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The table as the events describe it.
+    let mut table = std::collections::HashSet::new();
+    let end = Instant::now() + Duration::from_secs(15);
+    let burst = |r: &KernelRoute| r.kind == RouteKind::Blackhole && r.len == 32;
+    while table.len() < N {
+        match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            Ok(KernelEvent::Snapshot { routes, .. }) => {
+                table = routes.iter().filter(|r| burst(r)).map(|r| r.dst).collect();
+            }
+            Ok(KernelEvent::RouteAdd(r)) if burst(&r) => {
+                table.insert(r.dst);
+            }
+            Ok(KernelEvent::RouteDel(r)) => {
+                table.remove(&r.dst);
+            }
+            Ok(_) => {}
+            Err(_) => panic!("{} of {N} routes after 15 s; {:?}", table.len(), f.stats()),
+        }
+    }
+    let s = f.stats();
+    eprintln!("{s:?}");
+    assert!(s.resyncs >= 1 && s.snapshots >= 2, "the burst did not overrun the socket: {s:?}");
+}
+
+/// Without root or a namespace: the process's own tables, read by any user.
+#[test]
+fn follow_own_namespace() {
+    let (tx, rx) = channel();
+    let f = Follower::start(FollowCfg { netns: None, table: 254 }, move |e| {
+        let _ = tx.send(e);
+    })
+    .expect("start the follower");
+    snapshot(&rx, 3 * WAIT);
+    assert_eq!((f.stats().snapshots, f.stats().malformed), (1, 0));
+}
