@@ -122,9 +122,15 @@ fn follow_ip_route_root() {
         return;
     }
     let ns = Ns::new("");
+    ns.ip("neigh add 198.18.0.7 lladdr 02:00:00:00:00:07 dev d0 nud permanent");
+    ns.ip("-6 neigh add fd00::7 lladdr 02:00:00:00:00:08 dev d0 nud permanent");
     let (f, rx) = ns.follow();
 
-    let (routes, _) = snapshot(&rx, 3 * WAIT);
+    let (routes, neighs) = snapshot(&rx, 3 * WAIT);
+    let n4 = neighs.iter().find(|n| n.addr == ip("198.18.0.7")).expect("IPv4 neighbour in the snapshot");
+    assert_eq!((n4.mac, n4.ifname.as_deref(), n4.reachable), ([2, 0, 0, 0, 0, 7], Some("d0"), true));
+    let n6 = neighs.iter().find(|n| n.addr == ip("fd00::7")).expect("IPv6 neighbour in the snapshot");
+    assert_eq!(n6.mac, [2, 0, 0, 0, 0, 8]);
     let c4 = routes.iter().find(|r| route_is(r, "198.18.0.0", 24)).expect("connected IPv4 route in the snapshot");
     assert_eq!((c4.kind, c4.gateway, c4.oif.as_deref(), c4.table), (RouteKind::Unicast, None, Some("d0"), 254));
     let c6 = routes.iter().find(|r| route_is(r, "fd00::", 64)).expect("connected IPv6 route in the snapshot");
