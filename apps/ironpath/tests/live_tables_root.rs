@@ -23,13 +23,14 @@ struct Net {
 }
 
 impl Net {
-    fn new() -> Net {
+    /// The hosts of a test named `tag` (one letter: the tests of this file run at once).
+    fn new(tag: &str) -> Net {
         let id = std::process::id() % 100_000;
-        let name = |n: &str| format!("ipt-{n}-{id}");
+        let name = |n: &str| format!("ip{tag}-{n}-{id}");
         let n = Net {
             ns: ["a", "lan", "g1", "g2", "s"].iter().map(|n| name(n)).collect(),
-            pa: format!("ipt{id}a"),
-            pb: format!("ipt{id}b"),
+            pa: format!("ip{tag}{id}a"),
+            pb: format!("ip{tag}{id}b"),
         };
         n.teardown();
         let (a, lan, g1, g2, s) = (&n.ns[0], &n.ns[1], &n.ns[2], &n.ns[3], &n.ns[4]);
@@ -110,7 +111,7 @@ fn routes_acl_rules_and_interface_state_change_under_traffic_root() {
     if !ready(&["curl", "ping", "python3"]) {
         return;
     }
-    let net = Net::new();
+    let net = Net::new("t");
     let (a, s) = (net.ns[0].clone(), net.ns[4].clone());
     let env = [("IRONPATH_PORT_A", net.pa.clone()), ("IRONPATH_PORT_B", net.pb.clone())];
     let run = Run::start(&config("router.yaml"), &env, "tables");
@@ -197,4 +198,93 @@ fn routes_acl_rules_and_interface_state_change_under_traffic_root() {
     assert!(counter(&run.latest(), "tx_b", "admin_down") >= 3);
     run.ctl("set interface state b up", true);
     assert_eq!(replies(&net, &a, "198.18.55.2", 3, "0.2"), 3, "port b is up again");
+}
+
+/// Waits up to 3 s for `show ip route` to satisfy `ok`.
+fn route_shown(run: &Run, ok: impl Fn(&str) -> bool) -> String {
+    let t = Instant::now();
+    loop {
+        let shown = run.ctl("show ip route", true);
+        if ok(&shown) || t.elapsed() > Duration::from_secs(3) {
+            return shown;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The kernel of namespace `k` holds a table the router follows (`follow_table`):
+/// `ip route add` there moves 198.18.56.0/24 to g2, `ip route del` withdraws it, a
+/// BIRD static route (when bird is installed) brings it back through g1, and BIRD's
+/// exit withdraws it again.
+#[test]
+fn the_router_follows_a_kernel_table_and_bird_root() {
+    if !ready(&["ping"]) {
+        return;
+    }
+    let net = Net::new("k");
+    let k = format!("ipk-k-{}", std::process::id() % 100_000);
+    let _ = Command::new("ip").args(["netns", "del", &k]).output();
+    sh(&format!(
+        "ip netns add {k} && ip -n {k} link set lo up && ip -n {k} link add kv0 type veth peer name kv1 && \
+         ip -n {k} addr add 198.18.55.100/24 dev kv0 && ip -n {k} link set kv0 up && ip -n {k} link set kv1 up"
+    ));
+    struct Ns(String);
+    impl Drop for Ns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+        }
+    }
+    let _k = Ns(k.clone());
+    let a = net.ns[0].clone();
+    let env = [
+        ("IRONPATH_PORT_A", net.pa.clone()),
+        ("IRONPATH_PORT_B", net.pb.clone()),
+        ("IRONPATH_FOLLOW_TABLE", "254".to_string()),
+        ("IRONPATH_FOLLOW_NETNS", k.clone()),
+    ];
+    let run = Run::start(&config("router.yaml"), &env, "follow");
+    let shown = route_shown(&run, |s| s.contains("following kernel table 254"));
+    assert!(shown.contains(&format!("namespace {k}")), "{shown}");
+    assert_eq!(replies(&net, &a, "198.18.56.2", 2, "0.2"), 2, "s through g1 (the file's route)");
+
+    sh(&format!("ip -n {k} route add 198.18.56.0/24 via 198.18.55.3"));
+    let shown = route_shown(&run, |s| s.contains("198.18.56.0/24 via 198.18.55.3 port b  (kernel)"));
+    assert!(shown.contains("198.18.56.0/24 via 198.18.55.3 port b  (kernel)"), "{shown}");
+    let before = net.g2_rx();
+    assert_eq!(replies(&net, &a, "198.18.56.2", 20, "0.01"), 20, "s through g2");
+    assert!(net.g2_rx() - before >= 20 * 84, "the pings crossed g2");
+
+    sh(&format!("ip -n {k} route del 198.18.56.0/24 via 198.18.55.3"));
+    let shown = route_shown(&run, |s| !s.contains("198.18.56.0/24"));
+    assert!(!shown.contains("198.18.56.0/24"), "withdrawn: {shown}");
+    let o = net.in_ns(&a, 5, "ping -c 1 -W 2 198.18.56.2");
+    assert!(o.contains("Destination Net Unreachable"), "{o}");
+
+    if !have("bird") {
+        eprintln!("SKIPPED part: needs bird (package bird2)");
+        return;
+    }
+    let dir = TempDir::new("bird");
+    let conf = dir.0.join("bird.conf");
+    std::fs::write(
+        &conf,
+        "router id 198.18.55.100;\nprotocol device { }\nprotocol kernel k4 { ipv4 { export all; }; }\n\
+         protocol static s4 { ipv4; route 198.18.56.0/24 via 198.18.55.2; }\n",
+    )
+    .unwrap();
+    let mut bird = Command::new("ip")
+        .args(["netns", "exec", &k, "bird", "-f", "-c"])
+        .arg(&conf)
+        .arg("-s")
+        .arg(dir.0.join("bird.ctl"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let shown = route_shown(&run, |s| s.contains("198.18.56.0/24 via 198.18.55.2 port b  (kernel)"));
+    let _ = Command::new("kill").args(["-TERM", &bird.id().to_string()]).status();
+    let _ = bird.wait();
+    assert!(shown.contains("198.18.56.0/24 via 198.18.55.2 port b  (kernel)"), "BIRD's route: {shown}");
+    let shown = route_shown(&run, |s| !s.contains("198.18.56.0/24"));
+    assert!(!shown.contains("198.18.56.0/24"), "BIRD withdrew it on exit: {shown}");
 }

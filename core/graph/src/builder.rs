@@ -95,6 +95,14 @@ pub enum GraphError {
         /// Nodes on the loop (or after it).
         nodes: String,
     },
+    /// A node's controller could not start (e.g. the kernel table it follows).
+    #[error("node `{node}`: {reason}")]
+    Control {
+        /// Node.
+        node: String,
+        /// Why.
+        reason: String,
+    },
     /// A ring size that is zero.
     #[error("edge {from} -> {to}: ring size must be at least 1")]
     RingSize {
@@ -217,17 +225,19 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
     let mut mailboxes: Vec<Option<Arc<Mailbox>>> = Vec::with_capacity(all.len());
     let mut controls = Vec::new();
     for p in all.iter_mut() {
-        let Some(controller) = p.decl.node.controller() else {
+        let Some(mut controller) = p.decl.node.controller() else {
             mailboxes.push(None);
             continue;
         };
         let mailbox = Arc::new(Mailbox::default());
         mailboxes.push(Some(mailbox.clone()));
+        let remote = Remote { mailbox, requests: requests[&p.decl.lcore].clone(), lcore: p.decl.lcore };
+        controller.attached(&remote).map_err(|reason| GraphError::Control { node: p.decl.name.clone(), reason })?;
         controls.push(ControlEntry {
             node: p.decl.name.clone(),
             type_name: p.decl.type_name.clone(),
             controller: Mutex::new(controller),
-            remote: Remote { mailbox, requests: requests[&p.decl.lcore].clone(), lcore: p.decl.lcore },
+            remote,
         });
     }
     for (i, p) in all.iter().enumerate() {

@@ -56,6 +56,13 @@ pub trait Controller: Send {
     /// Carry out `words` (a command it accepts). `Ok`: what changed, one line or a
     /// table; `Err`: one line saying why nothing changed.
     fn command(&mut self, words: &[&str], remote: &Remote) -> Result<String, String>;
+
+    /// Called once when the graph is built, with the way to the node: a controller
+    /// that changes its node by itself (following a kernel table) starts here. An
+    /// error stops the graph from being built.
+    fn attached(&mut self, _remote: &Remote) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The mailbox between a controller and its node's lcore.
@@ -90,6 +97,7 @@ impl Mailbox {
 }
 
 /// A controller's way to its node: [`Remote::call`].
+#[derive(Clone)]
 pub struct Remote {
     pub(crate) mailbox: Arc<Mailbox>,
     /// The node's lcore's request counter (the lcore compares it once per walk).
@@ -105,6 +113,11 @@ impl fmt::Debug for Remote {
 }
 
 impl Remote {
+    /// The graph stopped: no change will be taken any more.
+    pub fn closed(&self) -> bool {
+        self.mailbox.closed.load(Ordering::Acquire)
+    }
+
     /// Hand `msg` to the node and wait until its lcore has applied it
     /// ([`crate::Node::apply`]); returns what the node handed back. Fails, with
     /// nothing changed, when the lcore does not take it within [`CALL_TIMEOUT`] (the

@@ -33,6 +33,7 @@ pub(super) struct FibSwap {
 
 /// A neighbour entry to add (permanent, as `ip neigh add ... nud permanent`) or remove
 /// on interface `iface`; the lcore answers `Result<(), String>`.
+#[derive(Clone, Copy)]
 pub(super) enum NeighChange {
     /// Add or replace.
     Add { iface: usize, ip: IpAddr, mac: [u8; 6] },
@@ -57,6 +58,8 @@ pub(super) struct Tables {
     max_plies: usize,
     /// Routes rebuilt and handed over, for `show ip route`'s header.
     pub(super) versions: u64,
+    /// What a followed kernel table put in it.
+    pub(super) kernel: super::kernel::KernelState,
 }
 
 impl Tables {
@@ -77,6 +80,7 @@ impl Tables {
             links,
             max_plies,
             versions: 0,
+            kernel: Default::default(),
         })
     }
 
@@ -122,6 +126,11 @@ impl Tables {
         }
         self.versions += 1;
         Ok(())
+    }
+
+    /// The interfaces.
+    pub(super) fn ifaces(&self) -> &[IfaceCfg] {
+        &self.ifaces
     }
 
     /// Routes in all (IPv4, IPv6).
@@ -172,7 +181,14 @@ impl Tables {
                     return s;
                 }
                 shown += 1;
-                let fixed = if self.fixed.contains(&(v4, Prefix { bits, len })) { "  (router)" } else { "" };
+                let p = Prefix { bits, len };
+                let fixed = if self.fixed.contains(&(v4, p)) {
+                    "  (router)"
+                } else if self.kernel.has(v4, p) {
+                    "  (kernel)"
+                } else {
+                    ""
+                };
                 s.push_str(&format!("{}/{len} {}{fixed}\n", addr_of(Prefix { bits, len }, v4), self.describe(t)));
             }
         }
@@ -183,6 +199,9 @@ impl Tables {
 /// The controller of one `ip_router`.
 pub(super) struct RouterCtl {
     pub(super) tables: Arc<Mutex<Tables>>,
+    /// The kernel table to follow, once the graph is built.
+    pub(super) follow: Option<super::kernel::KernelCfg>,
+    pub(super) following: Option<super::kernel::Following>,
 }
 
 const GRAMMAR: &[(&str, &str)] = &[
@@ -206,10 +225,24 @@ impl Controller for RouterCtl {
         matches!(words, ["ip", "route" | "neighbor" | "neighbour" | "neigh", ..] | ["show", "ip", "route", ..])
     }
 
+    fn attached(&mut self, remote: &Remote) -> Result<(), String> {
+        if let Some(cfg) = self.follow.take() {
+            let what = format!("kernel table {} of {}", cfg.table, cfg.netns.as_deref().unwrap_or("this process's namespace"));
+            let f = super::kernel::follow(cfg, self.tables.clone(), remote.clone())
+                .map_err(|e| format!("follow_table: cannot follow {what}: {e}"))?;
+            self.following = Some(f);
+        }
+        Ok(())
+    }
+
     fn command(&mut self, words: &[&str], remote: &Remote) -> Result<String, String> {
         let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         match words {
-            ["show", "ip", "route"] => Ok(t.show()),
+            ["show", "ip", "route"] => {
+                let mut s = self.following.as_ref().map(|f| f.describe(&t.kernel)).unwrap_or_default();
+                s.push_str(&t.show());
+                Ok(s)
+            }
             ["ip", "route", op @ ("add" | "replace"), rest @ ..] if !rest.is_empty() => {
                 let (prefix, v4, target) = parse_route(&t, &rest.join(" "), op)?;
                 let before = t.set(v4, prefix, Some(target))?;

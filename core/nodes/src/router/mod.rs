@@ -39,6 +39,7 @@ mod ctl;
 mod fast;
 mod icmp;
 pub mod icmp_budget;
+pub mod kernel;
 mod local;
 pub mod lpm;
 mod nd;
@@ -247,7 +248,7 @@ impl Router {
         let mut r = Self::with_fib(cfg, fib, ports, local_edge, tune, pool);
         let links: Vec<(u32, u16)> = r.ifaces.iter().map(|f| (f.mtu as u32, f.edge)).collect();
         let tables = ctl::Tables::new(cfg, links, tune.max_plies)?;
-        r.ctl = Some(ctl::RouterCtl { tables: std::sync::Arc::new(std::sync::Mutex::new(tables)) });
+        r.ctl = Some(ctl::RouterCtl { tables: std::sync::Arc::new(std::sync::Mutex::new(tables)), follow: None, following: None });
         Ok(r)
     }
 
@@ -512,6 +513,8 @@ pub const KIND: NodeKind = NodeKind {
             ParamSpec::new("neighbours", ParamKind::Uint { min: 1, max: 1 << 20 }).default("4096").doc("neighbour entries per interface (the least recently confirmed of a sample is evicted)"),
             ParamSpec::new("resolving", ParamKind::Uint { min: 1, max: 1 << 16 }).default("256").doc("neighbours being resolved at once per interface (beyond it, the one asked about longest ago gives up its place: a scan cannot lock new neighbours out)"),
             ParamSpec::new("max_plies", ParamKind::Uint { min: 1, max: 1 << 22 }).default("262144").doc("bound on the FIB's 1 KiB plies (a build that needs more is refused)"),
+            ParamSpec::new("follow_table", ParamKind::Uint { min: 0, max: 0xffff_ffff }).default("0").doc("follow this Linux routing table (254: main) over rtnetlink, as VPP's linux-cp: its routes (via a gateway on one of the router's subnets, on-link through a device named as a port, blackhole, unreachable, prohibit) and resolved neighbours join the FIB as they change (0: none)"),
+            ParamSpec::new("follow_netns", ParamKind::Str).doc("the network namespace of `follow_table`: a name under /var/run/netns or a path (default or empty: ironpath's own)"),
         ],
         nexts: Nexts::PortsAnd(&["local"]),
         source: true,
@@ -560,8 +563,15 @@ pub const KIND: NodeKind = NodeKind {
         };
         let first_port = cfg.ifaces.first().map(|f| f.port.as_str());
         let pool = env.mempool(p.raw().mempool("mempool"), first_port)?;
-        let r = Router::new(&cfg, &ports, edge("local"), tune, pool)
+        let mut r = Router::new(&cfg, &ports, edge("local"), tune, pool)
             .map_err(|reason| NodeError::Param { param: "max_plies", reason })?;
+        let table: u32 = p.int("follow_table")?;
+        if table != 0 {
+            if let Some(c) = r.ctl.as_mut() {
+                let netns = p.raw().str("follow_netns").filter(|n| !n.is_empty()).map(str::to_owned);
+                c.follow = Some(kernel::KernelCfg { table, netns });
+            }
+        }
         Ok(Box::new(r))
     },
 };

@@ -1,0 +1,260 @@
+//! Following a Linux routing table (`follow_table`, `follow_netns`), as VPP's
+//! linux-cp plugin does: `ip route add` in that namespace, or a routing daemon
+//! writing to that table (BIRD's kernel protocol), drives the router's FIB.
+//!
+//! An [`ironpath_netlink::Follower`] delivers the table (a snapshot, then each
+//! change, and a new snapshot whenever it may have missed one) on its own thread; an
+//! applier thread here takes every event queued, applies them all to the route
+//! table, then rebuilds and hands the FIBs over once ([`Tables::publish`]), at most
+//! every [`MIN_GAP`]: a churn of changes costs one rebuild per batch, not one per
+//! change. Neither thread is an lcore.
+//!
+//! How a kernel route maps: via a gateway on one of the router's subnets, forward
+//! there; on-link through an interface named as one of the router's ports, forward
+//! on that port; blackhole, unreachable and prohibit as themselves. A kernel route
+//! replaces the file's route of the same prefix; with several metrics for one
+//! prefix the lowest wins. What does not map (a gateway on no subnet of the
+//! router, a device the router does not have, a prefix the router owns: its
+//! connected subnets and addresses) is left out and counted (`show ip route`).
+//! Neighbours the kernel has resolved on one of the router's subnets become
+//! permanent entries of that interface, and go when the kernel drops them.
+
+use super::config::Target;
+use super::ctl::{NeighChange, Tables};
+use super::lpm::Prefix;
+use ironpath_graph::Remote;
+use ironpath_netlink::{FollowCfg, Follower, KernelEvent, KernelNeigh, KernelRoute, RouteKind};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The least time between two rebuilds of the FIB for kernel changes.
+pub const MIN_GAP: Duration = Duration::from_millis(5);
+
+/// What the router follows.
+#[derive(Clone, Debug)]
+pub struct KernelCfg {
+    /// The table (254: main).
+    pub table: u32,
+    /// A namespace name (`ip netns`) or path; `None`: the process's own.
+    pub netns: Option<String>,
+}
+
+/// What the kernel contributed to the route table, and what it could not.
+#[derive(Debug, Default)]
+pub(super) struct KernelState {
+    /// Per prefix: the kernel's routes by metric (the lowest is installed).
+    routes: HashMap<(bool, Prefix), BTreeMap<u32, Target>>,
+    /// Neighbours installed from the kernel: (interface, address).
+    neighs: HashSet<(usize, IpAddr)>,
+    /// Routes left out (by reason) and FIBs handed over for kernel changes.
+    pub(super) no_gateway: u64,
+    pub(super) no_device: u64,
+    pub(super) owned: u64,
+    pub(super) rebuilds: u64,
+    pub(super) failed: u64,
+}
+
+impl KernelState {
+    /// Is `prefix` (IPv4 when `v4`) the kernel's?
+    pub(super) fn has(&self, v4: bool, prefix: Prefix) -> bool {
+        self.routes.contains_key(&(v4, prefix))
+    }
+}
+
+/// The follower and the applier of one router.
+pub(super) struct Following {
+    pub(super) cfg: KernelCfg,
+    follower: Follower,
+}
+
+impl Following {
+    /// Its counters, for `show ip route`.
+    pub(super) fn describe(&self, k: &KernelState) -> String {
+        let s = self.follower.stats();
+        format!(
+            "following kernel table {} ({}): {} snapshots, {} changes, {} resyncs; left out: {} gateway on no subnet, {} unknown device, {} the router's own; {} FIB rebuilds, {} failed\n",
+            self.cfg.table,
+            self.cfg.netns.as_deref().map_or("this process's namespace".to_string(), |n| format!("namespace {n}")),
+            s.snapshots,
+            s.events,
+            s.resyncs + s.link_resyncs,
+            k.no_gateway,
+            k.no_device,
+            k.owned,
+            k.rebuilds,
+            k.failed
+        )
+    }
+}
+
+/// Start following: the follower's socket is opened now (its error returned), the
+/// applier hands the FIBs to the node through `remote` until the graph stops.
+pub(super) fn follow(cfg: KernelCfg, tables: Arc<Mutex<Tables>>, remote: Remote) -> std::io::Result<Following> {
+    let (tx, rx) = mpsc::channel::<KernelEvent>();
+    let follower = Follower::start(FollowCfg { netns: cfg.netns.clone(), table: cfg.table }, move |e| {
+        let _ = tx.send(e);
+    })?;
+    std::thread::Builder::new().name("router-kernel".into()).spawn(move || apply_loop(&rx, &tables, &remote))?;
+    Ok(Following { cfg, follower })
+}
+
+fn apply_loop(rx: &mpsc::Receiver<KernelEvent>, tables: &Mutex<Tables>, remote: &Remote) {
+    let mut dirty = false;
+    let mut neighs: Vec<NeighChange> = Vec::new();
+    let mut last = Instant::now() - MIN_GAP;
+    loop {
+        let first = if dirty || !neighs.is_empty() { rx.recv_timeout(Duration::from_millis(100)) } else { rx.recv().map_err(|_| RecvTimeoutError::Disconnected) };
+        let mut events = match first {
+            Ok(e) => vec![e],
+            Err(RecvTimeoutError::Timeout) => Vec::new(),
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let wait = MIN_GAP.saturating_sub(last.elapsed());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+        events.extend(rx.try_iter());
+        let mut t = tables.lock().unwrap_or_else(|e| e.into_inner());
+        for e in events {
+            dirty |= apply(&mut t, e, &mut neighs);
+        }
+        if remote.closed() {
+            return;
+        }
+        if dirty {
+            last = Instant::now();
+            match t.publish(remote) {
+                Ok(()) => {
+                    t.kernel.rebuilds += 1;
+                    dirty = false;
+                }
+                Err(_) => t.kernel.failed += 1,
+            }
+        }
+        drop(t);
+        // Neighbours after the routes (a route's gateway may be among them); one
+        // message each, kept for the next round when the lcore does not answer.
+        while let Some(&c) = neighs.first() {
+            match remote.call(Box::new(c)) {
+                Ok(_) => {
+                    neighs.remove(0);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Apply one event to the route table (and queue neighbour changes); true when the
+/// routes changed.
+fn apply(t: &mut Tables, e: KernelEvent, neighs: &mut Vec<NeighChange>) -> bool {
+    match e {
+        KernelEvent::Snapshot { routes, neighs: kn } => {
+            let old: Vec<(bool, Prefix)> = t.kernel.routes.keys().copied().collect();
+            for (v4, p) in old {
+                let _ = t.set(v4, p, None);
+            }
+            t.kernel.routes.clear();
+            for r in &routes {
+                route(t, r, true);
+            }
+            let wanted: HashSet<(usize, IpAddr)> = kn.iter().filter_map(|n| neigh_of(t, n).map(|(k, _)| (k, n.addr))).collect();
+            let stale: Vec<(usize, IpAddr)> = t.kernel.neighs.difference(&wanted).copied().collect();
+            for (iface, ip) in stale {
+                t.kernel.neighs.remove(&(iface, ip));
+                neighs.push(NeighChange::Del { iface, ip });
+            }
+            for n in &kn {
+                neigh(t, n, true, neighs);
+            }
+            true
+        }
+        KernelEvent::RouteAdd(r) => route(t, &r, true),
+        KernelEvent::RouteDel(r) => route(t, &r, false),
+        KernelEvent::NeighAdd(n) => {
+            neigh(t, &n, true, neighs);
+            false
+        }
+        KernelEvent::NeighDel(n) => {
+            neigh(t, &n, false, neighs);
+            false
+        }
+    }
+}
+
+/// The router's target for a kernel route, or why it has none.
+fn target_of(t: &Tables, r: &KernelRoute) -> Result<Target, &'static str> {
+    Ok(match r.kind {
+        RouteKind::Blackhole => Target::Blackhole,
+        RouteKind::Unreachable => Target::Unreachable,
+        RouteKind::Prohibit => Target::Prohibit,
+        RouteKind::Unicast => match (r.gateway, r.oif.as_deref()) {
+            (Some(gw), _) => t.forward(Some(gw), None).map_err(|_| "gateway")?,
+            (None, Some(dev)) => t.forward(None, Some(dev)).map_err(|_| "device")?,
+            (None, None) => return Err("device"),
+        },
+    })
+}
+
+/// Add or remove kernel route `r`; true when the table changed.
+fn route(t: &mut Tables, r: &KernelRoute, add: bool) -> bool {
+    let v4 = r.dst.is_ipv4();
+    let prefix = super::config::prefix_of(r.dst, r.len);
+    let key = (v4, prefix);
+    if add {
+        let target = match target_of(t, r) {
+            Ok(target) => target,
+            Err(why) => {
+                match why {
+                    "gateway" => t.kernel.no_gateway += 1,
+                    _ => t.kernel.no_device += 1,
+                }
+                return false;
+            }
+        };
+        t.kernel.routes.entry(key).or_default().insert(r.metric, target);
+    } else {
+        match t.kernel.routes.get_mut(&key) {
+            Some(m) => {
+                m.remove(&r.metric);
+                if m.is_empty() {
+                    t.kernel.routes.remove(&key);
+                }
+            }
+            None => return false,
+        }
+    }
+    let best = t.kernel.routes.get(&key).and_then(|m| m.values().next().copied());
+    match t.set(v4, prefix, best) {
+        Ok(before) => before != best,
+        Err(_) => {
+            t.kernel.routes.remove(&key);
+            t.kernel.owned += 1;
+            false
+        }
+    }
+}
+
+/// The router interface of a kernel neighbour: the one whose subnet holds it.
+fn neigh_of(t: &Tables, n: &KernelNeigh) -> Option<(usize, [u8; 6])> {
+    let k = super::config::on_link(t.ifaces(), n.addr)?;
+    (n.reachable && n.mac != [0; 6]).then_some((k, n.mac))
+}
+
+fn neigh(t: &mut Tables, n: &KernelNeigh, add: bool, out: &mut Vec<NeighChange>) {
+    match (add, neigh_of(t, n)) {
+        (true, Some((iface, mac))) => {
+            t.kernel.neighs.insert((iface, n.addr));
+            out.push(NeighChange::Add { iface, ip: n.addr, mac });
+        }
+        _ => {
+            let Some(iface) = super::config::on_link(t.ifaces(), n.addr) else { return };
+            if t.kernel.neighs.remove(&(iface, n.addr)) {
+                out.push(NeighChange::Del { iface, ip: n.addr });
+            }
+        }
+    }
+}
