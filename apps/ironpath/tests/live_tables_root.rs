@@ -166,7 +166,7 @@ fn routes_acl_rules_and_interface_state_change_under_traffic_root() {
     assert_eq!(replies(&net, &a, "198.18.56.2", 3, "0.2"), 3, "back through g1");
 
     // An acl rule denies a flow from the next burst on, and deleting it lets it through.
-    let mut ping = Command::new("ip")
+    let ping = Command::new("ip")
         .args(["netns", "exec", &a, "ping", "-c", "40", "-i", "0.05", "-W", "1", "198.18.55.2"])
         .stdout(Stdio::piped())
         .spawn()

@@ -322,4 +322,33 @@ fn ctl_trace_shows_decoded_records_of_a_running_pipeline() {
     assert_eq!(records(&r.ok(&["show", "trace"])).len(), 3);
     assert_eq!(r.ok(&["clear", "trace"]), "trace cleared\n");
     assert!(r.ok(&["show", "trace"]).contains("no trace records"));
+
+    // Traced at the port, a packet is followed through every node after it, each hop
+    // with its time, edge and headers.
+    r.ok(&["trace", "add", "rx", "2"]);
+    text.clear();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) && records(&text).len() < 2 {
+        text = r.ok(&["show", "trace"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let recs = records(&text);
+    assert_eq!(recs.len(), 2, "{text}");
+    for rec in &recs {
+        let lines: Vec<&str> = rec.lines().collect();
+        assert!(lines[0].starts_with("lcore 0 rx: +") && lines[0].contains(" ns -> out, len "), "{rec}");
+        let hop = |node: &str, to: &str| {
+            let at = lines
+                .iter()
+                .position(|l| l.starts_with(&format!("  then lcore 0 {node}: +")))
+                .unwrap_or_else(|| panic!("no hop at {node}:\n{rec}"));
+            assert!(lines[at].contains(&format!(" ns -> {to}, len ")), "{rec}");
+            assert_eq!(lines[at + 1], "    (headers as above)", "{rec}");
+            let ns = |l: &str| -> u64 { l.split(": +").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap() };
+            (at, ns(lines[at]))
+        };
+        let (at_cnt, t_cnt) = hop("cnt", "out");
+        let (at_sink, t_sink) = hop("sink", "consumed");
+        assert!(at_cnt < at_sink && t_cnt <= t_sink, "hops in order, times never go back:\n{rec}");
+    }
 }

@@ -39,6 +39,12 @@ pub(crate) struct RtNode {
     pub answer: Option<Msg>,
 }
 
+/// A packet a trace follows: its mbuf's address, its record so far, the header lines
+/// last shown for it (a hop whose frame decodes the same says so instead), and
+/// whether it still goes on (records are kept in the order they began until the
+/// walk ends).
+type Followed = (usize, String, String, bool);
+
 /// The part of a graph one lcore runs.
 pub struct LcoreGraph {
     /// Lcore id.
@@ -66,6 +72,10 @@ pub struct LcoreGraph {
     requests_seen: u64,
     /// A mailbox was busy or an answer undelivered: look again next walk.
     mail_again: bool,
+    /// Packets traced at a node earlier in this walk, followed through the nodes
+    /// after it: each mbuf's address and its record so far (empty unless a trace is
+    /// armed).
+    followed: Vec<Followed>,
     prev_now: u64,
     prev_busy: bool,
     stopped: bool,
@@ -105,6 +115,7 @@ impl LcoreGraph {
             requests,
             requests_seen: 0,
             mail_again: false,
+            followed: Vec::new(),
             prev_now: 0,
             prev_busy: false,
             stopped: false,
@@ -158,6 +169,10 @@ impl LcoreGraph {
             work += if rt.guard.isolate > 0 && n_in > 1 { self.call_isolated(i, &mut w) } else { self.call(i, &mut w) };
         }
         self.stats.walks.add(1);
+        // A followed packet that left the lcore (a ring, a port) ends its record here.
+        for (_, record, _, _) in self.followed.drain(..) {
+            self.trace.push(record);
+        }
         self.prev_busy = work > 0;
         if work > 0 {
             self.stats.busy_walks.add(1);
@@ -226,8 +241,16 @@ impl LcoreGraph {
         let rt = &mut self.nodes[i];
         let n_in = input.len();
         let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
-        let pre: Vec<(String, String)> =
-            if tracing { (0..n_in).map(|k| trace_record(&*rt.node, input, k)).collect() } else { Vec::new() };
+        let pre: Vec<(usize, String, String)> = if tracing {
+            (0..n_in)
+                .map(|k| (addr(input, k), trace_record(&*rt.node, input, k)))
+                .map(|(a, (h, l))| (a, h, l))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Packets a trace follows from a node earlier in this walk: their hop here.
+        let hops = if self.followed.is_empty() { Vec::new() } else { hops_in(&mut self.followed, &*rt.node, input) };
         rt.stats.calls.add(1);
         let mut cx = NodeCx { now_tsc: w.now, lcore: self.lcore, stats: &rt.stats, live: true };
         let next = &mut self.next;
@@ -240,6 +263,11 @@ impl LcoreGraph {
                 let dropped = input.len();
                 input.free_all();
                 rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, dropped, (w.now, self.hz));
+                for (j, mut record, _, _) in hops {
+                    record
+                        .push_str(&format!("\n  then lcore {} {}: panicked (its burst dropped)", self.lcore, rt.name));
+                    self.followed[j].1 = record;
+                }
                 return n_in.max(dropped);
             }
         };
@@ -263,8 +291,15 @@ impl LcoreGraph {
         let counted = if n_in > 0 { n_in } else { n_out };
         rt.stats.busy_calls.add(1);
         rt.stats.packets.add(counted as u64);
-        if tracing {
-            trace_call(&self.trace, (self.lcore, w.now, self.hz), rt, input, pre, n_in, d, &self.next);
+        if tracing || !hops.is_empty() {
+            let t = self.trace.since_start_ns(rdtsc(), self.hz);
+            let at = (self.lcore, t);
+            if tracing {
+                trace_call(&self.trace, at, rt, input, pre, n_in, d, &self.next, &mut self.followed);
+            }
+            if !hops.is_empty() {
+                follow_call(at, rt, input, hops, d, &self.next, &mut self.followed);
+            }
         }
         match d {
             Dispatch::All(k) => send(rt, k, input, right, i),
@@ -408,44 +443,111 @@ fn trace_record(node: &dyn Node, pkts: &Burst, k: usize) -> (String, String) {
     (head, lines)
 }
 
+/// The address of packet `k`'s mbuf: how a followed packet is known at the next node.
+fn addr(pkts: &Burst, k: usize) -> usize {
+    std::ptr::from_ref(pkts.header(k)) as usize
+}
+
+/// The name of next edge `k` of `rt`, and whether a packet sent there goes on to a
+/// node of this graph.
+fn edge_name(rt: &RtNode, k: u16) -> (String, bool) {
+    if k == DROP {
+        return ("drop".into(), false);
+    }
+    match (rt.next_names.get(k as usize), rt.targets.get(k as usize)) {
+        (Some(n), Some(Some(_))) => (n.to_string(), true),
+        (Some(n), _) => (format!("{n} (unconnected: drop)"), false),
+        _ => (format!("next {k} (undeclared: drop)"), false),
+    }
+}
+
+/// Where the packet whose mbuf is at `at` went: its edge, found by its place in the
+/// node's output, and whether it goes on to another node.
+fn went(rt: &RtNode, out: &Burst, at: usize, d: Dispatch, next: &[u16; MAX_BURST]) -> (String, bool) {
+    let Some(pos) = (0..out.len()).find(|&k| addr(out, k) == at) else {
+        let how = if d == Dispatch::Consumed { "consumed" } else { "kept, sent or freed by the node" };
+        return (how.into(), false);
+    };
+    match d {
+        Dispatch::All(x) => edge_name(rt, x),
+        Dispatch::Each => edge_name(rt, next[pos]),
+        Dispatch::Consumed => ("consumed".into(), false),
+    }
+}
+
+/// The followed packets in `input`: each one's place in `followed`, its record
+/// (taken out), its address, and this node's lines for its frame as it arrives.
+#[cold]
+fn hops_in(followed: &mut [Followed], node: &dyn Node, input: &Burst) -> Vec<(usize, String, usize, String)> {
+    let mut hops = Vec::new();
+    for k in 0..input.len() {
+        let a = addr(input, k);
+        if let Some(j) = followed.iter().position(|f| f.3 && f.0 == a) {
+            let f = &mut followed[j];
+            f.3 = false;
+            let mut record = std::mem::take(&mut f.1);
+            let (head, lines) = trace_record(node, input, k);
+            record.push_str(&format!("\n  NODE {head}"));
+            if lines == f.2 {
+                record.push_str("\n    (headers as above)");
+            } else {
+                record.push_str(&lines.replace("\n  ", "\n    "));
+            }
+            hops.push((j, record, a, lines));
+        }
+    }
+    hops
+}
+
+/// Finish the hop records of `hops` at node `rt` (the time and edge) and follow each
+/// packet that goes on.
+#[cold]
+fn follow_call(
+    (lcore, t): (u32, u64),
+    rt: &RtNode,
+    out: &Burst,
+    hops: Vec<(usize, String, usize, String)>,
+    d: Dispatch,
+    next: &[u16; MAX_BURST],
+    followed: &mut [Followed],
+) {
+    for (j, record, at, shown) in hops {
+        let (to, goes_on) = went(rt, out, at, d, next);
+        let record = record.replacen("\n  NODE ", &format!("\n  then lcore {lcore} {}: +{t} ns -> {to}, ", rt.name), 1);
+        followed[j] = (at, record, shown, goes_on);
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 #[cold]
 fn trace_call(
     buf: &TraceBuf,
-    (lcore, now, hz): (u32, u64, u64),
+    (lcore, t): (u32, u64),
     rt: &RtNode,
     out: &Burst,
-    pre: Vec<(String, String)>,
+    pre: Vec<(usize, String, String)>,
     n_in: usize,
     d: Dispatch,
     next: &[u16; MAX_BURST],
+    followed: &mut Vec<Followed>,
 ) {
-    let next_name = |k: u16| -> String {
-        if k == DROP {
-            return "drop".into();
-        }
-        match (rt.next_names.get(k as usize), rt.targets.get(k as usize)) {
-            (Some(n), Some(Some(_))) => n.to_string(),
-            (Some(n), _) => format!("{n} (unconnected: drop)"),
-            _ => format!("next {k} (undeclared: drop)"),
-        }
-    };
     // Inputs as they arrived, then packets the node produced (a source's receive).
     let mut records = pre;
-    records.extend((n_in..out.len()).map(|k| trace_record(&*rt.node, out, k)));
-    let same = out.len() == n_in || n_in == 0;
-    let t = buf.since_start_ns(now, hz);
-    for (k, (head, lines)) in records.into_iter().enumerate() {
+    records.extend((n_in..out.len()).map(|k| {
+        let (h, l) = trace_record(&*rt.node, out, k);
+        (addr(out, k), h, l)
+    }));
+    for (at, head, lines) in records {
         if rt.trace_left.load(Ordering::Relaxed) == 0 {
             break;
         }
         rt.trace_left.fetch_sub(1, Ordering::Relaxed);
-        let to = match d {
-            Dispatch::All(x) => next_name(x),
-            Dispatch::Each if same && k < out.len() => next_name(next[k]),
-            Dispatch::Each => "(see node counters)".into(),
-            Dispatch::Consumed => "consumed".into(),
-        };
-        buf.push(format!("lcore {lcore} {}: +{t} ns -> {to}, {head}{lines}", rt.name));
+        let (to, goes_on) = went(rt, out, at, d, next);
+        let record = format!("lcore {lcore} {}: +{t} ns -> {to}, {head}{lines}", rt.name);
+        if followed.len() < crate::TRACE_MAX_PACKETS as usize {
+            followed.push((at, record, lines, goes_on));
+        } else {
+            buf.push(record);
+        }
     }
 }

@@ -3,6 +3,11 @@
 //! time since the trace was armed, frame length, the mbuf's offload flags by name,
 //! the edge the packet took) and the node's [`crate::Node::trace`] lines, indented (by
 //! default the frame's headers decoded one per line, [`ironpath_wire::describe`]).
+//! The packet is then followed through every node after it on the lcore, as VPP's
+//! trace follows a buffer: each hop adds a `then lcore L NODE: +T ns -> EDGE` line
+//! (its time, length, flags and edge) and the headers again when the node changed
+//! them. A packet is known at the next node by its mbuf's address; the record ends
+//! where the packet leaves the lcore's walk (sent, freed, or into a ring).
 //! When no trace is armed the engine pays one relaxed load per node call; while one
 //! is armed the traced node's lcore formats its records (a slow path: it allocates).
 //!

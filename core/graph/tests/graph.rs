@@ -240,7 +240,12 @@ fn a_node_formats_its_own_trace_records() {
     while g.lcores[0].run_once() > 0 {}
     let t: Vec<String> = g.info.take_trace().iter().map(|r| r.split_once(": +").unwrap().1.to_string()).collect();
     let t: Vec<&str> = t.iter().map(|r| r.split_once(" ns ").unwrap().1).collect();
-    assert_eq!(t, ["-> out, len 64, ol_flags none\n  packet #0", "-> out, len 64, ol_flags none\n  packet #1"]);
+    for (k, r) in t.iter().enumerate() {
+        let want = format!("-> out, len 64, ol_flags none\n  packet #{k}\n  then lcore 0 sink: +");
+        assert!(r.starts_with(&want), "{r}");
+        assert!(r.contains(" ns -> consumed, len 64, ol_flags none\n    ethernet: "), "followed to the sink: {r}");
+    }
+    assert_eq!(t.len(), 2);
 }
 
 #[test]

@@ -423,6 +423,9 @@ fn prefix_text(lo: u128, hi: u128) -> String {
     }
 }
 
+/// How one field of a rule is read.
+type FieldParser = fn(&str) -> Result<(u128, u128), String>;
+
 /// A rule from `ACTION [src P] [dst P] [proto X] [sport X] [dport X]`.
 fn parse_rule(words: &[&str]) -> Result<Rule, String> {
     let usage = "a rule: permit|deny|count [src PREFIX] [dst PREFIX] [proto P] [sport PORTS] [dport PORTS]";
@@ -431,7 +434,7 @@ fn parse_rule(words: &[&str]) -> Result<Rule, String> {
     let mut ranges = ANY;
     let mut it = rest.iter();
     while let Some(&field) = it.next() {
-        let (k, parse): (usize, fn(&str) -> Result<(u128, u128), String>) = match field {
+        let (k, parse): (usize, FieldParser) = match field {
             "src" => (0, parse_prefix),
             "dst" => (1, parse_prefix),
             "proto" => (2, parse_proto),

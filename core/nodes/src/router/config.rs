@@ -308,7 +308,7 @@ Ok(match r.kind {
             };
             let iface = match (r.via, named) {
                 (_, Some(k)) => k,
-                (Some(v), None) => on_link(&ifaces, v).ok_or_else(|| {
+                (Some(v), None) => on_link(ifaces, v).ok_or_else(|| {
                     (r.loc, format!("{}: gateway {v} is on no interface's subnet (give `port`)", r.at))
                 })?,
                 (None, None) => unreachable!("checked by line_of"),
