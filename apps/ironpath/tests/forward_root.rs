@@ -654,3 +654,71 @@ for i in range(int(sys.argv[2])):
     vnet = struct.pack("<BBHHHH", 1, 0, 0, 0, 18 + 20, 6)  # NEEDS_CSUM at the UDP header
     s.send(vnet + frame)
 "#;
+
+/// `ironpath ctl` on a running `l2-bridge.yaml`: the MAC table shown, flushed while a
+/// ping goes on (the entries are learned again and the ping loses nothing that
+/// flooding does not carry), a static entry added and removed.
+#[test]
+fn bridge_mac_flush_relearns_and_static_entries_change_at_run_time_root() {
+    if !ready(&["ping"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Pair::new("bm", 52);
+    let host = Host::new("bm", None);
+    let env =
+        [("IRONPATH_PORT_A", p.pa.clone()), ("IRONPATH_PORT_B", p.pb.clone()), ("IRONPATH_PORT_C", host.port.clone())];
+    let run = Run::start(&config("l2-bridge.yaml"), &env, "bridge-mac");
+    let o = p.in_ns(&p.a, 10, "ping -c 3 -i 0.2 -W 2 198.18.52.2");
+    assert!(text(&o).contains(" 3 received"), "{}", text(&o));
+    let mac = |ns: &str| sh(&format!("ip netns exec {ns} cat /sys/class/net/e0/address")).trim().to_owned();
+    let (a_mac, b_mac) = (mac(&p.a), mac(&p.b));
+    let table = run.ctl("show bridge mac", true);
+    assert!(table.contains(&format!("{a_mac}      0 a")) && table.contains(&format!("{b_mac}      0 b")), "{table}");
+    let learned = bridge_counter(&run.latest(), "learned");
+
+    // A flush while a ping runs: entries go, the next frames flood and relearn them.
+    let ping = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.a, "ping", "-c", "20", "-i", "0.05", "-W", "1", "198.18.52.2"])
+        .output_async();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = run.ctl("bridge mac flush", true);
+    assert!(out.contains("learned entries flushed") && !out.starts_with("0 "), "{out}");
+    let o = ping.wait();
+    assert!(o.contains(" 20 received"), "the ping crossed the flush: {o}");
+    let l = run.latest();
+    assert!(bridge_counter(&l, "learned") >= learned + 2, "relearned: {l}");
+    let table = run.ctl("show bridge mac", true);
+    assert!(table.contains(&a_mac) && table.contains(&b_mac), "{table}");
+    run.ctl("bridge mac flush port c", true);
+
+    // A static entry: b's MAC pinned to port c (frames to b now go to c), then removed.
+    assert!(run.ctl(&format!("bridge mac add {b_mac} port c"), true).contains("static entry set"));
+    assert!(run.ctl("show bridge mac", true).contains(&format!("{b_mac}      0 c            static")));
+    let o = p.in_ns(&p.a, 5, "ping -c 2 -i 0.2 -W 1 198.18.52.2");
+    assert!(text(&o).contains(" 0 received"), "frames to b go to c: {}", text(&o));
+    run.ctl(&format!("bridge mac del {b_mac}"), true);
+    let o = p.in_ns(&p.a, 10, "ping -c 3 -i 0.2 -W 2 198.18.52.2");
+    assert!(text(&o).contains(" 3 received"), "b learned again: {}", text(&o));
+    run.ctl("bridge mac add 02:00:00:00:00:99 port z", false);
+}
+
+/// A command run in the background, its output read at the end.
+trait OutputAsync {
+    fn output_async(&mut self) -> Background;
+}
+
+struct Background(std::thread::JoinHandle<String>);
+
+impl Background {
+    fn wait(self) -> String {
+        self.0.join().unwrap()
+    }
+}
+
+impl OutputAsync for std::process::Command {
+    fn output_async(&mut self) -> Background {
+        let child = self.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        Background(std::thread::spawn(move || text(&child.wait_with_output().unwrap())))
+    }
+}
