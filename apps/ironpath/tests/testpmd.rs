@@ -934,3 +934,42 @@ fn every_completion_grammar_line_is_a_command() {
         }
     }
 }
+
+/// The table commands of a loaded pipeline's nodes, in testpmd's own shell (as
+/// `ironpath ctl` gives them): routes, an acl rule, and bad input refused.
+#[test]
+fn the_shell_changes_a_loaded_pipelines_tables() {
+    let dir = std::env::temp_dir().join(format!("ironpath-tables-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("tables.yaml");
+    std::fs::write(
+        &cfg,
+        "name: tables\nmempools:\n  - {name: pkts, size: 4096}\nports:\n  - {name: a, driver: net_null, args: \"size=64\"}\n  \
+         - {name: b, driver: net_null, args: \"size=64\"}\nlcores:\n  - id: 1\nnodes:\n  \
+         - {name: rx_a, type: port_rx, lcore: 1, params: {port: a}}\n  - {name: fw, type: acl, lcore: 1}\n  \
+         - name: r\n    type: ip_router\n    lcore: 1\n    params:\n      interfaces:\n        \
+         - {port: a, addresses: \"198.18.1.1/24\"}\n        - {port: b, addresses: \"198.18.2.1/24\"}\n  \
+         - {name: tx_a, type: port_tx, lcore: 1, params: {port: a}}\n  - {name: tx_b, type: port_tx, lcore: 1, params: {port: b}}\n\
+         edges:\n  - {from: rx_a, to: fw}\n  - {from: fw, to: r}\n  - {from: r, next: a, to: tx_a}\n  - {from: r, next: b, to: tx_b}\n",
+    )
+    .unwrap();
+    let o = testpmd(
+        "-l 0-1 --no-huge -- -i",
+        &format!(
+            "ip route add 198.19.0.0/16 via 198.18.2.2\npipeline load {}\n@sleep 0.5\n\
+             ip route add 198.19.0.0/16 via 198.18.2.2\nip route add 198.19.0.0/16 via 203.0.113.1\nshow ip route\n\
+             acl rule add deny proto udp dport 53\nshow acl\nbridge mac flush\npipeline stop\nquit\n",
+            cfg.display()
+        ),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = &o.stdout;
+    assert_eq!(o.code, 0, "{s}{}", o.stderr);
+    assert!(s.contains("testpmd> ip route add 198.19.0.0/16 via 198.18.2.2\nno pipeline running"), "{s}");
+    assert!(s.contains("198.19.0.0/16 via 198.18.2.2 port b: added"), "{s}");
+    assert!(s.contains("gateway 203.0.113.1 is on no interface's subnet"), "{s}");
+    assert!(s.contains("198.19.0.0/16 via 198.18.2.2 port b\n"), "show ip route: {s}");
+    assert!(s.contains("rule 0 added: 1 rules"), "{s}");
+    assert!(s.contains("     0: deny proto 17 dport 53"), "{s}");
+    assert!(s.contains("testpmd> bridge mac flush\nno node of the pipeline takes `bridge mac flush`"), "{s}");
+}

@@ -1,5 +1,7 @@
 //! Shell commands for YAML pipelines: `pipeline load FILE`, `pipeline stop`,
-//! `show graph`, `show runtime`, `trace on NODE N`, `trace off`, `show trace`.
+//! `show graph`, `show runtime`, `trace on NODE N`, `trace off`, `show trace`, and
+//! the table commands of its nodes (`ip route`, `ip neighbor`, `acl rule`, `bridge
+//! mac`, `show ip route|acl|bridge mac`).
 
 use super::App;
 use crate::pipeline::{check, PipelineRun};
@@ -63,6 +65,22 @@ pub fn show(app: &App, what: &str, max: Option<usize>) -> Result<String, String>
             }
         }
     })
+}
+
+/// A table command of the loaded pipeline's nodes (`ip route add ...`, `acl rule
+/// del N`, `bridge mac flush`, `show ip route`: as `ironpath ctl`), with a trailing
+/// `node NAME` when several nodes take it.
+pub fn table(app: &App, t: &[&str]) -> Result<String, String> {
+    let run = need(app)?;
+    match run.info.control(t) {
+        Some(r) => r.map(|mut s| {
+            if !s.ends_with('\n') {
+                s.push('\n');
+            }
+            s
+        }),
+        None => Err(format!("no node of the pipeline takes `{}` (help pipeline)", t.join(" "))),
+    }
 }
 
 /// `clear trace`: disarm every node and drop the records.

@@ -184,5 +184,30 @@ pub const COMMANDS: &[CmdDoc] = &[
         usage: "show trace [max N]",
         help: "print (the first N of) the trace records and clear them",
     },
+    CmdDoc {
+        words: "ip route",
+        usage: "ip route add|replace PREFIX via ADDR [port NAME] | PREFIX port NAME | PREFIX blackhole|unreachable|prohibit; ip route del PREFIX",
+        help: "change the pipeline router's routes while it runs (add `node NAME` with several routers)",
+    },
+    CmdDoc {
+        words: "ip neighbor",
+        usage: "ip neighbor add ADDR lladdr MAC port NAME | ip neighbor del ADDR port NAME",
+        help: "add or remove a pipeline router's neighbour entry",
+    },
+    CmdDoc {
+        words: "acl rule",
+        usage: "acl rule add [at N] permit|deny|count [src P] [dst P] [proto X] [sport X] [dport X] | acl rule replace N ... | acl rule del N",
+        help: "change the pipeline acl's rules while it runs (the rule set swapped whole)",
+    },
+    CmdDoc {
+        words: "bridge mac",
+        usage: "bridge mac add MAC port NAME [vlan VID] | bridge mac del MAC [vlan VID] | bridge mac flush [port NAME]",
+        help: "change the pipeline bridge's MAC table",
+    },
+    CmdDoc {
+        words: "show ip route",
+        usage: "show ip route | show acl | show bridge mac",
+        help: "the pipeline router's routes, the acl's rules, the bridge's MAC table",
+    },
     CmdDoc { words: "help", usage: "help [COMMAND]", help: "list commands, or one command's usage" },
 ];

@@ -113,6 +113,8 @@ pub fn execute(app: &mut App, line: &str) -> Result<(String, Flow), String> {
             no_more("show trace", t.get(if max.is_some() { 4 } else { 2 }..).unwrap_or(&[]))?;
             out = super::pipeline_cmds::show(app, "trace", max)?;
         }
+        "ip" | "acl" | "bridge" => out = super::pipeline_cmds::table(app, &t)?,
+        "show" if matches!(arg(1), Some("ip" | "acl" | "bridge")) => out = super::pipeline_cmds::table(app, &t)?,
         "show" if matches!(arg(1), Some("graph" | "runtime")) => {
             no_more("show", &t[2..])?;
             out = super::pipeline_cmds::show(app, t[1], None)?;
