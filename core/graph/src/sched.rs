@@ -30,6 +30,8 @@ pub(crate) struct RtNode {
     pub next_names: Vec<Arc<str>>,
     pub stats: Arc<NodeStats>,
     pub trace_left: Arc<AtomicU32>,
+    /// Captures watching it.
+    pub tap: Arc<crate::capture::NodeTap>,
     /// What its panics did (isolation, fencing, logging).
     pub guard: Guard,
 }
@@ -169,6 +171,10 @@ impl LcoreGraph {
         let pre: Vec<(String, String)> =
             if tracing { (0..n_in).map(|k| trace_record(&*rt.node, input, k)).collect() } else { Vec::new() };
         rt.stats.calls.add(1);
+        let tapped = rt.tap.armed();
+        if tapped != 0 && n_in > 0 {
+            crate::capture::tap_input(&rt.tap, tapped, input, w.now);
+        }
         let mut cx = NodeCx { now_tsc: w.now, lcore: self.lcore, stats: &rt.stats, live: true };
         let next = &mut self.next;
         let d = match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.process(&mut cx, input, next))) {
@@ -203,6 +209,9 @@ impl LcoreGraph {
         let counted = if n_in > 0 { n_in } else { n_out };
         rt.stats.busy_calls.add(1);
         rt.stats.packets.add(counted as u64);
+        if tapped != 0 {
+            crate::capture::tap_output(&rt.tap, tapped, input, d, &self.next, w.now);
+        }
         if tracing {
             trace_call(&self.trace, (self.lcore, w.now, self.hz), rt, input, pre, n_in, d, &self.next);
         }

@@ -77,6 +77,7 @@ fn decl(name: &str, lcore: u32, nexts: &[&str], source: bool, node: Box<dyn Node
         nexts: nexts.iter().map(|s| s.to_string()).collect(),
         source,
         node,
+        port: None,
     }
 }
 
