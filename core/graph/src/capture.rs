@@ -74,10 +74,10 @@ struct Sink {
 
 /// A capture's view of one node.
 struct TapPoint {
-    /// Point of the packets the node is given.
-    input: Option<u32>,
-    /// Point per next edge (by index) of the packets it sends there.
-    edges: Box<[Option<u32>]>,
+    /// Points of the packets the node is given.
+    input: Box<[u32]>,
+    /// Points per next edge (by index) of the packets it sends there.
+    edges: Box<[Box<[u32]>]>,
     sink: Arc<Mutex<Sink>>,
     counts: Arc<[PointCounts]>,
     filter: Option<Arc<Program>>,
@@ -120,13 +120,14 @@ fn tap(tap: &NodeTap, mask: u32, pkts: &Burst, now: u64, edge_of: impl Fn(usize)
         let Some(p) = point.as_ref() else { continue };
         let Ok(mut sink) = p.sink.try_lock() else { continue };
         for k in 0..pkts.len() {
-            let id = match edge_of(k) {
-                None => continue,
-                Some(None) => p.input,
-                Some(Some(DROP)) => None,
-                Some(Some(e)) => p.edges.get(e as usize).copied().flatten(),
+            let ids: &[u32] = match edge_of(k) {
+                None | Some(Some(DROP)) => continue,
+                Some(None) => &p.input,
+                Some(Some(e)) => p.edges.get(e as usize).map_or(&[], |v| v),
             };
-            let Some(id) = id else { continue };
+            if ids.is_empty() {
+                continue;
+            }
             let frame = pkts.data(k);
             let orig_len = pkts.pkt_len(k) as u32;
             let keep = match &p.filter {
@@ -136,24 +137,32 @@ fn tap(tap: &NodeTap, mask: u32, pkts: &Burst, now: u64, edge_of: impl Fn(usize)
             if keep == 0 {
                 continue;
             }
-            let Some(c) = p.counts.get(id as usize) else { continue };
-            c.accepted.fetch_add(1, Ordering::Relaxed);
-            let Some(mut r) = sink.free.try_pop() else {
-                c.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            };
-            let n = frame.len().min(p.snaplen as usize).min(keep as usize);
-            r.data.clear();
-            // Within the capacity reserved at arming: no allocation.
-            r.data.extend_from_slice(&frame[..n]);
-            r.point = id;
-            r.tsc = now;
-            r.orig_len = orig_len;
-            if sink.full.try_push(r).is_err() {
-                // Cannot happen: the full ring has room for every record.
-                c.dropped.fetch_add(1, Ordering::Relaxed);
+            for &id in ids {
+                copy(&mut sink, p, id, frame, orig_len, keep, now);
             }
         }
+    }
+}
+
+/// Copies one packet for point `id` into a free record of `sink`.
+#[inline]
+fn copy(sink: &mut Sink, p: &TapPoint, id: u32, frame: &[u8], orig_len: u32, keep: u32, now: u64) {
+    let Some(c) = p.counts.get(id as usize) else { return };
+    c.accepted.fetch_add(1, Ordering::Relaxed);
+    let Some(mut r) = sink.free.try_pop() else {
+        c.dropped.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let n = frame.len().min(p.snaplen as usize).min(keep as usize);
+    r.data.clear();
+    // Within the capacity reserved at arming: no allocation.
+    r.data.extend_from_slice(&frame[..n]);
+    r.point = id;
+    r.tsc = now;
+    r.orig_len = orig_len;
+    if sink.full.try_push(r).is_err() {
+        // Cannot happen: the full ring has room for every record.
+        c.dropped.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -253,6 +262,13 @@ impl Capture {
             .map_or((0, 0), |c| (c.accepted.load(Ordering::Relaxed), c.dropped.load(Ordering::Relaxed)))
     }
 
+    /// Whether the graph it watches has stopped (every lcore that ran one of its
+    /// nodes has dropped its part): no record will come any more.
+    pub fn graph_stopped(&self) -> bool {
+        // Held by the node's info, its lcore and this capture while it runs.
+        self.taps.iter().all(|t| Arc::strong_count(t) < 3)
+    }
+
     /// Hands up to `max` records to `f` (oldest first per lcore), then returns them
     /// to their rings; the number handed.
     pub fn drain(&mut self, max: usize, mut f: impl FnMut(&Record)) -> usize {
@@ -294,7 +310,7 @@ impl GraphInfo {
             return Err(format!("snap length {}: 1..={MAX_SNAPLEN}", spec.snaplen));
         }
         // Resolve every point first: (node index, point index, at).
-        let mut per_node: Vec<(usize, Option<u32>, Vec<Option<u32>>)> = Vec::new();
+        let mut per_node: Vec<(usize, Vec<u32>, Vec<Vec<u32>>)> = Vec::new();
         for (pi, p) in spec.points.iter().enumerate() {
             if p.nodes.is_empty() {
                 return Err(format!("capture point `{}` watches no node", p.name));
@@ -307,35 +323,20 @@ impl GraphInfo {
                 let entry = match per_node.iter_mut().find(|(i, _, _)| *i == ni) {
                     Some(e) => e,
                     None => {
-                        per_node.push((ni, None, vec![None; node.nexts.len()]));
+                        per_node.push((ni, Vec::new(), vec![Vec::new(); node.nexts.len()]));
                         per_node.last_mut().expect("just pushed")
                     }
                 };
-                let taken = |v: &Option<u32>| {
-                    if v.is_some() {
-                        Err(format!("capture point `{}` overlaps another on node `{name}`", p.name))
-                    } else {
-                        Ok(())
-                    }
-                };
+                let id = pi as u32;
                 match &p.at {
-                    At::Input => {
-                        taken(&entry.1)?;
-                        entry.1 = Some(pi as u32);
-                    }
-                    At::Output => {
-                        for e in entry.2.iter_mut() {
-                            taken(e)?;
-                            *e = Some(pi as u32);
-                        }
-                    }
+                    At::Input => entry.1.push(id),
+                    At::Output => entry.2.iter_mut().for_each(|e| e.push(id)),
                     At::Edge(edge) => {
                         let Some(k) = node.nexts.iter().position(|(n, _)| n == edge) else {
                             let nexts: Vec<&str> = node.nexts.iter().map(|(n, _)| n.as_str()).collect();
                             return Err(format!("node `{name}` has no next `{edge}`; its nexts: {}", nexts.join(", ")));
                         };
-                        taken(&entry.2[k])?;
-                        entry.2[k] = Some(pi as u32);
+                        entry.2[k].push(id);
                     }
                 }
             }
@@ -380,8 +381,8 @@ impl GraphInfo {
             let node = &self.nodes[ni];
             let sink = sinks.iter().find(|(lc, _)| *lc == node.lcore).map(|(_, s)| s.clone()).expect("a sink per lcore");
             *node.tap.points[slot].lock().unwrap_or_else(|e| e.into_inner()) = Some(TapPoint {
-                input,
-                edges: edges.into(),
+                input: input.into(),
+                edges: edges.into_iter().map(Vec::into_boxed_slice).collect(),
                 sink,
                 counts: counts.clone(),
                 filter: filter.clone(),

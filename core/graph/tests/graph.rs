@@ -613,6 +613,8 @@ fn capture_copies_what_the_points_see_filters_it_and_counts_what_the_ring_cannot
     while g2.lcores[0].run_once() > 0 {}
     assert_eq!(slow.counts(0), (1000, 1000 - 128));
     assert_eq!(slow.drain(usize::MAX, |_| {}), 128);
+    assert!(!slow.graph_stopped());
     drop(g2);
+    assert!(slow.graph_stopped());
     assert_eq!(p2.stats().in_use, 0);
 }

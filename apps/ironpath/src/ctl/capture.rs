@@ -15,8 +15,8 @@
 //! ring had no room for), then it closes. A refused command gets the usual text
 //! answer and error status line.
 //!
-//! The capture ends after COUNT packets, after S seconds, when the client shuts
-//! its side down (Ctrl-C: the client then still reads the statistics), or when
+//! The capture ends after COUNT packets, after S seconds, when the pipeline
+//! stops, when the client shuts its side down (Ctrl-C: the client then still reads the statistics), or when
 //! the client does not take what is written within [`SEND_TIMEOUT`] (it then
 //! gets no statistics). While the client is slow the lcores go on: what the
 //! ring cannot hold is dropped and counted.
@@ -325,6 +325,7 @@ fn stream(
         if written >= limit
             || duration.is_some_and(|d| t0.elapsed() >= d)
             || stop.load(Ordering::Relaxed)
+            || cap.graph_stopped()
             || client_done(c)
         {
             break;
