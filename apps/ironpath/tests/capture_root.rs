@@ -246,7 +246,10 @@ fn a_filter_keeps_only_tcp_port_80_and_stdout_streams_to_tshark_root() {
     let t = Instant::now();
     loop {
         let o = Command::new(BIN).args(["ctl", "-f", &w.prefix, "show", "ctl"]).output().unwrap();
-        let served = text(&o).lines().find(|l| l.contains("captures served")).and_then(|l| l.split_whitespace().last()?.parse::<u64>().ok());
+        let served = text(&o)
+            .lines()
+            .find(|l| l.contains("captures served"))
+            .and_then(|l| l.split_whitespace().last()?.parse::<u64>().ok());
         if served == Some(1) {
             break;
         }

@@ -72,14 +72,16 @@ fn lib() -> Result<&'static Lib, String> {
             let geterr = *lib.get::<GetErr>(b"pcap_geterr\0").map_err(|e| e.to_string())?;
             let freecode = *lib.get::<FreeCode>(b"pcap_freecode\0").map_err(|e| e.to_string())?;
             let close = *lib.get::<Close>(b"pcap_close\0").map_err(|e| e.to_string())?;
-            let offline_filter =
-                *lib.get::<OfflineFilter>(b"pcap_offline_filter\0").map_err(|e| e.to_string())?;
+            let offline_filter = *lib.get::<OfflineFilter>(b"pcap_offline_filter\0").map_err(|e| e.to_string())?;
             Ok(Lib { _lib: lib, open_dead, compile, geterr, freecode, close, offline_filter, lock: Mutex::new(()) })
         }
     })
     .as_ref()
     .map_err(Clone::clone)
 }
+
+/// One classic BPF instruction: `code`, `jt`, `jf`, `k`.
+pub type RawInsn = (u16, u8, u8, u32);
 
 /// One compiled program, owned by libpcap until dropped.
 struct Compiled<'a> {
@@ -88,7 +90,7 @@ struct Compiled<'a> {
 }
 
 impl Compiled<'_> {
-    fn insns(&self) -> Vec<(u16, u8, u8, u32)> {
+    fn insns(&self) -> Vec<RawInsn> {
         if self.prog.insns.is_null() {
             return Vec::new();
         }
@@ -140,14 +142,14 @@ fn with_compiled<T>(expr: &str, snaplen: u32, f: impl FnOnce(&Compiled<'_>) -> T
 
 /// Compiles tcpdump expression `expr` for Ethernet frames cut at `snaplen`:
 /// the instructions (`code`, `jt`, `jf`, `k`), unverified.
-pub fn compile(expr: &str, snaplen: u32) -> Result<Vec<(u16, u8, u8, u32)>, String> {
+pub fn compile(expr: &str, snaplen: u32) -> Result<Vec<RawInsn>, String> {
     with_compiled(expr, snaplen, |c| c.insns())
 }
 
 /// libpcap's own verdict for `expr` on each frame of `frames` (`(bytes,
 /// wire length)`): the value its interpreter returns (0 = rejected). For tests
 /// that compare another interpreter with it.
-pub fn offline_filter(expr: &str, snaplen: u32, frames: &[(&[u8], u32)]) -> Result<(Vec<(u16, u8, u8, u32)>, Vec<i32>), String> {
+pub fn offline_filter(expr: &str, snaplen: u32, frames: &[(&[u8], u32)]) -> Result<(Vec<RawInsn>, Vec<i32>), String> {
     with_compiled(expr, snaplen, |c| {
         let verdicts = frames
             .iter()

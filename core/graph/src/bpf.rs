@@ -69,6 +69,9 @@ pub enum VerifyError {
     /// The last instruction is not a return.
     #[error("the last instruction is not a return")]
     NoReturn,
+    /// Bytes that are not a whole number of instructions.
+    #[error("{0} bytes: not a whole number of 8-byte instructions")]
+    Partial(usize),
 }
 
 // Instruction classes (the low three bits).
@@ -229,20 +232,15 @@ impl Program {
 
     /// Decodes and verifies a program from libpcap's in-memory layout (8 bytes an
     /// instruction: `code` u16, `jt`, `jf`, `k` u32, host order = little-endian
-    /// here); a trailing partial instruction is refused as out of range.
+    /// here); a trailing partial instruction is refused.
     pub fn from_le_bytes(bytes: &[u8]) -> Result<Program, VerifyError> {
-        if bytes.len() % 8 != 0 {
-            return Err(VerifyError::NoReturn);
+        if !bytes.len().is_multiple_of(8) {
+            return Err(VerifyError::Partial(bytes.len()));
         }
         let insns: Vec<Insn> = bytes
             .chunks_exact(8)
             .map(|c| {
-                Insn::new(
-                    u16::from_le_bytes([c[0], c[1]]),
-                    c[2],
-                    c[3],
-                    u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
-                )
+                Insn::new(u16::from_le_bytes([c[0], c[1]]), c[2], c[3], u32::from_le_bytes([c[4], c[5], c[6], c[7]]))
             })
             .collect();
         Self::verify(&insns)
@@ -362,7 +360,12 @@ pub fn parse_ddd(text: &str) -> Option<Vec<Insn>> {
         .map(|l| {
             let mut w = l.split_whitespace().map(|w| w.parse::<u64>().ok());
             let (c, jt, jf, k) = (w.next()??, w.next()??, w.next()??, w.next()??);
-            Some(Insn::new(u16::try_from(c).ok()?, u8::try_from(jt).ok()?, u8::try_from(jf).ok()?, u32::try_from(k).ok()?))
+            Some(Insn::new(
+                u16::try_from(c).ok()?,
+                u8::try_from(jt).ok()?,
+                u8::try_from(jf).ok()?,
+                u32::try_from(k).ok()?,
+            ))
         })
         .collect();
     insns.filter(|v| v.len() == n)
@@ -450,7 +453,10 @@ mod tests {
         assert_eq!(Program::verify(&[Insn::new(0x64, 0, 0, 32), ret(0)]), Err(VerifyError::Shift(0)));
         // Unknown opcodes.
         for code in [0x08u16 | 0x60, 0x0e, 0x8c, 0xc4, 0x1f, 0x105, 0x55 | 0x100] {
-            assert!(matches!(Program::verify(&[Insn::new(code, 0, 0, 0), ret(0)]), Err(VerifyError::Opcode { .. })), "{code:x}");
+            assert!(
+                matches!(Program::verify(&[Insn::new(code, 0, 0, 0), ret(0)]), Err(VerifyError::Opcode { .. })),
+                "{code:x}"
+            );
         }
     }
 
@@ -458,23 +464,43 @@ mod tests {
     fn arithmetic_memory_and_edge_cases() {
         let run = |insns: &[Insn], pkt: &[u8]| Program::verify(insns).unwrap().run(pkt, 1000);
         // A = 7; M[3] = A; X = 0; A /= X -> reject.
-        assert_eq!(run(&[Insn::new(0x00, 0, 0, 7), Insn::new(0x02, 0, 0, 3), Insn::new(0x3c, 0, 0, 0), ret(5)], &[]), 0);
+        assert_eq!(
+            run(&[Insn::new(0x00, 0, 0, 7), Insn::new(0x02, 0, 0, 3), Insn::new(0x3c, 0, 0, 0), ret(5)], &[]),
+            0
+        );
         // A = len; A -= 1000; A = -A; RET A -> 0; A = 7 % 4 = 3.
-        assert_eq!(run(&[Insn::new(0x80, 0, 0, 0), Insn::new(0x14, 0, 0, 1000), Insn::new(0x84, 0, 0, 0), Insn::new(0x16, 0, 0, 0)], &[]), 0);
+        assert_eq!(
+            run(
+                &[
+                    Insn::new(0x80, 0, 0, 0),
+                    Insn::new(0x14, 0, 0, 1000),
+                    Insn::new(0x84, 0, 0, 0),
+                    Insn::new(0x16, 0, 0, 0)
+                ],
+                &[]
+            ),
+            0
+        );
         assert_eq!(run(&[Insn::new(0x00, 0, 0, 7), Insn::new(0x94, 0, 0, 4), Insn::new(0x16, 0, 0, 0)], &[]), 3);
         // X = 4*(P[0]&0xf); A = P[X+1] as half; RET A.
-        assert_eq!(run(&[Insn::new(0xb1, 0, 0, 0), Insn::new(0x48, 0, 0, 1), Insn::new(0x16, 0, 0, 0)], &[0x41, 0, 0, 0, 0, 0xab, 0xcd]), 0xabcd);
+        assert_eq!(
+            run(
+                &[Insn::new(0xb1, 0, 0, 0), Insn::new(0x48, 0, 0, 1), Insn::new(0x16, 0, 0, 0)],
+                &[0x41, 0, 0, 0, 0, 0xab, 0xcd]
+            ),
+            0xabcd
+        );
         // An indexed load whose offset overflows: reject.
         assert_eq!(run(&[Insn::new(0x01, 0, 0, u32::MAX), Insn::new(0x50, 0, 0, 1), ret(9)], &[1, 2, 3]), 0);
         // Shift by X of 32 or more gives 0; TAX/TXA; M[] round trip.
         let p = [
             Insn::new(0x00, 0, 0, 40),
-            Insn::new(0x07, 0, 0, 0),   // X = A
+            Insn::new(0x07, 0, 0, 0), // X = A
             Insn::new(0x00, 0, 0, 1),
-            Insn::new(0x6c, 0, 0, 0),   // A <<= X
-            Insn::new(0x02, 0, 0, 15),  // M[15] = A
-            Insn::new(0x61, 0, 0, 15),  // X = M[15]
-            Insn::new(0x87, 0, 0, 0),   // A = X
+            Insn::new(0x6c, 0, 0, 0),  // A <<= X
+            Insn::new(0x02, 0, 0, 15), // M[15] = A
+            Insn::new(0x61, 0, 0, 15), // X = M[15]
+            Insn::new(0x87, 0, 0, 0),  // A = X
             Insn::new(0x16, 0, 0, 0),
         ];
         assert_eq!(run(&p, &[]), 0);
@@ -514,12 +540,12 @@ mod tests {
             if et == 0x0800 && f.len() > l3 + 24 {
                 f[l3] = 0x45;
                 f[l3 + 6] &= 0x3f;
-                if rng.next() % 4 != 0 {
+                if !rng.next().is_multiple_of(4) {
                     f[l3 + 6] = 0;
                     f[l3 + 7] = 0;
                 }
                 f[l3 + 9] = [6u8, 17, 1, 47][(rng.next() % 4) as usize];
-                if rng.next() % 2 == 0 {
+                if rng.next().is_multiple_of(2) {
                     f[l3 + 12..l3 + 16].copy_from_slice(&[198, 18, 0, (rng.next() % 4) as u8]);
                 }
                 let port = [80u16, 443, 53, 8080][(rng.next() % 4) as usize];
@@ -591,6 +617,6 @@ mod tests {
         }
         assert_eq!(Program::from_le_bytes(&b[..8]).unwrap().run(&[], 0), 0x1234);
         assert_eq!(Program::from_le_bytes(&b), Err(VerifyError::Jump(1)));
-        assert!(Program::from_le_bytes(&b[..7]).is_err());
+        assert_eq!(Program::from_le_bytes(&b[..7]), Err(VerifyError::Partial(7)));
     }
 }

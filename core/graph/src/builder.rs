@@ -257,7 +257,14 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
         lcore_stats.push((lc, ls.clone()));
         graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone(), ls));
     }
-    let info = GraphInfo { nodes: infos, edges: edge_infos, lcores: lcores.to_vec(), lcore_stats, trace, captures: Default::default() };
+    let info = GraphInfo {
+        nodes: infos,
+        edges: edge_infos,
+        lcores: lcores.to_vec(),
+        lcore_stats,
+        trace,
+        captures: Default::default(),
+    };
     Ok(Graph { lcores: graphs, info: Arc::new(info) })
 }
 

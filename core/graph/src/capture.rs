@@ -72,6 +72,12 @@ struct Sink {
     full: HeapProd<Box<Record>>,
 }
 
+/// The reader's end of one lcore ring: filled records, and where they go back.
+struct Reader {
+    full: HeapCons<Box<Record>>,
+    free: HeapProd<Box<Record>>,
+}
+
 /// A capture's view of one node.
 struct TapPoint {
     /// Points of the packets the node is given.
@@ -225,7 +231,7 @@ pub struct Capture {
     slot: usize,
     slots: Arc<Slots>,
     taps: Vec<Arc<NodeTap>>,
-    rings: Vec<(HeapCons<Box<Record>>, HeapProd<Box<Record>>)>,
+    rings: Vec<Reader>,
     counts: Arc<[PointCounts]>,
     names: Vec<String>,
     snaplen: u32,
@@ -257,9 +263,7 @@ impl Capture {
     /// Point `i`'s counters: packets that passed the filter, and those the ring
     /// could not take.
     pub fn counts(&self, i: usize) -> (u64, u64) {
-        self.counts
-            .get(i)
-            .map_or((0, 0), |c| (c.accepted.load(Ordering::Relaxed), c.dropped.load(Ordering::Relaxed)))
+        self.counts.get(i).map_or((0, 0), |c| (c.accepted.load(Ordering::Relaxed), c.dropped.load(Ordering::Relaxed)))
     }
 
     /// Whether the graph it watches has stopped (every lcore that ran one of its
@@ -273,13 +277,13 @@ impl Capture {
     /// to their rings; the number handed.
     pub fn drain(&mut self, max: usize, mut f: impl FnMut(&Record)) -> usize {
         let mut n = 0;
-        for (full, free) in &mut self.rings {
+        for ring in &mut self.rings {
             while n < max {
-                let Some(r) = full.try_pop() else { break };
+                let Some(r) = ring.full.try_pop() else { break };
                 f(&r);
                 n += 1;
                 // The free list holds every record the full ring does not.
-                let _ = free.try_push(r);
+                let _ = ring.free.try_push(r);
             }
         }
         n
@@ -364,7 +368,7 @@ impl GraphInfo {
                 let r = Record { point: 0, tsc: 0, orig_len: 0, data: Vec::with_capacity(spec.snaplen as usize) };
                 let _ = free_p.try_push(Box::new(r));
             }
-            rings.push((full_c, free_p));
+            rings.push(Reader { full: full_c, free: free_p });
             sinks.push((lc, Arc::new(Mutex::new(Sink { free: free_c, full: full_p }))));
         }
         let mut cap = Capture {
@@ -379,7 +383,8 @@ impl GraphInfo {
         };
         for (ni, input, edges) in per_node {
             let node = &self.nodes[ni];
-            let sink = sinks.iter().find(|(lc, _)| *lc == node.lcore).map(|(_, s)| s.clone()).expect("a sink per lcore");
+            let sink =
+                sinks.iter().find(|(lc, _)| *lc == node.lcore).map(|(_, s)| s.clone()).expect("a sink per lcore");
             *node.tap.points[slot].lock().unwrap_or_else(|e| e.into_inner()) = Some(TapPoint {
                 input: input.into(),
                 edges: edges.into_iter().map(Vec::into_boxed_slice).collect(),

@@ -565,21 +565,34 @@ fn capture_copies_what_the_points_see_filters_it_and_counts_what_the_ring_cannot
         .unwrap();
     // Only packets whose first byte is below 100 (the sequence number's low byte):
     // A = P[0]; A < 100 ? keep 1000 : reject.
-    let below_100 =
-        Program::verify(&[Insn::new(0x30, 0, 0, 0), Insn::new(0x35, 1, 0, 100), Insn::new(0x06, 0, 0, 1000), Insn::new(0x06, 0, 0, 0)])
-            .unwrap();
+    let below_100 = Program::verify(&[
+        Insn::new(0x30, 0, 0, 0),
+        Insn::new(0x35, 1, 0, 100),
+        Insn::new(0x06, 0, 0, 1000),
+        Insn::new(0x06, 0, 0, 0),
+    ])
+    .unwrap();
     let mut filtered = g
         .info
         .capture(Spec { points: vec![point("sink", "sink", At::Input)], snaplen: 64, filter: Some(below_100) })
         .unwrap();
-    assert!(g.info.capture(Spec { points: vec![point("x", "nope", At::Input)], snaplen: 64, filter: None }).unwrap_err().contains("no node `nope`"));
-    assert!(g.info.capture(Spec { points: vec![point("x", "par", At::Edge("up".into()))], snaplen: 64, filter: None }).unwrap_err().contains("its nexts: even, odd"));
+    assert!(g
+        .info
+        .capture(Spec { points: vec![point("x", "nope", At::Input)], snaplen: 64, filter: None })
+        .unwrap_err()
+        .contains("no node `nope`"));
+    assert!(g
+        .info
+        .capture(Spec { points: vec![point("x", "par", At::Edge("up".into()))], snaplen: 64, filter: None })
+        .unwrap_err()
+        .contains("its nexts: even, odd"));
     assert_eq!(all.ring_slots(), 4096);
     while g.lcores[0].run_once() > 0 {}
     let mut recs = Vec::new();
     all.drain(usize::MAX, |r| recs.push((r.point, r.orig_len, r.data.clone())));
     assert_eq!(recs.iter().filter(|r| r.0 == 0).count(), 300);
-    let odd: Vec<u64> = recs.iter().filter(|r| r.0 == 1).map(|r| u64::from_le_bytes(r.2[..8].try_into().unwrap())).collect();
+    let odd: Vec<u64> =
+        recs.iter().filter(|r| r.0 == 1).map(|r| u64::from_le_bytes(r.2[..8].try_into().unwrap())).collect();
     assert_eq!(odd, (0..300).filter(|v| v % 2 == 1).collect::<Vec<_>>());
     assert!(recs.iter().all(|r| r.1 == 64 && r.2.len() == 16));
     assert_eq!(all.counts(0), (300, 0));
@@ -594,9 +607,15 @@ fn capture_copies_what_the_points_see_filters_it_and_counts_what_the_ring_cannot
     // Disarmed when dropped: the slot is free again, nothing more is copied.
     drop(filtered);
     let extra: Vec<_> = (0..MAX_CAPTURES - 1)
-        .map(|_| g.info.capture(Spec { points: vec![point("s", "sink", At::Input)], snaplen: 65535, filter: None }).unwrap())
+        .map(|_| {
+            g.info.capture(Spec { points: vec![point("s", "sink", At::Input)], snaplen: 65535, filter: None }).unwrap()
+        })
         .collect();
-    assert!(g.info.capture(Spec { points: vec![point("s", "sink", At::Input)], snaplen: 64, filter: None }).unwrap_err().contains("captures run already"));
+    assert!(g
+        .info
+        .capture(Spec { points: vec![point("s", "sink", At::Input)], snaplen: 64, filter: None })
+        .unwrap_err()
+        .contains("captures run already"));
     drop(extra);
     drop(all);
     // A ring that is not drained: what it cannot take is counted, the walk goes on.
@@ -606,7 +625,8 @@ fn capture_copies_what_the_points_see_filters_it_and_counts_what_the_ring_cannot
         decl("sink", 0, &[], false, Box::new(Sink(Arc::new(Mutex::new(Vec::new()))))),
     ];
     let mut g2 = build(nodes, &[edge("src", "out", "sink")], &[(0, None)]).unwrap();
-    let mut slow = g2.info.capture(Spec { points: vec![point("sink", "sink", At::Input)], snaplen: 65535, filter: None }).unwrap();
+    let mut slow =
+        g2.info.capture(Spec { points: vec![point("sink", "sink", At::Input)], snaplen: 65535, filter: None }).unwrap();
     // 8 MiB of 64 KiB records.
     assert_eq!(slow.ring_slots(), 128);
     assert_eq!(ironpath_graph::capture::ring_slots(1 << 20, 1), MIN_RING_SLOTS);

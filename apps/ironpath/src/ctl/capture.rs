@@ -98,7 +98,11 @@ fn port_points(g: &GraphInfo, name: &str, dir: Dir) -> Option<Vec<Point>> {
 fn edge_point(g: &GraphInfo, w: &str) -> Option<Point> {
     let (node, edge) = w.rsplit_once('.')?;
     let n = g.node(node)?;
-    n.nexts.iter().any(|(e, _)| e == edge).then(|| Point { name: w.to_string(), nodes: vec![node.to_string()], at: At::Edge(edge.to_string()) })
+    n.nexts.iter().any(|(e, _)| e == edge).then(|| Point {
+        name: w.to_string(),
+        nodes: vec![node.to_string()],
+        at: At::Edge(edge.to_string()),
+    })
 }
 
 /// Parses the words after `capture` against graph `g`; the filter is left as text.
@@ -113,9 +117,12 @@ pub fn parse(g: &GraphInfo, words: &[&str]) -> Result<Request, String> {
         match w {
             "-c" => {
                 let v = value(words, i, w)?;
-                count = Some(v.parse::<u64>().ok().filter(|n| (1..=MAX_COUNT).contains(n)).ok_or_else(|| {
-                    format!("capture: -c `{v}`: a number of packets in 1..={MAX_COUNT}")
-                })?);
+                count = Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|n| (1..=MAX_COUNT).contains(n))
+                        .ok_or_else(|| format!("capture: -c `{v}`: a number of packets in 1..={MAX_COUNT}"))?,
+                );
                 i += 2;
                 continue;
             }
@@ -154,7 +161,10 @@ pub fn parse(g: &GraphInfo, words: &[&str]) -> Result<Request, String> {
             "both" => dir = Dir::Both,
             _ => match port_points(g, w, dir).or_else(|| edge_point(g, w).map(|p| vec![p])) {
                 Some(ps) if ps.is_empty() => {
-                    return Err(format!("capture: port `{w}` has no {} node in the pipeline", if dir == Dir::Rx { "receive" } else { "transmit" }))
+                    return Err(format!(
+                        "capture: port `{w}` has no {} node in the pipeline",
+                        if dir == Dir::Rx { "receive" } else { "transmit" }
+                    ))
                 }
                 Some(ps) => {
                     for p in ps {
@@ -179,8 +189,12 @@ fn no_point(g: &GraphInfo, w: &str) -> String {
     let mut ports: Vec<&str> = g.nodes.iter().filter_map(|n| n.port.as_ref().map(|(p, _)| p.as_str())).collect();
     ports.sort_unstable();
     ports.dedup();
-    let edges: Vec<String> =
-        g.nodes.iter().filter(|n| !n.synthetic).flat_map(|n| n.nexts.iter().map(move |(e, _)| format!("{}.{e}", n.name))).collect();
+    let edges: Vec<String> = g
+        .nodes
+        .iter()
+        .filter(|n| !n.synthetic)
+        .flat_map(|n| n.nexts.iter().map(move |(e, _)| format!("{}.{e}", n.name)))
+        .collect();
     format!(
         "capture: `{w}` is neither a port nor NODE.EDGE; ports: {}; edges: {}",
         if ports.is_empty() { "(none)".to_string() } else { ports.join(", ") },
@@ -349,7 +363,8 @@ fn stream(
 }
 
 /// The usage of `ironpath ctl capture`.
-pub const USAGE: &str = "usage: ironpath ctl [-f PREFIX] capture [rx|tx|both] PORT|NODE.EDGE ... [-c COUNT] [-s SNAPLEN]
+pub const USAGE: &str =
+    "usage: ironpath ctl [-f PREFIX] capture [rx|tx|both] PORT|NODE.EDGE ... [-c COUNT] [-s SNAPLEN]
                           [--duration S] [FILTER] -w FILE|-
 
 Writes the packets of a running pipeline to FILE (pcapng; `-` for stdout, e.g.
@@ -480,7 +495,14 @@ fn receive(c: &mut UnixStream, out: &mut dyn Write) -> Result<Summary, String> {
         let n = match c.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
             Err(e) => return Err(e.to_string()),
         };

@@ -3,7 +3,9 @@
 //! [`Request`] and writes the answer under another. None of them waits on the
 //! owning thread longer than [`ANSWER_TIMEOUT`], and none touches a port.
 
-use super::{encode, Reply, Request, ANSWER_TIMEOUT, IDLE_TIMEOUT, MAX_CLIENTS, MAX_LINE, QUEUE, SEND_TIMEOUT, SOCKET_NAME};
+use super::{
+    encode, Reply, Request, ANSWER_TIMEOUT, IDLE_TIMEOUT, MAX_CLIENTS, MAX_LINE, QUEUE, SEND_TIMEOUT, SOCKET_NAME,
+};
 use crate::telemetry::rundir::{connect_nonblocking, peer_trusted, RunDir};
 use rustix::net::SocketType;
 use std::io::{Read, Write};
