@@ -1,47 +1,48 @@
 //! Live capture of a running graph: copies of the packets a node is given or
 //! sends along chosen edges, filtered by a classic BPF program, go through a
-//! bounded ring per lcore to a reader (`ironpath ctl capture`'s writer).
+//! bounded byte ring per lcore to a reader (`ironpath ctl capture`'s writer).
 //!
 //! Cost when no capture is on: one relaxed load of the node's armed mask per
 //! node call (the same as the trace's). When one is on, the armed node's lcore
 //! takes, once per call, the capture's point and its lcore's ring end (two
 //! `try_lock`s that only the arming and disarming control thread can ever
 //! contend; if they do, the packets are not captured and that is all), runs the
-//! filter per packet and copies what passes (cut at the snap length) into a
-//! record taken from the ring's free list. Records are allocated when the
-//! capture is armed, never per packet; when none is free (the reader is behind)
-//! the packet is counted as dropped by the ring, and the lcore goes on: it
-//! never waits.
+//! filter per packet and copies what passes (cut at the snap length), after a
+//! 20-byte record header, into the ring: a lock-free single-producer,
+//! single-consumer ring of bytes allocated when the capture is armed, so nothing
+//! is allocated per packet. When the ring has no room (the reader is behind) the
+//! packet is counted as dropped, and the lcore goes on: it never waits.
 //!
-//! Bounds: at most [`MAX_CAPTURES`] captures at once per graph; per capture a
-//! ring of [`ring_slots`] records of up to the snap length per lcore involved
-//! (about [`RING_BYTES`] in all); snap length at most [`MAX_SNAPLEN`].
+//! Bounds: at most [`MAX_CAPTURES`] captures at once per graph; per capture
+//! [`RING_BYTES`] of ring, split among the lcores it watches (at least
+//! [`MIN_RING_BYTES`] each); snap length at most [`MAX_SNAPLEN`].
 
 use crate::bpf::Program;
 use crate::info::GraphInfo;
 use crate::node::{Dispatch, DROP};
 use ironpath_eal::{Burst, MAX_BURST};
-use ringbuf::traits::{Consumer, Producer, Split};
+use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Captures that may run at once on one graph.
 pub const MAX_CAPTURES: usize = 4;
-/// Bytes of records a capture preallocates, over all its lcores' rings.
+/// Bytes of ring a capture allocates, over all its lcores' rings.
 pub const RING_BYTES: usize = 8 << 20;
-/// Most records in one lcore's ring.
-pub const MAX_RING_SLOTS: usize = 4096;
-/// Fewest records in one lcore's ring (a big snap length still gets this many).
-pub const MIN_RING_SLOTS: usize = 64;
+/// Fewest bytes in one lcore's ring.
+pub const MIN_RING_BYTES: usize = 1 << 20;
 /// Longest snap length.
 pub const MAX_SNAPLEN: u32 = 65535;
-/// Snap length when none is given (a jumbo frame whole).
-pub const DEFAULT_SNAPLEN: u32 = 9216;
+/// Snap length when none is given: whole packets.
+pub const DEFAULT_SNAPLEN: u32 = MAX_SNAPLEN;
+/// Bytes of a record's header in the ring: point (u32), TSC (u64), length on the
+/// wire (u32), bytes kept (u32), little-endian.
+pub const RECORD_HEADER: usize = 20;
 
-/// Records per lcore ring for `snaplen` and `rings` rings.
-pub fn ring_slots(snaplen: u32, rings: usize) -> usize {
-    (RING_BYTES / (snaplen.max(1) as usize) / rings.max(1)).clamp(MIN_RING_SLOTS, MAX_RING_SLOTS)
+/// Bytes of each lcore ring of a capture with `rings` rings.
+pub fn ring_bytes(rings: usize) -> usize {
+    (RING_BYTES / rings.max(1)).max(MIN_RING_BYTES)
 }
 
 /// One captured packet.
@@ -66,17 +67,11 @@ pub struct PointCounts {
     pub dropped: AtomicU64,
 }
 
-/// The lcore's end of one lcore ring: records to fill, and where to put them.
-struct Sink {
-    free: HeapCons<Box<Record>>,
-    full: HeapProd<Box<Record>>,
-}
+/// The lcore's end of one lcore ring.
+struct Sink(HeapProd<u8>);
 
-/// The reader's end of one lcore ring: filled records, and where they go back.
-struct Reader {
-    full: HeapCons<Box<Record>>,
-    free: HeapProd<Box<Record>>,
-}
+/// The reader's end of one lcore ring.
+struct Reader(HeapCons<u8>);
 
 /// A capture's view of one node.
 struct TapPoint {
@@ -134,41 +129,49 @@ fn tap(tap: &NodeTap, mask: u32, pkts: &Burst, now: u64, edge_of: impl Fn(usize)
             if ids.is_empty() {
                 continue;
             }
-            let frame = pkts.data(k);
-            let orig_len = pkts.pkt_len(k) as u32;
+            // The filter sees the first segment (the headers), and the length.
             let keep = match &p.filter {
-                Some(f) => f.run(frame, orig_len),
+                Some(f) => f.run(pkts.data(k), pkts.pkt_len(k) as u32),
                 None => u32::MAX,
             };
             if keep == 0 {
                 continue;
             }
             for &id in ids {
-                copy(&mut sink, p, id, frame, orig_len, keep, now);
+                copy(&mut sink, p, id, pkts, k, keep, now);
             }
         }
     }
 }
 
-/// Copies one packet for point `id` into a free record of `sink`.
+/// Copies packet `k` of `pkts` (every segment, up to the snap length and the
+/// filter's `keep`) for point `id` into `sink`.
 #[inline]
-fn copy(sink: &mut Sink, p: &TapPoint, id: u32, frame: &[u8], orig_len: u32, keep: u32, now: u64) {
+fn copy(sink: &mut Sink, p: &TapPoint, id: u32, pkts: &Burst, k: usize, keep: u32, now: u64) {
     let Some(c) = p.counts.get(id as usize) else { return };
     c.accepted.fetch_add(1, Ordering::Relaxed);
-    let Some(mut r) = sink.free.try_pop() else {
+    let have: usize = pkts.segments(k).map(<[u8]>::len).sum();
+    let n = have.min(p.snaplen as usize).min(keep as usize);
+    if sink.0.vacant_len() < RECORD_HEADER + n {
         c.dropped.fetch_add(1, Ordering::Relaxed);
         return;
-    };
-    let n = frame.len().min(p.snaplen as usize).min(keep as usize);
-    r.data.clear();
-    // Within the capacity reserved at arming: no allocation.
-    r.data.extend_from_slice(&frame[..n]);
-    r.point = id;
-    r.tsc = now;
-    r.orig_len = orig_len;
-    if sink.full.try_push(r).is_err() {
-        // Cannot happen: the full ring has room for every record.
-        c.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut h = [0u8; RECORD_HEADER];
+    h[0..4].copy_from_slice(&id.to_le_bytes());
+    h[4..12].copy_from_slice(&now.to_le_bytes());
+    h[12..16].copy_from_slice(&(pkts.pkt_len(k) as u32).to_le_bytes());
+    h[16..20].copy_from_slice(&(n as u32).to_le_bytes());
+    // Room was checked, and only this lcore produces: everything goes in. The
+    // reader takes a record once its bytes are all there.
+    sink.0.push_slice(&h);
+    let mut left = n;
+    for seg in pkts.segments(k) {
+        let take = seg.len().min(left);
+        sink.0.push_slice(&seg[..take]);
+        left -= take;
+        if left == 0 {
+            break;
+        }
     }
 }
 
@@ -235,7 +238,8 @@ pub struct Capture {
     counts: Arc<[PointCounts]>,
     names: Vec<String>,
     snaplen: u32,
-    slots_per_ring: usize,
+    bytes_per_ring: usize,
+    rec: Record,
 }
 
 impl std::fmt::Debug for Capture {
@@ -255,9 +259,9 @@ impl Capture {
         self.snaplen
     }
 
-    /// Records per lcore ring.
-    pub fn ring_slots(&self) -> usize {
-        self.slots_per_ring
+    /// Bytes of each lcore ring.
+    pub fn ring_bytes(&self) -> usize {
+        self.bytes_per_ring
     }
 
     /// Point `i`'s counters: packets that passed the filter, and those the ring
@@ -273,17 +277,29 @@ impl Capture {
         self.taps.iter().all(|t| Arc::strong_count(t) < 3)
     }
 
-    /// Hands up to `max` records to `f` (oldest first per lcore), then returns them
-    /// to their rings; the number handed.
+    /// Hands up to `max` records to `f` (oldest first per lcore); the number handed.
     pub fn drain(&mut self, max: usize, mut f: impl FnMut(&Record)) -> usize {
         let mut n = 0;
         for ring in &mut self.rings {
             while n < max {
-                let Some(r) = ring.full.try_pop() else { break };
-                f(&r);
+                let mut h = [0u8; RECORD_HEADER];
+                if ring.0.peek_slice(&mut h) < RECORD_HEADER {
+                    break;
+                }
+                let word = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+                let len = word(16) as usize;
+                if ring.0.occupied_len() < RECORD_HEADER + len {
+                    // The lcore is writing its bytes now.
+                    break;
+                }
+                ring.0.skip(RECORD_HEADER);
+                self.rec.point = word(0);
+                self.rec.tsc = u64::from_le_bytes(h[4..12].try_into().expect("8 bytes"));
+                self.rec.orig_len = word(12);
+                self.rec.data.resize(len, 0);
+                ring.0.pop_slice(&mut self.rec.data);
+                f(&self.rec);
                 n += 1;
-                // The free list holds every record the full ring does not.
-                let _ = ring.free.try_push(r);
             }
         }
         n
@@ -356,20 +372,15 @@ impl GraphInfo {
         let mut lcores: Vec<u32> = per_node.iter().map(|(i, _, _)| self.nodes[*i].lcore).collect();
         lcores.sort_unstable();
         lcores.dedup();
-        let per_ring = ring_slots(spec.snaplen, lcores.len());
+        let per_ring = ring_bytes(lcores.len());
         let counts: Arc<[PointCounts]> = spec.points.iter().map(|_| PointCounts::default()).collect();
         let filter = spec.filter.map(Arc::new);
         let mut rings = Vec::new();
         let mut sinks = Vec::new();
         for &lc in &lcores {
-            let (mut free_p, free_c) = HeapRb::<Box<Record>>::new(per_ring).split();
-            let (full_p, full_c) = HeapRb::<Box<Record>>::new(per_ring).split();
-            for _ in 0..per_ring {
-                let r = Record { point: 0, tsc: 0, orig_len: 0, data: Vec::with_capacity(spec.snaplen as usize) };
-                let _ = free_p.try_push(Box::new(r));
-            }
-            rings.push(Reader { full: full_c, free: free_p });
-            sinks.push((lc, Arc::new(Mutex::new(Sink { free: free_c, full: full_p }))));
+            let (p, c) = HeapRb::<u8>::new(per_ring).split();
+            rings.push(Reader(c));
+            sinks.push((lc, Arc::new(Mutex::new(Sink(p)))));
         }
         let mut cap = Capture {
             slot,
@@ -379,7 +390,8 @@ impl GraphInfo {
             counts: counts.clone(),
             names: spec.points.iter().map(|p| p.name.clone()).collect(),
             snaplen: spec.snaplen,
-            slots_per_ring: per_ring,
+            bytes_per_ring: per_ring,
+            rec: Record { point: 0, tsc: 0, orig_len: 0, data: Vec::with_capacity(spec.snaplen as usize) },
         };
         for (ni, input, edges) in per_node {
             let node = &self.nodes[ni];

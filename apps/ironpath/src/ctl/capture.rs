@@ -324,6 +324,7 @@ fn stream(
     let t0 = Instant::now();
     let limit = count.unwrap_or(u64::MAX);
     let per_drain = (WRITE_CHUNK / snaplen as usize).max(16);
+    // Records wait in the ring while the writer sleeps: 1 ms at a time.
     let mut written = 0u64;
     loop {
         out.clear();
@@ -345,7 +346,7 @@ fn stream(
             break;
         }
         if n == 0 {
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
     // Disarm first, then write what the points counted.
@@ -375,7 +376,7 @@ Ends after COUNT packets, S seconds or Ctrl-C; says on stderr how many packets
 were captured and how many the capture ring had no room for.
 
   -c COUNT        stop after COUNT packets
-  -s SNAPLEN      bytes kept of each packet [default: 9216, at most 65535]
+  -s SNAPLEN      bytes kept of each packet [default and most: 65535]
   --duration S    stop after S seconds
   -w FILE|-       where to write (required)";
 
@@ -528,7 +529,7 @@ fn receive(c: &mut UnixStream, out: &mut dyn Write) -> Result<Summary, String> {
         splitter.push(bytes);
         while let Some((kind, block)) = splitter.next_block().map_err(|e| format!("capture stream: {e}"))? {
             match kind {
-                ng::EPB => s.packets += 1,
+                ng::EPB if !out_gone => s.packets += 1,
                 ng::ISB => {
                     s.stats = true;
                     if let Some((_, _, Some(d))) = ng::read_statistics(&block) {
