@@ -193,4 +193,10 @@ fn a_client_that_stops_reading_costs_drops_not_forwarding() {
     assert!(packets + drop <= recv, "{packets} written, {stats:?}");
     let ctl = text(&p.ctl(&["show", "ctl"]));
     assert!(ctl.lines().any(|l| l.contains("captures served") && l.trim_end().ends_with(" 2")), "{ctl}");
+    // A capture of nothing known is refused, says why, and is counted.
+    let o = p.ctl(&["capture", "nowhere", "-w", "-"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("`nowhere` is neither a port nor NODE.EDGE; ports: p0, p1"), "{}", text(&o));
+    let ctl = text(&p.ctl(&["show", "ctl"]));
+    assert!(ctl.lines().any(|l| l.contains("captures refused") && l.trim_end().ends_with(" 1")), "{ctl}");
 }

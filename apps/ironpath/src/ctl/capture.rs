@@ -274,8 +274,8 @@ pub enum End {
 }
 
 /// Serves `capture` command `line` on `c` with graph `g` until it ends; `stop`
-/// ends it early (the server is going away).
-pub fn serve(c: &mut UnixStream, line: &str, g: Option<Arc<GraphInfo>>, stop: &AtomicBool) -> End {
+/// ends it early (the server is going away); `started` is called once it is armed.
+pub fn serve(c: &mut UnixStream, line: &str, g: Option<Arc<GraphInfo>>, stop: &AtomicBool, started: &dyn Fn()) -> End {
     let refuse = |c: &mut UnixStream, e: String| {
         let _ = send(c, &super::encode(&Err(e)), Instant::now() + SEND_TIMEOUT);
         End::Refused
@@ -300,6 +300,7 @@ pub fn serve(c: &mut UnixStream, line: &str, g: Option<Arc<GraphInfo>>, stop: &A
         Ok(cap) => cap,
         Err(e) => return refuse(c, format!("capture: {e}")),
     };
+    started();
     stream(c, &mut cap, &clock, snaplen, req.count, req.duration, stop)
 }
 
@@ -437,7 +438,9 @@ pub fn client_main(path: &Path, prefix: &str, args: &[String]) -> i32 {
         eprintln!("ironpath ctl: {}: {e}", path.display());
         return 1;
     }
-    // Ctrl-C ends the capture; the server still sends the statistics.
+    // Ctrl-C ends the capture; the server still sends the statistics. (In the
+    // shell, a second capture finds the handler in place: only the flag is reset.)
+    INTERRUPTED.store(false, Ordering::Relaxed);
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
     match receive(&mut c, &mut *out) {
         Ok(s) => {

@@ -33,8 +33,10 @@ pub struct Counts {
     pub slow_readers: AtomicU64,
     /// Commands the owning thread did not take or answer in time.
     pub unanswered: AtomicU64,
-    /// Captures served (`capture`, streamed by the socket thread).
+    /// Captures started (`capture`, streamed by the socket thread).
     pub captures: AtomicU64,
+    /// Captures refused (bad point or filter, no pipeline, 4 running already).
+    pub captures_refused: AtomicU64,
 }
 
 impl Counts {
@@ -53,6 +55,7 @@ impl Counts {
             ("dropped: answer not read in time", &self.slow_readers),
             ("commands not answered in time", &self.unanswered),
             ("captures served", &self.captures),
+            ("captures refused", &self.captures_refused),
         ];
         let mut s = format!(
             "control socket {} (max {MAX_CLIENTS} clients, {MAX_LINE}-byte lines, {} s to send, {} s to read)\n",
@@ -262,9 +265,10 @@ fn client(mut c: UnixStream, tx: &SyncSender<Request>, counts: &Counts, path: &P
                 return;
             }
         };
-        Counts::bump(&counts.captures);
-        if super::capture::serve(&mut c, &line, graph, stop) == super::capture::End::SlowReader {
-            Counts::bump(&counts.slow_readers);
+        match super::capture::serve(&mut c, &line, graph, stop, &|| Counts::bump(&counts.captures)) {
+            super::capture::End::Done => {}
+            super::capture::End::SlowReader => Counts::bump(&counts.slow_readers),
+            super::capture::End::Refused => Counts::bump(&counts.captures_refused),
         }
         return;
     }
