@@ -49,7 +49,7 @@ pub fn is_capture(line: &str) -> bool {
 
 /// A capture command, parsed and resolved against a graph.
 #[derive(Debug)]
-pub struct Request {
+pub struct Parsed {
     /// What to arm.
     pub spec: Spec,
     /// Packets to write (`-c`), if bounded.
@@ -106,7 +106,7 @@ fn edge_point(g: &GraphInfo, w: &str) -> Option<Point> {
 }
 
 /// Parses the words after `capture` against graph `g`; the filter is left as text.
-pub fn parse(g: &GraphInfo, words: &[&str]) -> Result<Request, String> {
+pub fn parse(g: &GraphInfo, words: &[&str]) -> Result<Parsed, String> {
     let mut dir = Dir::Both;
     let mut points: Vec<Point> = Vec::new();
     let mut filter: Vec<&str> = Vec::new();
@@ -182,7 +182,7 @@ pub fn parse(g: &GraphInfo, words: &[&str]) -> Result<Request, String> {
     if points.is_empty() {
         return Err(no_point(g, "(none given)"));
     }
-    Ok(Request { spec: Spec { points, snaplen, filter: None }, count, duration, filter: filter.join(" ") })
+    Ok(Parsed { spec: Spec { points, snaplen, filter: None }, count, duration, filter: filter.join(" ") })
 }
 
 fn no_point(g: &GraphInfo, w: &str) -> String {

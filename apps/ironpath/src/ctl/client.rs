@@ -29,7 +29,10 @@ Sends COMMAND to the `ironpath run` or `ironpath testpmd` started with
 
   -f, --file-prefix PREFIX   the process's file prefix [default: rte]
   -i, --instance N           the N-th further process of that prefix [default: 0]
-  -h, --help                 this text";
+  -h, --help                 this text
+
+`ironpath ctl -f PREFIX capture ... -w FILE|-` writes packets of the running
+pipeline to pcapng (`ironpath ctl capture -h`).";
 
 /// Where the control socket of `prefix` (instance `n`) is.
 pub fn socket_path(prefix: &str, n: u32) -> PathBuf {
