@@ -20,6 +20,7 @@
 pub mod args;
 pub mod burst;
 pub mod lcore;
+pub mod libpcap;
 pub mod loader;
 pub mod logging;
 pub mod mbuf;

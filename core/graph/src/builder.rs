@@ -28,6 +28,8 @@ pub struct NodeDecl {
     pub source: bool,
     /// The node itself.
     pub node: Box<dyn Node>,
+    /// The port it receives from or sends to (capture points name ports).
+    pub port: Option<(String, crate::PortRole)>,
 }
 
 /// An edge: next `next` of node `from` leads to node `to`.
@@ -181,6 +183,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
                     nexts: vec![],
                     source: false,
                     node: Box::new(RingTx(p)),
+                    port: None,
                 },
                 synthetic: true,
                 targets: vec![],
@@ -193,6 +196,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
                     nexts: vec!["out".into()],
                     source: true,
                     node: Box::new(RingRx(c)),
+                    port: None,
                 },
                 synthetic: true,
                 targets: vec![Some((t, Arc::new(EdgeStats::default())))],
@@ -240,6 +244,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
             remote,
         });
     }
+    let taps: Vec<Arc<crate::capture::NodeTap>> = all.iter().map(|_| Arc::default()).collect();
     for (i, p) in all.iter().enumerate() {
         infos.push(NodeInfo {
             name: p.decl.name.clone(),
@@ -255,6 +260,8 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
             synthetic: p.synthetic,
             stats: stats[i].clone(),
             trace_left: traces[i].clone(),
+            port: p.decl.port.clone(),
+            tap: taps[i].clone(),
         });
     }
     let mut slots: Vec<Option<Pending>> = all.into_iter().map(Some).collect();
@@ -273,6 +280,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
                 node: p.decl.node,
                 stats: stats[i].clone(),
                 trace_left: traces[i].clone(),
+                tap: taps[i].clone(),
                 guard: Default::default(),
                 mailbox: mailboxes[i].take(),
                 answer: None,
@@ -282,7 +290,15 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
         lcore_stats.push((lc, ls.clone()));
         graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone(), ls, requests[&lc].clone()));
     }
-    let info = GraphInfo { nodes: infos, edges: edge_infos, lcores: lcores.to_vec(), lcore_stats, trace, controls };
+    let info = GraphInfo {
+        nodes: infos,
+        edges: edge_infos,
+        lcores: lcores.to_vec(),
+        lcore_stats,
+        trace,
+        controls,
+        captures: Default::default(),
+    };
     Ok(Graph { lcores: graphs, info: Arc::new(info) })
 }
 

@@ -64,6 +64,18 @@ pub struct NodeInfo {
     /// Its counters.
     pub stats: Arc<NodeStats>,
     pub(crate) trace_left: Arc<AtomicU32>,
+    /// The port it receives from or sends to, if it is a port's node.
+    pub port: Option<(String, PortRole)>,
+    pub(crate) tap: Arc<crate::capture::NodeTap>,
+}
+
+/// What a port's node does with its port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRole {
+    /// It receives from the port (a source).
+    Rx,
+    /// It sends to the port.
+    Tx,
 }
 
 /// One edge as the shell shows it.
@@ -112,6 +124,7 @@ pub struct GraphInfo {
     pub(crate) trace: Arc<TraceBuf>,
     /// The controllers of nodes whose tables change at run time.
     pub controls: Vec<crate::ControlEntry>,
+    pub(crate) captures: Arc<crate::capture::Slots>,
 }
 
 impl GraphInfo {

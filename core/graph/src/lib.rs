@@ -10,15 +10,19 @@
 //!   run when their input frame has packets), with per-node counters (calls,
 //!   packets, TSC cycles, drops) as VPP's `show runtime`;
 //! * [`runner`]: pinned lcore threads and a clean stop;
-//! * [`GraphInfo`]: the control plane's view (`show graph`, `show runtime`, trace);
+//! * [`GraphInfo`]: the control plane's view (`show graph`, `show runtime`, trace,
+//!   live [`capture`] filtered by a classic [`bpf`] program);
 //! * [`control`]: table changes at run time, built off the fast path and taken by
 //!   the node's lcore between two bursts.
 //!
-//! Nothing here allocates, locks or logs per packet unless a trace is armed.
+//! Nothing here allocates, locks or logs per packet unless a trace is armed (a
+//! capture copies into records it allocated when armed).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bpf;
 mod builder;
+pub mod capture;
 pub mod control;
 pub mod guard;
 mod info;
@@ -32,7 +36,7 @@ mod trace;
 
 pub use builder::{build, EdgeDecl, Graph, GraphError, NodeDecl};
 pub use control::{ApplyPanicked, ControlEntry, Controller, Msg, Remote};
-pub use info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo, RuntimeBase};
+pub use info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo, PortRole, RuntimeBase};
 pub use node::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 pub use sched::{LcoreGraph, TIME_EVERY};
 pub use stats::{Counter, NodeStats, StatsSnapshot};

@@ -31,6 +31,8 @@ pub(crate) struct RtNode {
     pub next_names: Vec<Arc<str>>,
     pub stats: Arc<NodeStats>,
     pub trace_left: Arc<AtomicU32>,
+    /// Captures watching it.
+    pub tap: Arc<crate::capture::NodeTap>,
     /// What its panics did (isolation, fencing, logging).
     pub guard: Guard,
     /// Its controller's mailbox, when it has one ([`crate::control`]).
@@ -252,6 +254,10 @@ impl LcoreGraph {
         // Packets a trace follows from a node earlier in this walk: their hop here.
         let hops = if self.followed.is_empty() { Vec::new() } else { hops_in(&mut self.followed, &*rt.node, input) };
         rt.stats.calls.add(1);
+        let tapped = rt.tap.armed();
+        if tapped != 0 && n_in > 0 {
+            crate::capture::tap_input(&rt.tap, tapped, input, w.now);
+        }
         let mut cx = NodeCx { now_tsc: w.now, lcore: self.lcore, stats: &rt.stats, live: true };
         let next = &mut self.next;
         let d = match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.process(&mut cx, input, next))) {
@@ -291,6 +297,9 @@ impl LcoreGraph {
         let counted = if n_in > 0 { n_in } else { n_out };
         rt.stats.busy_calls.add(1);
         rt.stats.packets.add(counted as u64);
+        if tapped != 0 {
+            crate::capture::tap_output(&rt.tap, tapped, input, d, &self.next, w.now);
+        }
         if tracing || !hops.is_empty() {
             let t = self.trace.since_start_ns(rdtsc(), self.hz);
             let at = (self.lcore, t);

@@ -77,6 +77,7 @@ fn decl(name: &str, lcore: u32, nexts: &[&str], source: bool, node: Box<dyn Node
         nexts: nexts.iter().map(|s| s.to_string()).collect(),
         source,
         node,
+        port: None,
     }
 }
 
@@ -542,4 +543,156 @@ fn runtime_since_a_base_counts_from_it_and_leaves_the_counters() {
     // The counters themselves were never reset.
     assert_eq!(par_row(&g.info.format_runtime()), [10, 10, 100, 10]);
     assert_eq!(g.info.node("par").unwrap().stats.packets.get(), 100);
+}
+
+#[test]
+fn capture_copies_what_the_points_see_filters_it_and_counts_what_the_ring_cannot_take() {
+    use ironpath_graph::bpf::{Insn, Program};
+    use ironpath_graph::capture::{At, Point, Spec, MAX_CAPTURES, RECORD_HEADER, RING_BYTES};
+    let p = pool(512);
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p.clone(), next: 0, total: 300, per_call: 30 })),
+        decl("par", 0, &["even", "odd"], false, Box::new(Parity)),
+        decl("sink", 0, &[], false, Box::new(Sink(got.clone()))),
+    ];
+    let edges = [edge("src", "out", "par"), edge("par", "even", "sink"), edge("par", "odd", "sink")];
+    let mut g = build(nodes, &edges, &[(0, None)]).unwrap();
+    let point = |name: &str, node: &str, at: At| Point { name: name.into(), nodes: vec![node.into()], at };
+    // Everything `src` passes on, and what `par` sends along `odd`, cut at 16 bytes.
+    let mut all = g
+        .info
+        .capture(Spec {
+            points: vec![point("src", "src", At::Output), point("par.odd", "par", At::Edge("odd".into()))],
+            snaplen: 16,
+            filter: None,
+        })
+        .unwrap();
+    // Only packets whose first byte is below 100 (the sequence number's low byte):
+    // A = P[0]; A < 100 ? keep 1000 : reject.
+    let below_100 = Program::verify(&[
+        Insn::new(0x30, 0, 0, 0),
+        Insn::new(0x35, 1, 0, 100),
+        Insn::new(0x06, 0, 0, 1000),
+        Insn::new(0x06, 0, 0, 0),
+    ])
+    .unwrap();
+    let mut filtered = g
+        .info
+        .capture(Spec { points: vec![point("sink", "sink", At::Input)], snaplen: 64, filter: Some(below_100) })
+        .unwrap();
+    assert!(g
+        .info
+        .capture(Spec { points: vec![point("x", "nope", At::Input)], snaplen: 64, filter: None })
+        .unwrap_err()
+        .contains("no node `nope`"));
+    assert!(g
+        .info
+        .capture(Spec { points: vec![point("x", "par", At::Edge("up".into()))], snaplen: 64, filter: None })
+        .unwrap_err()
+        .contains("its nexts: even, odd"));
+    assert_eq!(all.ring_bytes(), RING_BYTES);
+    while g.lcores[0].run_once() > 0 {}
+    let mut recs = Vec::new();
+    all.drain(usize::MAX, |r| recs.push((r.point, r.orig_len, r.data.clone())));
+    assert_eq!(recs.iter().filter(|r| r.0 == 0).count(), 300);
+    let odd: Vec<u64> =
+        recs.iter().filter(|r| r.0 == 1).map(|r| u64::from_le_bytes(r.2[..8].try_into().unwrap())).collect();
+    assert_eq!(odd, (0..300).filter(|v| v % 2 == 1).collect::<Vec<_>>());
+    assert!(recs.iter().all(|r| r.1 == 64 && r.2.len() == 16));
+    assert_eq!(all.counts(0), (300, 0));
+    assert_eq!(all.counts(1), (150, 0));
+    let mut sunk = Vec::new();
+    filtered.drain(usize::MAX, |r| sunk.push(u64::from_le_bytes(r.data[..8].try_into().unwrap())));
+    // The sink is given a walk's even packets, then its odd ones.
+    sunk.sort_unstable();
+    let want: Vec<u64> = (0..300).filter(|v| v % 10 != 0 && v % 256 < 100).collect();
+    assert_eq!(sunk, want);
+    assert!(filtered.counts(0).1 == 0 && filtered.counts(0).0 == want.len() as u64);
+    // Disarmed when dropped: the slot is free again, nothing more is copied.
+    drop(filtered);
+    let extra: Vec<_> = (0..MAX_CAPTURES - 1)
+        .map(|_| {
+            g.info.capture(Spec { points: vec![point("s", "sink", At::Input)], snaplen: 65535, filter: None }).unwrap()
+        })
+        .collect();
+    assert!(g
+        .info
+        .capture(Spec { points: vec![point("s", "sink", At::Input)], snaplen: 64, filter: None })
+        .unwrap_err()
+        .contains("captures run already"));
+    drop(extra);
+    drop(all);
+    // A ring that is not drained: what it cannot take is counted, the walk goes on.
+    let p2 = pool(2048);
+    let total = 110_000u64;
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(Seq { pool: p2.clone(), next: 0, total, per_call: 32 })),
+        decl("sink", 0, &[], false, Box::new(Sink(Arc::new(Mutex::new(Vec::new()))))),
+    ];
+    let mut g2 = build(nodes, &[edge("src", "out", "sink")], &[(0, None)]).unwrap();
+    let mut slow =
+        g2.info.capture(Spec { points: vec![point("sink", "sink", At::Input)], snaplen: 65535, filter: None }).unwrap();
+    assert_eq!(slow.ring_bytes(), RING_BYTES);
+    while g2.lcores[0].run_once() > 0 {}
+    // 8 MiB holds this many records of a header and 64 bytes; the rest were dropped.
+    let fit = (RING_BYTES / (RECORD_HEADER + 64)) as u64;
+    assert_eq!(slow.counts(0), (total, total - fit));
+    let mut seq = Vec::new();
+    assert_eq!(slow.drain(usize::MAX, |r| seq.push(u64::from_le_bytes(r.data[..8].try_into().unwrap()))), fit as usize);
+    assert_eq!(seq, (0..fit).collect::<Vec<_>>(), "the first ones, whole and in order");
+    assert!(!slow.graph_stopped());
+    drop(g2);
+    assert!(slow.graph_stopped());
+    assert_eq!(p2.stats().in_use, 0);
+}
+
+/// Emits one packet of two segments (60 bytes of 0x11, then 40 of 0x22) per call,
+/// `left` times.
+struct TwoSegs {
+    pool: Mempool,
+    left: u32,
+}
+
+impl Node for TwoSegs {
+    fn process(&mut self, _cx: &mut NodeCx<'_>, pkts: &mut Burst, _n: &mut [u16; MAX_BURST]) -> Dispatch {
+        if self.left > 0 {
+            self.left -= 1;
+            let mut head = ironpath_eal::Mbuf::alloc(&self.pool).unwrap();
+            head.append(60).unwrap().fill(0x11);
+            let mut tail = ironpath_eal::Mbuf::alloc(&self.pool).unwrap();
+            tail.append(40).unwrap().fill(0x22);
+            head.chain(tail).unwrap();
+            let _ = pkts.push(head);
+        }
+        Dispatch::All(0)
+    }
+}
+
+#[test]
+fn capture_copies_every_segment_up_to_the_snap_length() {
+    use ironpath_graph::capture::{At, Point, Spec};
+    let p = pool(64);
+    let nodes = vec![
+        decl("src", 0, &["out"], true, Box::new(TwoSegs { pool: p.clone(), left: 2 })),
+        decl("sink", 0, &[], false, Box::new(Sink(Arc::new(Mutex::new(Vec::new()))))),
+    ];
+    let mut g = build(nodes, &[edge("src", "out", "sink")], &[(0, None)]).unwrap();
+    let spec = |snaplen| Spec {
+        points: vec![Point { name: "src.out".into(), nodes: vec!["src".into()], at: At::Edge("out".into()) }],
+        snaplen,
+        filter: None,
+    };
+    let mut whole = g.info.capture(spec(65535)).unwrap();
+    let mut cut = g.info.capture(spec(70)).unwrap();
+    while g.lcores[0].run_once() > 0 {}
+    let mut got = Vec::new();
+    whole.drain(usize::MAX, |r| got.push((r.orig_len, r.data.clone())));
+    let want: Vec<u8> = [vec![0x11; 60], vec![0x22; 40]].concat();
+    assert_eq!(got, vec![(100, want.clone()), (100, want.clone())]);
+    got.clear();
+    cut.drain(usize::MAX, |r| got.push((r.orig_len, r.data.clone())));
+    assert_eq!(got, vec![(100, want[..70].to_vec()), (100, want[..70].to_vec())]);
+    drop(g);
+    assert_eq!(p.stats().in_use, 0);
 }

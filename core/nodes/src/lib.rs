@@ -122,7 +122,21 @@ pub fn make_from(
         },
         source: kind.spec.source,
         node,
+        port: port_role(kind, cfg),
     })
+}
+
+/// The port a node of a queue-using kind (`port_rx`, `port_tx` ...) serves.
+fn port_role(kind: &NodeKind, cfg: &NodeCfg) -> Option<(String, ironpath_graph::PortRole)> {
+    let role = match kind.spec.queue {
+        ironpath_config::QueueUse::Rx => ironpath_graph::PortRole::Rx,
+        ironpath_config::QueueUse::Tx => ironpath_graph::PortRole::Tx,
+        _ => return None,
+    };
+    match cfg.params.get("port") {
+        Some(ironpath_config::ParamValue::Port(p)) => Some((p.clone(), role)),
+        _ => None,
+    }
 }
 
 /// Fixtures shared by the node tests (frame builders, a pool, one-call helpers), and
@@ -147,6 +161,7 @@ pub(crate) mod tests {
             nexts: nexts.iter().map(|n| n.to_string()).collect(),
             source: false,
             node,
+            port: None,
         };
         let mut g = ironpath_graph::build(vec![decl], &[], &[(0, None)]).unwrap();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -7,6 +7,8 @@
 //! * [`Writer`] appends packets to a new file: pcap (microsecond or nanosecond
 //!   timestamps) or, for a path ending in `.pcapng`, pcapng (one section, one
 //!   Ethernet interface, enhanced packet blocks with nanosecond timestamps).
+//! * [`ng`] builds pcapng blocks one at a time for a stream with several
+//!   interfaces (a live capture) and cuts such a stream back into blocks.
 //! * [`Spool`] is the same file written by a thread of its own, for the lcores: each
 //!   [`SpoolFeed`] encodes a packet into a ring without a lock, an allocation or a
 //!   system call, and the `pcap-writer` thread moves the records into the file.
@@ -15,6 +17,7 @@
 //! benches and tests.
 #![forbid(unsafe_code)]
 
+pub mod ng;
 mod spool;
 
 pub use spool::{Spool, SpoolFeed};

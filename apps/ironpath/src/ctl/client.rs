@@ -29,7 +29,10 @@ Sends COMMAND to the `ironpath run` or `ironpath testpmd` started with
 
   -f, --file-prefix PREFIX   the process's file prefix [default: rte]
   -i, --instance N           the N-th further process of that prefix [default: 0]
-  -h, --help                 this text";
+  -h, --help                 this text
+
+`ironpath ctl -f PREFIX capture ... -w FILE|-` writes packets of the running
+pipeline to pcapng (`ironpath ctl capture -h`).";
 
 /// Where the control socket of `prefix` (instance `n`) is.
 pub fn socket_path(prefix: &str, n: u32) -> PathBuf {
@@ -37,12 +40,9 @@ pub fn socket_path(prefix: &str, n: u32) -> PathBuf {
     crate::telemetry::rundir::path_for(prefix).join(name)
 }
 
-/// Sends `line` to the socket at `path`; the answer, or why there is none.
-pub fn ask(path: &Path, prefix: &str, line: &str) -> Result<String, String> {
-    if line.len() + 1 > MAX_LINE {
-        return Err(format!("command longer than {} bytes", MAX_LINE - 1));
-    }
-    let mut c = UnixStream::connect(path).map_err(|e| match e.kind() {
+/// Connects to the control socket at `path` (of `prefix`); why not, said plainly.
+pub fn connect(path: &Path, prefix: &str) -> Result<UnixStream, String> {
+    UnixStream::connect(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
             format!("no ironpath process with file prefix {prefix} (socket {}): is it running?", path.display())
         }
@@ -52,7 +52,15 @@ pub fn ask(path: &Path, prefix: &str, line: &str) -> Result<String, String> {
             path.display()
         ),
         _ => format!("{}: {e}", path.display()),
-    })?;
+    })
+}
+
+/// Sends `line` to the socket at `path`; the answer, or why there is none.
+pub fn ask(path: &Path, prefix: &str, line: &str) -> Result<String, String> {
+    if line.len() + 1 > MAX_LINE {
+        return Err(format!("command longer than {} bytes", MAX_LINE - 1));
+    }
+    let mut c = connect(path, prefix)?;
     let _ = c.set_write_timeout(Some(WAIT));
     match c.write_all(format!("{line}\n").as_bytes()) {
         Ok(()) => {}
@@ -125,7 +133,11 @@ pub fn main(args: &[String]) -> i32 {
         return usage_error(&format!("file prefix `{prefix}` is not a directory name"));
     }
     let path = socket_path(&prefix, instance);
-    let command = args[i.min(args.len())..].join(" ");
+    let rest = &args[i.min(args.len())..];
+    if rest.first().is_some_and(|w| w == "capture") {
+        return super::capture::client_main(&path, &prefix, &rest[1..]);
+    }
+    let command = rest.join(" ");
     if !command.trim().is_empty() {
         return match ask(&path, &prefix, command.trim()) {
             Ok(text) => {
@@ -156,6 +168,10 @@ fn one(path: &Path, prefix: &str, line: &str) -> Option<bool> {
     match l {
         "quit" | "exit" => None,
         "" => Some(false),
+        _ if super::capture::is_capture(l) => {
+            let words: Vec<String> = l.split_whitespace().skip(1).map(str::to_string).collect();
+            Some(super::capture::client_main(path, prefix, &words) != 0)
+        }
         _ => Some(match ask(path, prefix, l) {
             Ok(text) => {
                 crate::out!("{text}");

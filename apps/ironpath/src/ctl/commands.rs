@@ -41,6 +41,8 @@ pub enum Cmd {
     SetInterfaceState,
     /// A table command a node's controller answers (`ip route add ...`).
     Table,
+    /// `capture ...`, served by the socket thread ([`super::capture`]).
+    Capture,
 }
 
 /// Packets `trace add NODE` records when no count is given (as VPP's default).
@@ -93,6 +95,11 @@ pub const GRAMMAR: &[Syntax] = &[
         "the first N trace records (default 50): per packet and node, time, flags, edge, headers",
     ),
     s("clear trace", Cmd::ClearTrace, "stop every trace, drop its records and restart its clock"),
+    s(
+        "capture <POINT...>",
+        Cmd::Capture,
+        "[rx|tx|both] PORT|NODE.EDGE ... [-c N] [-s SNAPLEN] [--duration S] [FILTER] -w FILE|-: packets to pcapng, live",
+    ),
     s(
         "set interface state <NAME> up|down",
         Cmd::SetInterfaceState,
@@ -183,6 +190,10 @@ pub fn complete(line: &str) -> Offer {
 
 /// The grammar line `words` matches, and its free argument if it has one.
 pub fn parse(words: &[&str]) -> Option<(&'static Syntax, Option<String>)> {
+    // `capture` takes any number of words; its own parser reads them.
+    if words.first() == Some(&"capture") && words.len() > 1 {
+        return GRAMMAR.iter().find(|g| g.cmd == Cmd::Capture).map(|g| (g, None));
+    }
     for syntax in GRAMMAR {
         for form in forms(syntax.pattern) {
             if form.len() == words.len() && words.iter().zip(&form).all(|(w, t)| t.accepts(w)) {
@@ -214,6 +225,17 @@ pub struct Control {
 }
 
 impl Control {
+    /// Answers `req` from figures `f`; a capture gets the running graph (the
+    /// socket thread streams it).
+    pub fn serve(&mut self, req: super::Request, f: &Figures) {
+        if super::capture::is_capture(&req.line) {
+            req.reply_graph(f.graph.clone());
+        } else {
+            let answer = self.answer(&req.line, f);
+            req.reply(answer);
+        }
+    }
+
     /// The answer to command `line` from figures `f` (`Err`: refused, with why).
     pub fn answer(&mut self, line: &str, f: &Figures) -> Result<String, String> {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -253,6 +275,7 @@ impl Control {
             Cmd::ShowMempool => Ok(show_mempool(&f.pools)),
             Cmd::ShowMemory => Ok(show_memory(&f.pools)),
             Cmd::ShowCtl => Err("`show ctl` is answered by the control socket's own thread".to_string()),
+            Cmd::Capture => Err("`capture` is served by the control socket's own thread".to_string()),
             Cmd::TraceAdd => trace_add(graph(f)?, &words),
             Cmd::ShowTrace => show_trace(graph(f)?, &words),
             Cmd::ClearTrace => {
@@ -519,7 +542,8 @@ mod tests {
 
     #[test]
     fn completion_knows_where_it_is() {
-        assert_eq!(words(""), ["help", "show", "clear", "trace", "set", "ip", "acl", "bridge"]);
+        assert_eq!(words(""), ["help", "show", "clear", "trace", "capture", "set", "ip", "acl", "bridge"]);
+        assert!(complete("capture ").usage[0].starts_with("<POINT...>: capture <POINT...>"));
         assert_eq!(words("sh"), ["show"]);
         assert_eq!(
             words("show "),
@@ -562,6 +586,8 @@ mod tests {
         assert!(parse(&["show", "runtime", "x"]).is_none());
         assert!(parse(&["show"]).is_none());
         assert!(parse(&["frobnicate"]).is_none());
+        assert_eq!(parse(&["capture", "rx", "a", "tcp", "port", "80"]).map(|(s, _)| s.cmd), Some(Cmd::Capture));
+        assert!(parse(&["capture"]).is_none());
     }
 
     #[test]

@@ -17,6 +17,9 @@
 //!   long, nothing sent in time) gets one line saying why, without the status
 //!   line, and is closed; a client that ends without a status line failed.
 //!
+//! `capture` is answered differently: with the line `\0capture\n` and then a
+//! pcapng stream until the capture ends ([`capture`]).
+//!
 //! Bounds, each counted ([`server::Counts`], `show ctl`): a client has
 //! [`IDLE_TIMEOUT`] to send its line and [`SEND_TIMEOUT`] to read its answer; at
 //! most [`MAX_CLIENTS`] are served at once. The socket threads never touch ports
@@ -24,11 +27,14 @@
 //! thread that owns the ports (the run's main loop, testpmd's responder), which
 //! answers it from counters the data plane publishes anyway ([`commands`]).
 
+pub mod capture;
 pub mod client;
 pub mod commands;
 pub mod server;
 
+use ironpath_graph::GraphInfo;
 use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The socket's name in the runtime directory (`:N` appended for the N-th
@@ -56,13 +62,26 @@ pub const END_ERR: &str = "\0error\n";
 pub struct Request {
     /// The command line, trimmed.
     pub line: String,
-    reply: SyncSender<Result<String, String>>,
+    reply: SyncSender<Reply>,
+}
+
+/// What the owning thread gives back for a [`Request`].
+pub enum Reply {
+    /// The answer's text, or why the command was refused.
+    Text(Result<String, String>),
+    /// The running graph, if any (for `capture`, which the socket thread serves).
+    Graph(Option<Arc<GraphInfo>>),
 }
 
 impl Request {
     /// Sends the answer (dropped if the client has given up).
     pub fn reply(self, answer: Result<String, String>) {
-        let _ = self.reply.try_send(answer);
+        let _ = self.reply.try_send(Reply::Text(answer));
+    }
+
+    /// Sends the running graph (for a capture).
+    pub fn reply_graph(self, graph: Option<Arc<GraphInfo>>) {
+        let _ = self.reply.try_send(Reply::Graph(graph));
     }
 }
 

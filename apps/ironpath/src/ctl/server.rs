@@ -3,7 +3,9 @@
 //! [`Request`] and writes the answer under another. None of them waits on the
 //! owning thread longer than [`ANSWER_TIMEOUT`], and none touches a port.
 
-use super::{encode, Request, ANSWER_TIMEOUT, IDLE_TIMEOUT, MAX_CLIENTS, MAX_LINE, QUEUE, SEND_TIMEOUT, SOCKET_NAME};
+use super::{
+    encode, Reply, Request, ANSWER_TIMEOUT, IDLE_TIMEOUT, MAX_CLIENTS, MAX_LINE, QUEUE, SEND_TIMEOUT, SOCKET_NAME,
+};
 use crate::telemetry::rundir::{connect_nonblocking, peer_trusted, RunDir};
 use rustix::net::SocketType;
 use std::io::{Read, Write};
@@ -31,6 +33,10 @@ pub struct Counts {
     pub slow_readers: AtomicU64,
     /// Commands the owning thread did not take or answer in time.
     pub unanswered: AtomicU64,
+    /// Captures started (`capture`, streamed by the socket thread).
+    pub captures: AtomicU64,
+    /// Captures refused (bad point or filter, no pipeline, 4 running already).
+    pub captures_refused: AtomicU64,
 }
 
 impl Counts {
@@ -48,6 +54,8 @@ impl Counts {
             ("closed: nothing sent in time", &self.idle),
             ("dropped: answer not read in time", &self.slow_readers),
             ("commands not answered in time", &self.unanswered),
+            ("captures served", &self.captures),
+            ("captures refused", &self.captures_refused),
         ];
         let mut s = format!(
             "control socket {} (max {MAX_CLIENTS} clients, {MAX_LINE}-byte lines, {} s to send, {} s to read)\n",
@@ -107,7 +115,7 @@ impl Drop for Server {
     }
 }
 
-fn accept_loop(listener: &UnixListener, tx: &SyncSender<Request>, stop: &AtomicBool, path: &Path) {
+fn accept_loop(listener: &UnixListener, tx: &SyncSender<Request>, stop: &Arc<AtomicBool>, path: &Path) {
     let live = Arc::new(AtomicUsize::new(0));
     let counts = Arc::new(Counts::default());
     let mut told = false;
@@ -141,8 +149,9 @@ fn accept_loop(listener: &UnixListener, tx: &SyncSender<Request>, stop: &AtomicB
             continue;
         }
         let (tx, live2, counts2, path) = (tx.clone(), live.clone(), counts.clone(), path.to_path_buf());
+        let stop2 = stop.clone();
         let spawned = std::thread::Builder::new().name("ctl-client".into()).spawn(move || {
-            client(c, &tx, &counts2, &path);
+            client(c, &tx, &counts2, &path, &stop2);
             live2.fetch_sub(1, Ordering::AcqRel);
         });
         if spawned.is_err() {
@@ -215,7 +224,22 @@ fn write_all(c: &mut UnixStream, bytes: &[u8], deadline: Instant) -> bool {
     true
 }
 
-fn client(mut c: UnixStream, tx: &SyncSender<Request>, counts: &Counts, path: &Path) {
+/// Passes `line` to the owning thread and waits (bounded) for its reply.
+fn ask_owner(tx: &SyncSender<Request>, line: String, counts: &Counts) -> Result<Reply, String> {
+    let (rtx, rrx) = sync_channel(1);
+    match tx.try_send(Request { line, reply: rtx }) {
+        Ok(()) => rrx.recv_timeout(ANSWER_TIMEOUT).map_err(|_| {
+            Counts::bump(&counts.unanswered);
+            format!("error: no answer within {} s (the process is busy or ending)", ANSWER_TIMEOUT.as_secs())
+        }),
+        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+            Counts::bump(&counts.unanswered);
+            Err("error: the process has too many commands waiting; try again".to_string())
+        }
+    }
+}
+
+fn client(mut c: UnixStream, tx: &SyncSender<Request>, counts: &Counts, path: &Path, stop: &AtomicBool) {
     let line = match read_line(&mut c, Instant::now() + IDLE_TIMEOUT) {
         Ok(l) => l,
         Err(e) => {
@@ -232,23 +256,32 @@ fn client(mut c: UnixStream, tx: &SyncSender<Request>, counts: &Counts, path: &P
         }
     };
     Counts::bump(&counts.served);
+    if super::capture::is_capture(&line) {
+        let graph = match ask_owner(tx, line.clone(), counts) {
+            Ok(Reply::Graph(g)) => g,
+            Ok(Reply::Text(_)) => None,
+            Err(e) => {
+                let _ = write_all(&mut c, &encode(&Err(e)), Instant::now() + SEND_TIMEOUT);
+                return;
+            }
+        };
+        match super::capture::serve(&mut c, &line, graph, stop, &|| Counts::bump(&counts.captures)) {
+            super::capture::End::Done => {}
+            super::capture::End::SlowReader => Counts::bump(&counts.slow_readers),
+            super::capture::End::Refused => Counts::bump(&counts.captures_refused),
+        }
+        return;
+    }
     let words: Vec<&str> = line.split_whitespace().collect();
     let own = super::commands::parse(&words).is_some_and(|(s, _)| s.cmd == super::commands::Cmd::ShowCtl);
     let answer = if own {
         Ok(counts.format(path))
     } else {
-        let (rtx, rrx) = sync_channel(1);
-        match tx.try_send(Request { line, reply: rtx }) {
-            Ok(()) => rrx.recv_timeout(ANSWER_TIMEOUT).map_err(|_| {
-                Counts::bump(&counts.unanswered);
-                format!("error: no answer within {} s (the process is busy or ending)", ANSWER_TIMEOUT.as_secs())
-            }),
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                Counts::bump(&counts.unanswered);
-                Err("error: the process has too many commands waiting; try again".to_string())
-            }
+        match ask_owner(tx, line, counts) {
+            Ok(Reply::Text(a)) => a,
+            Ok(Reply::Graph(_)) => Err("error: no answer for this command".to_string()),
+            Err(e) => Err(e),
         }
-        .and_then(|a| a)
     };
     if !write_all(&mut c, &encode(&answer), Instant::now() + SEND_TIMEOUT) {
         Counts::bump(&counts.slow_readers);

@@ -292,8 +292,7 @@ pub fn run_main(args: &[String]) -> i32 {
         }
         while let Some(req) = ctl.as_ref().and_then(|c| c.1.try_recv().ok()) {
             let f = figures(&eal, &run, args);
-            let answer = control.answer(&req.line, &f);
-            req.reply(answer);
+            control.serve(req, &f);
         }
         if json.is_some() {
             stats::track_peaks(&run, &mut peaks);

@@ -575,8 +575,7 @@ pub fn main(args: &[String]) -> i32 {
                 while let Some(req) = ctl_requests.as_ref().and_then(|r| r.try_recv().ok()) {
                     idle = false;
                     let f = shell::lock(&app).figures(&params);
-                    let answer = control.answer(&req.line, &f);
-                    req.reply(answer);
+                    control.serve(req, &f);
                 }
                 if idle {
                     std::thread::sleep(std::time::Duration::from_millis(20));
