@@ -156,6 +156,32 @@ pub fn pin_to_cpu(lcore: u32, cpu: u32) -> Result<(), LcoreError> {
     Ok(())
 }
 
+/// Keep the calling thread, and the threads it starts from now on, off `cpus` (the
+/// pinned lcores' own), as DPDK keeps its control threads off the data-plane cores:
+/// its affinity becomes what it was less `cpus`, unless that would leave none.
+/// Returns whether it changed.
+pub fn avoid_cpus(cpus: &[u32]) -> bool {
+    // SAFETY: `cpu_set_t` is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; pid 0 is this thread.
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return false;
+    }
+    let mut left = set;
+    for &c in cpus.iter().filter(|&&c| (c as usize) < 8 * size) {
+        // SAFETY: `c` is within the set's capacity (filtered above).
+        unsafe { libc::CPU_CLR(c as usize, &mut left) };
+    }
+    // SAFETY: both sets are valid cpu_set_t values.
+    let (n_left, n_was) = unsafe { (libc::CPU_COUNT(&left), libc::CPU_COUNT(&set)) };
+    if n_left == 0 || n_left == n_was {
+        return false;
+    }
+    // SAFETY: `left` is a valid cpu_set_t of the size passed; pid 0 is this thread.
+    unsafe { libc::sched_setaffinity(0, size, &left) == 0 }
+}
+
 /// A launched worker lcore.
 pub struct LcoreHandle<T> {
     /// The lcore id.

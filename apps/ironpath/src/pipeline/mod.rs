@@ -313,11 +313,17 @@ impl PipelineRun {
             })
             .collect();
         let lcores: Vec<(u32, Option<u32>)> = cfg.lcores.iter().map(|l| (l.id, Some(l.cpu as u32))).collect();
+        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let pin = pin && cfg.lcores.iter().all(|l| l.cpu < ncpu);
+        if pin {
+            // Control threads started from here on (a router's kernel follower, FIB
+            // rebuilds) stay off the lcores' CPUs when others remain.
+            let cpus: Vec<u32> = cfg.lcores.iter().map(|l| l.cpu as u32).collect();
+            ironpath_eal::lcore::avoid_cpus(&cpus);
+        }
         let graph =
             ironpath_graph::build(decls, &edges, &lcores).map_err(|e| format!("{}: error: {e}", cfg.file.display()))?;
         self.info = graph.info.clone();
-        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let pin = pin && cfg.lcores.iter().all(|l| l.cpu < ncpu);
         if !pin {
             log::info!("lcores run unpinned (CPUs named in the file exceed the {ncpu} here, or --no-pin)");
         }
