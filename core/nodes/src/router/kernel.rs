@@ -6,8 +6,9 @@
 //! change, and a new snapshot whenever it may have missed one) on its own thread; an
 //! applier thread here takes every event queued, applies them all to the route
 //! table, then rebuilds and hands the FIBs over once ([`Tables::publish`]), at most
-//! every [`MIN_GAP`]: a churn of changes costs one rebuild per batch, not one per
-//! change. Neither thread is an lcore.
+//! every [`MIN_GAP`] and at most one part in [`DUTY`] of the time: a churn of
+//! changes costs one rebuild per batch, not one per change, and never a whole CPU.
+//! Neither thread is an lcore.
 //!
 //! How a kernel route maps: via a gateway on one of the router's subnets, forward
 //! there; on-link through an interface named as one of the router's ports, forward
@@ -32,6 +33,11 @@ use std::time::{Duration, Instant};
 
 /// The least time between two rebuilds of the FIB for kernel changes.
 pub const MIN_GAP: Duration = Duration::from_millis(5);
+/// Rebuilds for kernel changes take at most one part in this many of the time (the
+/// gap after a rebuild is this many times as long as it took): a churn of routes
+/// cannot keep a CPU rebuilding, nor the memory bus and the caches it shares with
+/// the lcores busy.
+pub const DUTY: u32 = 10;
 
 /// What the router follows.
 #[derive(Clone, Debug)]
@@ -105,6 +111,7 @@ fn apply_loop(rx: &mpsc::Receiver<KernelEvent>, tables: &Mutex<Tables>, remote: 
     let mut dirty = false;
     let mut neighs: Vec<NeighChange> = Vec::new();
     let mut last = Instant::now() - MIN_GAP;
+    let mut gap = MIN_GAP;
     loop {
         let first = if dirty || !neighs.is_empty() { rx.recv_timeout(Duration::from_millis(100)) } else { rx.recv().map_err(|_| RecvTimeoutError::Disconnected) };
         let mut events = match first {
@@ -112,7 +119,7 @@ fn apply_loop(rx: &mpsc::Receiver<KernelEvent>, tables: &Mutex<Tables>, remote: 
             Err(RecvTimeoutError::Timeout) => Vec::new(),
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        let wait = MIN_GAP.saturating_sub(last.elapsed());
+        let wait = gap.saturating_sub(last.elapsed());
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
@@ -133,6 +140,7 @@ fn apply_loop(rx: &mpsc::Receiver<KernelEvent>, tables: &Mutex<Tables>, remote: 
                 }
                 Err(_) => t.kernel.failed += 1,
             }
+            gap = MIN_GAP.max(last.elapsed() * DUTY);
         }
         drop(t);
         // Neighbours after the routes (a route's gateway may be among them); one

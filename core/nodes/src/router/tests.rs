@@ -788,3 +788,4 @@ fn a_fib_handed_over_routes_the_next_burst_and_the_old_one_comes_back() {
     drop(old);
     assert_eq!(pool.stats().in_use, 0);
 }
+
