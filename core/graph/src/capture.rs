@@ -23,7 +23,7 @@ use crate::node::{Dispatch, DROP};
 use ironpath_eal::{Burst, MAX_BURST};
 use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Captures that may run at once on one graph.
@@ -90,6 +90,8 @@ struct TapPoint {
 pub struct NodeTap {
     armed: AtomicU32,
     points: [Mutex<Option<TapPoint>>; MAX_CAPTURES],
+    /// The lcore that ran the node has stopped it: nothing will come any more.
+    pub(crate) stopped: AtomicBool,
 }
 
 impl std::fmt::Debug for NodeTap {
@@ -240,6 +242,8 @@ pub struct Capture {
     snaplen: u32,
     bytes_per_ring: usize,
     rec: Record,
+    /// The ring `drain` starts with next (turn about).
+    first: usize,
 }
 
 impl std::fmt::Debug for Capture {
@@ -271,17 +275,25 @@ impl Capture {
     }
 
     /// Whether the graph it watches has stopped (every lcore that ran one of its
-    /// nodes has dropped its part): no record will come any more.
+    /// nodes has stopped them): no record will come any more.
     pub fn graph_stopped(&self) -> bool {
-        // Held by the node's info, its lcore and this capture while it runs.
-        self.taps.iter().all(|t| Arc::strong_count(t) < 3)
+        self.taps.iter().all(|t| t.stopped.load(Ordering::Acquire))
     }
 
     /// Hands up to `max` records to `f` (oldest first per lcore); the number handed.
     pub fn drain(&mut self, max: usize, mut f: impl FnMut(&Record)) -> usize {
         let mut n = 0;
-        for ring in &mut self.rings {
-            while n < max {
+        // Each lcore's ring gets its share of `max`, starting with a different
+        // one each time, so that a busy lcore cannot starve the others' rings.
+        let k = self.rings.len().max(1);
+        let share = max.div_ceil(k);
+        self.first = (self.first + 1) % k;
+        let first = self.first;
+        let nrings = self.rings.len();
+        for r in 0..nrings {
+            let ring = &mut self.rings[(first + r) % nrings];
+            let limit = (n + share).min(max);
+            while n < limit {
                 let mut h = [0u8; RECORD_HEADER];
                 if ring.0.peek_slice(&mut h) < RECORD_HEADER {
                     break;
@@ -392,6 +404,7 @@ impl GraphInfo {
             snaplen: spec.snaplen,
             bytes_per_ring: per_ring,
             rec: Record { point: 0, tsc: 0, orig_len: 0, data: Vec::with_capacity(spec.snaplen as usize) },
+            first: 0,
         };
         for (ni, input, edges) in per_node {
             let node = &self.nodes[ni];

@@ -69,16 +69,20 @@ pub trait Controller: Send {
 #[derive(Default)]
 pub(crate) struct Mailbox {
     slot: Mutex<Slot>,
+    /// Held by a caller for its whole call: callers (a controller's commands, a
+    /// kernel follower) take turns, one change in the mailbox at a time.
+    calls: Mutex<u64>,
     /// The graph stopped: no change will be taken.
     pub(crate) closed: AtomicBool,
 }
 
 #[derive(Default)]
 pub(crate) struct Slot {
-    /// A change waiting for the lcore.
-    pub(crate) offer: Option<Msg>,
-    /// The lcore's answer to the last change it took.
-    pub(crate) back: Option<Msg>,
+    /// A change waiting for the lcore, with its call's number.
+    pub(crate) offer: Option<(u64, Msg)>,
+    /// The lcore's answer to the last change it took, with that change's number (a
+    /// caller takes only its own; one a caller gave up on is dropped by the next).
+    pub(crate) back: Option<(u64, Msg)>,
 }
 
 fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
@@ -121,16 +125,18 @@ impl Remote {
     /// Hand `msg` to the node and wait until its lcore has applied it
     /// ([`crate::Node::apply`]); returns what the node handed back. Fails, with
     /// nothing changed, when the lcore does not take it within [`CALL_TIMEOUT`] (the
-    /// graph stopped, or the lcore is stuck). Calls are serialised by the caller (one
-    /// controller is used under its lock).
+    /// graph stopped, or the lcore is stuck). Calls from several threads take turns.
     pub fn call(&self, msg: Msg) -> Result<Msg, String> {
+        let mut turn = self.mailbox.calls.lock().unwrap_or_else(|e| e.into_inner());
+        *turn += 1;
+        let me = *turn;
         if self.mailbox.closed.load(Ordering::Acquire) {
             return Err("the pipeline has stopped: nothing changed".into());
         }
         {
             let mut s = lock(&self.mailbox.slot);
             s.back = None;
-            s.offer = Some(msg);
+            s.offer = Some((me, msg));
         }
         // Release: the lcore that sees the new count sees the offer.
         self.requests.fetch_add(1, Ordering::Release);
@@ -139,8 +145,10 @@ impl Remote {
         loop {
             {
                 let mut s = lock(&self.mailbox.slot);
-                if let Some(back) = s.back.take() {
-                    return Ok(back);
+                match s.back.take() {
+                    Some((n, back)) if n == me => return Ok(back),
+                    // An answer to an earlier call that gave up waiting: dropped.
+                    Some(_) | None => {}
                 }
                 let late = start.elapsed() > CALL_TIMEOUT || self.mailbox.closed.load(Ordering::Acquire);
                 if late && s.offer.take().is_some() {
@@ -230,6 +238,44 @@ mod tests {
         assert!(e.contains("lcore 3 did not take"), "{e}");
         assert!(t.elapsed() >= CALL_TIMEOUT);
         assert!(lock(&r.mailbox.slot).offer.is_none(), "the change is withdrawn");
+    }
+
+    #[test]
+    fn callers_take_turns_and_each_gets_its_own_answer() {
+        let r = Remote { mailbox: Arc::default(), requests: Arc::default(), lcore: 0 };
+        let stop = Arc::new(AtomicBool::new(false));
+        // A stand-in lcore: answers each change with its number times ten.
+        let lcore = {
+            let (mb, stop) = (r.mailbox.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(mut s) = mb.try_slot() {
+                        if let Some((n, m)) = s.offer.take() {
+                            let v = *m.downcast::<u32>().unwrap();
+                            s.back = Some((n, Box::new(v * 10)));
+                        }
+                    }
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let callers: Vec<_> = (0..4u32)
+            .map(|k| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    for i in 0..50u32 {
+                        let v = k * 1000 + i;
+                        let back = *r.call(Box::new(v)).unwrap().downcast::<u32>().unwrap();
+                        assert_eq!(back, v * 10, "caller {k} got another's answer");
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        lcore.join().unwrap();
     }
 
     struct Echo;

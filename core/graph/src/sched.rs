@@ -37,8 +37,9 @@ pub(crate) struct RtNode {
     pub guard: Guard,
     /// Its controller's mailbox, when it has one ([`crate::control`]).
     pub mailbox: Option<Arc<Mailbox>>,
-    /// An answer the mailbox was busy for, given back the next walk.
-    pub answer: Option<Msg>,
+    /// An answer (with its change's number) the mailbox was busy for, given back
+    /// the next walk.
+    pub answer: Option<(u64, Msg)>,
 }
 
 /// A packet a trace follows: its mbuf's address, its record so far, the header lines
@@ -210,7 +211,7 @@ impl LcoreGraph {
             if let Some(answer) = rt.answer.take() {
                 slot.back = Some(answer);
             }
-            let Some(msg) = slot.offer.take() else { continue };
+            let Some((n, msg)) = slot.offer.take() else { continue };
             drop(slot);
             let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
             let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.apply(&mut cx, msg))) {
@@ -222,11 +223,11 @@ impl LcoreGraph {
             };
             let given = match mb.try_slot() {
                 Some(mut slot) => {
-                    slot.back = Some(answer);
+                    slot.back = Some((n, answer));
                     true
                 }
                 None => {
-                    rt.answer = Some(answer);
+                    rt.answer = Some((n, answer));
                     false
                 }
             };
@@ -371,6 +372,9 @@ impl LcoreGraph {
         self.stopped = true;
         for mb in self.nodes.iter().filter_map(|rt| rt.mailbox.as_ref()) {
             mb.closed.store(true, Ordering::Release);
+        }
+        for rt in &self.nodes {
+            rt.tap.stopped.store(true, Ordering::Release);
         }
         let _walking = Walking::begin();
         let now = rdtsc();

@@ -524,21 +524,28 @@ enum MacChange {
     Add(Key, u16),
     /// Remove an entry, static or learned.
     Del(Key),
-    /// Remove the learned entries (of one next edge, or all).
-    Flush(Option<u16>),
-    /// Copy out up to [`SHOW_MAX`] entries.
-    Show,
+    /// Remove the learned entries (of one next edge, or all) among [`SLICE`] slots
+    /// from the one given: a big table is flushed in several changes, none of which
+    /// holds the lcore long.
+    Flush(Option<u16>, usize),
+    /// Copy out the entries among [`SLICE`] slots from the one given.
+    Show(usize),
 }
 
 /// What the lcore answers a [`MacChange`].
 enum MacAnswer {
     Done(Result<String, String>),
-    /// Entries (key, next edge, static) and how many there are in all.
-    Entries(Vec<(Key, u16, bool)>, usize),
+    /// Entries flushed, and the slot to go on from (`None`: the end).
+    Flushed(usize, Option<usize>),
+    /// Entries (key, next edge, static) of the slots looked at, how many there are
+    /// in all, and the slot to go on from.
+    Entries(Vec<(Key, u16, bool)>, usize, Option<usize>),
 }
 
 /// Most entries `show bridge mac` prints.
 const SHOW_MAX: usize = 1000;
+/// Slots one flush or show change looks at on the lcore.
+const SLICE: usize = 4096;
 
 impl Table {
     fn change(&mut self, c: MacChange) -> MacAnswer {
@@ -564,21 +571,23 @@ impl Table {
                 }
                 None => Err("no such entry".into()),
             },
-            MacChange::Flush(port) => {
+            MacChange::Flush(port, from) => {
+                let end = (from + SLICE).min(self.slots.len());
                 let mut n = 0;
-                for i in 0..self.slots.len() {
+                for i in from..end {
                     let s = self.slots[i];
                     if s.state == State::Learned && port.is_none_or(|p| p == s.port) {
                         self.remove(i);
                         n += 1;
                     }
                 }
-                Ok(format!("{n} learned entries flushed"))
+                return MacAnswer::Flushed(n, (end < self.slots.len()).then_some(end));
             }
-            MacChange::Show => {
-                let live = self.slots.iter().filter(|s| s.state != State::Free);
-                let v = live.take(SHOW_MAX).map(|s| (s.key, s.port, s.state == State::Static)).collect();
-                return MacAnswer::Entries(v, self.index.len());
+            MacChange::Show(from) => {
+                let end = (from + SLICE).min(self.slots.len());
+                let live = self.slots[from.min(end)..end].iter().filter(|s| s.state != State::Free);
+                let v = live.map(|s| (s.key, s.port, s.state == State::Static)).collect();
+                return MacAnswer::Entries(v, self.index.len(), (end < self.slots.len()).then_some(end));
             }
         })
     }
@@ -635,27 +644,49 @@ impl Controller for BridgeCtl {
             ["bridge", "mac", "add", mac, "port", port, "vlan", v] => MacChange::Add(self.key(mac, Some(v))?, self.port(port)?),
             ["bridge", "mac", "del" | "delete", mac] => MacChange::Del(self.key(mac, None)?),
             ["bridge", "mac", "del" | "delete", mac, "vlan", v] => MacChange::Del(self.key(mac, Some(v))?),
-            ["bridge", "mac", "flush"] => MacChange::Flush(None),
-            ["bridge", "mac", "flush", "port", port] => MacChange::Flush(Some(self.port(port)?)),
-            ["show", "bridge", "mac"] => MacChange::Show,
+            ["bridge", "mac", "flush"] => MacChange::Flush(None, 0),
+            ["bridge", "mac", "flush", "port", port] => MacChange::Flush(Some(self.port(port)?), 0),
+            ["show", "bridge", "mac"] => MacChange::Show(0),
             _ => return Err(format!("usage: {}", BRIDGE_GRAMMAR.iter().map(|g| g.0).collect::<Vec<_>>().join(" | "))),
         };
-        let answer = remote.call(Box::new(change))?;
-        match answer.downcast::<MacAnswer>().map(|a| *a) {
-            Ok(MacAnswer::Done(r)) => r,
-            Ok(MacAnswer::Entries(v, total)) => {
+        let ask = |c: MacChange| -> Result<MacAnswer, String> {
+            match remote.call(Box::new(c))?.downcast::<MacAnswer>() {
+                Ok(a) => Ok(*a),
+                Err(_) => Err("the node did not take the change (it panicked): nothing changed".into()),
+            }
+        };
+        match change {
+            MacChange::Flush(port, _) => {
+                let (mut n, mut at) = (0, Some(0));
+                while let Some(from) = at {
+                    let MacAnswer::Flushed(k, next) = ask(MacChange::Flush(port, from))? else { break };
+                    (n, at) = (n + k, next);
+                }
+                Ok(format!("{n} learned entries flushed"))
+            }
+            MacChange::Show(_) => {
+                let (mut all, mut total, mut at) = (Vec::new(), 0, Some(0));
+                while let (Some(from), true) = (at, all.len() < SHOW_MAX) {
+                    let MacAnswer::Entries(v, t, next) = ask(MacChange::Show(from))? else { break };
+                    all.extend(v);
+                    (total, at) = (t, next);
+                }
+                all.truncate(SHOW_MAX);
                 let mut s = format!("{total} entries\n{:<18} {:>5} {:<12} {}\n", "MAC", "VLAN", "Port", "Kind");
-                for ((vid, m), port, fixed) in &v {
+                for ((vid, m), port, fixed) in &all {
                     let mac = m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
                     let name = self.ports.get(usize::from(*port)).map_or("?", String::as_str);
                     s.push_str(&format!("{mac:<18} {vid:>5} {name:<12} {}\n", if *fixed { "static" } else { "learned" }));
                 }
-                if total > v.len() {
-                    s.push_str(&format!("... {} more\n", total - v.len()));
+                if total > all.len() {
+                    s.push_str(&format!("... {} more\n", total - all.len()));
                 }
                 Ok(s)
             }
-            Err(_) => Err("the node did not take the change (it panicked): nothing changed".into()),
+            c => match ask(c)? {
+                MacAnswer::Done(r) => r,
+                _ => Err("the node answered another change".into()),
+            },
         }
     }
 }
@@ -1042,13 +1073,33 @@ mod tests {
         let st = stats(&br);
         run(&mut br, &st, &p, 1, &[(10, frame(BCAST, A, 1)), (11, frame(BCAST, B, 2)), (11, frame(BCAST, C, 3))]);
         assert_eq!(br.entries(), 3);
-        let MacAnswer::Done(r) = br.table.change(MacChange::Flush(Some(1))) else { panic!() };
-        assert_eq!(r.unwrap(), "2 learned entries flushed");
+        let MacAnswer::Flushed(n, None) = br.table.change(MacChange::Flush(Some(1), 0)) else { panic!() };
+        assert_eq!(n, 2);
         assert_eq!(br.lookup(0, &A), Some(0));
         assert_eq!(br.lookup(0, &B), None);
-        let MacAnswer::Done(r) = br.table.change(MacChange::Flush(None)) else { panic!() };
-        assert_eq!(r.unwrap(), "1 learned entries flushed");
+        let MacAnswer::Flushed(n, None) = br.table.change(MacChange::Flush(None, 0)) else { panic!() };
+        assert_eq!(n, 1);
         assert_eq!(br.entries(), 0);
         assert_eq!(p.stats().in_use, 0);
+    }
+
+    #[test]
+    fn a_big_table_is_flushed_and_shown_in_slices() {
+        let mut br = bridge(20_000, 0);
+        for k in 0..10_000u32 {
+            let b = k.to_be_bytes();
+            br.table.insert((0, [0x02, 0, b[0], b[1], b[2], b[3]]), (k % 2) as u16, 1, State::Learned);
+        }
+        br.ctl = Some(BridgeCtl { ports: vec!["left".into(), "right".into(), "third".into()], vlan_aware: false });
+        crate::tests::running(Box::new(br), &["left", "right", "third"], |info| {
+            let ok = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_or_else(|e| panic!("{l}: {e}"));
+            let shown = ok("show bridge mac");
+            assert!(shown.starts_with("10000 entries\n"), "{}", &shown[..60]);
+            assert_eq!(shown.lines().count(), 2 + SHOW_MAX + 1, "a header, SHOW_MAX entries, `... more`");
+            assert!(shown.ends_with(&format!("... {} more\n", 10_000 - SHOW_MAX)));
+            assert_eq!(ok("bridge mac flush port right"), "5000 learned entries flushed");
+            assert_eq!(ok("bridge mac flush"), "5000 learned entries flushed");
+            assert!(ok("show bridge mac").starts_with("0 entries"));
+        });
     }
 }

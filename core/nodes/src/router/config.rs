@@ -258,14 +258,7 @@ fn resolve(ifaces: Vec<IfaceCfg>, lines: Vec<RouteLine>) -> Result<RouterCfg, Er
         }
     }
     // What is never forwarded, whatever the routes: classified by the same lookup.
-    for (a, len, t) in [
-        ([0, 0, 0, 0], 8, Target::Martian),
-        ([127, 0, 0, 0], 8, Target::Martian),
-        ([169, 254, 0, 0], 16, Target::Martian),
-        ([224, 0, 0, 0], 4, Target::Multicast),
-        ([240, 0, 0, 0], 4, Target::Martian),
-        ([255, 255, 255, 255], 32, Target::Local),
-    ] {
+    for &(a, len, t) in NEVER_ROUTED {
         push(IpAddr::V4(Ipv4Addr::from(a)), len, t);
     }
     for f in &ifaces {
@@ -284,6 +277,9 @@ fn resolve(ifaces: Vec<IfaceCfg>, lines: Vec<RouteLine>) -> Result<RouterCfg, Er
     for r in lines {
         if let Some(first) = seen.insert((r.prefix.0.is_ipv4(), prefix_of(r.prefix.0, r.prefix.1)), r.at.clone()) {
             return Err((r.loc, format!("{}: {}/{} is already routed by {first}", r.at, r.prefix.0, r.prefix.1)));
+        }
+        if let Some(why) = never_routed(r.prefix.0, r.prefix.1) {
+            return Err((r.loc, format!("{}: {}/{} is inside {why}: it is never routed", r.at, r.prefix.0, r.prefix.1)));
         }
         let t = target_of(&ifaces, &r)?;
         push(r.prefix.0, r.prefix.1, t);
@@ -315,6 +311,26 @@ Ok(match r.kind {
             };
             Target::Forward { iface, via: r.via }
         }
+    })
+}
+
+/// The IPv4 ranges never forwarded, whatever the routes (the FIB classifies them
+/// with entries of their own, which no route may paint over).
+const NEVER_ROUTED: &[([u8; 4], u8, Target)] = &[
+    ([0, 0, 0, 0], 8, Target::Martian),
+    ([127, 0, 0, 0], 8, Target::Martian),
+    ([169, 254, 0, 0], 16, Target::Martian),
+    ([224, 0, 0, 0], 4, Target::Multicast),
+    ([240, 0, 0, 0], 4, Target::Martian),
+    ([255, 255, 255, 255], 32, Target::Local),
+];
+
+/// The never-routed range (`this network 0.0.0.0/8`, ...) that holds prefix
+/// `a/len`, if any: a route there would forward what must not be.
+pub(super) fn never_routed(a: IpAddr, len: u8) -> Option<String> {
+    let IpAddr::V4(v) = a else { return None };
+    NEVER_ROUTED.iter().find_map(|&(n, l, _)| {
+        (len >= l && Prefix::v4(Ipv4Addr::from(n), l).covers(super::lpm::key4(v))).then(|| format!("{}/{l}", Ipv4Addr::from(n)))
     })
 }
 

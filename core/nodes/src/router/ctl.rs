@@ -100,11 +100,21 @@ impl Tables {
             };
             return Err(format!("{}/{} is {what}: it is not changed by route commands", addr_of(prefix, v4), prefix.len));
         }
+        if target.is_some() {
+            if let Some(range) = config::never_routed(addr_of(prefix, v4), prefix.len) {
+                return Err(format!("{}/{} is inside {range}, which is never routed", addr_of(prefix, v4), prefix.len));
+            }
+        }
         let table = &mut self.routes[Self::family(v4)];
         Ok(match target {
             Some(t) => table.insert((prefix.len, prefix.bits), t),
             None => table.remove(&(prefix.len, prefix.bits)),
         })
+    }
+
+    /// The route of `prefix` now.
+    pub(super) fn get(&self, v4: bool, prefix: Prefix) -> Option<Target> {
+        self.routes[Self::family(v4)].get(&(prefix.len, prefix.bits)).copied()
     }
 
     /// Both FIBs built from the table, with their adjacencies.

@@ -424,6 +424,9 @@ fn shared_packets_are_copied_before_rewriting() {
 
 #[test]
 fn bad_routes_are_refused_with_the_reason() {
+    let ifaces = vec![IfaceCfg::new("p0", &["198.18.1.1/24"]).unwrap()];
+    let e = RouterCfg::new(ifaces, &["169.254.169.254/32 via 198.18.1.9"]).unwrap_err();
+    assert!(e.contains("inside 169.254.0.0/16: it is never routed"), "{e}");
     let ifaces = || vec![IfaceCfg::new("p0", &["198.18.1.1/24", "fd00:1::1/64"]).unwrap()];
     for (route, want) in [
         ("198.18.3.1/24 via 198.18.1.2", "bits set past the length (the prefix is 198.18.3.0/24)"),
@@ -741,6 +744,8 @@ fn routes_and_neighbours_change_while_the_router_runs_and_bad_commands_change_no
             ("ip route add 198.19.0.0/16 via fd00:1::9", "family"),
             ("ip route add 198.18.1.0/24 blackhole", "connected subnet"),
             ("ip route del 198.18.1.1/32", "router's own"),
+            ("ip route add 127.0.0.0/16 via 198.18.1.9", "never routed"),
+            ("ip route add 224.0.0.0/24 via 198.18.1.9", "never routed"),
             ("ip route del 198.18.3.0/24", "no route"),
             ("ip neighbor add 198.18.2.7 lladdr 02:00:00:00:00:zz port p1", "not a MAC"),
             ("ip neighbor add 198.18.1.7 lladdr 02:00:00:00:00:07 port p1", "not on a subnet"),
