@@ -233,25 +233,6 @@ impl Clock {
     }
 }
 
-/// Writes `bytes` to `c` before `deadline` (false: the client did not take them).
-fn send(c: &mut UnixStream, bytes: &[u8], deadline: Instant) -> bool {
-    let mut at = 0;
-    while at < bytes.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        let _ = c.set_write_timeout(Some(left));
-        match c.write(&bytes[at..]) {
-            Ok(0) => return false,
-            Ok(n) => at += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-    true
-}
-
 /// Whether the client has shut its side down (or gone); what it sends is ignored.
 fn client_done(c: &UnixStream) -> bool {
     let mut buf = [0u8; 256];
@@ -277,7 +258,7 @@ pub enum End {
 /// ends it early (the server is going away); `started` is called once it is armed.
 pub fn serve(c: &mut UnixStream, line: &str, g: Option<Arc<GraphInfo>>, stop: &AtomicBool, started: &dyn Fn()) -> End {
     let refuse = |c: &mut UnixStream, e: String| {
-        let _ = send(c, &super::encode(&Err(e)), Instant::now() + SEND_TIMEOUT);
+        let _ = super::server::write_all(c, &super::encode(&Err(e)), Instant::now() + SEND_TIMEOUT);
         End::Refused
     };
     let Some(g) = g else {
@@ -319,7 +300,7 @@ fn stream(
     for name in cap.names() {
         ng::interface(&mut out, name, snaplen);
     }
-    if !send(c, &out, Instant::now() + SEND_TIMEOUT) {
+    if !super::server::write_all(c, &out, Instant::now() + SEND_TIMEOUT) {
         return End::SlowReader;
     }
     let t0 = Instant::now();
@@ -335,7 +316,7 @@ fn stream(
                 written += 1;
             }
         });
-        if !out.is_empty() && !send(c, &out, Instant::now() + SEND_TIMEOUT) {
+        if !out.is_empty() && !super::server::write_all(c, &out, Instant::now() + SEND_TIMEOUT) {
             return End::SlowReader;
         }
         if written >= limit
@@ -357,7 +338,7 @@ fn stream(
     for (i, (accepted, dropped)) in counts.into_iter().enumerate() {
         ng::statistics(&mut out, i as u32, now, accepted, dropped);
     }
-    if send(c, &out, Instant::now() + SEND_TIMEOUT) {
+    if super::server::write_all(c, &out, Instant::now() + SEND_TIMEOUT) {
         End::Done
     } else {
         End::SlowReader

@@ -206,7 +206,7 @@ fn read_line(c: &mut UnixStream, deadline: Instant) -> Result<String, ReadError>
 }
 
 /// Writes `bytes` before `deadline`; false if the client did not take them.
-fn write_all(c: &mut UnixStream, bytes: &[u8], deadline: Instant) -> bool {
+pub(super) fn write_all(c: &mut UnixStream, bytes: &[u8], deadline: Instant) -> bool {
     let mut at = 0;
     while at < bytes.len() {
         let left = deadline.saturating_duration_since(Instant::now());
