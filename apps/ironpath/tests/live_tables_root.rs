@@ -213,9 +213,10 @@ fn route_shown(run: &Run, ok: impl Fn(&str) -> bool) -> String {
 }
 
 /// The kernel of namespace `k` holds a table the router follows (`follow_table`):
-/// `ip route add` there moves 198.18.56.0/24 to g2, `ip route del` withdraws it, a
-/// BIRD static route (when bird is installed) brings it back through g1, and BIRD's
-/// exit withdraws it again.
+/// `ip route add` there moves 198.18.56.0/24 to g2, `ip route del` gives the file's
+/// route (through g1) back, a kernel `unreachable` route is answered, a BIRD static
+/// route (when bird is installed) moves the subnet to g2 again, and BIRD's exit
+/// withdraws it.
 #[test]
 fn the_router_follows_a_kernel_table_and_bird_root() {
     if !ready(&["ping"]) {
@@ -254,22 +255,33 @@ fn the_router_follows_a_kernel_table_and_bird_root() {
     assert_eq!(replies(&net, &a, "198.18.56.2", 20, "0.01"), 20, "s through g2");
     assert!(net.g2_rx() - before >= 20 * 84, "the pings crossed g2");
 
+    // Withdrawn, the kernel's route gives the file's back (through g1).
+    let file_route = "198.18.56.0/24 via 198.18.55.2 port b\n";
     sh(&format!("ip -n {k} route del 198.18.56.0/24 via 198.18.55.3"));
-    let shown = route_shown(&run, |s| !s.contains("198.18.56.0/24"));
-    assert!(!shown.contains("198.18.56.0/24"), "withdrawn: {shown}");
+    let shown = route_shown(&run, |s| s.contains(file_route));
+    assert!(shown.contains(file_route), "the file's route is back: {shown}");
+    assert_eq!(replies(&net, &a, "198.18.56.2", 2, "0.2"), 2, "s through g1 again");
+    // A kernel `unreachable` route: the router answers for it.
+    sh(&format!("ip -n {k} route add unreachable 198.18.56.0/24"));
+    let shown = route_shown(&run, |s| s.contains("198.18.56.0/24 unreachable  (kernel)"));
+    assert!(shown.contains("198.18.56.0/24 unreachable  (kernel)"), "{shown}");
     let o = net.in_ns(&a, 5, "ping -c 1 -W 2 198.18.56.2");
-    assert!(o.contains("Destination Net Unreachable"), "{o}");
+    assert!(o.contains("Destination Host Unreachable"), "{o}");
+    sh(&format!("ip -n {k} route del unreachable 198.18.56.0/24"));
+    assert!(route_shown(&run, |s| s.contains(file_route)).contains(file_route));
 
     if !have("bird") {
         eprintln!("SKIPPED part: needs bird (package bird2)");
         return;
     }
+    // BIRD's static route through g2, exported to the kernel's table, then withdrawn
+    // when BIRD exits.
     let dir = TempDir::new("bird");
     let conf = dir.0.join("bird.conf");
     std::fs::write(
         &conf,
         "router id 198.18.55.100;\nprotocol device { }\nprotocol kernel k4 { ipv4 { export all; }; }\n\
-         protocol static s4 { ipv4; route 198.18.56.0/24 via 198.18.55.2; }\n",
+         protocol static s4 { ipv4; route 198.18.56.0/24 via 198.18.55.3; }\n",
     )
     .unwrap();
     let mut bird = Command::new("ip")
@@ -281,10 +293,16 @@ fn the_router_follows_a_kernel_table_and_bird_root() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let shown = route_shown(&run, |s| s.contains("198.18.56.0/24 via 198.18.55.2 port b  (kernel)"));
+    let bird_route = "198.18.56.0/24 via 198.18.55.3 port b  (kernel)";
+    let shown = route_shown(&run, |s| s.contains(bird_route));
+    let through_g2 = shown.contains(bird_route) && {
+        let before = net.g2_rx();
+        replies(&net, &a, "198.18.56.2", 20, "0.01") == 20 && net.g2_rx() - before >= 20 * 84
+    };
     let _ = Command::new("kill").args(["-TERM", &bird.id().to_string()]).status();
     let _ = bird.wait();
-    assert!(shown.contains("198.18.56.0/24 via 198.18.55.2 port b  (kernel)"), "BIRD's route: {shown}");
-    let shown = route_shown(&run, |s| !s.contains("198.18.56.0/24"));
-    assert!(!shown.contains("198.18.56.0/24"), "BIRD withdrew it on exit: {shown}");
+    assert!(shown.contains(bird_route), "BIRD's route: {shown}");
+    assert!(through_g2, "the pings follow BIRD's route through g2");
+    let shown = route_shown(&run, |s| s.contains(file_route));
+    assert!(shown.contains(file_route), "BIRD withdrew its route on exit, the file's is back: {shown}");
 }
