@@ -196,6 +196,8 @@ fn routes_acl_rules_and_interface_state_change_under_traffic_root() {
     assert!(run.ctl("show interface b", true).contains("admin down"));
     assert_eq!(replies(&net, &a, "198.18.55.2", 3, "0.2"), 0, "port b is down");
     assert!(counter(&run.latest(), "tx_b", "admin_down") >= 3);
+    let shown = run.ctl("show interface b", true);
+    assert!(shown.contains("drops: admin_down (tx_b)"), "the port's own nodes' drops: {shown}");
     run.ctl("set interface state b up", true);
     assert_eq!(replies(&net, &a, "198.18.55.2", 3, "0.2"), 3, "port b is up again");
 }

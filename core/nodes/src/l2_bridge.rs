@@ -597,6 +597,8 @@ impl Table {
 struct BridgeCtl {
     ports: Vec<String>,
     vlan_aware: bool,
+    /// The VLANs each port carries (`members`), as the bridge has them.
+    members: Vec<Option<Box<VlanSet>>>,
 }
 
 const BRIDGE_GRAMMAR: &[(&str, &str)] = &[
@@ -607,6 +609,14 @@ const BRIDGE_GRAMMAR: &[(&str, &str)] = &[
 ];
 
 impl BridgeCtl {
+    /// A static entry for `key` on port `port`, if the port carries its VLAN.
+    fn add(&self, key: Key, port: u16) -> Result<MacChange, String> {
+        if !carries(&self.members, port, key.0) {
+            return Err(format!("port `{}` does not carry VLAN {} (its `members` entry)", self.ports[usize::from(port)], key.0));
+        }
+        Ok(MacChange::Add(key, port))
+    }
+
     fn port(&self, name: &str) -> Result<u16, String> {
         self.ports
             .iter()
@@ -640,8 +650,8 @@ impl Controller for BridgeCtl {
 
     fn command(&mut self, words: &[&str], remote: &Remote) -> Result<String, String> {
         let change = match words {
-            ["bridge", "mac", "add", mac, "port", port] => MacChange::Add(self.key(mac, None)?, self.port(port)?),
-            ["bridge", "mac", "add", mac, "port", port, "vlan", v] => MacChange::Add(self.key(mac, Some(v))?, self.port(port)?),
+            ["bridge", "mac", "add", mac, "port", port] => self.add(self.key(mac, None)?, self.port(port)?)?,
+            ["bridge", "mac", "add", mac, "port", port, "vlan", v] => self.add(self.key(mac, Some(v))?, self.port(port)?)?,
             ["bridge", "mac", "del" | "delete", mac] => MacChange::Del(self.key(mac, None)?),
             ["bridge", "mac", "del" | "delete", mac, "vlan", v] => MacChange::Del(self.key(mac, Some(v))?),
             ["bridge", "mac", "flush"] => MacChange::Flush(None, 0),
@@ -781,7 +791,6 @@ pub const KIND: NodeKind = NodeKind {
         let mut key = [0u8; 16];
         random_secret(&mut key)?;
         let mut br = L2Bridge::new(&ports, &statics, max, age_tsc, p.bool("vlan_aware")?, key);
-        br.ctl = Some(BridgeCtl { ports: b.connected.iter().map(|c| c.to_string()).collect(), vlan_aware: br.vlan_aware });
         for (port, vlans) in members {
             let Some(i) = edge(&port) else {
                 return Err(NodeError::Param {
@@ -791,6 +800,11 @@ pub const KIND: NodeKind = NodeKind {
             };
             br = br.with_members(i, vlans);
         }
+        br.ctl = Some(BridgeCtl {
+            ports: b.connected.iter().map(|c| c.to_string()).collect(),
+            vlan_aware: br.vlan_aware,
+            members: br.members.clone(),
+        });
         Ok(Box::new(br))
     },
 };
@@ -1049,7 +1063,7 @@ mod tests {
     #[test]
     fn static_entries_added_removed_and_learned_ones_flushed_while_the_bridge_runs() {
         let mut br = bridge(4, 0);
-        br.ctl = Some(BridgeCtl { ports: vec!["left".into(), "right".into()], vlan_aware: false });
+        br.ctl = Some(BridgeCtl { ports: vec!["left".into(), "right".into()], vlan_aware: false, members: vec![None, None] });
         crate::tests::running(Box::new(br), &["left", "right"], |info| {
             let ok = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_or_else(|e| panic!("{l}: {e}"));
             let err = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_err();
@@ -1090,7 +1104,7 @@ mod tests {
             let b = k.to_be_bytes();
             br.table.insert((0, [0x02, 0, b[0], b[1], b[2], b[3]]), (k % 2) as u16, 1, State::Learned);
         }
-        br.ctl = Some(BridgeCtl { ports: vec!["left".into(), "right".into(), "third".into()], vlan_aware: false });
+        br.ctl = Some(BridgeCtl { ports: vec!["left".into(), "right".into(), "third".into()], vlan_aware: false, members: vec![None; 3] });
         crate::tests::running(Box::new(br), &["left", "right", "third"], |info| {
             let ok = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_or_else(|e| panic!("{l}: {e}"));
             let shown = ok("show bridge mac");
@@ -1101,5 +1115,19 @@ mod tests {
             assert_eq!(ok("bridge mac flush"), "5000 learned entries flushed");
             assert!(ok("show bridge mac").starts_with("0 entries"));
         });
+    }
+
+    #[test]
+    fn a_static_entry_goes_only_where_its_vlan_is_carried() {
+        let ctl = BridgeCtl {
+            ports: vec!["trunk".into(), "access".into()],
+            vlan_aware: true,
+            members: vec![None, Some(Box::new(parse_vlans("10").unwrap()))],
+        };
+        let key = ctl.key("02:00:00:00:00:0a", Some("20")).unwrap();
+        assert!(ctl.add(key, 0).is_ok(), "the trunk carries every VLAN");
+        let e = ctl.add(key, 1).err().expect("refused");
+        assert!(e.contains("port `access` does not carry VLAN 20"), "{e}");
+        assert!(ctl.add(ctl.key("02:00:00:00:00:0a", Some("10")).unwrap(), 1).is_ok());
     }
 }

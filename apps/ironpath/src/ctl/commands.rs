@@ -481,6 +481,15 @@ fn show_interface(f: &Figures, name: Option<&str>) -> Result<String, String> {
                 let _ = writeln!(out, "  {:<36} {v:>16}", format!("drops: {k}"));
             }
         }
+        // Losses the port's own nodes counted (a full TX queue, admin down), non-zero.
+        let nodes = f.graph.iter().flat_map(|g| g.nodes.iter());
+        for n in nodes.filter(|n| n.port.as_ref().is_some_and(|(port, _)| *port == p.label)) {
+            for (spec, v) in n.stats.extra() {
+                if v != 0 && is_drop_or_error(spec.name, spec.unit) {
+                    let _ = writeln!(out, "  {:<36} {v:>16}", format!("drops: {} ({})", spec.name, n.name));
+                }
+            }
+        }
     }
     Ok(out)
 }
