@@ -10,7 +10,7 @@ use crate::sched::{LcoreGraph, RtNode, Target};
 use crate::stats::NodeStats;
 use crate::trace::TraceBuf;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 use std::sync::Mutex;
 
@@ -226,6 +226,8 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
     // Controllers, each with a mailbox its node's lcore looks at when that lcore's
     // request counter moves.
     let requests: HashMap<u32, Arc<AtomicU64>> = lcores.iter().map(|&(l, _)| (l, Arc::default())).collect();
+    // Per lcore: a trace or a capture is armed on one of its nodes.
+    let watches: HashMap<u32, Arc<AtomicBool>> = lcores.iter().map(|&(l, _)| (l, Arc::default())).collect();
     let mut mailboxes: Vec<Option<Arc<Mailbox>>> = Vec::with_capacity(all.len());
     let mut controls = Vec::new();
     for p in all.iter_mut() {
@@ -262,6 +264,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
             trace_left: traces[i].clone(),
             port: p.decl.port.clone(),
             tap: taps[i].clone(),
+            watch: watches[&p.decl.lcore].clone(),
         });
     }
     let mut slots: Vec<Option<Pending>> = all.into_iter().map(Some).collect();
@@ -288,7 +291,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
         }
         let ls = Arc::new(LcoreStats::default());
         lcore_stats.push((lc, ls.clone()));
-        graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone(), ls, requests[&lc].clone()));
+        graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone(), ls, requests[&lc].clone(), watches[&lc].clone()));
     }
     let info = GraphInfo {
         nodes: infos,

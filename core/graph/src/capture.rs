@@ -2,8 +2,10 @@
 //! sends along chosen edges, filtered by a classic BPF program, go through a
 //! bounded byte ring per lcore to a reader (`ironpath ctl capture`'s writer).
 //!
-//! Cost when no capture is on: one relaxed load of the node's armed mask per
-//! node call (the same as the trace's). When one is on, the armed node's lcore
+//! Cost when no capture is on: none per node call. Arming sets the lcore's watch
+//! flag (one load per walk, shared with the trace); while it is set the lcore's
+//! calls go through the watched path, which loads each node's armed mask. When
+//! one is on, the armed node's lcore
 //! takes, once per call, the capture's point and its lcore's ring end (two
 //! `try_lock`s that only the arming and disarming control thread can ever
 //! contend; if they do, the packets are not captured and that is all), runs the
@@ -421,6 +423,7 @@ impl GraphInfo {
             // The point is in place before the bit is seen (the lock's release
             // orders it; an lcore that sees the bit early finds `None` and skips).
             node.tap.armed.fetch_or(1 << slot, Ordering::Relaxed);
+            node.watch.store(true, Ordering::Release);
             cap.taps.push(node.tap.clone());
         }
         Ok(cap)

@@ -67,6 +67,8 @@ pub struct NodeInfo {
     /// The port it receives from or sends to, if it is a port's node.
     pub port: Option<(String, PortRole)>,
     pub(crate) tap: Arc<crate::capture::NodeTap>,
+    /// Its lcore's flag: a trace or a capture is armed on one of its nodes.
+    pub(crate) watch: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What a port's node does with its port.
@@ -152,6 +154,10 @@ impl GraphInfo {
                     self.trace.start(ironpath_eal::tsc::rdtsc());
                 }
                 ni.trace_left.store(n, Ordering::Relaxed);
+                if n > 0 {
+                    // After the count: the lcore that sees the flag sees the count.
+                    ni.watch.store(true, Ordering::Release);
+                }
                 Ok(())
             }
             None => Err(format!(

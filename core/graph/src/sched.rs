@@ -11,7 +11,7 @@ use crate::trace::TraceBuf;
 use ironpath_eal::tsc::rdtsc;
 use ironpath_eal::{Burst, MAX_BURST};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Where one next edge of a node leads on this lcore.
@@ -65,6 +65,8 @@ pub struct LcoreGraph {
     held: Box<Burst>,
     /// TSC ticks per second (for the panic guard's times).
     hz: u64,
+    /// Set when a trace or a capture is armed on one of its nodes ([`LcoreGraph::call_watched`]).
+    watch: Arc<AtomicBool>,
     next: Box<[u16; MAX_BURST]>,
     trace: Arc<TraceBuf>,
     stats: Arc<LcoreStats>,
@@ -100,6 +102,7 @@ impl LcoreGraph {
         trace: Arc<TraceBuf>,
         stats: Arc<LcoreStats>,
         requests: Arc<AtomicU64>,
+        watch: Arc<AtomicBool>,
     ) -> Self {
         let max_nexts = nodes.iter().map(|n| n.targets.len()).max().unwrap_or(0);
         guard::install_hook();
@@ -116,6 +119,7 @@ impl LcoreGraph {
             stats,
             walk: 0,
             requests,
+            watch,
             requests_seen: 0,
             mail_again: false,
             followed: Vec::new(),
@@ -123,6 +127,12 @@ impl LcoreGraph {
             prev_busy: false,
             stopped: false,
         }
+    }
+
+    /// A trace or a capture is armed on one of its nodes (as of its last walk, or
+    /// armed since): its node calls go through the watched path.
+    pub fn watched(&self) -> bool {
+        self.watch.load(Ordering::Relaxed)
     }
 
     /// Names of the nodes in walk order.
@@ -156,7 +166,9 @@ impl LcoreGraph {
             self.requests_seen = requests;
             self.take_changes(now);
         }
-        let mut w = Walk { now, timed, t_prev: now, received: 0 };
+        // A trace or a capture on a node of this lcore: one load per walk when none is.
+        let watched = self.watch.load(Ordering::Acquire);
+        let mut w = Walk { now, timed, watched, t_prev: now, received: 0 };
         let mut work = 0;
         for i in 0..self.nodes.len() {
             let n_in = self.inputs[i].len();
@@ -169,12 +181,17 @@ impl LcoreGraph {
                 self.inputs[i].free_all();
                 continue;
             }
-            work += if rt.guard.isolate > 0 && n_in > 1 { self.call_isolated(i, &mut w) } else { self.call(i, &mut w) };
+            work += if rt.guard.isolate > 0 && n_in > 1 {
+                self.call_isolated(i, &mut w)
+            } else if w.watched {
+                self.call_watched(i, &mut w)
+            } else {
+                self.call(i, &mut w)
+            };
         }
         self.stats.walks.add(1);
-        // A followed packet that left the lcore (a ring, a port) ends its record here.
-        for (_, record, _, _) in self.followed.drain(..) {
-            self.trace.push(record);
+        if w.watched {
+            self.end_watched_walk();
         }
         self.prev_busy = work > 0;
         if work > 0 {
@@ -194,6 +211,24 @@ impl LcoreGraph {
             }
         }
         work
+    }
+
+    /// End a walk a trace or a capture watched: a followed packet that left the lcore
+    /// (a ring, a port) ends its record here; once no node is watched any more, the
+    /// lcore's walks go back to the plain calls.
+    #[cold]
+    #[inline(never)]
+    fn end_watched_walk(&mut self) {
+        for (_, record, _, _) in self.followed.drain(..) {
+            self.trace.push(record);
+        }
+        // Cleared first, then set again while a node is still watched: an arming that
+        // sets the flag after the swap keeps it set; one before it is seen by the scan
+        // (its node's state was written before the flag).
+        self.watch.swap(false, Ordering::AcqRel);
+        if self.nodes.iter().any(|rt| rt.trace_left.load(Ordering::Relaxed) > 0 || rt.tap.armed() != 0) {
+            self.watch.store(true, Ordering::Release);
+        }
     }
 
     /// Give every node with a change waiting its change ([`Node::apply`]) and leave
@@ -236,12 +271,23 @@ impl LcoreGraph {
     }
 
     /// Give node `i` its input frame; dispatch what it sends. Returns the packets it
-    /// handled.
+    /// handled. The walk's plain call: nothing watches the lcore.
     #[inline(always)]
     fn call(&mut self, i: usize, w: &mut Walk) -> usize {
-        let (left, right) = self.inputs.split_at_mut(i + 1);
-        let input = &mut left[i];
-        let rt = &mut self.nodes[i];
+        let n_in = self.inputs[i].len();
+        match self.process(i, w) {
+            Ok(d) => self.pass_on(i, n_in, d, w),
+            Err(dropped) => n_in.max(dropped),
+        }
+    }
+
+    /// [`LcoreGraph::call`] on an lcore a trace or a capture watches: the node's
+    /// packets are recorded or copied before and after it runs.
+    #[cold]
+    #[inline(never)]
+    fn call_watched(&mut self, i: usize, w: &mut Walk) -> usize {
+        let input = &self.inputs[i];
+        let rt = &self.nodes[i];
         let n_in = input.len();
         let tracing = rt.trace_left.load(Ordering::Relaxed) > 0;
         let pre: Vec<(usize, String, String)> = if tracing {
@@ -254,30 +300,72 @@ impl LcoreGraph {
         };
         // Packets a trace follows from a node earlier in this walk: their hop here.
         let hops = if self.followed.is_empty() { Vec::new() } else { hops_in(&mut self.followed, &*rt.node, input) };
-        rt.stats.calls.add(1);
         let tapped = rt.tap.armed();
         if tapped != 0 && n_in > 0 {
             crate::capture::tap_input(&rt.tap, tapped, input, w.now);
         }
-        let mut cx = NodeCx { now_tsc: w.now, lcore: self.lcore, stats: &rt.stats, live: true };
-        let next = &mut self.next;
-        let d = match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.process(&mut cx, input, next))) {
-            Ok(d) => {
-                rt.guard.returned();
-                d
-            }
-            Err(payload) => {
-                let dropped = input.len();
-                input.free_all();
-                rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, dropped, (w.now, self.hz));
+        let d = match self.process(i, w) {
+            Ok(d) => d,
+            Err(dropped) => {
                 for (j, mut record, _, _) in hops {
-                    record
-                        .push_str(&format!("\n  then lcore {} {}: panicked (its burst dropped)", self.lcore, rt.name));
+                    record.push_str(&format!(
+                        "\n  then lcore {} {}: panicked (its burst dropped)",
+                        self.lcore, self.nodes[i].name
+                    ));
                     self.followed[j].1 = record;
                 }
                 return n_in.max(dropped);
             }
         };
+        let (input, rt) = (&self.inputs[i], &self.nodes[i]);
+        if !input.is_empty() || n_in > 0 {
+            if tapped != 0 {
+                crate::capture::tap_output(&rt.tap, tapped, input, d, &self.next, w.now);
+            }
+            if tracing || !hops.is_empty() {
+                let t = self.trace.since_start_ns(rdtsc(), self.hz);
+                let at = (self.lcore, t);
+                if tracing {
+                    trace_call(&self.trace, at, rt, input, pre, n_in, d, &self.next, &mut self.followed);
+                }
+                if !hops.is_empty() {
+                    follow_call(at, rt, input, hops, d, &self.next, &mut self.followed);
+                }
+            }
+        }
+        self.pass_on(i, n_in, d, w)
+    }
+
+    /// Run node `i` on its input frame, a panic caught: `Err` holds how many packets
+    /// the panicking call dropped.
+    #[inline(always)]
+    fn process(&mut self, i: usize, w: &Walk) -> Result<Dispatch, usize> {
+        let input = &mut self.inputs[i];
+        let rt = &mut self.nodes[i];
+        rt.stats.calls.add(1);
+        let mut cx = NodeCx { now_tsc: w.now, lcore: self.lcore, stats: &rt.stats, live: true };
+        let next = &mut self.next;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.process(&mut cx, input, next))) {
+            Ok(d) => {
+                rt.guard.returned();
+                Ok(d)
+            }
+            Err(payload) => {
+                let dropped = input.len();
+                input.free_all();
+                rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, dropped, (w.now, self.hz));
+                Err(dropped)
+            }
+        }
+    }
+
+    /// Count node `i`'s call (it was given `n_in` packets and returned `d`) and move
+    /// its output along its edges. Returns the packets it handled.
+    #[inline(always)]
+    fn pass_on(&mut self, i: usize, n_in: usize, d: Dispatch, w: &mut Walk) -> usize {
+        let (left, right) = self.inputs.split_at_mut(i + 1);
+        let input = &mut left[i];
+        let rt = &mut self.nodes[i];
         let n_out = input.len();
         let n = n_in.max(n_out);
         if n == 0 {
@@ -298,19 +386,6 @@ impl LcoreGraph {
         let counted = if n_in > 0 { n_in } else { n_out };
         rt.stats.busy_calls.add(1);
         rt.stats.packets.add(counted as u64);
-        if tapped != 0 {
-            crate::capture::tap_output(&rt.tap, tapped, input, d, &self.next, w.now);
-        }
-        if tracing || !hops.is_empty() {
-            let t = self.trace.since_start_ns(rdtsc(), self.hz);
-            let at = (self.lcore, t);
-            if tracing {
-                trace_call(&self.trace, at, rt, input, pre, n_in, d, &self.next, &mut self.followed);
-            }
-            if !hops.is_empty() {
-                follow_call(at, rt, input, hops, d, &self.next, &mut self.followed);
-            }
-        }
         match d {
             Dispatch::All(k) => send(rt, k, input, right, i),
             Dispatch::Each => {
@@ -349,7 +424,7 @@ impl LcoreGraph {
         let mut work = 0;
         while !self.held.is_empty() {
             self.held.move_front_to(&mut self.inputs[i], 1);
-            work += self.call(i, w);
+            work += if w.watched { self.call_watched(i, w) } else { self.call(i, w) };
             let rt = &mut self.nodes[i];
             if rt.guard.fenced(w.now, &rt.stats) {
                 rt.stats.fenced_drops.add(self.held.len() as u64);
@@ -400,6 +475,8 @@ struct Walk {
     now: u64,
     /// This walk measures node cycles.
     timed: bool,
+    /// A trace or a capture watches a node of the lcore.
+    watched: bool,
     /// The last clock read of a timed walk.
     t_prev: u64,
     /// Packets sources and ring receivers brought in.

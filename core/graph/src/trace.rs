@@ -8,7 +8,8 @@
 //! (its time, length, flags and edge) and the headers again when the node changed
 //! them. A packet is known at the next node by its mbuf's address; the record ends
 //! where the packet leaves the lcore's walk (sent, freed, or into a ring).
-//! When no trace is armed the engine pays one relaxed load per node call; while one
+//! When no trace is armed the engine pays one relaxed load per walk (the lcore's
+//! watch flag, shared with capture); while one
 //! is armed the traced node's lcore formats its records (a slow path: it allocates).
 //!
 //! Bounds: at most [`TRACE_MAX_PACKETS`] packets per arming, [`TRACE_CAPACITY`] records

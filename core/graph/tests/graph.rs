@@ -195,9 +195,12 @@ fn trace_records_the_armed_number_of_packets() {
     ];
     let edges = [edge("src", "out", "par"), edge("par", "even", "sink")];
     let mut g = build(nodes, &edges, &[(0, None)]).unwrap();
+    assert!(!g.lcores[0].watched());
     g.info.trace("par", 5).unwrap();
+    assert!(g.lcores[0].watched(), "arming sets the lcore's watch flag");
     assert!(g.info.trace("nope", 1).unwrap_err().contains("nodes: src, par, sink"));
     while g.lcores[0].run_once() > 0 {}
+    assert!(!g.lcores[0].watched(), "the walk after the last traced packet clears it");
     let t = g.info.take_trace();
     assert_eq!(t.len(), 5, "{t:?}");
     // The header line: lcore, node, time since arming, edge, length and flags; then
@@ -211,8 +214,11 @@ fn trace_records_the_armed_number_of_packets() {
     assert!(t[0].lines().nth(1).unwrap().starts_with("  ethernet: "), "{}", t[0]);
     assert!(g.info.trace("par", ironpath_graph::TRACE_MAX_PACKETS + 1).unwrap_err().contains("at most 1000"));
     g.info.trace("par", 3).unwrap();
+    assert!(g.lcores[0].watched());
     g.info.clear_trace();
     assert!(g.info.take_trace().is_empty());
+    g.lcores[0].run_once();
+    assert!(!g.lcores[0].watched(), "a disarmed trace leaves the walks plain");
 }
 
 /// Passes everything on; traces each packet by its sequence number.

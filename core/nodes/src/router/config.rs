@@ -201,6 +201,7 @@ pub fn router_cfg(p: &Params) -> Result<RouterCfg, Error> {
         }
     }
     let mut cfg = resolve(ifaces, lines)?;
+    let mut per_iface_statics = std::collections::HashMap::new();
     for (i, r) in p.records("static_neighbours").unwrap_or(&[]).iter().enumerate() {
         let (port, text) = (r.port("port").unwrap_or_default(), r.str("address").unwrap_or_default());
         let at = format!("static neighbour {i}");
@@ -211,6 +212,13 @@ pub fn router_cfg(p: &Params) -> Result<RouterCfg, Error> {
         let link_local = matches!(a, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80);
         if !link_local && on_link(&cfg.ifaces[k..=k], a).is_none() {
             return Err((r.loc("address"), format!("{at}: {a} is not on a subnet of interface `{port}`")));
+        }
+        let per_iface = per_iface_statics.entry(k).or_insert_with(std::collections::HashSet::new);
+        if per_iface.insert(a) && per_iface.len() > super::neigh::MAX_PERMANENT {
+            return Err((
+                r.loc("address"),
+                format!("{at}: interface `{port}` has {} static neighbours, the most it takes", super::neigh::MAX_PERMANENT),
+            ));
         }
         cfg.statics.push((k, a, r.mac("mac").unwrap_or_default()));
     }

@@ -130,6 +130,11 @@ impl Tables {
     /// Rebuild and hand the FIBs to the node; what they replaced is freed here.
     pub(super) fn publish(&mut self, remote: &Remote) -> Result<(), String> {
         let swap = self.build()?;
+        self.hand_over(remote, swap)
+    }
+
+    /// Hand FIBs [`Tables::build`] made to the node.
+    pub(super) fn hand_over(&mut self, remote: &Remote, swap: FibSwap) -> Result<(), String> {
         let old = remote.call(Box::new(swap))?;
         if old.downcast::<FibSwap>().is_err() {
             return Err("the node did not take the new FIB (it panicked): the route table and the FIB differ".into());

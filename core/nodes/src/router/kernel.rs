@@ -68,6 +68,10 @@ pub(super) struct KernelState {
     pub(super) owned: u64,
     pub(super) rebuilds: u64,
     pub(super) failed: u64,
+    /// Why the last rebuild failed, while the FIB is behind the table.
+    pub(super) behind: Option<String>,
+    /// Neighbours the router's interface had no room for ([`super::neigh::MAX_PERMANENT`]).
+    pub(super) neigh_refused: u64,
 }
 
 impl KernelState {
@@ -88,7 +92,7 @@ impl Following {
     pub(super) fn describe(&self, k: &KernelState) -> String {
         let s = self.follower.stats();
         format!(
-            "following kernel table {} ({}): {} snapshots, {} changes, {} resyncs; left out: {} gateway on no subnet, {} unknown device, {} the router's own; {} FIB rebuilds, {} failed\n",
+            "following kernel table {} ({}): {} snapshots, {} changes, {} resyncs; left out: {} gateway on no subnet, {} unknown device, {} the router's own, {} neighbours (interface full); {} FIB rebuilds, {} failed{}\n",
             self.cfg.table,
             self.cfg.netns.as_deref().map_or("this process's namespace".to_string(), |n| format!("namespace {n}")),
             s.snapshots,
@@ -97,8 +101,10 @@ impl Following {
             k.no_gateway,
             k.no_device,
             k.owned,
+            k.neigh_refused,
             k.rebuilds,
-            k.failed
+            k.failed,
+            k.behind.as_deref().map_or(String::new(), |why| format!("; the FIB is behind the table until the next change: {why}"))
         )
     }
 }
@@ -140,12 +146,20 @@ fn apply_loop(rx: &mpsc::Receiver<KernelEvent>, tables: &Mutex<Tables>, remote: 
         }
         if dirty {
             last = Instant::now();
-            match t.publish(remote) {
+            // A table the FIB cannot hold (too many plies) waits for the next change;
+            // a node that did not answer is asked again next round.
+            let handed = t.build().map_err(|e| (false, e)).and_then(|swap| t.hand_over(remote, swap).map_err(|e| (true, e)));
+            match handed {
                 Ok(()) => {
                     t.kernel.rebuilds += 1;
+                    t.kernel.behind = None;
                     dirty = false;
                 }
-                Err(_) => t.kernel.failed += 1,
+                Err((again, why)) => {
+                    t.kernel.failed += 1;
+                    t.kernel.behind = Some(why);
+                    dirty = again;
+                }
             }
             gap = MIN_GAP.max(last.elapsed() * DUTY);
         }
@@ -155,8 +169,15 @@ fn apply_loop(rx: &mpsc::Receiver<KernelEvent>, tables: &Mutex<Tables>, remote: 
         for _ in 0..NEIGH_PER_ROUND {
             let Some(&c) = neighs.front() else { break };
             match remote.call(Box::new(c)) {
-                Ok(_) => {
+                Ok(answer) => {
                     neighs.pop_front();
+                    if let (NeighChange::Add { iface, ip, .. }, Ok(r)) = (c, answer.downcast::<Result<(), String>>()) {
+                        if r.is_err() {
+                            let mut t = tables.lock().unwrap_or_else(|e| e.into_inner());
+                            t.kernel.neighs.remove(&(iface, ip));
+                            t.kernel.neigh_refused += 1;
+                        }
+                    }
                 }
                 Err(_) => break,
             }

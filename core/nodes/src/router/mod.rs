@@ -292,6 +292,7 @@ impl Router {
         }
         for &(k, ip, mac) in &cfg.statics {
             if let Some(f) = ifaces.get_mut(k) {
+                // At most MAX_PERMANENT per interface: the configuration was checked.
                 f.neigh.add_static(ip, mac);
             }
         }
@@ -446,7 +447,12 @@ impl Router {
     fn neigh_change(&mut self, cx: &NodeCx<'_>, c: ctl::NeighChange) -> Result<(), String> {
         match c {
             ctl::NeighChange::Add { iface, ip, mac } => {
-                self.ifaces.get_mut(iface).ok_or("no such interface")?.neigh.add_static(ip, mac);
+                if !self.ifaces.get_mut(iface).ok_or("no such interface")?.neigh.add_static(ip, mac) {
+                    return Err(format!(
+                        "the interface holds {} permanent neighbour entries, the most it takes",
+                        neigh::MAX_PERMANENT
+                    ));
+                }
                 self.learned(cx, iface, ip, mac);
                 Ok(())
             }

@@ -13,6 +13,10 @@ use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
+/// Permanent entries one interface holds at most (from the configuration, `ip
+/// neighbor add` and a followed kernel table together).
+pub const MAX_PERMANENT: usize = 16_384;
+
 /// Limits and timers of a table.
 #[derive(Clone, Copy, Debug)]
 pub struct NeighConfig {
@@ -99,10 +103,15 @@ impl Neighbours {
         self.fixed = fixed;
     }
 
-    /// A permanent entry (as `ip neigh add ... permanent`).
-    pub fn add_static(&mut self, ip: IpAddr, mac: [u8; 6]) {
+    /// A permanent entry (as `ip neigh add ... permanent`); false (and nothing
+    /// changed) when the table already holds [`MAX_PERMANENT`] others.
+    pub fn add_static(&mut self, ip: IpAddr, mac: [u8; 6]) -> bool {
+        if self.fixed.len() >= MAX_PERMANENT && !self.fixed.contains_key(&ip) {
+            return false;
+        }
         self.fixed.insert(ip, mac);
         self.last.set(None);
+        true
     }
 
     /// Remove `ip`'s entry, permanent or learned; false if there was none.
@@ -311,6 +320,21 @@ mod tests {
     }
 
     #[test]
+    fn permanent_entries_are_bounded() {
+        let mut n = Neighbours::new(cfg(), [1; 16]);
+        let addr = |k: usize| IpAddr::V6(std::net::Ipv6Addr::from(0xfd00_u128 << 112 | k as u128));
+        for k in 0..MAX_PERMANENT {
+            assert!(n.add_static(addr(k), [1; 6]));
+        }
+        assert!(!n.add_static(addr(MAX_PERMANENT), [1; 6]), "one more is refused");
+        assert_eq!(n.lookup(addr(MAX_PERMANENT), 0), None);
+        assert!(n.add_static(addr(3), [2; 6]), "a known one is still replaced");
+        assert_eq!(n.lookup(addr(3), 0), Some([2; 6]));
+        assert!(n.remove(addr(0)));
+        assert!(n.add_static(addr(MAX_PERMANENT), [1; 6]), "room again after a removal");
+    }
+
+    #[test]
     fn the_table_is_bounded_and_evicts_the_oldest_of_a_sample() {
         let mut n = Neighbours::new(cfg(), [1; 16]);
         for k in 0..4 {
@@ -321,7 +345,7 @@ mod tests {
         assert_eq!(n.lookup(ip(9), 11), Some([9; 6]));
         assert_eq!(n.lookup(ip(0), 11), None, "the oldest of all four sampled");
         // A static entry: found at any time, not changed by what the wire says.
-        n.add_static(ip(7), [7; 6]);
+        assert!(n.add_static(ip(7), [7; 6]));
         assert_eq!(n.lookup(ip(7), u64::MAX), Some([7; 6]));
         assert!(!n.learn(ip(7), [6; 6], 20).1);
         assert_eq!(n.lookup(ip(7), 21), Some([7; 6]));
