@@ -24,6 +24,13 @@
 //!   regular file (eventfds, TAP queues, sockets);
 //! * `poll`, `ppoll`, `epoll_wait`, `epoll_pwait`, `epoll_pwait2`, `select`,
 //!   `pselect6` with a zero timeout;
+//! * the idle lcore's own sleep (rx modes `adaptive` and `interrupt`,
+//!   `ironpath_eal::sleep`): `epoll_wait`, `epoll_pwait`, `epoll_pwait2` with any
+//!   timeout on an epoll descriptor (`anon_inode:[eventpoll]`), and `epoll_ctl` on
+//!   it: the set holds the lcore's own doorbell, which whoever needs the lcore rings
+//!   (stop, a table change, a ring from another lcore), and the queues' wake-up
+//!   sources, which a peer can only make it wake sooner (a peer's descriptor named
+//!   there is refused as any other);
 //! * `futex` waking only (`FUTEX_WAKE*`): a `FUTEX_WAIT` is a lock taken or a park.
 //!
 //! Everything else is refused: sleeps, `accept`, `connect`, `open`/`openat`,
@@ -372,6 +379,13 @@ fn judge(c: &Call, seen: &Seen, peer: &[PeerFd]) -> Result<String, String> {
         let Some((n, what)) = first_fd() else { return Err("no descriptor decoded".into()) };
         return nonblocking(n, what).map(|()| format!("{name}({}, O_NONBLOCK)", kind(what)));
     }
+    let on_epoll = || first_fd().is_some_and(|(_, what)| what.contains("anon_inode:[eventpoll]"));
+    if name == "epoll_ctl" && on_epoll() {
+        return Ok("epoll_ctl(the lcore's sleep set)".into());
+    }
+    if matches!(name, "epoll_wait" | "epoll_pwait" | "epoll_pwait2") && on_epoll() && arg(3) != "0" {
+        return Ok(format!("{name}(the idle lcore's sleep)"));
+    }
     if let Some((_, at, zero)) = POLLS.iter().find(|(n, _, _)| *n == name) {
         return if arg(*at) == *zero {
             Ok(format!("{name}(timeout 0)"))
@@ -715,6 +729,15 @@ fn the_allowlist_admits_what_cannot_block() {
         ),
         ("prctl(PR_SET_NAME, \"lcore-1\") = 0", "prctl(PR_SET_NAME)"),
         ("gettid() = 30200", "gettid"),
+        ("epoll_wait(3<anon_inode:[eventpoll]>, [], 8, -1) = 0", "epoll_wait(the idle lcore's sleep)"),
+        (
+            "epoll_pwait(3<anon_inode:[eventpoll]>, [{events=EPOLLIN, data=0}], 8, 12, NULL, 8) = 1",
+            "epoll_pwait(the idle lcore's sleep)",
+        ),
+        (
+            "epoll_ctl(3<anon_inode:[eventpoll]>, EPOLL_CTL_ADD, 5<socket:[100]>, {events=EPOLLIN|EPOLLET, data=0}) = 0",
+            "epoll_ctl(the lcore's sleep set)",
+        ),
     ] {
         assert_eq!(judge(&call(line), &seen, &[]), Ok(kind.to_string()), "{line}");
     }
@@ -730,7 +753,6 @@ fn the_allowlist_refuses_what_blocks_or_names_a_peers_descriptor() {
         "write(8</tmp/out.pcap>, \"\\324\\303\", 1048576) = 1048576",
         "read(9<anon_inode:[eventfd]>, \"\", 8) = 8",
         "poll([{fd=5<socket:[100]>, events=POLLIN}], 1, 1000) = 0 (Timeout)",
-        "epoll_wait(3<anon_inode:[eventpoll]>, [], 8, -1) = 0",
         "nanosleep({tv_sec=0, tv_nsec=1000000}, NULL) = 0",
         "clock_nanosleep(CLOCK_MONOTONIC, 0, {tv_sec=0, tv_nsec=1000}, NULL) = 0",
         "openat(AT_FDCWD, \"/srv/www/index.html\", O_RDONLY|O_CLOEXEC) = 9</srv/www/index.html>",

@@ -50,7 +50,11 @@ pub const ABI_MAJOR: u16 = 1;
 ///   (`show port N rss-hash`, `port config all rss`).
 /// * 1.6: [`PmdEntry::min_abi_minor`]: the oldest host minor a plugin runs on (a
 ///   host refuses a plugin of a newer minor that does not name one it meets).
-pub const ABI_MINOR: u16 = 6;
+/// * 1.7: [`DevOps::rx_wake_fd`] and [`DevOps::rx_wake_arm`]: a receive queue's
+///   wake-up source (a socket, an eventfd the peer or the device signals), so that
+///   a host whose queues stay empty can sleep on it instead of polling (rx modes
+///   `adaptive` and `interrupt`). A plugin without them keeps being polled.
+pub const ABI_MINOR: u16 = 7;
 /// Name of the one symbol every plugin exports: `extern "C" fn() -> *const PmdEntry`.
 pub const ENTRY_SYMBOL: &str = "ironpath_pmd_entry";
 /// The entry symbol as a NUL-terminated byte string (for `dlsym`).
@@ -548,6 +552,21 @@ pub struct DevOps {
     pub rss_hash_get: Option<unsafe extern "C" fn(dev: *mut c_void, capa: *mut u64, cur: *mut u64) -> i32>,
     /// (1.5) Use the hash functions `rss_hf` (a subset of `capa`; 0: off).
     pub rss_hash_set: Option<unsafe extern "C" fn(dev: *mut c_void, rss_hf: u64) -> i32>,
+    /// (1.7) The wake-up source of RX queue `q` (the queue pointer of its
+    /// [`RxQueue`]): a file descriptor that becomes readable when the queue may hold
+    /// packets, once [`DevOps::rx_wake_arm`] armed it; `-ENOTSUP` when the queue has
+    /// none (the host keeps polling it). The descriptor stays the driver's: the host
+    /// only waits on it, edge-triggered (`EPOLLIN | EPOLLET`: each new signal wakes it,
+    /// so nobody has to drain it, and a descriptor a peer shares is never read), never
+    /// reads or closes it, and asks again before each sleep (a peer that reconnects
+    /// brings a new one). Called on the queue's thread.
+    pub rx_wake_fd: Option<unsafe extern "C" fn(q: *mut c_void) -> i32>,
+    /// (1.7) `on` = 1, before the host sleeps: ask for the wake-up (unmask the
+    /// device's interrupt, tell the peer to signal); the host polls the queue once
+    /// more after this before it sleeps, so a packet that came before the arming is
+    /// not missed. `on` = 0, after it woke: back to polling (mask again). Called on
+    /// the queue's thread.
+    pub rx_wake_arm: Option<unsafe extern "C" fn(q: *mut c_void, on: u8) -> i32>,
 }
 
 /// RSS hash function: IPv4 addresses (DPDK's `RTE_ETH_RSS_IPV4` bit).
@@ -635,7 +654,7 @@ const _: () = {
     assert!(offset_of!(PmdEntry, min_abi_minor) == 72);
     assert!(size_of::<PmdEntry>() == 80);
     assert!(size_of::<PciId>() == 4);
-    assert!(size_of::<DevOps>() == 8 + 30 * 8);
+    assert!(size_of::<DevOps>() == 8 + 32 * 8);
 };
 
 /// Constant helper: the [`PmdEntry`] header fields for this ABI version.

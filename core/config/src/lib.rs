@@ -50,7 +50,7 @@ use std::path::Path;
 pub use catalog::{Catalog, CheckFn, Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse, VariantSpec};
 pub use choice::Choice;
 pub use error::{ConfigError, ConfigErrors, Loc};
-pub use model::{EdgeCfg, HugePages, LcoreCfg, MempoolCfg, NodeCfg, Pipeline, PortCfg, DEFAULT_MEMPOOL};
+pub use model::{EdgeCfg, HugePages, LcoreCfg, MempoolCfg, NodeCfg, Pipeline, PortCfg, DEFAULT_MEMPOOL, RX_MODES};
 pub use params::{ParamValue, Params};
 pub use suggest::closest;
 pub use validate::parse_mac;

@@ -100,6 +100,9 @@ pub struct PortCfg {
     pub loc: Loc,
 }
 
+/// The accepted `rx_mode` words of an lcore.
+pub const RX_MODES: &[&str] = &["poll", "adaptive", "interrupt"];
+
 /// One entry of `lcores:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LcoreCfg {
@@ -107,6 +110,9 @@ pub struct LcoreCfg {
     pub id: u32,
     /// CPU the lcore's thread is pinned to (defaults to `id`).
     pub cpu: usize,
+    /// How it waits for packets: `poll`, `adaptive` or `interrupt` (`None`: the
+    /// runtime's default, adaptive).
+    pub rx_mode: Option<&'static str>,
     /// The entry's position.
     pub loc: Loc,
 }

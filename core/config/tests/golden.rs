@@ -153,7 +153,10 @@ fn valid_full_file() {
     );
     assert_eq!(
         p.lcores,
-        [LcoreCfg { id: 0, cpu: 0, loc: Loc::new(26, 5) }, LcoreCfg { id: 1, cpu: 3, loc: Loc::new(27, 5) }]
+        [
+            LcoreCfg { id: 0, cpu: 0, rx_mode: None, loc: Loc::new(26, 5) },
+            LcoreCfg { id: 1, cpu: 3, rx_mode: None, loc: Loc::new(27, 5) }
+        ]
     );
 
     let names: Vec<(&str, &str, u32)> =

@@ -14,6 +14,7 @@
 //! * [`tsc`]: cycle counting;
 //! * [`txbatch`]: [`TxBatcher`], TX batching with bounded delay and explicit TX
 //!   completion (driver reclaim plus an emulated completion-coalescing policy);
+//! * [`sleep`]: rx modes, and the doorbell and epoll set an idle lcore sleeps in;
 //! * [`args`]: DPDK-style runtime arguments (`-l`, `--vdev`, `-d`, `--no-huge`, `-m`);
 //! * [`Eal`]: the context tying loaded drivers and ports together (no globals).
 
@@ -29,6 +30,7 @@ pub mod mempool;
 pub mod mpmc;
 pub mod pci;
 pub mod port;
+pub mod sleep;
 pub mod spsc;
 mod sync;
 pub mod tsc;

@@ -248,6 +248,19 @@ impl TxBatcher {
         self.complete(now);
     }
 
+    /// What the batcher needs before its lcore may sleep: `Err` when it must keep
+    /// polling (sent packets wait for their completion, which comes with no signal),
+    /// `Ok(Some(t))` when a flush is due at TSC `t`, `Ok(None)` when nothing waits.
+    pub fn wake_need(&self) -> Result<Option<u64>, &'static str> {
+        if !self.held.is_empty() || (self.driver_holds && self.q.inflight() > 0) {
+            return Err("sent packets waiting for their completion");
+        }
+        if !self.buf.is_empty() {
+            return Ok(Some(self.oldest.wrapping_add(self.cfg.flush_tsc)));
+        }
+        Ok(None)
+    }
+
     /// The lcore found no work: flush if `flush_on_idle`.
     pub fn idle(&mut self, now: u64) {
         if self.cfg.flush_on_idle && !self.buf.is_empty() {

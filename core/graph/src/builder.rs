@@ -6,9 +6,10 @@ use crate::control::{ControlEntry, Mailbox, Remote};
 use crate::info::{EdgeInfo, EdgeStats, GraphInfo, LcoreStats, NodeInfo};
 use crate::node::Node;
 use crate::ring::{RingRx, RingTx};
-use crate::sched::{LcoreGraph, RtNode, Target};
+use crate::sched::{LcoreGraph, RtNode, Shared, Target};
 use crate::stats::NodeStats;
 use crate::trace::TraceBuf;
+use ironpath_eal::sleep::Doorbell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
@@ -105,6 +106,14 @@ pub enum GraphError {
         /// Why.
         reason: String,
     },
+    /// An lcore's doorbell or epoll set could not be made (out of descriptors).
+    #[error("lcore {lcore}: {reason}")]
+    Lcore {
+        /// Lcore.
+        lcore: u32,
+        /// Why.
+        reason: String,
+    },
     /// A ring size that is zero.
     #[error("edge {from} -> {to}: ring size must be at least 1")]
     RingSize {
@@ -140,6 +149,13 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
         if !lcores.iter().any(|&(l, _)| l == n.lcore) {
             return Err(GraphError::NoLcore { node: n.name.clone(), lcore: n.lcore });
         }
+    }
+    // Each lcore's doorbell: rung by ring producers on other lcores and by table
+    // changes when it sleeps (ironpath_eal::sleep).
+    let mut bells: HashMap<u32, Arc<Doorbell>> = HashMap::new();
+    for &(l, _) in lcores {
+        let bell = Doorbell::new().map_err(|e| GraphError::Lcore { lcore: l, reason: format!("eventfd: {e}") })?;
+        bells.insert(l, bell);
     }
     let mut all: Vec<Pending> = nodes
         .into_iter()
@@ -182,7 +198,7 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
                     lcore: lf,
                     nexts: vec![],
                     source: false,
-                    node: Box::new(RingTx(p)),
+                    node: Box::new(RingTx(p, bells[&lt].clone())),
                     port: None,
                 },
                 synthetic: true,
@@ -237,7 +253,12 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
         };
         let mailbox = Arc::new(Mailbox::default());
         mailboxes.push(Some(mailbox.clone()));
-        let remote = Remote { mailbox, requests: requests[&p.decl.lcore].clone(), lcore: p.decl.lcore };
+        let remote = Remote {
+            mailbox,
+            requests: requests[&p.decl.lcore].clone(),
+            bell: Some(bells[&p.decl.lcore].clone()),
+            lcore: p.decl.lcore,
+        };
         controller.attached(&remote).map_err(|reason| GraphError::Control { node: p.decl.name.clone(), reason })?;
         controls.push(ControlEntry {
             node: p.decl.name.clone(),
@@ -291,7 +312,10 @@ pub fn build(nodes: Vec<NodeDecl>, edges: &[EdgeDecl], lcores: &[(u32, Option<u3
         }
         let ls = Arc::new(LcoreStats::default());
         lcore_stats.push((lc, ls.clone()));
-        graphs.push(LcoreGraph::new(lc, cpu, rt, trace.clone(), ls, requests[&lc].clone(), watches[&lc].clone()));
+        let shared = Shared { requests: requests[&lc].clone(), watch: watches[&lc].clone(), bell: bells[&lc].clone() };
+        let g = LcoreGraph::new(lc, cpu, rt, trace.clone(), ls, shared)
+            .map_err(|e| GraphError::Lcore { lcore: lc, reason: format!("epoll: {e}") })?;
+        graphs.push(g);
     }
     let info = GraphInfo {
         nodes: infos,

@@ -106,6 +106,8 @@ pub struct Remote {
     pub(crate) mailbox: Arc<Mailbox>,
     /// The node's lcore's request counter (the lcore compares it once per walk).
     pub(crate) requests: Arc<AtomicU64>,
+    /// The lcore's doorbell: rung after a request, in case it sleeps.
+    pub(crate) bell: Option<Arc<ironpath_eal::sleep::Doorbell>>,
     /// The node's lcore.
     pub lcore: u32,
 }
@@ -140,6 +142,9 @@ impl Remote {
         }
         // Release: the lcore that sees the new count sees the offer.
         self.requests.fetch_add(1, Ordering::Release);
+        if let Some(bell) = &self.bell {
+            bell.ring();
+        }
         let start = Instant::now();
         let mut nap = Duration::from_micros(10);
         loop {
@@ -229,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_call_times_out_and_withdraws_its_change_when_no_lcore_takes_it() {
-        let r = Remote { mailbox: Arc::default(), requests: Arc::default(), lcore: 3 };
+        let r = Remote { mailbox: Arc::default(), requests: Arc::default(), bell: None, lcore: 3 };
         r.mailbox.closed.store(true, Ordering::Release);
         assert!(r.call(Box::new(1u32)).unwrap_err().contains("stopped"));
         r.mailbox.closed.store(false, Ordering::Release);
@@ -242,7 +247,7 @@ mod tests {
 
     #[test]
     fn callers_take_turns_and_each_gets_its_own_answer() {
-        let r = Remote { mailbox: Arc::default(), requests: Arc::default(), lcore: 0 };
+        let r = Remote { mailbox: Arc::default(), requests: Arc::default(), bell: None, lcore: 0 };
         let stop = Arc::new(AtomicBool::new(false));
         // A stand-in lcore: answers each change with its number times ten.
         let lcore = {
@@ -293,7 +298,7 @@ mod tests {
             node: name.into(),
             type_name: "echo".into(),
             controller: Mutex::new(Box::new(Echo)),
-            remote: Remote { mailbox: Arc::default(), requests: Arc::default(), lcore: 0 },
+            remote: Remote { mailbox: Arc::default(), requests: Arc::default(), bell: None, lcore: 0 },
         }
     }
 

@@ -3,6 +3,7 @@
 
 use crate::stats::{Counter, NodeStats, StatsSnapshot};
 use crate::trace::TraceBuf;
+use ironpath_eal::sleep::RxMode;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -34,6 +35,33 @@ pub struct LcoreStats {
     pub long_idle_cycles: Counter,
     /// Packets that entered the lcore's graph (from ports, sources and rings).
     pub received: Counter,
+    /// Sleeps (rx mode `adaptive` or `interrupt`, [`ironpath_eal::sleep`]).
+    pub sleeps: Counter,
+    /// Sleeps a receive queue's wake-up source ended (packets came).
+    pub wake_rx: Counter,
+    /// Sleeps the doorbell ended (a ring from another lcore, a table change, stop).
+    pub wake_bell: Counter,
+    /// Sleeps a node's timer ended.
+    pub wake_timer: Counter,
+    /// TSC cycles asleep.
+    pub asleep_cycles: Counter,
+    /// Times the lcore would have slept but a node kept it polling (a queue without
+    /// a wake-up source, held packets, work in flight).
+    pub kept_polling: Counter,
+    /// Its rx mode (`RxMode` as set by `LcoreGraph::set_rx_mode`: 0 poll, 1
+    /// adaptive, 2 interrupt).
+    pub(crate) mode: std::sync::atomic::AtomicU8,
+}
+
+impl LcoreStats {
+    /// Its rx mode.
+    pub fn rx_mode(&self) -> RxMode {
+        match self.mode.load(Ordering::Relaxed) {
+            1 => RxMode::Adaptive,
+            2 => RxMode::Interrupt,
+            _ => RxMode::Poll,
+        }
+    }
 }
 
 impl LcoreStats {
@@ -104,12 +132,26 @@ pub struct RuntimeBase {
     nodes: Vec<(StatsSnapshot, Vec<u64>)>,
     /// Per edge: packets, in `edges` order.
     edges: Vec<u64>,
-    /// Per lcore: walks, busy walks, received, busy cycles, long idle cycles.
-    lcores: Vec<[u64; 5]>,
+    /// Per lcore: [`lcore_values`].
+    lcores: Vec<[u64; 11]>,
 }
 
-fn lcore_values(st: &LcoreStats) -> [u64; 5] {
-    [st.walks.get(), st.busy_walks.get(), st.received.get(), st.busy_cycles.get(), st.long_idle_cycles.get()]
+/// Walks, busy walks, received, busy cycles, long idle cycles, sleeps, wake-ups by
+/// a queue, the doorbell and a timer, cycles asleep, kept polling.
+fn lcore_values(st: &LcoreStats) -> [u64; 11] {
+    [
+        st.walks.get(),
+        st.busy_walks.get(),
+        st.received.get(),
+        st.busy_cycles.get(),
+        st.long_idle_cycles.get(),
+        st.sleeps.get(),
+        st.wake_rx.get(),
+        st.wake_bell.get(),
+        st.wake_timer.get(),
+        st.asleep_cycles.get(),
+        st.kept_polling.get(),
+    ]
 }
 
 /// The whole graph, shared with the control plane.
@@ -261,6 +303,21 @@ impl GraphInfo {
                 "lcore {lc}: {} walks, {} busy, {} packets in, {per_packet:.1} busy cycles/packet, {} cycles in long idle walks",
                 v[0], v[1], v[2], v[4]
             );
+            let mode = st.rx_mode();
+            if mode != RxMode::Poll {
+                let hz = ironpath_eal::tsc::tsc_hz().max(1) as f64;
+                let _ = writeln!(
+                    s,
+                    "  rx mode {}: {} sleeps (woken by a queue {}, the doorbell {}, a timer {}), {:.3} s asleep, kept polling {} times",
+                    mode.name(),
+                    v[5],
+                    v[6],
+                    v[7],
+                    v[8],
+                    v[9] as f64 / hz,
+                    v[10]
+                );
+            }
         }
         let no_extra = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {

@@ -124,6 +124,73 @@ pub trait Node: Send {
     fn apply(&mut self, _cx: &mut NodeCx<'_>, msg: crate::Msg) -> crate::Msg {
         msg
     }
+
+    /// The lcore found no work for a while and would sleep (rx mode `adaptive` or
+    /// `interrupt`): say what must wake it. A node that receives on its own (a
+    /// port's receiver) arms its queue's wake-up and gives its descriptor
+    /// ([`SleepPlan::wake_on`]), or says the lcore must keep polling
+    /// ([`SleepPlan::keep_polling`]); a node with a timer gives its time
+    /// ([`SleepPlan::until`]). The default, nothing, suits a node that only works on
+    /// what it is given; a source node (polled every walk) must say something, at
+    /// least [`SleepPlan::quiet`], or its lcore keeps polling. Whatever a node
+    /// armed here it disarms in [`Node::woke`],
+    /// which is called on every node after the sleep, or when the lcore did not sleep
+    /// after all.
+    fn sleep(&mut self, _cx: &mut NodeCx<'_>, _plan: &mut SleepPlan) {}
+
+    /// The lcore is polling again (after [`Node::sleep`]).
+    fn woke(&mut self, _cx: &mut NodeCx<'_>) {}
+}
+
+/// What an lcore about to sleep waits for, as its nodes said ([`Node::sleep`]).
+#[derive(Debug, Default)]
+pub struct SleepPlan {
+    pub(crate) fds: Vec<std::os::fd::RawFd>,
+    /// The node (its index in the walk) of each descriptor.
+    pub(crate) owners: Vec<u16>,
+    pub(crate) deadline: Option<u64>,
+    pub(crate) poll: Option<&'static str>,
+    pub(crate) node: u16,
+    /// The current node said something.
+    pub(crate) said: bool,
+}
+
+impl SleepPlan {
+    /// Wake when `fd` becomes readable (waited on edge-triggered: each new signal
+    /// wakes; the descriptor is never read). It must stay open until the node's
+    /// [`Node::woke`].
+    pub fn wake_on(&mut self, fd: std::os::fd::RawFd) {
+        self.said = true;
+        self.fds.push(fd);
+        self.owners.push(self.node);
+    }
+
+    /// Wake by TSC time `tsc` at the latest (a timer of the node).
+    pub fn until(&mut self, tsc: u64) {
+        self.said = true;
+        self.deadline = Some(self.deadline.map_or(tsc, |d| d.min(tsc)));
+    }
+
+    /// The lcore cannot sleep now: something the node waits for has no wake-up
+    /// source (a queue without one, packets it holds, work in flight). `why` is
+    /// counted and shown.
+    pub fn keep_polling(&mut self, why: &'static str) {
+        self.said = true;
+        self.poll.get_or_insert(why);
+    }
+
+    /// The node has nothing to do until it is given packets, or a wake-up source
+    /// another node gave signals, or the lcore's doorbell rings.
+    pub fn quiet(&mut self) {
+        self.said = true;
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.fds.clear();
+        self.owners.clear();
+        self.deadline = None;
+        self.poll = None;
+    }
 }
 
 /// Declares a node's counters (or gauges) once: a `#[repr(usize)]` enum whose

@@ -2,9 +2,11 @@
 //! `ring_tx` sink on the sending lcore and a `ring_rx` source on the receiving
 //! one, joined by an SPSC ring (`ringbuf`). A full ring drops and counts.
 
-use crate::node::{CounterSpec, Dispatch, Node, NodeCx};
+use crate::node::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan};
+use ironpath_eal::sleep::Doorbell;
 use ironpath_eal::spsc::{SpscConsumer, SpscProducer};
 use ironpath_eal::{Burst, MAX_BURST};
+use std::sync::Arc;
 
 crate::counters! {
     /// What `ring_tx` counts.
@@ -21,12 +23,16 @@ crate::counters! {
     }
 }
 
-/// Sending end of a cross-lcore edge (a sink).
-pub(crate) struct RingTx(pub SpscProducer);
+/// Sending end of a cross-lcore edge (a sink), with the receiving lcore's doorbell
+/// (rung after an enqueue, in case that lcore sleeps).
+pub(crate) struct RingTx(pub SpscProducer, pub Arc<Doorbell>);
 
 impl Node for RingTx {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let n = self.0.enqueue_from(pkts);
+        if n > 0 {
+            self.1.ring();
+        }
         cx.count(TxCounter::Enqueued, n as u64);
         if !pkts.is_empty() {
             cx.count(TxCounter::RingFull, pkts.len() as u64);
@@ -55,6 +61,11 @@ impl Node for RingRx {
 
     fn counters(&self) -> &'static [CounterSpec] {
         RxCounter::SPECS
+    }
+
+    /// The producer rings this lcore's doorbell after each enqueue.
+    fn sleep(&mut self, _cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        plan.quiet();
     }
 
     fn stop(&mut self) {

@@ -4,6 +4,7 @@
 
 use crate::sched::LcoreGraph;
 use ironpath_eal::lcore::{launch_on, LcoreHandle};
+use ironpath_eal::sleep::Doorbell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -11,27 +12,28 @@ use std::sync::Arc;
 pub struct Running {
     handles: Vec<LcoreHandle<LcoreGraph>>,
     stop: Arc<AtomicBool>,
+    /// Each lcore's doorbell (rung at stop, in case it sleeps).
+    bells: Vec<Arc<Doorbell>>,
 }
 
 /// Start one thread per lcore graph; `pin` pins each to its CPU.
 pub fn launch(graphs: Vec<LcoreGraph>, pin: bool) -> std::io::Result<Running> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
+    let bells: Vec<Arc<Doorbell>> = graphs.iter().map(LcoreGraph::bell).collect();
     for mut g in graphs {
         let stop2 = stop.clone();
         let cpu = if pin { g.cpu } else { None };
         let lcore = g.lcore;
         let h = launch_on(lcore, cpu, move || {
-            // One relaxed load per walk: the flag only has to be seen eventually.
-            while !stop2.load(Ordering::Relaxed) {
-                g.run_once();
-            }
+            g.run(&stop2);
             g
         });
         match h {
             Ok(h) => handles.push(h),
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);
+                bells.iter().for_each(|b| b.ring());
                 for h in handles {
                     let _ = h.join();
                 }
@@ -39,7 +41,7 @@ pub fn launch(graphs: Vec<LcoreGraph>, pin: bool) -> std::io::Result<Running> {
             }
         }
     }
-    Ok(Running { handles, stop })
+    Ok(Running { handles, stop, bells })
 }
 
 impl Running {
@@ -52,6 +54,7 @@ impl Running {
     /// lcores that failed (pinning, panics), one line each.
     pub fn stop(self) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
+        self.bells.iter().for_each(|b| b.ring());
         let mut errs = Vec::new();
         let mut done = Vec::new();
         for h in self.handles {

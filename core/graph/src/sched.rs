@@ -5,9 +5,10 @@
 use crate::control::{ApplyPanicked, Mailbox, Msg};
 use crate::guard::{self, Guard, Walking};
 use crate::info::{EdgeStats, LcoreStats};
-use crate::node::{Dispatch, Node, NodeCx, DROP};
+use crate::node::{Dispatch, Node, NodeCx, SleepPlan, DROP};
 use crate::stats::NodeStats;
 use crate::trace::TraceBuf;
+use ironpath_eal::sleep::{Doorbell, RxMode, Sleeper, Woke, ADAPTIVE_IDLE, MIN_SLEEP};
 use ironpath_eal::tsc::rdtsc;
 use ironpath_eal::{Burst, MAX_BURST};
 use std::panic::AssertUnwindSafe;
@@ -40,6 +41,16 @@ pub(crate) struct RtNode {
     /// An answer (with its change's number) the mailbox was busy for, given back
     /// the next walk.
     pub answer: Option<(u64, Msg)>,
+}
+
+/// What an lcore shares with the control plane and the other lcores.
+pub(crate) struct Shared {
+    /// Bumped by a controller that left a change in a mailbox of this lcore.
+    pub requests: Arc<AtomicU64>,
+    /// Set when a trace or a capture is armed on one of its nodes.
+    pub watch: Arc<AtomicBool>,
+    /// Rung by whoever gives the lcore work from elsewhere, in case it sleeps.
+    pub bell: Arc<Doorbell>,
 }
 
 /// A packet a trace follows: its mbuf's address, its record so far, the header lines
@@ -84,6 +95,18 @@ pub struct LcoreGraph {
     prev_now: u64,
     prev_busy: bool,
     stopped: bool,
+    /// How the lcore waits for packets.
+    mode: RxMode,
+    /// Its epoll set and doorbell.
+    sleeper: Sleeper,
+    plan: SleepPlan,
+    /// TSC of the last walk that found work.
+    last_work: u64,
+    /// A node kept the lcore polling: no new attempt to sleep before this TSC.
+    retry_at: u64,
+    /// ADAPTIVE_IDLE and MIN_SLEEP in TSC ticks.
+    adaptive_tsc: u64,
+    min_sleep_tsc: u64,
 }
 
 /// An idle walk longer than this many TSC cycles counts in
@@ -101,18 +124,20 @@ impl LcoreGraph {
         nodes: Vec<RtNode>,
         trace: Arc<TraceBuf>,
         stats: Arc<LcoreStats>,
-        requests: Arc<AtomicU64>,
-        watch: Arc<AtomicBool>,
-    ) -> Self {
+        shared: Shared,
+    ) -> std::io::Result<Self> {
         let max_nexts = nodes.iter().map(|n| n.targets.len()).max().unwrap_or(0);
         guard::install_hook();
-        Self {
+        let hz = ironpath_eal::tsc::tsc_hz();
+        let Shared { requests, watch, bell } = shared;
+        let per_us = hz / 1_000_000;
+        let mut g = Self {
             lcore,
             cpu,
             inputs: nodes.iter().map(|_| Box::new(Burst::new())).collect(),
             scratch: (0..max_nexts).map(|_| Box::new(Burst::new())).collect(),
             held: Box::new(Burst::new()),
-            hz: ironpath_eal::tsc::tsc_hz(),
+            hz,
             nodes,
             next: Box::new([DROP; MAX_BURST]),
             trace,
@@ -126,6 +151,135 @@ impl LcoreGraph {
             prev_now: 0,
             prev_busy: false,
             stopped: false,
+            mode: RxMode::Poll,
+            sleeper: Sleeper::new(bell)?,
+            plan: SleepPlan::default(),
+            last_work: 0,
+            retry_at: 0,
+            adaptive_tsc: per_us * ADAPTIVE_IDLE.as_micros() as u64,
+            min_sleep_tsc: per_us * MIN_SLEEP.as_micros() as u64,
+        };
+        g.set_rx_mode(RxMode::default());
+        Ok(g)
+    }
+
+    /// How the lcore waits for packets (set before it runs).
+    pub fn set_rx_mode(&mut self, mode: RxMode) {
+        self.mode = mode;
+        self.sleeper.bell().set_may_sleep(mode != RxMode::Poll);
+        let m = match mode {
+            RxMode::Poll => 0,
+            RxMode::Adaptive => 1,
+            RxMode::Interrupt => 2,
+        };
+        self.stats.mode.store(m, Ordering::Relaxed);
+    }
+
+    /// Its rx mode.
+    pub fn rx_mode(&self) -> RxMode {
+        self.mode
+    }
+
+    /// Its doorbell (to wake it when it sleeps: the runner's stop).
+    pub fn bell(&self) -> Arc<Doorbell> {
+        self.sleeper.bell().clone()
+    }
+
+    /// Walk until `stop` is set; between walks that find no work, sleep as the rx
+    /// mode says ([`LcoreGraph::set_rx_mode`]). Whoever sets `stop` rings
+    /// [`LcoreGraph::bell`].
+    pub fn run(&mut self, stop: &AtomicBool) {
+        // One relaxed load per walk: the flag only has to be seen eventually.
+        while !stop.load(Ordering::Relaxed) {
+            if self.run_once() == 0 && self.mode != RxMode::Poll {
+                self.idle_sleep(stop);
+            }
+        }
+    }
+
+    /// The walk found no work: sleep if the mode and the nodes allow it (the
+    /// protocol is in [`ironpath_eal::sleep`]).
+    #[cold]
+    #[inline(never)]
+    fn idle_sleep(&mut self, stop: &AtomicBool) {
+        let now = rdtsc();
+        if self.mode == RxMode::Adaptive && now.wrapping_sub(self.last_work) < self.adaptive_tsc {
+            return;
+        }
+        if now < self.retry_at {
+            return;
+        }
+        // What wakes it: each node arms its wake-up source, or gives a timer, or
+        // says it must keep polling.
+        self.plan.clear();
+        for (i, rt) in self.nodes.iter_mut().enumerate() {
+            self.plan.node = i as u16;
+            self.plan.said = false;
+            let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
+            let plan = &mut self.plan;
+            if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.sleep(&mut cx, plan))) {
+                rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, 0, (now, self.hz));
+                self.plan.keep_polling("a node panicked preparing to sleep");
+            }
+            if rt.always && !self.plan.said {
+                self.plan.keep_polling("a source node that names no wake-up source");
+            }
+        }
+        let timeout = match (self.plan.poll, self.plan.deadline) {
+            (Some(_), _) => None,
+            (None, Some(d)) if d.saturating_sub(now) < self.min_sleep_tsc => {
+                // A timer due sooner than a sleep is worth: poll until it.
+                self.woke_all(now);
+                return;
+            }
+            (None, d) => d.map(|d| std::time::Duration::from_nanos(tsc_ns(d - now, self.hz))),
+        };
+        if self.plan.poll.is_some() {
+            self.stats.kept_polling.add(1);
+            // Try again in a while (a queue without a wake-up source stays so).
+            self.retry_at = now + self.adaptive_tsc * 20;
+            self.woke_all(now);
+            return;
+        }
+        // The last poll, with every wake-up armed and the doorbell marked: a packet
+        // or a request that came before is found now, one after wakes the sleep.
+        let bell = self.sleeper.bell().clone();
+        bell.asleep();
+        let pending = self.requests.load(Ordering::Acquire) != self.requests_seen || self.mail_again;
+        if pending || stop.load(Ordering::Relaxed) || self.run_once() > 0 {
+            bell.awake();
+            self.woke_all(rdtsc());
+            return;
+        }
+        let t0 = rdtsc();
+        let woke = self.sleeper.sleep(&self.plan.fds, timeout);
+        let t1 = rdtsc();
+        bell.awake();
+        self.stats.sleeps.add(1);
+        self.stats.asleep_cycles.add(t1.wrapping_sub(t0));
+        match woke {
+            Ok(Woke::Source(_)) => self.stats.wake_rx.add(1),
+            Ok(Woke::Bell) => self.stats.wake_bell.add(1),
+            Ok(Woke::Timer | Woke::Interrupted) => self.stats.wake_timer.add(1),
+            Err(e) => {
+                // A descriptor gone under us (a queue released): poll a while.
+                log::warn!("lcore {}: cannot sleep: {e}", self.lcore);
+                self.retry_at = t1 + self.adaptive_tsc * 20;
+            }
+        }
+        self.woke_all(t1);
+        // The sleep is neither a busy nor a long idle walk.
+        self.prev_now = rdtsc();
+        self.prev_busy = false;
+    }
+
+    /// Tell every node the lcore polls again ([`Node::woke`]).
+    fn woke_all(&mut self, now: u64) {
+        for rt in self.nodes.iter_mut() {
+            let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
+            if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.woke(&mut cx))) {
+                rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, 0, (now, self.hz));
+            }
         }
     }
 
@@ -195,6 +349,7 @@ impl LcoreGraph {
         }
         self.prev_busy = work > 0;
         if work > 0 {
+            self.last_work = now;
             self.stats.busy_walks.add(1);
             self.stats.received.add(w.received as u64);
         }
@@ -531,6 +686,11 @@ fn trace_record(node: &dyn Node, pkts: &Burst, k: usize) -> (String, String) {
         lines.push_str(l);
     }
     (head, lines)
+}
+
+/// `ticks` TSC ticks in nanoseconds.
+fn tsc_ns(ticks: u64, hz: u64) -> u64 {
+    (u128::from(ticks) * 1_000_000_000 / u128::from(hz.max(1))) as u64
 }
 
 /// The address of packet `k`'s mbuf: how a followed packet is known at the next node.

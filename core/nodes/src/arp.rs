@@ -16,7 +16,7 @@
 use crate::kind::{NodeError, NodeKind, MEMPOOL, PORT};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan};
 use ironpath_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN};
 use std::collections::{HashMap, VecDeque};
@@ -265,7 +265,25 @@ impl Arp {
     }
 }
 
+impl Arp {
+    /// What the lcore waits for before it sleeps: replies to send now, the next
+    /// request for a neighbour being resolved.
+    fn plan_sleep(&self, now: u64, plan: &mut SleepPlan) {
+        plan.quiet();
+        if !self.out.is_empty() {
+            plan.until(now);
+        }
+        for p in self.pending.values() {
+            plan.until(p.last_request.wrapping_add(self.cfg.retry_tsc));
+        }
+    }
+}
+
 impl Node for Arp {
+    fn sleep(&mut self, cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        self.plan_sleep(cx.now_tsc, plan);
+    }
+
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         if !pkts.is_empty() {
             for m in pkts.drain() {

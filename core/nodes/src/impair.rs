@@ -20,7 +20,7 @@
 use crate::kind::{NodeError, NodeKind, MEMPOOL};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{abi, Burst, Mbuf, Mempool, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -194,6 +194,14 @@ impl Impair {
 }
 
 impl Node for Impair {
+    fn sleep(&mut self, _cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        // Packets held for their delay leave at their time.
+        plan.quiet();
+        if let Some(Reverse((at, _))) = self.queue.peek() {
+            plan.until(*at);
+        }
+    }
+
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         if !self.active && self.queue.is_empty() {
             // Idle (no impairment configured, nothing held): every packet passes as

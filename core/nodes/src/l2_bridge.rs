@@ -42,7 +42,7 @@ use crate::hash::{random_secret, KeyedState};
 use crate::kind::{NodeError, NodeKind, Values};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, MAX_BURST};
-use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, Remote, DROP};
+use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, Remote, SleepPlan, DROP};
 use std::collections::HashMap;
 
 ironpath_graph::counters! {
@@ -488,6 +488,11 @@ impl Node for L2Bridge {
         self.table.sweep(now, SWEEP_PER_CALL, &mut t);
         self.report(cx, &t);
         Dispatch::Each
+    }
+
+    fn sleep(&mut self, cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        // Aging sweeps run when the lcore is idle: at least one a second.
+        plan.until(cx.now_tsc.wrapping_add(ironpath_eal::tsc::tsc_hz()));
     }
 
     fn idle(&mut self, cx: &mut NodeCx<'_>) {

@@ -6,7 +6,7 @@ use crate::kind::{NodeKind, PORT, QUEUE};
 use crate::offload::{FixupStats, TxFixup};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec, QueueUse};
 use ironpath_eal::{Burst, Mbuf, RxQ, TxQ, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan, DROP};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -16,6 +16,8 @@ pub struct PortRx {
     burst: usize,
     /// The port's administrative state (`None`: always up).
     admin: Option<Arc<AtomicBool>>,
+    /// The queue's wake-up is armed (the lcore is about to sleep).
+    armed: bool,
 }
 
 ironpath_graph::counters! {
@@ -28,7 +30,7 @@ ironpath_graph::counters! {
 impl PortRx {
     /// A receiver of up to `burst` packets per poll.
     pub fn new(q: RxQ, burst: usize) -> Self {
-        Self { q, burst: burst.clamp(1, MAX_BURST), admin: None }
+        Self { q, burst: burst.clamp(1, MAX_BURST), admin: None, armed: false }
     }
 
     /// Drop what the port receives while `admin` is false.
@@ -54,6 +56,22 @@ impl Node for PortRx {
 
     fn counters(&self) -> &'static [CounterSpec] {
         RxCounter::SPECS
+    }
+
+    fn sleep(&mut self, _cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        match self.q.wake_fd() {
+            Some(fd) if self.q.wake_arm(true) => {
+                self.armed = true;
+                plan.wake_on(fd);
+            }
+            _ => plan.keep_polling("a receive queue without a wake-up source (the driver has none)"),
+        }
+    }
+
+    fn woke(&mut self, _cx: &mut NodeCx<'_>) {
+        if std::mem::take(&mut self.armed) {
+            self.q.wake_arm(false);
+        }
     }
 }
 
@@ -166,6 +184,14 @@ impl Node for PortTx {
         // senders waiting for completions (tcp's tx_inflight_limit) do not wait for the
         // next burst.
         self.q.done_cleanup(0);
+    }
+
+    fn sleep(&mut self, _cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        // Completions come with no signal: a sender waiting for them (tcp's
+        // tx_inflight_limit) would wait for the next packet.
+        if self.q.holds_packets() && self.q.inflight() > 0 {
+            plan.keep_polling("sent packets the device has not completed");
+        }
     }
 }
 

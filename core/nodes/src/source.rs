@@ -8,7 +8,7 @@
 use crate::kind::{NodeError, NodeKind, MEMPOOL};
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan};
 use ironpath_wire::checksum;
 use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN};
 use ironpath_wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -108,6 +108,15 @@ impl Source {
 }
 
 impl Node for Source {
+    fn sleep(&mut self, cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        if self.cfg.count != 0 && self.sent >= self.cfg.count {
+            return plan.quiet();
+        }
+        // Paced: until the next packet's token; unpaced: it has work now.
+        let wait = if self.ticks_per_pkt > 0.0 { ((1.0 - self.tokens.fract()) * self.ticks_per_pkt) as u64 } else { 0 };
+        plan.until(cx.now_tsc.wrapping_add(wait));
+    }
+
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let mut want = self.cfg.burst.min(pkts.room()) as u64;
         if self.cfg.count != 0 {

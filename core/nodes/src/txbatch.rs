@@ -10,7 +10,7 @@ use crate::kind::{NodeError, NodeKind, PORT, QUEUE};
 use crate::offload::{FixupStats, TxFixup};
 use ironpath_config::{NodeSpec, ParamKind, ParamSpec, QueueUse, VariantSpec};
 use ironpath_eal::{Burst, Mbuf, TxBatchStats, TxBatcher, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan};
 
 ironpath_graph::counters! {
     /// What `tx_batch` counts.
@@ -142,6 +142,14 @@ impl Node for TxBatch {
     fn idle(&mut self, cx: &mut NodeCx<'_>) {
         self.b.idle(cx.now_tsc);
         self.sync(cx);
+    }
+
+    fn sleep(&mut self, _cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        match self.b.wake_need() {
+            Err(why) => plan.keep_polling(why),
+            Ok(Some(t)) => plan.until(t),
+            Ok(None) => plan.quiet(),
+        }
     }
 
     fn stop(&mut self) {

@@ -48,6 +48,12 @@ impl RxQueue for AfRx {
             burst.set_filled(n);
         }
     }
+
+    /// The packet socket: readable while its ring holds a frame or a block the
+    /// kernel handed over.
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self._fd.raw())
+    }
 }
 
 impl AfRx {

@@ -17,6 +17,11 @@ pub struct XdpRx {
 }
 
 impl RxQueue for XdpRx {
+    /// The XSK socket: readable while its RX ring holds descriptors.
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.side.xsk.fd().raw())
+    }
+
     fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         let port = burst.port_id();
         let s = &mut self.side;

@@ -308,6 +308,37 @@ unsafe extern "C" fn rx_burst<D: Pmd>(q: *mut c_void, pkts: *mut *mut Mbuf, n: u
     }
 }
 
+unsafe extern "C" fn rx_wake_fd<D: Pmd>(q: *mut c_void) -> i32 {
+    // SAFETY: as in `rx_burst` (called on the queue's thread).
+    let qw = unsafe { &mut *q.cast::<QueueWrap<D::Rx>>() };
+    if qw.fence.skips(&qw.stats) {
+        return -abi::errno::ENOTSUP;
+    }
+    match catch_unwind(AssertUnwindSafe(|| qw.q.wake_fd())) {
+        Ok(Some(fd)) if fd >= 0 => fd,
+        Ok(_) => -abi::errno::ENOTSUP,
+        Err(p) => {
+            qw.fence.close(&qw.stats, D::NAME, qw.port_id, &qw.label, "wake_fd", &p);
+            -abi::errno::EIO
+        }
+    }
+}
+
+unsafe extern "C" fn rx_wake_arm<D: Pmd>(q: *mut c_void, on: u8) -> i32 {
+    // SAFETY: as in `rx_burst` (called on the queue's thread).
+    let qw = unsafe { &mut *q.cast::<QueueWrap<D::Rx>>() };
+    if qw.fence.skips(&qw.stats) {
+        return -abi::errno::ENOTSUP;
+    }
+    match catch_unwind(AssertUnwindSafe(|| qw.q.wake_arm(on != 0))) {
+        Ok(()) => 0,
+        Err(p) => {
+            qw.fence.close(&qw.stats, D::NAME, qw.port_id, &qw.label, "wake_arm", &p);
+            -abi::errno::EIO
+        }
+    }
+}
+
 unsafe extern "C" fn tx_burst<D: Pmd>(q: *mut c_void, pkts: *mut *mut Mbuf, n: u16) -> u16 {
     // SAFETY: as in `rx_burst`.
     let (qw, pkts) = unsafe { (&mut *q.cast::<QueueWrap<D::Tx>>(), std::slice::from_raw_parts_mut(pkts, n as usize)) };
@@ -697,6 +728,8 @@ impl<D: Pmd> OpsTable for D {
         dev_set_link: Some(dev_set_link::<D>),
         rss_hash_get: Some(rss_hash_get::<D>),
         rss_hash_set: Some(rss_hash_set::<D>),
+        rx_wake_fd: Some(rx_wake_fd::<D>),
+        rx_wake_arm: Some(rx_wake_arm::<D>),
     };
     const OPS_REF: &'static abi::DevOps = &Self::OPS;
 }

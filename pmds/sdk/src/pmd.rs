@@ -11,6 +11,22 @@ pub trait RxQueue: Send + 'static {
     /// Receive up to [`RxBurst::room`] packets into `burst`. Count them in the
     /// queue's [`QueueStats`].
     fn rx_burst(&mut self, burst: &mut RxBurst<'_>);
+
+    /// The queue's wake-up source: a descriptor that becomes readable when packets
+    /// may be waiting, once [`RxQueue::wake_arm`] armed it (a socket, an eventfd the
+    /// peer or the device signals). `None` (the default): the queue has none and the
+    /// host keeps polling it. The descriptor stays the queue's: the host only waits
+    /// on it, edge-triggered (nobody needs to drain it; never read a descriptor a
+    /// peer shares on the queue's thread), and asks again before every sleep.
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+
+    /// `true` before the host sleeps: ask for the wake-up (unmask the interrupt, tell
+    /// the peer to signal); the host polls once more before it sleeps. `false` after
+    /// it woke: back to polling (mask again). A socket, readable whenever it holds
+    /// packets, needs nothing here (the default).
+    fn wake_arm(&mut self, _on: bool) {}
 }
 
 /// A transmit queue.

@@ -226,6 +226,11 @@ impl Pmd for Tap {
 }
 
 impl RxQueue for TapRx {
+    /// The TAP descriptor: readable while the kernel has a frame for us.
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.fd.raw())
+    }
+
     fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         let port = burst.port_id();
         let (mut n, mut bytes) = (0u64, 0u64);

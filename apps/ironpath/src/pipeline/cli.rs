@@ -25,6 +25,8 @@ options:
   --no-default-plugins  only the -d plugins
   --no-huge             ordinary pages for every mempool
   --no-pin              do not pin lcores to CPUs
+  --rx-mode MODE        poll, adaptive or interrupt for every lcore (overrides the
+                        file's `rx_mode`): how an lcore waits when its queues are empty
   --log-level LEVEL     emergency, alert, critical, error, warning, notice, info,
                         debug or 1-8 [default: notice]; PATTERN:LEVEL for the log
                         targets PATTERN matches (repeatable)
@@ -45,6 +47,7 @@ const OPTIONS: &[&str] = &[
     "--no-default-plugins",
     "--no-huge",
     "--no-pin",
+    "--rx-mode",
     "--log-level",
     "--file-prefix",
     "--no-telemetry",
@@ -61,6 +64,7 @@ struct RunArgs {
     default_plugins: bool,
     no_huge: bool,
     pin: bool,
+    rx_mode: Option<&'static str>,
     prefix: Option<String>,
     /// The file prefix, kept with `--no-telemetry` too (the control socket's).
     file_prefix: String,
@@ -77,6 +81,7 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
         default_plugins: true,
         no_huge: false,
         pin: true,
+        rx_mode: None,
         prefix: Some("rte".into()),
         file_prefix: "rte".into(),
         metrics: None,
@@ -98,6 +103,11 @@ fn parse(args: &[String]) -> Result<RunArgs, String> {
             "--no-huge" => r.no_huge = true,
             "--no-default-plugins" => r.default_plugins = false,
             "--no-pin" => r.pin = false,
+            "--rx-mode" => {
+                let v = it.next().ok_or("--rx-mode needs poll, adaptive or interrupt")?;
+                let m = ironpath_config::RX_MODES.iter().find(|m| **m == v.as_str());
+                r.rx_mode = Some(m.ok_or_else(|| format!("--rx-mode {v}: accepted: poll, adaptive, interrupt"))?);
+            }
             "--file-prefix" => {
                 let v = it.next().ok_or("--file-prefix needs a name")?;
                 if v.is_empty() || v.contains('/') || v == "." || v == ".." {
@@ -258,6 +268,10 @@ pub fn run_main(args: &[String]) -> i32 {
     };
     let ctl = start_ctl(&a.file_prefix);
     let name = cfg.name.clone().unwrap_or_else(|| a.file.display().to_string());
+    let mut cfg = cfg;
+    if let Some(m) = a.rx_mode {
+        cfg.lcores.iter_mut().for_each(|l| l.rx_mode = Some(m));
+    }
     let mut run = match PipelineRun::start(&mut eal, cfg, a.pin) {
         Ok(r) => r,
         Err(e) => {

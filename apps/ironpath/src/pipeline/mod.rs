@@ -7,7 +7,7 @@ pub mod stats;
 
 use ironpath_config::{Catalog, ConfigError, ConfigErrors, HugePages, Loc, Pipeline};
 use ironpath_eal::{Eal, MemKind, MemPolicy, Mempool, MempoolConfig, PortId, RxQ, TxQ};
-use ironpath_graph::{runner, EdgeDecl, GraphInfo};
+use ironpath_graph::{runner, EdgeDecl, GraphInfo, RxMode};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -321,8 +321,12 @@ impl PipelineRun {
             let cpus: Vec<u32> = cfg.lcores.iter().map(|l| l.cpu as u32).collect();
             ironpath_eal::lcore::avoid_cpus(&cpus);
         }
-        let graph =
+        let mut graph =
             ironpath_graph::build(decls, &edges, &lcores).map_err(|e| format!("{}: error: {e}", cfg.file.display()))?;
+        for g in &mut graph.lcores {
+            let mode = cfg.lcores.iter().find(|l| l.id == g.lcore).and_then(|l| l.rx_mode);
+            g.set_rx_mode(mode.map_or(Ok(RxMode::default()), str::parse)?);
+        }
         self.info = graph.info.clone();
         if !pin {
             log::info!("lcores run unpinned (CPUs named in the file exceed the {ncpu} here, or --no-pin)");

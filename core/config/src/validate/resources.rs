@@ -11,7 +11,7 @@ use super::{boolean, choice, entry_ctx, list_of, peek_name, required_list, strin
 const MEMPOOL_KEYS: &[&str] = &["name", "size", "cache", "data_room", "hugepages"];
 const PORT_KEYS: &[&str] =
     &["name", "driver", "args", "mempool", "rx_queues", "tx_queues", "rx_desc", "tx_desc", "promisc", "mtu"];
-const LCORE_KEYS: &[&str] = &["id", "cpu"];
+const LCORE_KEYS: &[&str] = &["id", "cpu", "rx_mode"];
 
 /// Largest lcore id (128 lcores).
 pub(crate) const MAX_LCORE: u64 = 127;
@@ -177,8 +177,9 @@ pub(crate) fn lcores(e: &mut Errors, top: &Fields<'_>, key: &str) -> (Vec<LcoreC
             Some(n) => uint_as::<usize>(e, n, &format!("`cpu` in {ctx}"), 0, MAX_CPU),
             None => id.and_then(|v| usize::try_from(v).ok()),
         };
-        if let (Some(id), Some(cpu)) = (id, cpu) {
-            lcores.push(LcoreCfg { id, cpu, loc: f.loc });
+        let rx_mode = f.get("rx_mode").map(|n| choice(e, n, &format!("`rx_mode` in {ctx}"), crate::model::RX_MODES));
+        if let (Some(id), Some(cpu), None | Some(Some(_))) = (id, cpu, rx_mode) {
+            lcores.push(LcoreCfg { id, cpu, rx_mode: rx_mode.flatten(), loc: f.loc });
         }
     }
     (lcores, LcoreIds { ids: ids.into_iter().map(|(id, _)| id).collect(), complete })

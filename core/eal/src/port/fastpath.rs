@@ -12,6 +12,10 @@ use std::sync::Arc;
 pub(super) type CleanupFn = unsafe extern "C" fn(*mut c_void, u32) -> i32;
 /// A driver's TX in-flight count op (`tx_inflight`).
 pub(super) type InflightFn = unsafe extern "C" fn(*mut c_void) -> i32;
+/// A driver's RX wake-up source op (`rx_wake_fd`).
+pub type WakeFdFn = unsafe extern "C" fn(*mut c_void) -> i32;
+/// A driver's RX wake-up arming op (`rx_wake_arm`).
+pub type WakeArmFn = unsafe extern "C" fn(*mut c_void, u8) -> i32;
 
 /// A lease on one queue: while a handle holds it, the port refuses to stop,
 /// reconfigure or close, so the driver's queue stays valid under the handle.
@@ -24,6 +28,8 @@ pub(super) struct Lease;
 pub struct RxQ {
     q: *mut c_void,
     f: abi::RxBurstFn,
+    /// The driver's wake-up ops (ABI 1.7), when it has both.
+    wake: Option<(WakeFdFn, WakeArmFn)>,
     /// Port of this queue.
     pub port: PortId,
     /// Queue index.
@@ -64,7 +70,34 @@ impl RxQ {
         queue: u16,
         hold: Arc<dyn Any + Send + Sync>,
     ) -> Self {
-        Self { q, f, port, queue, _hold: hold }
+        Self { q, f, wake: None, port, queue, _hold: hold }
+    }
+
+    /// The same handle with the driver's wake-up ops (both, or none is used).
+    pub fn with_wake(mut self, fd: Option<WakeFdFn>, arm: Option<WakeArmFn>) -> Self {
+        self.wake = fd.zip(arm);
+        self
+    }
+
+    /// The queue's wake-up source (`rx_wake_fd`): a descriptor that becomes readable
+    /// when packets may be waiting once [`RxQ::wake_arm`] armed it; `None` when the
+    /// driver has none (the queue must be polled). Ask again after every wake-up.
+    pub fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        let (fd, _) = self.wake?;
+        // SAFETY: as for `rx_burst`: the queue is valid while the handle lives, and the
+        // op touches only this queue, on our thread.
+        let r = unsafe { fd(self.q) };
+        (r >= 0).then_some(r)
+    }
+
+    /// Arm (`true`, before sleeping) or disarm (`false`, after waking) the queue's
+    /// wake-up (`rx_wake_arm`); false when the driver could not.
+    pub fn wake_arm(&self, on: bool) -> bool {
+        match self.wake {
+            // SAFETY: as for `wake_fd`.
+            Some((_, arm)) => (unsafe { arm(self.q, u8::from(on)) }) >= 0,
+            None => false,
+        }
     }
 
     /// Receive up to `pkts.len()` (at most 65535) packets; returns how many.

@@ -645,7 +645,10 @@ impl Port {
             return None;
         }
         let q = self.rxqs.get(qid as usize)?.as_ref()?;
-        Some(RxQ::new(q.queue, q.rx_burst?, self.id, qid, lease.clone()))
+        Some(
+            RxQ::new(q.queue, q.rx_burst?, self.id, qid, lease.clone())
+                .with_wake(self.ops.rx_wake_fd, self.ops.rx_wake_arm),
+        )
     }
 
     /// The fast-path handle of TX queue `qid` (same rules as [`Port::rx_queue`]).

@@ -6,7 +6,7 @@ use super::{AggrConfig, AggrStats, Aggregator, Flush, Mode};
 use crate::kind::{NodeError, NodeKind, Values, MEMPOOL};
 use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::{Burst, Mempool, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan};
 
 ironpath_graph::counters! {
     /// What `rx_aggregate` counts.
@@ -120,6 +120,14 @@ impl Node for RxAggregate {
 
     fn counters(&self) -> &'static [CounterSpec] {
         AggrCounter::SPECS
+    }
+
+    fn sleep(&mut self, cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        // Held flows leave within flush_us (shorter than a sleep): poll until then.
+        plan.quiet();
+        if self.agg.as_ref().is_some_and(|a| a.flows() > 0 || a.held() > 0) {
+            plan.until(cx.now_tsc);
+        }
     }
 
     fn stop(&mut self) {

@@ -55,7 +55,7 @@ use icmp_budget::IcmpBudget;
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::abi::Mbuf as RawMbuf;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
-use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, DROP};
+use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, SleepPlan, DROP};
 use lpm::{key4, Lpm};
 use nd::link_local;
 use neigh::{NeighConfig, Neighbours};
@@ -422,6 +422,20 @@ impl Node for Router {
 
     fn controller(&mut self) -> Option<Box<dyn Controller>> {
         self.ctl.take().map(|c| Box::new(c) as Box<dyn Controller>)
+    }
+
+    fn sleep(&mut self, cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        // Requests and errors waiting to go; the next request for a neighbour
+        // being resolved.
+        plan.quiet();
+        if !self.out.is_empty() {
+            plan.until(cx.now_tsc);
+        }
+        for f in &self.ifaces {
+            if let Some(t) = f.neigh.next_retry() {
+                plan.until(t);
+            }
+        }
     }
 
     fn apply(&mut self, cx: &mut NodeCx<'_>, msg: Msg) -> Msg {

@@ -240,6 +240,11 @@ impl Neighbours {
         dropped
     }
 
+    /// When the next request for a neighbour being resolved is due (TSC).
+    pub fn next_retry(&self) -> Option<u64> {
+        self.pending.values().map(|p| p.last_request.wrapping_add(self.cfg.retry_tsc)).min()
+    }
+
     /// Any neighbour being resolved?
     pub fn resolving(&self) -> bool {
         !self.pending.is_empty()

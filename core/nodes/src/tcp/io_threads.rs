@@ -437,7 +437,6 @@ impl<W> FileIo<W> {
     }
 
     /// Requests outstanding.
-    #[cfg(test)]
     pub(super) fn outstanding(&self) -> usize {
         self.waiting.len() - self.free.len()
     }

@@ -57,7 +57,7 @@ use frame::*;
 use crate::hash::KeyedState;
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx};
+use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan};
 use ironpath_tcp::{
     rst_reply, Config, ConnError, Connection, Endpoint, IsnGenerator, Listener, Segment, SeqNum, State, Time,
     TimeWait, TimeWaitReply,
@@ -304,6 +304,17 @@ impl TcpNode {
             peer_io_limit,
             cfg,
         })
+    }
+
+    /// The TSC at which the node's clock reads `t` (the inverse of [`TcpNode::now`],
+    /// rounded down); `now_tsc` before the clock started.
+    fn tsc_at(&self, t: Time, now_tsc: u64) -> u64 {
+        if self.tsc0 == 0 || self.us_per_tick == 0 {
+            return now_tsc;
+        }
+        let us = u128::from(t.micros().saturating_sub(1000));
+        let ticks = (us << 40) / self.us_per_tick;
+        self.tsc0.saturating_add(u64::try_from(ticks).unwrap_or(u64::MAX))
     }
 
     fn now(&mut self, tsc: u64) -> Time {
@@ -650,6 +661,24 @@ impl Node for TcpNode {
 
     fn gauges(&self) -> &'static [CounterSpec] {
         TcpGauge::SPECS
+    }
+
+    fn sleep(&mut self, cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
+        if !self.pending.is_empty() {
+            return plan.keep_polling("tcp segments sent and not yet completed");
+        }
+        if self.env.io.as_ref().is_some_and(|io| io.exec.outstanding() > 0) {
+            return plan.keep_polling("tcp file reads in flight");
+        }
+        if !self.started || !self.dirty.is_empty() || self.listeners_due || self.pressure || !self.rx.is_empty() {
+            return plan.until(cx.now_tsc);
+        }
+        // The earliest timer (stale heap entries only wake it early).
+        let times = [self.timers.peek().map(|r| r.0 .0), self.listeners_armed, self.tw_ends.front().map(|e| e.0)];
+        match times.into_iter().flatten().min() {
+            Some(t) => plan.until(self.tsc_at(t, cx.now_tsc)),
+            None => plan.quiet(),
+        }
     }
 
     fn trace(&self, frame: &[u8], out: &mut String) {
