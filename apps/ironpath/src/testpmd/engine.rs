@@ -42,6 +42,11 @@ pub struct StreamStats {
     pub rx_bursts: BurstSpread,
     /// The same for TX bursts (packets the queue took).
     pub tx_bursts: BurstSpread,
+    /// Sleeps of the stream's lcore (rx mode adaptive or interrupt; counted on the
+    /// lcore's first stream).
+    pub sleeps: Counter,
+    /// TSC cycles it slept.
+    pub asleep_cycles: Counter,
 }
 
 /// Bursts counted by size, 0..=[`MAX_BURST`](ironpath_eal::MAX_BURST) packets.
@@ -108,6 +113,8 @@ pub struct FwdSettings {
     /// `set verbose N`: at 1 or more, print every received packet (as DPDK's
     /// rx dump callback does; slow, for debugging).
     pub verbose: u32,
+    /// How the forwarding lcores wait when their queues stay empty.
+    pub rx_mode: ironpath_eal::sleep::RxMode,
 }
 
 /// What `show port ID txq` reads of a batched TX queue (published by its lcore).

@@ -52,6 +52,11 @@ impl StreamGro {
     pub fn new(set: &GroSettings) -> Self {
         Self { agg: Aggregator::new(set.config(), None), polls: 0, reported: [0; 4] }
     }
+
+    /// It holds packets (they leave after some more polls).
+    pub fn holding(&self) -> bool {
+        self.agg.flows() > 0 || self.agg.held() > 0
+    }
 }
 
 /// Aggregate the stream's received burst in place (called after every RX, even an

@@ -252,6 +252,7 @@ impl App {
             record_cycles: self.p.record_core_cycles,
             record_bursts: self.p.record_burst_stats,
             verbose: self.verbose,
+            rx_mode: self.p.rx_mode,
         }
     }
 
@@ -376,6 +377,15 @@ impl App {
             out.push_str(&display::fwd_port(&pf, csum));
         }
         out.push_str(&display::fwd_total(trx, trd, ttx, ttd));
+        let sleeps: u64 = self.streams.iter().map(|s| s.stats.sleeps.get()).sum();
+        if sleeps > 0 {
+            let asleep: u64 = self.streams.iter().map(|s| s.stats.asleep_cycles.get()).sum();
+            out.push_str(&format!(
+                "\n  Rx mode {}: {sleeps} sleeps, {:.3} s asleep (all lcores, since start)\n",
+                self.p.rx_mode.name(),
+                asleep as f64 / tsc::tsc_hz().max(1) as f64
+            ));
+        }
         if self.p.record_core_cycles {
             let cycles: u64 = deltas.iter().map(|d| d[6]).sum();
             let counts_tx = engine::engine(&self.p.forward_mode).is_some_and(|e| e.counts_tx);

@@ -63,6 +63,9 @@ pub struct Params {
     pub topology: Topology,
     /// `--duration` (ironpath extension): stop and quit after this many seconds.
     pub duration: Option<f64>,
+    /// `--rx-mode` (ironpath extension; `set rx-mode`): how a forwarding lcore waits
+    /// when its queues stay empty.
+    pub rx_mode: ironpath_eal::sleep::RxMode,
 }
 
 impl Default for Params {
@@ -89,6 +92,7 @@ impl Default for Params {
             flowgen_flows: 1024,
             topology: Topology::Paired,
             duration: None,
+            rx_mode: ironpath_eal::sleep::RxMode::default(),
         }
     }
 }
@@ -112,6 +116,7 @@ const OPTIONS: &[(&str, bool, &str)] = &[
     ("--tx-first", false, "--tx-first: send one burst on every port before forwarding"),
     ("--cmdline-file", true, "--cmdline-file=FILE: run the commands in FILE first"),
     ("--record-core-cycles", false, "--record-core-cycles: count forwarding CPU cycles (TSC)"),
+    ("--rx-mode", true, "--rx-mode=poll|adaptive|interrupt: how a forwarding lcore waits when its queues stay empty (ironpath extension; default adaptive)"),
     ("--record-burst-stats", false, "--record-burst-stats: count RX and TX bursts by size (shown at stop)"),
     ("--total-num-mbufs", true, "--total-num-mbufs=N: mbufs in the pool, 1024..=16777216"),
     ("--mbcache", true, "--mbcache=N: per-lcore mempool cache, 0..=512 [250]"),
@@ -230,6 +235,9 @@ impl Params {
                 "--tx-first" => p.tx_first = true,
                 "--cmdline-file" => p.cmdline_file = Some(PathBuf::from(value)),
                 "--record-core-cycles" => p.record_core_cycles = true,
+                "--rx-mode" => {
+                    p.rx_mode = value.parse().map_err(|e| format!("{e}\nusage: {}", usage_of(canon)))?;
+                }
                 "--record-burst-stats" => p.record_burst_stats = true,
                 "--total-num-mbufs" => p.total_num_mbufs = Some(num(canon, &value, 1024, 1 << 24)?),
                 "--mbcache" => p.mbcache = num(canon, &value, 0, 512)?,

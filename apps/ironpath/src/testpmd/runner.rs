@@ -3,6 +3,7 @@
 
 use super::engine::{FwdEngine, FwdSettings, Stream, StreamStats};
 use super::params::Topology;
+use ironpath_eal::sleep::{Doorbell, RxMode, Sleeper, ADAPTIVE_IDLE, MIN_SLEEP};
 use ironpath_eal::{abi, lcore, tsc, Burst, Eal, Mempool};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,6 +32,8 @@ pub struct StreamInfo {
 pub struct Running {
     stop: Arc<AtomicBool>,
     handles: Vec<lcore::LcoreHandle<()>>,
+    /// Each lcore's doorbell (rung at stop, in case it sleeps).
+    bells: Vec<Arc<Doorbell>>,
 }
 
 /// The TX port of `rx` in `topology` among `ports` (sorted ids).
@@ -181,19 +184,39 @@ pub fn start(
     // finds packets forwarded, not lcores that never began.
     let n = by_lcore.len();
     let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut bells = Vec::new();
     for (l, mut mine) in by_lcore {
         let (stop2, set, ready) = (stop.clone(), set.clone(), ready.clone());
         for s in mine.iter_mut() {
             (engine.begin)(s, &set);
         }
+        // Generators always have work; the others may sleep (set rx-mode).
+        let sleeper = if set.rx_mode != RxMode::Poll && !engine.counts_tx {
+            let made = Doorbell::new().and_then(|b| {
+                b.set_may_sleep(true);
+                Sleeper::new(b)
+            });
+            match made {
+                Ok(s) => {
+                    bells.push(s.bell().clone());
+                    Some(s)
+                }
+                Err(e) => {
+                    let _ = (Running { stop, handles, bells }).stop();
+                    return Err(format!("lcore {l}: cannot make its sleep set: {e}"));
+                }
+            }
+        } else {
+            None
+        };
         let h = lcore::launch(l, pin, move || {
             ready.fetch_add(1, Ordering::Release);
-            fwd_loop(mine, engine, &set, &stop2)
+            fwd_loop(mine, engine, &set, &stop2, sleeper)
         });
         match h {
             Ok(h) => handles.push(h),
             Err(e) => {
-                let _ = (Running { stop, handles }).stop();
+                let _ = (Running { stop, handles, bells }).stop();
                 return Err(format!("cannot start lcore {l}: {e}"));
             }
         }
@@ -202,13 +225,145 @@ pub fn start(
     while ready.load(Ordering::Acquire) < n && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_micros(100));
     }
-    Ok(Running { stop, handles })
+    Ok(Running { stop, handles, bells })
 }
 
-fn fwd_loop(mut streams: Vec<Stream>, engine: &FwdEngine, set: &FwdSettings, stop: &AtomicBool) {
-    let batched = streams.iter().any(|s| matches!(s.tx, super::engine::TxPath::Batched { .. }));
+/// Packets the streams received and sent so far (a round that changes it worked).
+fn activity(streams: &[Stream]) -> u64 {
+    streams.iter().map(|s| s.stats.rx_packets.get() + s.stats.tx_packets.get()).sum()
+}
+
+/// What an idle forwarding lcore sleeps on.
+struct Idle {
+    sleeper: Sleeper,
+    /// TSC of the last round that moved packets.
+    last_work: u64,
+    /// A queue without a wake-up source, or held packets: no attempt before this TSC.
+    retry_at: u64,
+    adaptive_tsc: u64,
+    min_sleep_tsc: u64,
+    fds: Vec<std::os::fd::RawFd>,
+}
+
+fn fwd_loop(
+    mut streams: Vec<Stream>,
+    engine: &FwdEngine,
+    set: &FwdSettings,
+    stop: &AtomicBool,
+    sleeper: Option<Sleeper>,
+) {
+    let per_us = tsc::tsc_hz() / 1_000_000;
+    let mut idle = sleeper.map(|sleeper| Idle {
+        sleeper,
+        last_work: tsc::rdtsc(),
+        retry_at: 0,
+        adaptive_tsc: per_us * ADAPTIVE_IDLE.as_micros() as u64,
+        min_sleep_tsc: per_us * MIN_SLEEP.as_micros() as u64,
+        fds: Vec::new(),
+    });
     // At least one round, as DPDK's do-while: a stop right after start still polls.
     loop {
+        let before = if idle.is_some() { activity(&streams) } else { 0 };
+        round(&mut streams, engine, set);
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if let Some(idle) = idle.as_mut() {
+            if activity(&streams) != before {
+                idle.last_work = tsc::rdtsc();
+            } else {
+                idle_sleep(&mut streams, engine, set, stop, idle);
+            }
+        }
+    }
+    for s in streams.iter_mut() {
+        super::engine::tx_stop(s);
+    }
+    // Streams (and their queue leases) are dropped here, on the lcore.
+}
+
+/// A round found nothing: sleep on the RX queues' wake-up sources if the rx mode
+/// and the streams allow it (the protocol of `ironpath_eal::sleep`).
+#[cold]
+#[inline(never)]
+fn idle_sleep(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings, stop: &AtomicBool, idle: &mut Idle) {
+    let now = tsc::rdtsc();
+    if set.rx_mode == RxMode::Adaptive && now.wrapping_sub(idle.last_work) < idle.adaptive_tsc {
+        return;
+    }
+    if now < idle.retry_at {
+        return;
+    }
+    idle.fds.clear();
+    let mut deadline: Option<u64> = None;
+    let mut polling = false;
+    for s in streams.iter() {
+        match s.rx.wake_fd() {
+            Some(fd) => idle.fds.push(fd),
+            None => polling = true,
+        }
+        if s.gro.as_ref().is_some_and(|g| g.holding()) || !s.more.is_empty() {
+            deadline = Some(now);
+        }
+        if let super::engine::TxPath::Batched { b, .. } = &s.tx {
+            match b.wake_need() {
+                Err(_) => polling = true,
+                Ok(Some(t)) => deadline = Some(deadline.map_or(t, |d| d.min(t))),
+                Ok(None) => {}
+            }
+        }
+    }
+    if polling {
+        idle.retry_at = now + idle.adaptive_tsc * 20;
+        return;
+    }
+    let timeout = match deadline {
+        Some(d) if d.saturating_sub(now) < idle.min_sleep_tsc => return,
+        Some(d) => Some(std::time::Duration::from_nanos(tsc_ns(d - now))),
+        None => None,
+    };
+    let armed: Vec<bool> = streams.iter().map(|s| s.rx.wake_arm(true)).collect();
+    let disarm = |streams: &mut [Stream]| {
+        for (s, on) in streams.iter().zip(&armed) {
+            if *on {
+                s.rx.wake_arm(false);
+            }
+        }
+    };
+    let bell = idle.sleeper.bell().clone();
+    bell.asleep();
+    // The last round with the wake-ups armed: what came before is found now.
+    let before = activity(streams);
+    round(streams, engine, set);
+    if activity(streams) != before || stop.load(Ordering::Relaxed) {
+        bell.awake();
+        disarm(streams);
+        idle.last_work = tsc::rdtsc();
+        return;
+    }
+    let t0 = tsc::rdtsc();
+    let woke = idle.sleeper.sleep(&idle.fds, timeout);
+    let t1 = tsc::rdtsc();
+    bell.awake();
+    disarm(streams);
+    if let Some(s) = streams.first() {
+        s.stats.sleeps.add(1);
+        s.stats.asleep_cycles.add(t1.wrapping_sub(t0));
+    }
+    if woke.is_err() {
+        idle.retry_at = t1 + idle.adaptive_tsc * 20;
+    }
+}
+
+fn tsc_ns(ticks: u64) -> u64 {
+    (u128::from(ticks) * 1_000_000_000 / u128::from(tsc::tsc_hz().max(1))) as u64
+}
+
+/// One round of the engine over every stream.
+#[inline(always)]
+fn round(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings) {
+    let batched = streams.iter().any(|s| matches!(s.tx, super::engine::TxPath::Batched { .. }));
+    {
         for s in streams.iter_mut() {
             if set.record_cycles {
                 let t0 = tsc::rdtsc();
@@ -228,20 +383,14 @@ fn fwd_loop(mut streams: Vec<Stream>, engine: &FwdEngine, set: &FwdSettings, sto
                 super::engine::tx_poll(s);
             }
         }
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
     }
-    for s in streams.iter_mut() {
-        super::engine::tx_stop(s);
-    }
-    // Streams (and their queue leases) are dropped here, on the lcore.
 }
 
 impl Running {
     /// Tell the lcores to stop and wait for them; returns their errors.
     pub fn stop(self) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
+        self.bells.iter().for_each(|b| b.ring());
         self.handles.into_iter().filter_map(|h| h.join().err()).collect()
     }
 }

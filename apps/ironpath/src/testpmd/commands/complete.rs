@@ -69,6 +69,7 @@ pub const GRAMMAR: &[Syntax] = &[
     s("set txcompletion immediate", "set txcompletion"),
     s("set txcompletion every <N>", "set txcompletion"),
     s("set txcompletion timer_us <T>", "set txcompletion"),
+    s("set rx-mode poll|adaptive|interrupt", "set rx-mode"),
     s("set verbose <N>", "set verbose"),
     s("set link-up|link-down port <port>", "set link-up"),
     s("set eth-peer <port> <MAC>", "set eth-peer"),

@@ -63,6 +63,11 @@ pub const COMMANDS: &[CmdDoc] = &[
         help: "report TX completions (free sent packets) at once, every N packets, or T us after the oldest",
     },
     CmdDoc {
+        words: "set rx-mode",
+        usage: "set rx-mode poll|adaptive|interrupt",
+        help: "how forwarding lcores wait when their queues stay empty: poll always, sleep after 500 us idle on the queues' wake-up sources (adaptive, the default; a queue without one keeps its lcore polling), or sleep at once (interrupt); shown by show fwd stats",
+    },
+    CmdDoc {
         words: "show port txq",
         usage: "show port ID txq",
         help: "TX batching of a port's queues: in-flight, completions, flushes by reason",

@@ -26,6 +26,7 @@ pub(super) const SET_WORDS: &[&str] = &[
     "gro",
     "txcoalesce",
     "txcompletion",
+    "rx-mode",
 ];
 
 pub(super) fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
@@ -201,6 +202,18 @@ pub(super) fn set(app: &mut App, t: &[&str]) -> Result<String, String> {
             } else {
                 app.p.record_core_cycles = on;
             }
+        }
+        Some("rx-mode") => {
+            let m: ironpath_eal::sleep::RxMode = arg(2)
+                .ok_or_else(|| bad("set rx-mode", "expected poll, adaptive or interrupt"))?
+                .parse()
+                .map_err(|e: String| bad("set rx-mode", e))?;
+            no_more("set rx-mode", &t[3..])?;
+            if app.is_running() {
+                return Err(bad("set rx-mode", "stop forwarding first"));
+            }
+            app.p.rx_mode = m;
+            out = format!("Rx mode set to {}\n", m.name());
         }
         Some("verbose") => {
             let new = num("set verbose", arg(2), 0u32, 10)?;
