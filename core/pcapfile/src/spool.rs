@@ -23,6 +23,11 @@ use std::time::{Duration, Instant};
 
 /// How long the writer thread sleeps when every ring is empty.
 const IDLE: Duration = Duration::from_millis(1);
+/// How long it sleeps once the rings stayed empty for [`QUIET_AFTER`] sleeps (an
+/// idle capture costs about nothing; a burst after it waits up to this long in
+/// the rings).
+const QUIET: Duration = Duration::from_millis(10);
+const QUIET_AFTER: u32 = 1000;
 
 /// How long [`Spool::flush`] waits for the writer thread.
 const FLUSH_WAIT: Duration = Duration::from_secs(10);
@@ -214,6 +219,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The writer thread: drain the rings into the file until stopped and drained.
 fn run(mut w: Writer, shared: &Shared) {
+    let mut idle = 0u32;
     loop {
         let stopping = shared.stop.load(Ordering::Acquire);
         let asked = shared.flush_asked.load(Ordering::Acquire);
@@ -231,7 +237,10 @@ fn run(mut w: Writer, shared: &Shared) {
             if stopping {
                 return;
             }
-            std::thread::sleep(IDLE);
+            idle = idle.saturating_add(1);
+            std::thread::sleep(if idle > QUIET_AFTER { QUIET } else { IDLE });
+        } else {
+            idle = 0;
         }
     }
 }

@@ -186,7 +186,8 @@ pub fn json_line(run: &PipelineRun, t: f64, prev: &Snapshot, cur: &Snapshot, sec
             lc.to_string(),
             serde_json::json!({"walks": st.walks.get(), "busy_walks": st.busy_walks.get(),
                 "busy_cycles": st.busy_cycles.get(), "long_idle_cycles": st.long_idle_cycles.get(),
-                "received": st.received.get()}),
+                "received": st.received.get(), "rx_mode": st.rx_mode().name(), "sleeps": st.sleeps.get(),
+                "asleep_cycles": st.asleep_cycles.get()}),
         );
     }
     serde_json::json!({"t": (t * 1000.0).round() / 1000.0, "tsc_hz": ironpath_eal::tsc::tsc_hz(), "ports": ports,

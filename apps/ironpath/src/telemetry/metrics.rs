@@ -1,6 +1,6 @@
 //! The figures as Prometheus text (format 0.0.4) or OpenMetrics 1.0 text: one
 //! family per figure, `ironpath_` names with their unit and `_total` for
-//! counters, HELP and TYPE lines, labels `port`, `pool`, `node`, `lcore`, `name`,
+//! counters, HELP and TYPE lines, labels `port`, `pool`, `node`, `lcore`, `source`, `name`,
 //! and `endpoint`, `reason` for the telemetry endpoints' own counters.
 
 use super::counters::{Counts, Event};
@@ -105,6 +105,25 @@ pub fn render(f: &Figures, counts: &Counts, openmetrics: bool) -> String {
             }
         }
         fams.extend([calls, pkts, drops, cpp, panics, fenced, own, gauge, open]);
+    }
+
+    if let Some(g) = &f.graph {
+        let hz = ironpath_eal::tsc::tsc_hz().max(1) as f64;
+        let mut sleeps =
+            family("ironpath_lcore_sleeps", true, "Sleeps of an idle lcore (rx mode adaptive or interrupt).");
+        let mut wakeups =
+            family("ironpath_lcore_wakeups", true, "What ended an lcore's sleeps, by source: rx, doorbell, timer.");
+        let mut asleep = family("ironpath_lcore_asleep_seconds", true, "Time an lcore slept.");
+        for (lc, st) in &g.lcore_stats {
+            let l = vec![("lcore", lc.to_string())];
+            sleeps.samples.push((l.clone(), st.sleeps.get() as f64));
+            for (src, v) in [("rx", st.wake_rx.get()), ("doorbell", st.wake_bell.get()), ("timer", st.wake_timer.get())]
+            {
+                wakeups.samples.push((vec![("lcore", lc.to_string()), ("source", src.to_string())], v as f64));
+            }
+            asleep.samples.push((l, st.asleep_cycles.get() as f64 / hz));
+        }
+        fams.extend([sleeps, wakeups, asleep]);
     }
 
     let mut clients = family("ironpath_telemetry_clients", true, "Clients a telemetry endpoint accepted.");

@@ -145,6 +145,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "Returns every graph node: lcore, calls, busy calls, packets, drops, cycles/packet and its own counters. Takes no parameters",
     ),
     (
+        "/ironpath/lcores",
+        "Returns every lcore: rx mode, walks, packets in, busy cycles, sleeps, wake-ups by source, seconds asleep. Takes no parameters",
+    ),
+    (
         "/ironpath/tcp",
         "Returns every tcp node's connections by state and its counters. Takes no parameters",
     ),
@@ -196,6 +200,7 @@ pub fn answer(f: &Figures, cmd: &str, param: &str) -> Value {
         "/mempool/list" => f.pools.iter().map(|p| Value::from(p.name.as_str())).collect(),
         "/mempool/info" => f.pools.iter().find(|p| p.name == param).map_or(Value::Null, mempool_info),
         "/ironpath/graph" => graph(f),
+        "/ironpath/lcores" => lcores(f),
         "/ironpath/tcp" => tcp(f),
         _ => Value::Null,
     }
@@ -277,6 +282,23 @@ fn graph(f: &Figures) -> Value {
         );
     }
     json!({ "nodes": nodes })
+}
+
+fn lcores(f: &Figures) -> Value {
+    let Some(g) = &f.graph else { return json!({}) };
+    let hz = ironpath_eal::tsc::tsc_hz().max(1) as f64;
+    let mut out = Map::new();
+    for (lc, st) in &g.lcore_stats {
+        out.insert(
+            lc.to_string(),
+            json!({"rx_mode": st.rx_mode().name(), "walks": st.walks.get(), "busy_walks": st.busy_walks.get(),
+                "received": st.received.get(), "busy_cycles": st.busy_cycles.get(), "sleeps": st.sleeps.get(),
+                "wakeups": {"rx": st.wake_rx.get(), "doorbell": st.wake_bell.get(), "timer": st.wake_timer.get()},
+                "asleep_seconds": (st.asleep_cycles.get() as f64 / hz * 1000.0).round() / 1000.0,
+                "kept_polling": st.kept_polling.get()}),
+        );
+    }
+    Value::Object(out)
 }
 
 fn tcp(f: &Figures) -> Value {

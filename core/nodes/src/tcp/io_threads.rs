@@ -10,7 +10,9 @@
 //!   fewest outstanding (a thread stuck on a slow file gets no more while another is
 //!   free) and pops completions when the node is polled: no lock, no syscall, no
 //!   wake-up. An idle thread looks at its ring again after a few yields, then after
-//!   sleeps growing to 1 ms: a request after a quiet spell waits up to that long.
+//!   sleeps growing to 1 ms; idle for [`PARK_AFTER`] sleeps it parks (an idle
+//!   pipeline's threads cost nothing) and the lcore's next submit to it unparks it
+//!   (a `FUTEX_WAKE`, paid only while it is parked).
 //! * At most `capacity` requests are outstanding over all threads, and each
 //!   completion ring holds `capacity`: a thread never waits for the lcore.
 //! * Descriptors live on the threads. The lcore names a file by the [`Handle`] it
@@ -221,9 +223,17 @@ impl Shared {
     }
 }
 
+/// Idle sleeps (of up to 1 ms each) after which a file thread parks.
+pub(super) const PARK_AFTER: u32 = 200;
+/// The longest a parked thread waits before it looks at its ring by itself (a
+/// safeguard: a submit unparks it).
+const PARKED_MAX: Duration = Duration::from_millis(200);
+
 /// A thread's ends of its rings.
 struct Worker {
     shared: Arc<Shared>,
+    /// Set while it parks.
+    parked: Arc<AtomicBool>,
     requests: HeapCons<Request>,
     done: HeapProd<Done>,
     /// Requests a test holds back (`Hold`), when run inline.
@@ -284,7 +294,22 @@ impl Worker {
             idle = idle.saturating_add(1);
             match idle {
                 0..=16 => std::thread::yield_now(),
-                n => std::thread::sleep(Duration::from_micros((25u64 << (n - 17).min(6)).min(1000))),
+                n if n < PARK_AFTER => {
+                    std::thread::sleep(Duration::from_micros((25u64 << (n - 17).min(6)).min(1000)));
+                }
+                _ => {
+                    // Parked, then the ring looked at again: a request pushed before
+                    // the flag was seen is found now; one after it unparks us.
+                    self.parked.store(true, Ordering::SeqCst);
+                    let found = self.step(false);
+                    if !found && !self.shared.stop.load(Ordering::Acquire) {
+                        std::thread::park_timeout(PARKED_MAX);
+                    }
+                    self.parked.store(false, Ordering::Relaxed);
+                    if found {
+                        idle = 0;
+                    }
+                }
             }
         }
         self.shared.drain_closes();
@@ -298,6 +323,8 @@ struct Lane {
     requests: HeapProd<Request>,
     done: HeapCons<Done>,
     outstanding: usize,
+    /// The thread and its "parked" flag (none: run inline).
+    waker: Option<(std::thread::Thread, Arc<AtomicBool>)>,
 }
 
 /// Closes handles from wherever a body is dropped (the lcore): a push to the close
@@ -346,9 +373,10 @@ impl<W> FileIo<W> {
         for _ in 0..threads.max(1) {
             let (rp, rc) = HeapRb::<Request>::new(capacity).split();
             let (dp, dc) = HeapRb::<Done>::new(capacity).split();
-            lanes.push(Lane { requests: rp, done: dc, outstanding: 0 });
+            lanes.push(Lane { requests: rp, done: dc, outstanding: 0, waker: None });
             workers.push(Worker {
                 shared: Arc::clone(&shared),
+                parked: Arc::default(),
                 requests: rc,
                 done: dp,
                 #[cfg(test)]
@@ -360,10 +388,17 @@ impl<W> FileIo<W> {
             inline = workers;
         } else {
             for (i, w) in workers.into_iter().enumerate() {
+                let parked = Arc::clone(&w.parked);
                 let spawned = std::thread::Builder::new().name(format!("tcp-files-{i}")).spawn(move || w.run());
-                if let Err(e) = spawned {
-                    shared.stop.store(true, Ordering::Release);
-                    return Err(e);
+                match spawned {
+                    Ok(h) => lanes[i].waker = Some((h.thread().clone(), parked)),
+                    Err(e) => {
+                        shared.stop.store(true, Ordering::Release);
+                        for (t, _) in lanes.iter().filter_map(|l| l.waker.as_ref()) {
+                            t.unpark();
+                        }
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -403,6 +438,14 @@ impl<W> FileIo<W> {
             Ok(()) => {
                 lane.outstanding += 1;
                 self.waiting[token as usize] = Some(w);
+                if let Some((thread, parked)) = &lane.waker {
+                    // Orders the push before the load: either the thread sees the
+                    // request when it looks again, or we see it parked.
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    if parked.load(Ordering::Relaxed) {
+                        thread.unpark();
+                    }
+                }
                 Ok(token)
             }
             Err(r) => {
@@ -459,6 +502,9 @@ impl<W> Drop for FileIo<W> {
         // The threads close their files and end on their own (no join: dropping the
         // node must not wait for a thread stuck on a slow file).
         self.shared.stop.store(true, Ordering::Release);
+        for (t, _) in self.lanes.iter().filter_map(|l| l.waker.as_ref()) {
+            t.unpark();
+        }
     }
 }
 
@@ -650,8 +696,14 @@ mod tests {
         let outside = format!("ironpath-io-outside-{}", std::process::id());
         std::fs::write(dir.join("..").join(&outside), b"out").unwrap();
         std::os::unix::fs::symlink(format!("../{outside}"), dir.join("up")).unwrap();
-        rustix::fs::mknodat(rustix::fs::CWD, dir.join("fifo"), FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0)
-            .unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            dir.join("fifo"),
+            FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
         let mut io: FileIo<()> = FileIo::new(0, 8, 64).unwrap();
         let mut outcome = |op: Op| {
             io.submit(op, ()).ok().unwrap();
