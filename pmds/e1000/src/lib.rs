@@ -1,5 +1,6 @@
 //! `net_e1000`: the Intel 82540EM (QEMU's `-device e1000`, PCI 8086:100e) driven from
-//! user space through VFIO with the `pci-driver` crate, polled, no interrupts.
+//! user space through VFIO with the `pci-driver` crate: polled, with the device's
+//! interrupt as the RX queue's wake-up source when its lcore sleeps.
 //!
 //! * Probe: `-a 0000:00:01.0` (the host hands the function to the driver that lists
 //!   its PCI ids) or `--vdev net_e10000,pci=0000:00:01.0`. The function must be bound
@@ -16,6 +17,13 @@
 //!   `docs/writing-a-pmd.md`).
 //! * Link from STATUS; promiscuous and all-multicast through RCTL; the statistics
 //!   registers as `hw_*` xstats ([`hwstats`]), MPC also as `imissed`.
+//! * Interrupts ([`irq`]): at probe the function's interrupt (MSI if it has one, else
+//!   INTx, which is all the 82540EM has) is routed through VFIO to an eventfd, the RX
+//!   queue's `wake_fd`, so that an lcore in rx mode `adaptive` or `interrupt` sleeps
+//!   until a frame comes. Masked (IMC) while the lcore polls; `wake_arm(true)` clears
+//!   ICR, unmasks the RX causes in IMS and VFIO's INTx mask; ITR keeps interrupts at
+//!   least 125 µs apart. Without an interrupt (VFIO refused, logged at probe) the
+//!   queue is polled in every rx mode.
 //!
 //! QEMU's e1000 refuses frames for one second (guest time) after every RCTL write.
 //! RCTL is therefore written once when the port starts, and promiscuous mode is on
@@ -25,6 +33,7 @@
 //! `allmulti=0|1`, `rx_free_thresh=N`, `tx_free_thresh=N`.
 
 mod hwstats;
+pub mod irq;
 pub mod nic;
 pub mod regs;
 pub mod rx;
@@ -49,6 +58,10 @@ const MAX_DESC: u16 = 4096;
 const MAX_MTU: u16 = 1500;
 /// Ethernet header, one VLAN tag and the MTU: the largest frame without long packets.
 const MAX_FRAME: u32 = MAX_MTU as u32 + 14 + 4;
+/// ITR: at least 125 µs (488 × 256 ns) between two interrupts, at most 8,000 a
+/// second, whatever the traffic (the RX queue also masks them while its lcore is
+/// awake, so this only bounds a sleep-wake cycle). QEMU enforces 128 µs itself.
+const ITR_INTERVAL: u32 = 488;
 
 /// One e1000.
 pub struct E1000 {
@@ -217,6 +230,7 @@ impl Pmd for E1000 {
         r.write(CTRL, r.read(CTRL) | CTRL_SLU);
         r.write(TIPG, TIPG_COPPER);
         r.write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT_COLD);
+        r.write(ITR, ITR_INTERVAL);
         // The one RCTL write of a run (QEMU then ignores frames for a second).
         r.write(RCTL, self.rctl(true));
         self.started = true;

@@ -1,8 +1,9 @@
 //! The PCI function through VFIO: the checks that turn a misconfigured machine into
-//! a message saying what to do, BAR 0, and the IOMMU mappings that let the NIC reach
-//! descriptor rings and mempools (IOVA = VA, see "DMA and IOVA" in
-//! `docs/writing-a-pmd.md`).
+//! a message saying what to do, BAR 0, the interrupt ([`Irq`]), and the IOMMU
+//! mappings that let the NIC reach descriptor rings and mempools (IOVA = VA, see "DMA
+//! and IOVA" in `docs/writing-a-pmd.md`).
 
+use crate::irq::Irq;
 use crate::regs::Regs;
 use ironpath_pmd_sdk::abi::{self, errno};
 use ironpath_pmd_sdk::PmdError;
@@ -117,15 +118,20 @@ pub struct Nic {
     maps: Mutex<Maps>,
     /// Bumped whenever a mapping goes away, so TX queues drop their cached copies.
     map_gen: AtomicU64,
-    // Drop order: the BAR mapping before the device (whose drop closes the VFIO
-    // container, which removes any mapping still in place).
+    // Drop order: the interrupt's eventfd detached first, then the BAR mapping, then
+    // the device (whose drop closes the VFIO container, which removes any mapping
+    // still in place).
+    /// The interrupt on an eventfd (`None`: VFIO could not give it; the RX queue is
+    /// then polled in every rx mode).
+    pub irq: Option<Irq>,
     _bar0: MappedOwningPciRegion,
     dev: VfioPciDevice,
 }
 
 impl Nic {
     /// Open the function at `addr` (checked by [`check_function`]), enable memory
-    /// space and bus mastering, and map BAR 0.
+    /// space and bus mastering, map BAR 0 and route the interrupt to an eventfd (the
+    /// device's mask, IMS, decides when it fires).
     pub fn open(addr: &str, group: u32) -> Result<Nic, PmdError> {
         let path = Path::new(SYSFS_PCI_DEVICES).join(addr);
         let dev = VfioPciDevice::open(&path).map_err(|e| {
@@ -150,11 +156,24 @@ impl Nic {
         // SAFETY: `bar0` maps BAR 0 for `bar0.len()` bytes and is kept in the `Nic`
         // next to `regs` (dropped after every user of `regs`: users hold the `Arc<Nic>`).
         let regs = unsafe { Regs::new(bar0.as_mut_ptr(), bar0.len()) };
+        let irq = match Irq::attach(group, addr) {
+            Ok(irq) => Some(irq),
+            Err(e) => {
+                ironpath_pmd_sdk::log(
+                    1,
+                    &format!(
+                        "net_e1000 {addr}: no interrupt through VFIO ({e}): its RX queue is polled in every rx mode"
+                    ),
+                );
+                None
+            }
+        };
         Ok(Nic {
             regs,
             addr: addr.to_string(),
             maps: Mutex::new(Maps::default()),
             map_gen: AtomicU64::new(0),
+            irq,
             _bar0: bar0,
             dev,
         })

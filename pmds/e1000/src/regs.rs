@@ -6,8 +6,12 @@
 pub const CTRL: usize = 0x0000;
 /// Device status: [`STATUS_FD`], [`STATUS_LU`], speed in bits 7:6.
 pub const STATUS: usize = 0x0008;
-/// Interrupt cause read (clears on read).
+/// Interrupt cause read (clears on read): the [`icr`] bits.
 pub const ICR: usize = 0x00C0;
+/// Interrupt throttling: the least time between two interrupts, in 256 ns units.
+pub const ITR: usize = 0x00C4;
+/// Interrupt mask set (a cause interrupts when its bit is set here and in ICR).
+pub const IMS: usize = 0x00D0;
 /// Interrupt mask clear.
 pub const IMC: usize = 0x00D8;
 /// Receive control.
@@ -68,6 +72,16 @@ pub const RAH_AV: u32 = 1 << 31;
 pub const RX_BUF_SIZE: usize = 2048;
 /// Bytes per descriptor (RX and TX, legacy and extended).
 pub const DESC_SIZE: usize = 16;
+
+/// Interrupt causes (ICR, IMS, IMC bits).
+pub mod icr {
+    /// RX descriptors below the minimum threshold (RCTL.RDMTS, half the ring).
+    pub const RXDMT0: u32 = 1 << 4;
+    /// Receiver overrun (no free descriptor for a frame).
+    pub const RXO: u32 = 1 << 6;
+    /// Receiver timer: a frame was written back (at once, with RDTR = 0).
+    pub const RXT0: u32 = 1 << 7;
+}
 
 /// RX descriptor status bits (byte 12).
 pub mod rxd {

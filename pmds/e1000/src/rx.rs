@@ -7,9 +7,15 @@
 //! nothing"). A burst takes finished descriptors (DD set) from `next`; when at least
 //! `free_thresh` slots are empty it refills them from the pool with bulk allocations
 //! and writes RDT once.
+//!
+//! Wake-up (rx modes `adaptive` and `interrupt`): the queue's wake-up source is the
+//! device's interrupt eventfd ([`crate::irq`]). Armed, the RX causes are unmasked in
+//! IMS (pending ones cleared first by reading ICR) and VFIO's INTx mask is lifted;
+//! disarmed, every cause is masked again (IMC), so the device interrupts at most once
+//! per sleep, and no faster than ITR allows.
 
 use crate::nic::{DmaMem, Nic};
-use crate::regs::{self, rxd, DESC_SIZE};
+use crate::regs::{self, icr, rxd, DESC_SIZE};
 use ironpath_pmd_sdk::abi::{self, Mbuf};
 use ironpath_pmd_sdk::{free_bulk, PmdError, Pool, QueueStats, RxBurst, RxQueue};
 use std::sync::atomic::{fence, Ordering};
@@ -17,6 +23,9 @@ use std::sync::Arc;
 
 /// Most mbufs allocated per `alloc_bulk` call when refilling.
 const REFILL_CHUNK: usize = 64;
+/// What wakes a sleeping queue: a frame written back, the ring running low, a frame
+/// lost for want of descriptors.
+const WAKE_CAUSES: u32 = icr::RXT0 | icr::RXDMT0 | icr::RXO;
 
 /// Offload flags for a received packet from its descriptor's status and errors.
 pub fn rx_flags(status: u8, errors: u8) -> u64 {
@@ -45,6 +54,8 @@ pub struct E1000Rx {
     free_thresh: usize,
     pool: Pool,
     stats: Arc<QueueStats>,
+    /// An unmask failed (reported once; the queue then wakes its sleeper itself).
+    unmask_failed: bool,
 }
 
 // SAFETY: the mbufs in `sw` are owned by the queue, which one thread at a time uses;
@@ -72,6 +83,7 @@ impl E1000Rx {
             free_thresh: free_thresh.clamp(1, n - 1),
             pool,
             stats,
+            unmask_failed: false,
         };
         if q.refill() < n - 1 {
             return Err(PmdError::new(
@@ -147,6 +159,34 @@ impl RxQueue for E1000Rx {
         unsafe {
             let n = self.receive(burst.raw_rest(), port);
             burst.set_filled(n);
+        }
+    }
+
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.nic.irq.as_ref().map(|i| i.fd())
+    }
+
+    fn wake_arm(&mut self, on: bool) {
+        let Some(irq) = &self.nic.irq else { return };
+        let r = &self.nic.regs;
+        if !on {
+            r.write(regs::IMC, u32::MAX);
+            return;
+        }
+        // Causes from before (the packets of an earlier interrupt, already taken)
+        // must not fire now: the host polls once more after arming anyway.
+        let _ = r.read(regs::ICR);
+        r.write(regs::IMS, WAKE_CAUSES);
+        if let Err(e) = irq.unmask() {
+            // Sleeping on an interrupt that cannot come could leave packets waiting:
+            // wake the host at once instead (it polls, then tries again).
+            if !std::mem::replace(&mut self.unmask_failed, true) {
+                ironpath_pmd_sdk::log(
+                    0,
+                    &format!("net_e1000 {}: unmasking the {} interrupt failed: {e}", self.nic.addr, irq.kind()),
+                );
+            }
+            irq.kick();
         }
     }
 }
