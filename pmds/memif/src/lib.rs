@@ -18,11 +18,15 @@
 //!   zero-copy mode is not offered (`zero-copy=yes` is refused saying so): a pool
 //!   holds each mbuf's header beside its buffer, so exposing it would let the peer
 //!   rewrite headers no check could catch.
-//! * Poll mode only: our RX rings are flagged `MASK_INT` so the peer never signals
-//!   them. After TX a peer that asked for interrupts is signalled, but never from the
-//!   queue ([`notify`]): the queue marks the ring and pokes an eventfd of our own, and
-//!   the control thread has the kernel signal the peer's eventfd, which cannot block
-//!   whatever the peer did to it.
+//! * Interrupts: while an lcore polls, our RX rings are flagged `MASK_INT` so the
+//!   peer does not signal them. An idle lcore may sleep (rx modes `adaptive`,
+//!   `interrupt`): its RX queue then clears `MASK_INT`, and the control thread
+//!   relays the peer's signal on the ring's eventfd to an eventfd of the queue's own,
+//!   the queue's wake-up source ([`wakeup`]). After TX a peer that asked for
+//!   interrupts is signalled, but never from the queue ([`notify`]): the queue marks
+//!   the ring and pokes an eventfd of our own, and the control thread has the kernel
+//!   signal the peer's eventfd, which cannot block whatever the peer did to it. An
+//!   lcore never names a descriptor the peer holds.
 //! * The peer is not trusted ([`proto`] and [`ring`] say how): it must run as our
 //!   user or root (or `allow-uid=`'s; checked on every connection, both roles), a
 //!   path socket is created `0600`; region sizes are checked against their files
@@ -60,6 +64,7 @@ pub mod proto;
 pub mod publish;
 pub mod ring;
 mod sys;
+pub mod wakeup;
 
 use ctl::{Config, Link, Queues, Role};
 use ironpath_pmd_sdk::abi;
@@ -70,9 +75,11 @@ use proto::{Layout, SECRET_SZ};
 use publish::Follower;
 use ring::{Conn, QueueFaults, RxState, TxState};
 use std::ffi::CStr;
-use std::sync::atomic::Ordering;
+use std::os::fd::RawFd;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use wakeup::RxWake;
 
 pub use sys::SockPath;
 
@@ -183,6 +190,8 @@ pub struct Memif {
     name: String,
     soft: SoftState,
     link: Arc<Link>,
+    /// The control thread's own eventfd (the queues poke it), for the device's life.
+    wake: Arc<notify::Wake>,
     thread: Option<JoinHandle<()>>,
     queues: Queues,
     rx_faults: Vec<Arc<QueueFaults>>,
@@ -208,6 +217,10 @@ impl Drop for Memif {
     }
 }
 
+fn eventfd_error(e: &std::io::Error) -> PmdError {
+    PmdError::new(e.raw_os_error().unwrap_or(abi::errno::EIO), format!("eventfd: {e}"))
+}
+
 /// New counters for queue `qid`, kept in `all` (by queue) for the xstats.
 fn fresh_faults(all: &mut Vec<Arc<QueueFaults>>, qid: u16) -> Arc<QueueFaults> {
     let i = usize::from(qid);
@@ -228,6 +241,14 @@ pub struct MemifRx {
     faults: Arc<QueueFaults>,
     st: RxState,
     scratch: Vec<u8>,
+    /// Its wake-up source (an eventfd of ours) and what the control thread relays by.
+    wake: Arc<RxWake>,
+    /// The control thread's eventfd: poked when the queue arms.
+    ctl: Arc<notify::Wake>,
+    /// Reads of the peer's eventfd that cannot wait work here (else no wake-up source).
+    can_sleep: bool,
+    /// Armed for a sleep (between `wake_arm(true)` and `wake_arm(false)`).
+    armed: bool,
 }
 
 impl RxQueue for MemifRx {
@@ -246,6 +267,55 @@ impl RxQueue for MemifRx {
         if nombuf > 0 {
             self.stats.nombuf.add(nombuf);
         }
+        if self.armed {
+            // The last poll before a sleep: what the control thread compares with.
+            self.wake.consumed(self.st.last);
+        }
+    }
+
+    /// An eventfd of ours, which the control thread writes when the peer signals the
+    /// ring with something new in it ([`wakeup`]); the same across reconnections.
+    fn wake_fd(&self) -> Option<RawFd> {
+        self.can_sleep.then(|| self.wake.fd())
+    }
+
+    /// Arming clears `MASK_INT` on the queue's ring (the peer signals after it
+    /// enqueues) and pokes the control thread to watch the ring; disarming sets it
+    /// again. Atomics, and one write to our own eventfd: nothing on the peer's.
+    fn wake_arm(&mut self, on: bool) {
+        if on == self.armed || !self.can_sleep {
+            return;
+        }
+        self.armed = on;
+        // On the connection it will poll next (switched to here if a new one came).
+        let (conn, fresh) = self.follow.get();
+        if let (Some(c), true) = (conn, fresh) {
+            self.st = RxState::fresh(c, self.q);
+        }
+        let ring = conn.and_then(|c| c.rx_ring(self.q));
+        if !on {
+            if let Some(r) = ring {
+                r.flags().store(proto::RING_FLAG_MASK_INT, Ordering::Relaxed);
+            }
+            self.wake.disarm();
+            return;
+        }
+        self.wake.arm(self.st.last);
+        if let Some(r) = ring {
+            r.flags().store(0, Ordering::SeqCst);
+            if r.doorbell().is_none() {
+                // The peer gave no eventfd for this ring: nothing can signal us,
+                // so wake at once (the queue keeps being polled).
+                self.wake.signal();
+            }
+        }
+        // The flags stored before the host's last poll loads the peer's index (a
+        // store then a load: a full fence), the peer's TX having its own between its
+        // index store and its flags load: either that poll finds the packet, or the
+        // peer sees the flag clear and signals (`ring::Ring::notify`).
+        fence(Ordering::SeqCst);
+        // No connection: the control thread wakes us when one comes.
+        self.ctl.poke();
     }
 }
 
@@ -295,6 +365,7 @@ impl Pmd for Memif {
             name: ctx.name.to_string(),
             soft: SoftState::new(mac, 9000),
             link: Arc::new(Link::default()),
+            wake: notify::Wake::new().map_err(|e| eventfd_error(&e))?,
             thread: None,
             queues: Queues { rx: 1, tx: 1 },
             rx_faults: Vec::new(),
@@ -335,6 +406,15 @@ impl Pmd for Memif {
         stats: Arc<QueueStats>,
     ) -> Result<MemifRx, PmdError> {
         let faults = fresh_faults(&mut self.rx_faults, qid);
+        let wake = RxWake::new().map_err(|e| eventfd_error(&e))?;
+        {
+            let mut wakes = self.link.rx_wakes.lock().unwrap_or_else(|e| e.into_inner());
+            let i = usize::from(qid);
+            if wakes.len() <= i {
+                wakes.resize_with(i + 1, Default::default);
+            }
+            wakes[i] = Arc::downgrade(&wake);
+        }
         Ok(MemifRx {
             q: qid,
             follow: self.link.conns.follower(),
@@ -343,6 +423,10 @@ impl Pmd for Memif {
             faults,
             st: RxState::default(),
             scratch: Vec::new(),
+            wake,
+            ctl: self.wake.clone(),
+            can_sleep: sys::nowait_reads(),
+            armed: false,
         })
     }
 
@@ -357,8 +441,6 @@ impl Pmd for Memif {
         if self.thread.is_some() {
             return Ok(());
         }
-        let wake = notify::Wake::new()
-            .map_err(|e| PmdError::new(e.raw_os_error().unwrap_or(abi::errno::EIO), format!("eventfd: {e}")))?;
         let listener = match self.a.role {
             Role::Server => {
                 Some(ctl::Listener::join(&self.a.sock, self.a.id, self.queues, self.a.allow_uid).map_err(|e| {
@@ -385,7 +467,7 @@ impl Pmd for Memif {
             if_name: self.name.clone(),
             require_sealed: self.a.require_sealed,
             allow_uid: self.a.allow_uid,
-            wake,
+            wake: self.wake.clone(),
         };
         let (q, link, id) = (self.queues, self.link.clone(), self.a.id);
         let joined = listener.clone();
@@ -430,6 +512,9 @@ impl Pmd for Memif {
             ("bad_interrupt_fds".to_string(), c.bad_interrupt_fds.get()),
             ("interrupts_sent".to_string(), c.interrupts_sent.get()),
             ("interrupts_failed".to_string(), c.interrupts_failed.get()),
+            ("rx_wakeups".to_string(), c.rx_wakeups.get()),
+            ("rx_interrupts_ignored".to_string(), c.rx_interrupts_ignored.get()),
+            ("rx_interrupts_throttled".to_string(), c.rx_interrupts_throttled.get()),
             ("rx_bad_desc".to_string(), sum(&self.rx_faults, |f| f.bad_desc.get())),
             ("rx_bad_ring_index".to_string(), sum(&self.rx_faults, |f| f.bad_ring_index.get())),
             ("tx_bad_desc".to_string(), sum(&self.tx_faults, |f| f.bad_desc.get())),

@@ -20,7 +20,8 @@
 //!   port's teardown or any other port.
 //!
 //! Counted (`interrupts_sent`, `interrupts_failed`); a ring whose interrupt
-//! descriptor is not an eventfd is refused at `ADD_RING` (`ctl`).
+//! descriptor is not an eventfd is refused at `ADD_RING` (`ctl`). The other way, the
+//! peer's interrupts waking our sleeping queues, is [`crate::wakeup`]'s.
 
 use crate::ctl::{Level, Link};
 use crate::ring::Conn;
@@ -47,7 +48,7 @@ impl Wake {
 
     /// Wake the control thread (from a queue: non-blocking, on our own descriptor).
     #[inline]
-    fn poke(&self) {
+    pub(crate) fn poke(&self) {
         sys::poke(self.0.as_raw_fd());
     }
 
@@ -85,6 +86,11 @@ impl Doorbell {
         if !self.wanted.swap(true, Ordering::AcqRel) {
             self.wake.poke();
         }
+    }
+
+    /// The peer's eventfd (for the control thread only: an lcore never names it).
+    pub(crate) fn peer_fd(&self) -> RawFd {
+        self.peer.as_raw_fd()
     }
 
     /// Whether a signal was asked for since the last call (the mark is cleared).

@@ -169,6 +169,12 @@ impl<T> Published<T> {
         retired.len()
     }
 
+    /// The generation of the current publication: it moves on with every one (a
+    /// writer's view of which connection is live, compared turn to turn).
+    pub fn generation(&self) -> u64 {
+        self.gen.load(Ordering::Acquire)
+    }
+
     /// Run `f` on the current value (a writer: nothing frees it meanwhile).
     pub fn with_current<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
         let _w = self.lock();

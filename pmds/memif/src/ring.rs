@@ -26,7 +26,7 @@ use crate::sys::Mapping;
 use ironpath_pmd_sdk::abi::Mbuf;
 use ironpath_pmd_sdk::packet::PushError;
 use ironpath_pmd_sdk::{free_bulk, prefetch, Counter, Pool, RxBurst, TxBurst};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{fence, AtomicU16, Ordering};
 
 /// One ring in a mapped region.
 #[derive(Debug)]
@@ -149,6 +149,12 @@ impl Ring {
     /// call on the peer's descriptor here; see [`crate::notify`]).
     #[inline(always)]
     fn notify(&self) {
+        // The index just stored, then the flags loaded: a store then a load, which
+        // only a full fence keeps in that order. A receiver that clears `MASK_INT`
+        // and then polls (its own fence between, `crate::wakeup`) either finds our
+        // descriptors or sees us signal; without it both could miss (one fence per
+        // burst that sent something).
+        fence(Ordering::SeqCst);
         if self.flags().load(Ordering::Relaxed) & RING_FLAG_MASK_INT == 0 {
             if let Some(b) = &self.bell {
                 b.ring();
@@ -173,6 +179,20 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The ring queue `q` receives from: a server's client-to-server ring, a
+    /// client's server-to-client one.
+    pub fn rx_ring(&self, q: u16) -> Option<&Ring> {
+        let rings = if self.layout.is_some() { &self.s2c } else { &self.c2s };
+        rings.get(usize::from(q)).and_then(Option::as_ref)
+    }
+
+    /// The peer's index on queue `q`'s receive ring: the slot it fills next (a
+    /// client's `head`, a server's `tail`).
+    pub fn rx_peer_index(&self, q: u16) -> Option<u16> {
+        let r = self.rx_ring(q)?;
+        Some(if self.layout.is_some() { r.tail() } else { r.head() }.load(Ordering::Acquire))
+    }
+
     /// A pointer to `len` bytes at `offset` of `region`.
     ///
     /// Callers checked `offset + len <= sizes[region]`.
@@ -239,8 +259,7 @@ pub fn rx(
     scratch: &mut Vec<u8>,
 ) -> (u64, u64, u64) {
     let client = c.layout;
-    let rings = if client.is_some() { &c.s2c } else { &c.c2s };
-    let Some(ring) = rings.get(usize::from(q)).and_then(Option::as_ref) else { return (0, 0, 0) };
+    let Some(ring) = c.rx_ring(q) else { return (0, 0, 0) };
     let size = ring.size();
     let (mut pkts, mut bytes, mut nombuf) = (0u64, 0u64, 0u64);
     // The peer's index: the server reads the client's head, the client the server's tail.

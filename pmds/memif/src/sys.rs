@@ -278,6 +278,46 @@ pub fn drain(fd: RawFd) {
     unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
 }
 
+/// Take the count of eventfd `fd` without ever waiting, whatever its flags: `fd` may
+/// be a peer's, which can clear `O_NONBLOCK` on the file we share and empty the
+/// counter between our `poll` and this read, after which a read(2) would wait for
+/// its next write. `preadv2` with `RWF_NOWAIT` answers `EAGAIN` instead (the kernel
+/// refuses the flag, `EOPNOTSUPP`, on files that cannot honour it: see
+/// [`nowait_reads`]). `Ok(None)`: the counter was zero.
+pub fn read_nowait(fd: RawFd) -> io::Result<Option<u64>> {
+    let mut v = 0u64;
+    let iov = libc::iovec { iov_base: (&mut v as *mut u64).cast(), iov_len: 8 };
+    // SAFETY: one iovec over a live u64; offset -1 reads at the file's position (an
+    // eventfd has none that matters).
+    let n = unsafe { libc::preadv2(fd, &iov, 1, -1, libc::RWF_NOWAIT) };
+    if n == 8 {
+        return Ok(Some(v));
+    }
+    let e = io::Error::last_os_error();
+    match e.kind() {
+        io::ErrorKind::WouldBlock => Ok(None),
+        _ if n >= 0 => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short eventfd read")),
+        _ => Err(e),
+    }
+}
+
+/// Whether this kernel reads eventfds with `RWF_NOWAIT` (Linux 5.12 and later):
+/// probed once, on a blocking eventfd of our own that holds a count, so the probe
+/// cannot wait whatever the answer. Without it a memif queue has no wake-up source.
+pub fn nowait_reads() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| {
+        // SAFETY: plain eventfd(2), blocking, with a count of 1.
+        let fd = unsafe { libc::eventfd(1, libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return false;
+        }
+        // SAFETY: a new descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        matches!(read_nowait(fd.as_raw_fd()), Ok(Some(1)))
+    })
+}
+
 /// Whether `fd` is an eventfd (what a ring's interrupt descriptor must be: a pipe,
 /// a socket or a file could block or do worse when written).
 pub fn is_eventfd(fd: &OwnedFd) -> bool {
@@ -554,6 +594,32 @@ pub(crate) mod tests {
         // SAFETY: plain timerfd_create; another anonymous inode that is no eventfd.
         let t = unsafe { OwnedFd::from_raw_fd(cvt(libc::timerfd_create(libc::CLOCK_MONOTONIC, 0)).unwrap()) };
         assert!(!is_eventfd(&t));
+    }
+
+    /// A peer's eventfd made blocking and emptied: a plain read would wait for its
+    /// next write; ours answers at once.
+    #[test]
+    fn an_empty_blocking_eventfd_is_read_without_waiting() {
+        if !nowait_reads() {
+            return; // an old kernel: queues have no wake-up source, nothing is read
+        }
+        // SAFETY: plain eventfd(2), blocking (what a peer may make of a shared one).
+        let fd = unsafe { OwnedFd::from_raw_fd(cvt(libc::eventfd(0, libc::EFD_CLOEXEC)).unwrap()) };
+        let raw = fd.as_raw_fd();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // On a thread of its own: if the read waited, the test fails instead of hanging.
+        std::thread::spawn(move || {
+            let empty = read_nowait(raw).map_err(|e| e.to_string());
+            poke(raw);
+            poke(raw);
+            let two = read_nowait(raw).map_err(|e| e.to_string());
+            let _ = tx.send((empty, two));
+        });
+        let (empty, two) = rx.recv_timeout(Duration::from_secs(5)).expect("read_nowait waited");
+        assert_eq!((empty, two), (Ok(None), Ok(Some(2))));
+        let (_r, w) = pipe();
+        assert!(read_nowait(w.as_raw_fd()).is_err(), "a pipe's write end is not read");
+        drop(fd);
     }
 
     #[test]

@@ -15,6 +15,8 @@ client (the server runs testpmd `io`, so packets come back on the S2C ring):
   truncate       a valid connection; truncating the region then fails (the server
                  sealed it), and traffic goes on
   pipe-kick      a full blocking pipe as a ring's interrupt fd -> refused
+  spam           writes its C2S ring's eventfd for 1 s with nothing in the ring while the
+                 server sleeps (rx mode adaptive); then packets must still be echoed
   kick           the S2C ring asks for interrupts: after packets come back, its eventfd
                  has been signalled
   saturated-kick the S2C ring asks for interrupts and its eventfd is blocking with its
@@ -39,6 +41,10 @@ server (the client runs testpmd `rxonly`):
   squat          (run as another user) HELLO to whoever connects: the client must
                  leave without INIT.
 
+As a conforming peer (DPDK, libmemif, VPP) does, after moving its index on a ring it
+writes that ring's eventfd unless the receiver set MASK_INT (a receiver that sleeps
+clears it).
+
 Prints one line per check ("ok ...") and exits 0 when every expectation held.
 """
 import fcntl
@@ -56,6 +62,7 @@ LOG2 = 8
 SIZE = 1 << LOG2
 BSIZE = 2048
 RING = 128 + 16 * SIZE
+MASK_INT = 1  # ring flag: the receiver polls, do not signal its eventfd
 
 
 def msg(t, body=b""):
@@ -112,6 +119,7 @@ class Region:
         os.ftruncate(self.fd, real or self.size)
         self.mem = mmap.mmap(self.fd, real or self.size)
         self.declared = declared or self.size
+        self.ev = {}  # ring offset -> its interrupt eventfd
         for r in (0, RING):
             struct.pack_into("<IHH", self.mem, r, COOKIE, 0, 0)
             struct.pack_into("<H", self.mem, r + 64, 0)
@@ -135,6 +143,17 @@ class Region:
             struct.pack_into("<H", self.mem, ring + 64, v & 0xFFFF)
         return struct.unpack_from("<H", self.mem, ring + 64)[0]
 
+    def kick(self, ring):
+        """After moving our index, as a conforming peer does: signal the ring's
+        eventfd unless the receiver masked interrupts (it sleeps otherwise)."""
+        kick_if_unmasked(self.mem, ring, self.ev.get(ring))
+
+
+def kick_if_unmasked(mem, ring, ev):
+    flags = struct.unpack_from("<H", mem, ring + 4)[0]
+    if ev is not None and not flags & MASK_INT:
+        os.write(ev, struct.pack("<Q", 1))
+
 
 def handshake(s, ident, region, rings=((1, 0, 0), (0, 0, RING)), send_fd=True, connect_msg=True, secret=b"", kick=None):
     """Walk the handshake; None when connected, else the server's reason. `kick`
@@ -154,6 +173,7 @@ def handshake(s, ident, region, rings=((1, 0, 0), (0, 0, RING)), send_fd=True, c
         return b
     for flags, index, off in rings:
         ev = kick(flags) if kick else os.eventfd(0)
+        region.ev[off] = ev
         socket.send_fds(s, [msg(ADD_RING, struct.pack("<HHHIBH", flags, index, 0, off, LOG2, 0))], [ev])
         t, b = parse(s.recv(256))
         if t != ACK:
@@ -238,6 +258,9 @@ def client(name, ident, scenario):
     elif scenario in ("kick", "saturated-kick"):
         kick_client(s, ident, scenario == "saturated-kick")
         return
+    elif scenario == "spam":
+        spam_client(s, ident)
+        return
     elif scenario == "no-secret":
         r = handshake(s, ident, Region())
         assert r == "Secret required", r
@@ -283,6 +306,7 @@ class Echo:
             reg.desc(self.c2s, self.head, 0, 0, len(f), off)
             self.head += 1
         reg.head(self.c2s, self.head)
+        reg.kick(self.c2s)
         assert wait(lambda: reg.tail(self.c2s) == self.head & 0xFFFF), "the server did not consume"
 
     def take(self):
@@ -358,6 +382,26 @@ def kick_client(s, ident, saturated):
     s.close()
 
 
+def spam_client(s, ident):
+    """Write the C2S ring's eventfd for a second with nothing in the ring while the
+    server sleeps; then traffic must still be woken for."""
+    reg = Region()
+    r = handshake(s, ident, reg)
+    assert r is None, r
+    e = Echo(reg)
+    assert wait(lambda: not struct.unpack_from("<H", reg.mem, e.c2s + 4)[0] & MASK_INT), "the server never slept"
+    ev, n, t = reg.ev[e.c2s], 0, time.time()
+    while time.time() - t < 1.0:
+        os.write(ev, struct.pack("<Q", 1))
+        n += 1
+    e.send([frame(i) for i in range(8)])
+    assert wait(lambda: reg.tail(e.s2c) == 8), "no echo after the spam"
+    assert e.take() == [frame(i) for i in range(8)]
+    print(f"ok {n} signals with nothing in the ring, then traffic echoed")
+    s.send(msg(DISCONNECT, struct.pack("<I", 0) + b"hostile done"))
+    s.close()
+
+
 def data_client(s, ident):
     reg = Region()
     r = handshake(s, ident, reg)
@@ -380,6 +424,7 @@ def data_client(s, ident):
                 reg.desc(c2s, h, 0, 0, len(f), off)
             state["head"] = h + 1
         reg.head(c2s, state["head"])
+        reg.kick(c2s)
         assert wait(lambda: reg.tail(c2s) == state["head"] & 0xFFFF), "the server did not consume"
 
     def received(n):
@@ -416,6 +461,7 @@ def data_client(s, ident):
     print("ok S2C buffers outside the region given back empty, the rest delivered")
     # A head index past the ring: the server must skip, not read.
     reg.head(c2s, state["head"] + 3000)
+    reg.kick(c2s)
     time.sleep(0.3)
     assert reg.tail(c2s) == state["head"] & 0xFFFF, "the server consumed past the ring"
     reg.head(c2s, state["head"])
@@ -449,6 +495,7 @@ def server(name, scenario):
     s.send(hello)
     region = None
     rings = {}
+    evs = {}
     while True:
         b, fds, _, _ = socket.recv_fds(s, 256, 4)
         t, _ = parse(b)
@@ -461,6 +508,7 @@ def server(name, scenario):
         elif t == ADD_RING:
             flags, index, reg_i, off, log2 = struct.unpack_from("<HHHIB", b, 2)
             rings[flags & 1] = (off, log2)
+            evs[flags & 1] = fds[0] if fds else None
             s.send(msg(ACK))
         elif t == CONNECT:
             break
@@ -488,9 +536,11 @@ def server(name, scenario):
         f = frame(i)
         put(5 + i, 0, len(f), f)
     struct.pack_into("<H", region, s2c + 64, 10)
+    kick_if_unmasked(region, s2c, evs[0])
     time.sleep(0.5)
     # A tail past every posted buffer.
     struct.pack_into("<H", region, s2c + 64, 10 + 5000)
+    kick_if_unmasked(region, s2c, evs[0])
     time.sleep(0.5)
     struct.pack_into("<H", region, s2c + 64, 10)
     print("ok hostile data written")

@@ -9,6 +9,7 @@ use crate::proto::{
 };
 use crate::ring::{Conn, Ring};
 use crate::sys::{self, Mapping};
+use crate::wakeup::Relay;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -39,11 +40,12 @@ pub(super) struct Client<'a> {
     log: &'a Log,
     q: Queues,
     notifier: Notifier,
+    relay: Relay,
 }
 
 impl<'a> Client<'a> {
     pub(super) fn new(cfg: &'a Config, q: Queues, link: &'a Link, log: &'a Log) -> Self {
-        Client { cfg, link, log, q, notifier: Notifier::new(cfg.wake.clone()) }
+        Client { cfg, link, log, q, notifier: Notifier::new(cfg.wake.clone()), relay: Relay::default() }
     }
 
     /// Run until `link.stop`; a server still connected is told "Device stopped".
@@ -61,11 +63,15 @@ impl<'a> Client<'a> {
                 }
                 State::Down { next, .. } => Instant::now() >= *next,
             };
-            let polled = sys::poll(&fds, if due { 0 } else { TICK_MS });
+            // Then the receive rings of the queues that sleep.
+            let rings_at = fds.len();
+            self.relay.watch(link, &mut fds);
+            let polled = sys::poll(&fds, if due { 0 } else { self.relay.timeout(TICK_MS) });
+            self.relay.serve(link, &polled[rings_at..]);
             self.notifier.serve(link, polled[0], &|level, msg| log.say(level, msg));
             // Connections every queue has moved past are freed here, not on an lcore.
             link.conns.collect();
-            let ready = polled.get(1).copied().unwrap_or(false);
+            let ready = rings_at > 1 && polled[1];
             st = match st {
                 State::Down { next, last_err } if !due => State::Down { next, last_err },
                 State::Down { last_err, .. } => self.connect(last_err),

@@ -27,7 +27,9 @@
 //! Every refusal, ours or the peer's, is logged with its reason and counted.
 //!
 //! The thread also signals the peer's interrupt eventfds the queues ask for
-//! ([`crate::notify`]): it polls the port's wake eventfd beside its sockets.
+//! ([`crate::notify`]): it polls the port's wake eventfd beside its sockets; and,
+//! while a receive queue sleeps, the eventfd the peer signals for that queue's ring,
+//! to wake the queue through an eventfd of our own ([`crate::wakeup`]).
 //!
 //! The server lives in `ctl/server.rs` (the socket it shares with this process's other
 //! server ports in `ctl/listener.rs`), the client in `ctl/client.rs`; both log through
@@ -44,12 +46,13 @@ use crate::proto::{Msg, SECRET_SZ};
 use crate::publish::Published;
 use crate::ring::Conn;
 use crate::sys::{self, SockPath};
+use crate::wakeup::RxWake;
 use client::Client;
 use ironpath_pmd_sdk::{log, Counter};
 use server::Server;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// Connections waiting for their `INIT`.
@@ -136,6 +139,14 @@ pub struct CtlCounters {
     pub interrupts_sent: Counter,
     /// Interrupts the kernel would not signal (no asynchronous I/O here).
     pub interrupts_failed: Counter,
+    /// Wake-ups written to a sleeping receive queue: the peer signalled a ring that
+    /// holds something new, or the connection changed ([`crate::wakeup`]).
+    pub rx_wakeups: Counter,
+    /// The peer's signals on a receive ring that woke no one: nothing new in the
+    /// ring, or its queue awake or already woken.
+    pub rx_interrupts_ignored: Counter,
+    /// Times a ring was set aside for signalling again and again with nothing new.
+    pub rx_interrupts_throttled: Counter,
 }
 
 /// What the control thread shares with the queues and the device.
@@ -152,6 +163,9 @@ pub struct Link {
     pub c: CtlCounters,
     /// The peer's names while connected, and the last disconnect reason.
     pub peer: Mutex<(String, String)>,
+    /// Each receive queue's wake-up, by queue (set up on the main thread; a queue
+    /// released takes its eventfd with it).
+    pub rx_wakes: Mutex<Vec<Weak<RxWake>>>,
 }
 
 impl Link {

@@ -10,6 +10,7 @@ use crate::proto::{
 };
 use crate::ring::{Conn, Ring};
 use crate::sys::{self, Mapping};
+use crate::wakeup::Relay;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -39,6 +40,7 @@ pub(super) struct Server<'a> {
     waiting: Vec<Waiting>,
     session: Option<Session>,
     notifier: Notifier,
+    relay: Relay,
 }
 
 impl<'a> Server<'a> {
@@ -46,7 +48,18 @@ impl<'a> Server<'a> {
         let lim = ServerLimits { id: cfg.id, secret: cfg.secret, c2s: q.rx, s2c: q.tx, name: "ironpath".into() };
         let inbox = listener.inbox(cfg.id).unwrap_or_default();
         let notifier = Notifier::new(cfg.wake.clone());
-        Server { cfg, link, log, lim, listener, inbox, waiting: Vec::new(), session: None, notifier }
+        Server {
+            cfg,
+            link,
+            log,
+            lim,
+            listener,
+            inbox,
+            waiting: Vec::new(),
+            session: None,
+            notifier,
+            relay: Relay::default(),
+        }
     }
 
     /// Serve until `link.stop`; a client still connected is told "Device stopped".
@@ -57,7 +70,11 @@ impl<'a> Server<'a> {
             let mut fds = vec![self.notifier.fd(), self.listener.fd.as_raw_fd()];
             fds.extend(self.session.as_ref().map(|s| s.fd.as_raw_fd()));
             fds.extend(self.waiting.iter().map(|w| w.0.as_raw_fd()));
-            let ready = sys::poll(&fds, TICK_MS);
+            // Then the receive rings of the queues that sleep.
+            let rings_at = fds.len();
+            self.relay.watch(link, &mut fds);
+            let ready = sys::poll(&fds, self.relay.timeout(TICK_MS));
+            self.relay.serve(link, &ready[rings_at..]);
             self.notifier.serve(link, ready[0], &|level, msg| log.say(level, msg));
             // Connections every queue has moved past are freed here, not on an lcore.
             link.conns.collect();
@@ -68,7 +85,7 @@ impl<'a> Server<'a> {
                 self.on_session();
             }
             let skip = 2 + usize::from(had_session);
-            let ready_waiting: Vec<bool> = ready.get(skip..).map(<[bool]>::to_vec).unwrap_or_default();
+            let ready_waiting: Vec<bool> = ready.get(skip..rings_at).map(<[bool]>::to_vec).unwrap_or_default();
             self.on_waiting(&ready_waiting);
             // Connections other ports of this process accepted for us.
             let handed: Vec<Handoff> = std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()));
