@@ -31,7 +31,8 @@ pub struct StreamInfo {
 /// Forwarding in progress.
 pub struct Running {
     stop: Arc<AtomicBool>,
-    handles: Vec<lcore::LcoreHandle<()>>,
+    /// Each lcore gives its sleep set back when it ends (closed here, not on it).
+    handles: Vec<lcore::LcoreHandle<Option<Sleeper>>>,
     /// Each lcore's doorbell (rung at stop, in case it sleeps).
     bells: Vec<Arc<Doorbell>>,
 }
@@ -185,6 +186,8 @@ pub fn start(
     let n = by_lcore.len();
     let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut bells = Vec::new();
+    // Calibrated here: the first call measures the TSC for 20 ms, never on an lcore.
+    let hz = tsc::tsc_hz();
     for (l, mut mine) in by_lcore {
         let (stop2, set, ready) = (stop.clone(), set.clone(), ready.clone());
         for s in mine.iter_mut() {
@@ -211,7 +214,7 @@ pub fn start(
         };
         let h = lcore::launch(l, pin, move || {
             ready.fetch_add(1, Ordering::Release);
-            fwd_loop(mine, engine, &set, &stop2, sleeper)
+            fwd_loop(mine, engine, &set, &stop2, sleeper, hz)
         });
         match h {
             Ok(h) => handles.push(h),
@@ -242,6 +245,7 @@ struct Idle {
     retry_at: u64,
     adaptive_tsc: u64,
     min_sleep_tsc: u64,
+    hz: u64,
     fds: Vec<std::os::fd::RawFd>,
 }
 
@@ -251,14 +255,16 @@ fn fwd_loop(
     set: &FwdSettings,
     stop: &AtomicBool,
     sleeper: Option<Sleeper>,
-) {
-    let per_us = tsc::tsc_hz() / 1_000_000;
+    hz: u64,
+) -> Option<Sleeper> {
+    let per_us = hz / 1_000_000;
     let mut idle = sleeper.map(|sleeper| Idle {
         sleeper,
         last_work: tsc::rdtsc(),
         retry_at: 0,
         adaptive_tsc: per_us * ADAPTIVE_IDLE.as_micros() as u64,
         min_sleep_tsc: per_us * MIN_SLEEP.as_micros() as u64,
+        hz,
         fds: Vec::new(),
     });
     // At least one round, as DPDK's do-while: a stop right after start still polls.
@@ -279,7 +285,9 @@ fn fwd_loop(
     for s in streams.iter_mut() {
         super::engine::tx_stop(s);
     }
-    // Streams (and their queue leases) are dropped here, on the lcore.
+    // Streams (and their queue leases) are dropped here, on the lcore; the sleep set
+    // goes back to the thread that joins (closing its epoll descriptor is a syscall).
+    idle.map(|i| i.sleeper)
 }
 
 /// A round found nothing: sleep on the RX queues' wake-up sources if the rx mode
@@ -319,7 +327,7 @@ fn idle_sleep(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings, sto
     }
     let timeout = match deadline {
         Some(d) if d.saturating_sub(now) < idle.min_sleep_tsc => return,
-        Some(d) => Some(std::time::Duration::from_nanos(tsc_ns(d - now))),
+        Some(d) => Some(std::time::Duration::from_nanos(tsc_ns(d - now, idle.hz))),
         None => None,
     };
     let armed: Vec<bool> = streams.iter().map(|s| s.rx.wake_arm(true)).collect();
@@ -355,8 +363,8 @@ fn idle_sleep(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings, sto
     }
 }
 
-fn tsc_ns(ticks: u64) -> u64 {
-    (u128::from(ticks) * 1_000_000_000 / u128::from(tsc::tsc_hz().max(1))) as u64
+fn tsc_ns(ticks: u64, hz: u64) -> u64 {
+    (u128::from(ticks) * 1_000_000_000 / u128::from(hz.max(1))) as u64
 }
 
 /// One round of the engine over every stream.
@@ -391,6 +399,7 @@ impl Running {
     pub fn stop(self) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
         self.bells.iter().for_each(|b| b.ring());
+        // The sleep sets each lcore gives back are dropped here.
         self.handles.into_iter().filter_map(|h| h.join().err()).collect()
     }
 }
