@@ -702,3 +702,95 @@ fn capture_copies_every_segment_up_to_the_snap_length() {
     drop(g);
     assert_eq!(p.stats().in_use, 0);
 }
+
+/// A source that emits one numbered packet when `go` is set (polled lcore), or at
+/// TSC time `at` (then it tells a sleeping lcore its timer).
+struct Gate {
+    pool: Mempool,
+    go: Arc<std::sync::atomic::AtomicBool>,
+    at: Option<u64>,
+    sent: u64,
+}
+
+impl Node for Gate {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _n: &mut [u16; MAX_BURST]) -> Dispatch {
+        let due = self.at.is_some_and(|t| cx.now_tsc >= t);
+        if (due || self.go.swap(false, std::sync::atomic::Ordering::Relaxed)) && pkts.alloc(&self.pool, 1).is_ok() {
+            let i = pkts.len() - 1;
+            pkts.set_len(i, 64).unwrap()[..8].copy_from_slice(&self.sent.to_le_bytes());
+            self.sent += 1;
+            self.at = None;
+        }
+        Dispatch::All(0)
+    }
+
+    fn sleep(&mut self, _cx: &mut NodeCx<'_>, plan: &mut ironpath_graph::SleepPlan) {
+        match self.at {
+            Some(t) => plan.until(t),
+            None => plan.quiet(),
+        }
+    }
+}
+
+fn wait_until(secs: u64, ok: impl Fn() -> bool) -> bool {
+    let t0 = std::time::Instant::now();
+    while !ok() {
+        if t0.elapsed() > std::time::Duration::from_secs(secs) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    true
+}
+
+#[test]
+fn a_sleeping_lcore_is_woken_by_a_ring_from_another_lcore_and_by_a_timer() {
+    use ironpath_graph::RxMode;
+    let p = pool(256);
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let go = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let nodes = vec![
+        decl("gate", 110, &["out"], true, Box::new(Gate { pool: p.clone(), go: go.clone(), at: None, sent: 0 })),
+        decl("sink", 111, &[], false, Box::new(Sink(got.clone()))),
+    ];
+    let mut g = build(nodes, &[edge("gate", "out", "sink")], &[(110, None), (111, None)]).unwrap();
+    g.lcores[0].set_rx_mode(RxMode::Poll);
+    g.lcores[1].set_rx_mode(RxMode::Interrupt);
+    let info = g.info.clone();
+    let consumer = info.lcore_stats.iter().find(|(l, _)| *l == 111).unwrap().1.clone();
+    let run = runner::launch(g.lcores, false).unwrap();
+    // The consumer has nothing to do: it sleeps (its ring_rx waits for the doorbell).
+    assert!(wait_until(10, || consumer.walks.get() > 0));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let walks = consumer.walks.get();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(consumer.walks.get() - walks < 10, "an idle interrupt-mode lcore does not walk");
+    for k in 0..5u64 {
+        go.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(wait_until(10, || got.lock().unwrap().len() as u64 == k + 1), "packet {k} crossed the ring");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(consumer.wake_bell.get() >= 4, "the producer's doorbell woke it: {}", consumer.wake_bell.get());
+    assert!(run.stop().is_empty(), "stop wakes a sleeping lcore");
+    assert_eq!(*got.lock().unwrap(), (0..5).collect::<Vec<_>>());
+
+    // A node's timer ends a sleep: a source due 30 ms from now on an interrupt lcore.
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let hz = ironpath_eal::tsc::tsc_hz();
+    let at = ironpath_eal::tsc::rdtsc() + hz / 1000 * 30;
+    let idle = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let nodes = vec![
+        decl("gate", 0, &["out"], true, Box::new(Gate { pool: p.clone(), go: idle, at: Some(at), sent: 7 })),
+        decl("sink", 0, &[], false, Box::new(Sink(got.clone()))),
+    ];
+    let mut g = build(nodes, &[edge("gate", "out", "sink")], &[(0, None)]).unwrap();
+    g.lcores[0].set_rx_mode(RxMode::Interrupt);
+    let st = g.info.lcore_stats[0].1.clone();
+    let run = runner::launch(g.lcores, false).unwrap();
+    assert!(wait_until(10, || !got.lock().unwrap().is_empty()), "the timer's packet came");
+    assert!(ironpath_eal::tsc::rdtsc() >= at);
+    assert!(st.wake_timer.get() >= 1, "a timer ended the sleep");
+    assert!(run.stop().is_empty());
+    assert_eq!(*got.lock().unwrap(), [7]);
+    assert_eq!(p.stats().in_use, 0);
+}
