@@ -331,17 +331,23 @@ mod tests {
         sys::poke(peer.as_raw_fd());
     }
 
-    #[test]
-    fn a_sleeping_queue_is_woken_once_per_sleep_and_never_for_nothing() {
-        if !sys::nowait_reads() {
-            return;
-        }
+    /// A link with a connection whose ring 0 shares an eventfd with `peer`, one
+    /// queue's wake-up, and a relay.
+    fn connected() -> (OwnedFd, Link, Arc<RxWake>, Relay) {
         let (peer, ours) = shared_eventfd();
         let link = Link::default();
         link.conns.publish(Some(server_conn(ours)));
         let wake = RxWake::new().unwrap();
         link.rx_wakes.lock().unwrap().push(Arc::downgrade(&wake));
-        let mut relay = Relay::default();
+        (peer, link, wake, Relay::default())
+    }
+
+    #[test]
+    fn a_sleeping_queue_is_woken_once_per_sleep_and_never_for_nothing() {
+        if !sys::nowait_reads() {
+            return;
+        }
+        let (peer, link, wake, mut relay) = connected();
         let woken = |w: &RxWake| matches!(sys::read_nowait(w.fd()), Ok(Some(_)));
         // The first turn sees the connection: nothing armed, nothing woken.
         assert_eq!(turn(&mut relay, &link), 0);
@@ -382,12 +388,7 @@ mod tests {
         if !sys::nowait_reads() {
             return;
         }
-        let (peer, ours) = shared_eventfd();
-        let link = Link::default();
-        link.conns.publish(Some(server_conn(ours)));
-        let wake = RxWake::new().unwrap();
-        link.rx_wakes.lock().unwrap().push(Arc::downgrade(&wake));
-        let mut relay = Relay::default();
+        let (peer, link, wake, mut relay) = connected();
         turn(&mut relay, &link);
         wake.arm(0);
         for _ in 0..MAX_IGNORED {
