@@ -286,7 +286,7 @@ fn the_guide_states_the_abi_of_the_code() {
     for l in g.lines().filter(|l| l.starts_with("net_") && l.contains(" ABI ")) {
         assert!(l.contains(&format!(" ABI {ABI_MAJOR}.{ABI_MINOR} ")), "stale example line: {l}");
     }
-    // No version past the current one, but for the refused-plugin examples (1.9).
+    // No version past the current one, but for the refused-plugin examples (minor + 3).
     for (i, _) in g.match_indices(&format!("ABI {ABI_MAJOR}.")) {
         let n: String = g[i + 6..].chars().take_while(char::is_ascii_digit).collect();
         let n: u16 = n.parse().unwrap_or(0);
