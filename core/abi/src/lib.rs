@@ -564,8 +564,9 @@ pub struct DevOps {
     /// (1.7) `on` = 1, before the host sleeps: ask for the wake-up (unmask the
     /// device's interrupt, tell the peer to signal); the host polls the queue once
     /// more after this before it sleeps, so a packet that came before the arming is
-    /// not missed. `on` = 0, after it woke: back to polling (mask again). Called on
-    /// the queue's thread.
+    /// not missed; a negative errno (`-EBUSY`) when it cannot be armed now (nothing
+    /// would signal), and the host keeps polling. `on` = 0, after it woke: back to
+    /// polling (mask again). Called on the queue's thread.
     pub rx_wake_arm: Option<unsafe extern "C" fn(q: *mut c_void, on: u8) -> i32>,
 }
 

@@ -120,6 +120,9 @@ impl Doorbell {
     /// The lcore is about to make its last poll before sleeping.
     pub fn asleep(&self) {
         self.asleep.store(true, Ordering::SeqCst);
+        // The store before the last poll's loads (of the rings, the request
+        // counter, stop): the other half of `ring`'s fence.
+        fence(Ordering::SeqCst);
     }
 
     /// The lcore is awake again: rings from now on cost no system call; a ring
@@ -162,6 +165,9 @@ pub struct Sleeper {
     registered: Vec<RawFd>,
 }
 
+/// The longest one sleep with a timeout waits, in milliseconds.
+const MAX_SLEEP_MS: u128 = 3_600_000;
+
 /// `epoll` data of the doorbell.
 const BELL: u64 = u64::MAX;
 
@@ -186,9 +192,11 @@ impl Sleeper {
         if fds != self.registered.as_slice() {
             self.register(fds)?;
         }
-        let ts = timeout.map(|t| rustix::event::Timespec {
-            tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
-            tv_nsec: i64::from(t.subsec_millis()) * 1_000_000,
+        // Whole milliseconds, rounded up (a timer is never woken for early), at most
+        // an hour (a longer wait is asked again).
+        let ts = timeout.map(|t| {
+            let ms = t.as_nanos().div_ceil(1_000_000).min(MAX_SLEEP_MS) as u64;
+            rustix::event::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 }
         });
         let mut events = Vec::with_capacity(8);
         match epoll::wait(&self.ep, spare(&mut events), ts.as_ref()) {

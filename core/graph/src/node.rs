@@ -126,19 +126,24 @@ pub trait Node: Send {
     }
 
     /// The lcore found no work for a while and would sleep (rx mode `adaptive` or
-    /// `interrupt`): say what must wake it. A node that receives on its own (a
-    /// port's receiver) arms its queue's wake-up and gives its descriptor
-    /// ([`SleepPlan::wake_on`]), or says the lcore must keep polling
-    /// ([`SleepPlan::keep_polling`]); a node with a timer gives its time
-    /// ([`SleepPlan::until`]). The default, nothing, suits a node that only works on
-    /// what it is given; a source node (polled every walk) must say something, at
-    /// least [`SleepPlan::quiet`], or its lcore keeps polling. Whatever a node
-    /// armed here it disarms in [`Node::woke`],
-    /// which is called on every node after the sleep, or when the lcore did not sleep
-    /// after all.
+    /// `interrupt`): say what must wake it, changing nothing yet. A node that
+    /// receives on its own (a port's receiver) gives its queue's wake-up descriptor
+    /// ([`SleepPlan::wake_on`]; it arms it in [`Node::arm`]), or says the lcore must
+    /// keep polling ([`SleepPlan::keep_polling`]); a node with a timer gives its
+    /// time ([`SleepPlan::until`]). The default, nothing, suits a node that only
+    /// works on what it is given; a source node (polled every walk) must say
+    /// something, at least [`SleepPlan::quiet`], or its lcore keeps polling.
     fn sleep(&mut self, _cx: &mut NodeCx<'_>, _plan: &mut SleepPlan) {}
 
-    /// The lcore is polling again (after [`Node::sleep`]).
+    /// The lcore will sleep: arm the wake-ups given in [`Node::sleep`] (unmask an
+    /// interrupt, tell a peer to signal). False: they cannot be armed now, and the
+    /// lcore keeps polling. The lcore polls once more after this, then sleeps;
+    /// [`Node::woke`] follows in every case.
+    fn arm(&mut self, _cx: &mut NodeCx<'_>) -> bool {
+        true
+    }
+
+    /// The lcore is polling again (after [`Node::arm`]): disarm what it armed.
     fn woke(&mut self, _cx: &mut NodeCx<'_>) {}
 }
 

@@ -229,7 +229,6 @@ impl LcoreGraph {
             (Some(_), _) => None,
             (None, Some(d)) if d.saturating_sub(now) < self.min_sleep_tsc => {
                 // A timer due sooner than a sleep is worth: poll until it.
-                self.woke_all(now);
                 return;
             }
             (None, d) => d.map(|d| std::time::Duration::from_nanos(tsc_ns(d - now, self.hz))),
@@ -237,6 +236,25 @@ impl LcoreGraph {
         if self.plan.poll.is_some() {
             self.stats.kept_polling.add(1);
             // Try again in a while (a queue without a wake-up source stays so).
+            self.retry_at = now + self.adaptive_tsc * 20;
+            return;
+        }
+        // Arm every wake-up (only now that the lcore will sleep: arming may cost a
+        // register write or a peer's attention).
+        let mut armed = true;
+        for rt in self.nodes.iter_mut() {
+            let mut cx = NodeCx { now_tsc: now, lcore: self.lcore, stats: &rt.stats, live: true };
+            match std::panic::catch_unwind(AssertUnwindSafe(|| rt.node.arm(&mut cx))) {
+                Ok(true) => {}
+                Ok(false) => armed = false,
+                Err(payload) => {
+                    rt.guard.panicked((self.lcore, &rt.name), &rt.stats, &*payload, 0, (now, self.hz));
+                    armed = false;
+                }
+            }
+        }
+        if !armed {
+            self.stats.kept_polling.add(1);
             self.retry_at = now + self.adaptive_tsc * 20;
             self.woke_all(now);
             return;
@@ -261,9 +279,10 @@ impl LcoreGraph {
             Ok(Woke::Source(_)) => self.stats.wake_rx.add(1),
             Ok(Woke::Bell) => self.stats.wake_bell.add(1),
             Ok(Woke::Timer | Woke::Interrupted) => self.stats.wake_timer.add(1),
-            Err(e) => {
-                // A descriptor gone under us (a queue released): poll a while.
-                log::warn!("lcore {}: cannot sleep: {e}", self.lcore);
+            Err(_) => {
+                // A descriptor gone under us (a queue released): poll a while
+                // (counted; no log line from the lcore).
+                self.stats.kept_polling.add(1);
                 self.retry_at = t1 + self.adaptive_tsc * 20;
             }
         }

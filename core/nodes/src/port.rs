@@ -60,12 +60,14 @@ impl Node for PortRx {
 
     fn sleep(&mut self, _cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
         match self.q.wake_fd() {
-            Some(fd) if self.q.wake_arm(true) => {
-                self.armed = true;
-                plan.wake_on(fd);
-            }
-            _ => plan.keep_polling("a receive queue without a wake-up source (the driver has none)"),
+            Some(fd) => plan.wake_on(fd),
+            None => plan.keep_polling("a receive queue without a wake-up source (the driver has none)"),
         }
+    }
+
+    fn arm(&mut self, _cx: &mut NodeCx<'_>) -> bool {
+        self.armed = self.q.wake_arm(true);
+        self.armed
     }
 
     fn woke(&mut self, _cx: &mut NodeCx<'_>) {

@@ -166,12 +166,12 @@ impl RxQueue for E1000Rx {
         self.nic.irq.as_ref().map(|i| i.fd())
     }
 
-    fn wake_arm(&mut self, on: bool) {
-        let Some(irq) = &self.nic.irq else { return };
+    fn wake_arm(&mut self, on: bool) -> bool {
+        let Some(irq) = &self.nic.irq else { return false };
         let r = &self.nic.regs;
         if !on {
             r.write(regs::IMC, u32::MAX);
-            return;
+            return true;
         }
         // Causes from before (the packets of an earlier interrupt, already taken)
         // must not fire now: the host polls once more after arming anyway.
@@ -179,15 +179,17 @@ impl RxQueue for E1000Rx {
         r.write(regs::IMS, WAKE_CAUSES);
         if let Err(e) = irq.unmask() {
             // Sleeping on an interrupt that cannot come could leave packets waiting:
-            // wake the host at once instead (it polls, then tries again).
+            // refuse (the host keeps polling and tries again later).
             if !std::mem::replace(&mut self.unmask_failed, true) {
                 ironpath_pmd_sdk::log(
                     0,
                     &format!("net_e1000 {}: unmasking the {} interrupt failed: {e}", self.nic.addr, irq.kind()),
                 );
             }
-            irq.kick();
+            r.write(regs::IMC, u32::MAX);
+            return false;
         }
+        true
     }
 }
 

@@ -282,9 +282,9 @@ impl RxQueue for MemifRx {
     /// Arming clears `MASK_INT` on the queue's ring (the peer signals after it
     /// enqueues) and pokes the control thread to watch the ring; disarming sets it
     /// again. Atomics, and one write to our own eventfd: nothing on the peer's.
-    fn wake_arm(&mut self, on: bool) {
+    fn wake_arm(&mut self, on: bool) -> bool {
         if on == self.armed || !self.can_sleep {
-            return;
+            return self.can_sleep || !on;
         }
         self.armed = on;
         // On the connection it will poll next (switched to here if a new one came).
@@ -298,16 +298,17 @@ impl RxQueue for MemifRx {
                 r.flags().store(proto::RING_FLAG_MASK_INT, Ordering::Relaxed);
             }
             self.wake.disarm();
-            return;
+            return true;
+        }
+        if ring.is_some_and(|r| r.doorbell().is_none()) {
+            // The peer gave no eventfd for this ring: nothing can signal us, the
+            // queue is polled.
+            self.armed = false;
+            return false;
         }
         self.wake.arm(self.st.last);
         if let Some(r) = ring {
             r.flags().store(0, Ordering::SeqCst);
-            if r.doorbell().is_none() {
-                // The peer gave no eventfd for this ring: nothing can signal us,
-                // so wake at once (the queue keeps being polled).
-                self.wake.signal();
-            }
         }
         // The flags stored before the host's last poll loads the peer's index (a
         // store then a load: a full fence), the peer's TX having its own between its
@@ -316,6 +317,7 @@ impl RxQueue for MemifRx {
         fence(Ordering::SeqCst);
         // No connection: the control thread wakes us when one comes.
         self.ctl.poke();
+        true
     }
 }
 

@@ -331,7 +331,8 @@ unsafe extern "C" fn rx_wake_arm<D: Pmd>(q: *mut c_void, on: u8) -> i32 {
         return -abi::errno::ENOTSUP;
     }
     match catch_unwind(AssertUnwindSafe(|| qw.q.wake_arm(on != 0))) {
-        Ok(()) => 0,
+        Ok(true) => 0,
+        Ok(false) => -abi::errno::EBUSY,
         Err(p) => {
             qw.fence.close(&qw.stats, D::NAME, qw.port_id, &qw.label, "wake_arm", &p);
             -abi::errno::EIO

@@ -25,8 +25,13 @@ pub trait RxQueue: Send + 'static {
     /// `true` before the host sleeps: ask for the wake-up (unmask the interrupt, tell
     /// the peer to signal); the host polls once more before it sleeps. `false` after
     /// it woke: back to polling (mask again). A socket, readable whenever it holds
-    /// packets, needs nothing here (the default).
-    fn wake_arm(&mut self, _on: bool) {}
+    /// packets, needs nothing here (the default). Return false when the wake-up
+    /// cannot be armed now (nothing would signal: a peer that gave no interrupt
+    /// descriptor, an interrupt that cannot be unmasked): the host does not sleep
+    /// and tries again later.
+    fn wake_arm(&mut self, _on: bool) -> bool {
+        true
+    }
 }
 
 /// A transmit queue.

@@ -338,6 +338,12 @@ fn idle_sleep(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings, sto
             }
         }
     };
+    if armed.contains(&false) {
+        // A queue that cannot be armed now (nothing would signal): poll a while.
+        disarm(streams);
+        idle.retry_at = now + idle.adaptive_tsc * 20;
+        return;
+    }
     let bell = idle.sleeper.bell().clone();
     bell.asleep();
     // The last round with the wake-ups armed: what came before is found now.

@@ -301,6 +301,9 @@ impl Worker {
                     // Parked, then the ring looked at again: a request pushed before
                     // the flag was seen is found now; one after it unparks us.
                     self.parked.store(true, Ordering::SeqCst);
+                    // The flag before the ring's load (the submitter fences between
+                    // its push and its load of the flag).
+                    std::sync::atomic::fence(Ordering::SeqCst);
                     let found = self.step(false);
                     if !found && !self.shared.stop.load(Ordering::Acquire) {
                         std::thread::park_timeout(PARKED_MAX);
