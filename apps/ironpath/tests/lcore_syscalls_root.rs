@@ -31,7 +31,11 @@
 //!   (stop, a table change, a ring from another lcore), and the queues' wake-up
 //!   sources, which a peer can only make it wake sooner (a peer's descriptor named
 //!   there is refused as any other);
-//! * `futex` waking only (`FUTEX_WAKE*`): a `FUTEX_WAIT` is a lock taken or a park.
+//! * `futex` waking only (`FUTEX_WAKE*`): a `FUTEX_WAIT` is a lock taken or a park;
+//!   but for the thread starting and ending, before and after its work (which runs
+//!   between its second `prctl(PR_SET_NAME)` and the one naming it `lcore-N.end`),
+//!   where glibc may wait for the lock of its malloc arenas while another thread
+//!   starts or ends too.
 //!
 //! Everything else is refused: sleeps, `accept`, `connect`, `open`/`openat`,
 //! `fsync`, `ioctl`, `close`, a `FUTEX_WAIT`, a poll that may wait, a signal handled
@@ -448,14 +452,32 @@ fn verdict(what: &str, dir: &Path, seen: &Seen) -> Verdict {
             v.refused.push(format!("{label}: a trace line not read as a call:\n    {l}"));
         }
         let kinds = v.lcores.entry(label.clone()).or_default();
-        for c in calls {
-            match judge(c, seen, &peer) {
+        // The lcore's work runs between its second `prctl(PR_SET_NAME)` (the same name
+        // again) and the one that adds `.end` (eal::lcore::launch_on); before and
+        // after, the thread starts and ends, where glibc may wait for an arena lock.
+        let names: Vec<usize> = (0..calls.len()).filter(|&i| is_set_name(&calls[i])).collect();
+        let begin = names.get(1).copied().unwrap_or(0);
+        let end = names.iter().copied().find(|&i| calls[i].args.get(1).is_some_and(|n| n.contains(".end")));
+        for (i, c) in calls.iter().enumerate() {
+            let outside = i < begin || end.is_some_and(|e| i > e);
+            let verdict = match judge(c, seen, &peer) {
+                Err(_) if outside && c.name == "futex" => {
+                    Ok(format!("futex({}) as the thread starts or ends", c.args.get(1).map_or("", String::as_str)))
+                }
+                v => v,
+            };
+            match verdict {
                 Ok(kind) => *kinds.entry(kind).or_default() += 1,
                 Err(why) => v.refused.push(format!("{label}: {why}:\n    {}", c.line)),
             }
         }
     }
     v
+}
+
+/// `prctl(PR_SET_NAME, ...)`.
+fn is_set_name(c: &Call) -> bool {
+    c.name == "prctl" && c.args.first().map(String::as_str) == Some("PR_SET_NAME")
 }
 
 /// Descriptors passed in SCM_RIGHTS (received or sent), each until its `close`.

@@ -240,7 +240,16 @@ where
         if let Some(cpu) = cpu {
             pin_to_cpu(lcore, cpu)?;
         }
-        Ok(f())
+        // The thread's first allocation makes its malloc arena, which may wait for
+        // a lock other threads starting or ending hold: done here, before its work.
+        drop(std::hint::black_box(Box::new([0u8; 64])));
+        // Its work runs between two names (the second the same as the first): what
+        // comes before and after is the thread starting and ending (a tracer, such
+        // as the lcore syscall test, tells them apart by these).
+        let _ = rustix::thread::set_name(&std::ffi::CString::new(format!("lcore-{lcore}")).unwrap_or_default());
+        let out = f();
+        let _ = rustix::thread::set_name(&std::ffi::CString::new(format!("lcore-{lcore}.end")).unwrap_or_default());
+        Ok(out)
     })?;
     Ok(LcoreHandle { lcore, handle })
 }
