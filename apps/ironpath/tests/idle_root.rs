@@ -42,6 +42,16 @@ fn burst_answered(v: &Veth, n: u32) -> u32 {
     t.split(", ").find_map(|p| p.strip_suffix(" received")).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
+/// `configs/arp-icmp.yaml`'s variables for `v`'s port, its capture in `cap`.
+fn arp_icmp_env(v: &Veth, cap: &TempDir) -> [(&'static str, String); 4] {
+    [
+        ("IRONPATH_IFACE", v.port.clone()),
+        ("IRONPATH_IPV4", v.ours4()),
+        ("IRONPATH_IPV6", v.ours6()),
+        ("IRONPATH_CAPTURE", cap.0.join("replies.pcap").display().to_string()),
+    ]
+}
+
 fn runtime_line(run: &Run) -> String {
     run.ctl("show runtime", true).lines().filter(|l| l.contains("rx mode")).collect::<Vec<_>>().join("\n")
 }
@@ -53,12 +63,7 @@ fn arp_icmp_at_rest_sleeps_and_answers_a_burst_after_it() {
     }
     let v = Veth::new("idl", 61);
     let cap = TempDir::new("idle-cap");
-    let env = [
-        ("IRONPATH_IFACE", v.port.clone()),
-        ("IRONPATH_IPV4", v.ours4()),
-        ("IRONPATH_IPV6", v.ours6()),
-        ("IRONPATH_CAPTURE", cap.0.join("replies.pcap").display().to_string()),
-    ];
+    let env = arp_icmp_env(&v, &cap);
     let mut run = Run::start(&config("arp-icmp.yaml"), &env, "idle-arp");
     assert_eq!(pings_answered(&v), 5, "{}", run.output());
     std::thread::sleep(Duration::from_secs(1));
@@ -117,12 +122,7 @@ fn poll_mode_keeps_a_cpu_busy_at_rest() {
     let text_cfg =
         std::fs::read_to_string(config("arp-icmp.yaml")).unwrap().replace("  - id: 0", "  - {id: 0, rx_mode: poll}");
     std::fs::write(&cfg, text_cfg).unwrap();
-    let env = [
-        ("IRONPATH_IFACE", v.port.clone()),
-        ("IRONPATH_IPV4", v.ours4()),
-        ("IRONPATH_IPV6", v.ours6()),
-        ("IRONPATH_CAPTURE", cap.0.join("replies.pcap").display().to_string()),
-    ];
+    let env = arp_icmp_env(&v, &cap);
     let mut run = Run::start(&cfg, &env, "idle-poll");
     assert_eq!(pings_answered(&v), 5, "{}", run.output());
     let share = cpu_share(run.pid(), 3);
