@@ -51,7 +51,7 @@ impl Handoff {
 
 /// A flow's fields in a frame: (lower endpoint, higher endpoint, protocol), an
 /// endpoint being (address, port); `None` if the frame is not IP.
-fn flow_hash(frame: &[u8], symmetric: bool, key: &KeyedState) -> Option<u64> {
+pub(crate) fn flow_hash(frame: &[u8], symmetric: bool, key: &KeyedState) -> Option<u64> {
     let (ethertype, off) = l3_offset(frame).ok()?;
     let ip = frame.get(off..)?;
     let (src, dst, proto, l4): (&[u8], &[u8], u8, Option<&[u8]>) = match ethertype {
@@ -91,7 +91,7 @@ fn flow_hash(frame: &[u8], symmetric: bool, key: &KeyedState) -> Option<u64> {
 }
 
 /// The hash of a frame's MAC addresses (both orders alike when `symmetric`).
-fn mac_hash(frame: &[u8], symmetric: bool, key: &KeyedState) -> u64 {
+pub(crate) fn mac_hash(frame: &[u8], symmetric: bool, key: &KeyedState) -> u64 {
     let (mut a, mut b) = (frame.get(..6).unwrap_or(&[]), frame.get(6..12).unwrap_or(&[]));
     if symmetric && b < a {
         std::mem::swap(&mut a, &mut b);

@@ -114,6 +114,18 @@ pub const CONFIGS: &[(&str, &str, &[&str])] = &[
         &[],
     ),
     ("source", "{burst: 8, count: 64, flows: 4}", &[]),
+    (
+        "policer",
+        "{algorithm: trtcm, cir: 1000000, cbs: 3000, pir: 2000000, pbs: 6000, color_aware: true, \
+         yellow_in: \"10,12\", red_in: \"14-16\", per: flow, flows: 64, yellow: remark, yellow_dscp: 12}",
+        &[],
+    ),
+    (
+        "policer",
+        "{rate_unit: pps, cir: 1000, cbs: 8, ebs: 8, per: dscp, green: remark, green_dscp: 46, \
+         yellow: remark, yellow_dscp: 0, red: pass}",
+        &[],
+    ),
 ];
 
 /// In-process ports `p0`..`p2` (ids 0..2), one pool for what nodes make (and one of
