@@ -722,3 +722,67 @@ impl OutputAsync for std::process::Command {
         Background(std::thread::spawn(move || text(&child.wait_with_output().unwrap())))
     }
 }
+
+/// `configs/policer.yaml` (srTCM, red dropped) between two namespaces: iperf3 sends UDP
+/// at twice the committed rate for 4 s and what arrives is the committed rate within
+/// 2%, counted in frames' bytes as the policer counts them (payload, UDP, IP and
+/// Ethernet headers), the committed burst taken out; the colours add up to the
+/// datagrams sent, and the other direction is not policed (ping answered).
+#[test]
+fn the_policer_holds_udp_at_twice_the_cir_to_the_cir_root() {
+    if !ready(&["iperf3", "ping", "python3", "nstat"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Pair::new("pol", 59);
+    const CIR: f64 = 50e6;
+    const CBS: f64 = 262_144.0;
+    const PAYLOAD: u64 = 1400;
+    const SECS: f64 = 4.0;
+    let env = [
+        ("IRONPATH_PORT_A", p.pa.clone()),
+        ("IRONPATH_PORT_B", p.pb.clone()),
+        ("IRONPATH_CIR", format!("{}", CIR as u64)),
+    ];
+    let mut run = Run::start(&config("policer.yaml"), &env, "policer");
+    let o = p.in_ns(&p.a, 10, "ping -c 3 -i 0.2 -W 2 198.18.59.2");
+    assert!(text(&o).contains(" 3 received"), "ping: {}", text(&o));
+    let before = run.latest();
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &p.b, "timeout", "20", "iperf3", "-s", "-1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let cmd = format!("iperf3 -c 198.18.59.2 -u -b {} -l {PAYLOAD} -t {SECS} --json", 2.0 * CIR);
+    let o = p.in_ns(&p.a, 20, &cmd);
+    let _ = server.wait();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("iperf3: {out}"));
+    let sum = &j["end"]["sum"];
+    let (sent, lost) = (sum["packets"].as_u64().unwrap_or(0), sum["lost_packets"].as_u64().unwrap_or(0));
+    let secs = sum["seconds"].as_f64().unwrap_or(0.0);
+    // A datagram's frame: payload, UDP (8), IPv4 (20) and Ethernet (14) headers.
+    let frame_bits = ((PAYLOAD + 42) * 8) as f64;
+    let received = (sent - lost) as f64 * frame_bits;
+    let rate = (received - CBS * 8.0) / secs;
+    eprintln!(
+        "policer: {sent} datagrams sent in {secs:.3} s, {lost} lost; {:.2} Mbit/s of frames arrived (CIR {:.0} Mbit/s)",
+        rate / 1e6,
+        CIR / 1e6
+    );
+    assert!(sent as f64 * frame_bits / secs > 1.9 * CIR, "iperf3 offered {sent} datagrams in {secs} s");
+    assert!((rate / CIR - 1.0).abs() < 0.02, "{:.2} Mbit/s arrived, CIR {:.0} Mbit/s", rate / 1e6, CIR / 1e6);
+    let last = run.latest();
+    let count = |line: &serde_json::Value, name: &str| line["nodes"]["police"]["counters"][name].as_u64().unwrap_or(0);
+    let green = count(&last, "green") - count(&before, "green");
+    let red = count(&last, "red") - count(&before, "red");
+    assert!(green + red >= sent && green + red < sent + 20, "green {green} + red {red} vs {sent} sent");
+    assert!(red + 20 >= lost && red <= lost + 20, "red {red} vs {lost} lost");
+    assert_eq!(count(&last, "yellow"), 0, "srTCM without an excess burst marks nothing yellow");
+    let o = p.in_ns(&p.b, 10, "ping -c 3 -i 0.2 -W 2 198.18.59.1");
+    assert!(text(&o).contains(" 3 received"), "ping from b: {}", text(&o));
+    let out = run.stop();
+    assert!(out.contains("police"), "{out}");
+}
