@@ -51,7 +51,7 @@ impl Handoff {
 
 /// A flow's fields in a frame: (lower endpoint, higher endpoint, protocol), an
 /// endpoint being (address, port); `None` if the frame is not IP.
-pub(crate) fn flow_hash(frame: &[u8], symmetric: bool, key: &KeyedState) -> Option<u64> {
+fn flow_hash(frame: &[u8], symmetric: bool, key: &KeyedState) -> Option<u64> {
     let (ethertype, off) = l3_offset(frame).ok()?;
     let ip = frame.get(off..)?;
     let (src, dst, proto, l4): (&[u8], &[u8], u8, Option<&[u8]>) = match ethertype {

@@ -33,15 +33,20 @@
 //! with random bits so that no peer can aim its flows at another's meter; a
 //! non-IP frame hashes by its MAC addresses) or each DSCP value (`dscp`: 64 meters;
 //! non-IP frames share meter 0). The meters are allocated when the node is built:
-//! nothing a peer sends makes the node hold more.
+//! nothing a peer sends makes the node hold more. Per flow, a sender spraying many
+//! flows spends many meters, and flows sharing a meter with it share its fate; what
+//! all flows together get through is up to `flows` times the rates: a policer per node
+//! in front (or behind) bounds the total. A node on several lcores (one per queue)
+//! meters each lcore's packets on its own, as DPDK's per-queue meters do.
 //!
 //! Remarking changes the packet in place when it is writable (the IPv4 header
 //! checksum updated incrementally; the ECN bits kept); a shared packet is replaced by
 //! a copy of its own from `mempool` (`copied`, or dropped as `no_mbuf`). A frame that
 //! is not IPv4 or IPv6 (after up to two VLAN tags), or whose IP header is cut short,
-//! cannot be remarked: it goes on unchanged, counted `not_ip`.
+//! cannot be remarked: it goes on unchanged, counted `not_ip`; colour-aware, it
+//! arrives green (its DSCP cannot be read), and per DSCP it takes meter 0.
 
-use crate::handoff::{flow_hash, mac_hash};
+use crate::handoff::mac_hash;
 use crate::hash::{random_secret, KeyedState};
 use crate::kind::{NodeKind, Values, MEMPOOL};
 use crate::NodeError;
@@ -50,6 +55,7 @@ use ironpath_eal::abi::{self, Mbuf as RawMbuf};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 use ironpath_wire::checksum;
+use std::hash::{BuildHasher, Hasher};
 use ironpath_wire::ethernet::{l3_offset, EtherType};
 
 ironpath_config::choice! {
@@ -329,6 +335,31 @@ fn dscp_of(frame: &[u8], v4: bool, off: usize) -> u8 {
     }
 }
 
+/// The keyed hash of the flow of the IP header at `frame[off..]` ([`ip_header`]
+/// checked it): its addresses, protocol and, for TCP, UDP and SCTP, its ports (none
+/// for a fragment of an IPv4 datagram, so that all its fragments share a meter), as
+/// whole words (two multiplies for IPv4, five for IPv6).
+#[inline]
+fn flow_of(frame: &[u8], v4: bool, off: usize, key: &KeyedState) -> u64 {
+    let ip = &frame[off..];
+    let (proto, l4, addrs) = if v4 {
+        let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+        (ip[9], if fragment { None } else { Some(usize::from(ip[0] & 0x0f) * 4) }, &ip[12..20])
+    } else {
+        (ip[6], Some(40), &ip[8..40])
+    };
+    let ports = match (proto, l4.and_then(|at| ip.get(at..at + 4))) {
+        (6 | 17 | 132, Some(p)) => u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
+        _ => 0,
+    };
+    let mut h = key.build_hasher();
+    for w in addrs.chunks_exact(8) {
+        h.write_u64(u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+    }
+    h.write_u64(u64::from(ports) << 8 | u64::from(proto));
+    h.finish()
+}
+
 /// Set the DSCP of the IP header at `frame[off..]` to `dscp`, keeping the ECN bits
 /// (and for IPv4 the header checksum right).
 fn set_dscp(frame: &mut [u8], v4: bool, off: usize, dscp: u8) {
@@ -520,7 +551,7 @@ impl Policer {
             }
             t
         });
-        let needs_ip = aware.is_some() || cfg.per == Per::Dscp || cfg.actions.contains(&ColorAction::Remark);
+        let needs_ip = aware.is_some() || cfg.per != Per::Node || cfg.actions.contains(&ColorAction::Remark);
         Ok(Policer {
             profile,
             meters: vec![Meter::full(&profile, 0); n].into_boxed_slice(),
@@ -528,7 +559,8 @@ impl Policer {
             key: KeyedState::new(key),
             aware,
             actions: cfg.actions,
-            dscp: cfg.dscp,
+            // A DSCP is six bits, whoever built the settings.
+            dscp: cfg.dscp.map(|d| d & 0x3f),
             needs_ip,
             pool,
             copy: [false; MAX_BURST],
@@ -585,12 +617,59 @@ const COLOR_COUNTERS: [(PolicerCounter, PolicerCounter); 3] = [
     (PolicerCounter::Red, PolicerCounter::RedBytes),
 ];
 
-impl Node for Policer {
-    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
-        let now = cx.now_tsc;
-        let mut n: Counts = [0; PolicerCounter::COUNT];
+/// What a burst's packets were marked: per colour, packets and bytes.
+#[derive(Default)]
+struct Marked {
+    packets: [u64; 3],
+    bytes: [u64; 3],
+}
+
+impl Marked {
+    #[inline(always)]
+    fn add(&mut self, color: Color, bytes: u64) {
+        self.packets[color as usize] += 1;
+        self.bytes[color as usize] += bytes;
+    }
+}
+
+impl Policer {
+    /// One meter, no header read (colour-blind, no remark): the meter stays in
+    /// registers for the burst (through memory, each packet's tokens would wait for
+    /// the last one's store). Whether every packet goes on.
+    fn plain(&mut self, now: u64, pkts: &Burst, next: &mut [u16; MAX_BURST], m: &mut Marked, n: &mut Counts) -> bool {
+        let (p, mut meter) = (self.profile, self.meters[0]);
+        let mut above = 0;
         let mut all_out = true;
-        let mut copies = false;
+        for (i, nx) in next.iter_mut().enumerate().take(pkts.len()) {
+            let (segs, bytes) = wire_cost(pkts.header(i));
+            let cost = p.cost(segs, bytes);
+            above += u64::from(cost > p.cbs);
+            let color = meter.mark(&p, now, cost, Color::Green);
+            m.add(color, bytes);
+            let drop = self.actions[color as usize] == ColorAction::Drop;
+            *nx = if drop { DROP } else { OUT };
+            all_out &= !drop;
+        }
+        self.meters[0] = meter;
+        n[usize::from(PolicerCounter::AboveCbs)] += above;
+        n[usize::from(PolicerCounter::Dropped)] +=
+            (0..3).filter(|&c| self.actions[c] == ColorAction::Drop).map(|c| m.packets[c]).sum::<u64>();
+        all_out
+    }
+
+    /// Any settings: the IP header read for a pre-colour, a DSCP meter or a remark;
+    /// the meter of the packet's flow or DSCP. Whether every packet goes on (packets
+    /// to remark in a copy are marked in `self.copy`, their colour in `next`'s high
+    /// byte, for [`Policer::remark_copies`]), and whether there are such packets.
+    fn general(
+        &mut self,
+        now: u64,
+        pkts: &mut Burst,
+        next: &mut [u16; MAX_BURST],
+        m: &mut Marked,
+        n: &mut Counts,
+    ) -> (bool, bool) {
+        let (mut all_out, mut copies) = (true, false);
         let nmeters = self.meters.len() as u64;
         for (i, nx) in next.iter_mut().enumerate().take(pkts.len()) {
             let (segs, bytes) = wire_cost(pkts.header(i));
@@ -606,7 +685,10 @@ impl Node for Policer {
                 Per::Dscp => usize::from(dscp.unwrap_or(0)),
                 Per::Flow => {
                     let d = pkts.data(i);
-                    let h = flow_hash(d, false, &self.key).unwrap_or_else(|| mac_hash(d, false, &self.key));
+                    let h = match ip {
+                        Some((v4, off)) => flow_of(d, v4, off, &self.key),
+                        None => mac_hash(d, false, &self.key),
+                    };
                     ((u128::from(h) * u128::from(nmeters)) >> 64) as usize
                 }
             };
@@ -617,9 +699,7 @@ impl Node for Policer {
             // `at` is below the meters' count by construction.
             let Some(meter) = self.meters.get_mut(at) else { continue };
             let color = meter.mark(&self.profile, now, cost, pre);
-            let (cp, cb) = COLOR_COUNTERS[color as usize];
-            n[usize::from(cp)] += 1;
-            n[usize::from(cb)] += bytes;
+            m.add(color, bytes);
             match self.actions[color as usize] {
                 ColorAction::Pass => {}
                 ColorAction::Drop => {
@@ -637,8 +717,8 @@ impl Node for Policer {
                         }
                         (Some(_), None) if dscp == Some(want) => n[usize::from(PolicerCounter::Remarked)] += 1,
                         (Some(_), None) => {
-                            // Shared: remarked in a copy below; the colour rides in the
-                            // edge's high byte until then.
+                            // Shared: remarked in a copy; the colour rides in the edge's
+                            // high byte until then.
                             self.copy[i] = true;
                             *nx = (color as u16) << 8;
                             copies = true;
@@ -646,6 +726,24 @@ impl Node for Policer {
                     }
                 }
             }
+        }
+        (all_out, copies)
+    }
+}
+
+impl Node for Policer {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
+        let now = cx.now_tsc;
+        let mut n: Counts = [0; PolicerCounter::COUNT];
+        let mut m = Marked::default();
+        let (mut all_out, copies) = if self.per == Per::Node && !self.needs_ip {
+            (self.plain(now, pkts, next, &mut m, &mut n), false)
+        } else {
+            self.general(now, pkts, next, &mut m, &mut n)
+        };
+        for (c, (k, b)) in COLOR_COUNTERS.iter().zip(m.packets.into_iter().zip(m.bytes)) {
+            n[usize::from(c.0)] += k;
+            n[usize::from(c.1)] += b;
         }
         if copies {
             self.remark_copies(pkts, next, &mut n);

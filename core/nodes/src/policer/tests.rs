@@ -455,3 +455,219 @@ fn built_from_yaml_with_the_spec_defaults() {
         )
     );
 }
+
+/// Random IPv4 headers (any IHL, options, TOS) behind zero, one or two VLAN tags, and
+/// random IPv6 headers: a remark sets the DSCP and nothing else but the IPv4 header
+/// checksum, which still verifies over the whole header; the ECN bits are kept.
+#[test]
+fn a_remark_changes_the_dscp_bits_and_the_checksum_only() {
+    let mut rng = XorShift(0x5eed_d5c9);
+    for case in 0..3000 {
+        let v4 = case % 2 == 0;
+        let mut f = rng.bytes(12);
+        let tags = rng.below(3) as usize;
+        for _ in 0..tags {
+            let tpid = *rng.pick(&[0x8100u16, 0x88a8]);
+            f.extend_from_slice(&tpid.to_be_bytes());
+            f.extend_from_slice(&rng.bytes(2));
+        }
+        f.extend_from_slice(&(if v4 { 0x0800u16 } else { 0x86dd }).to_be_bytes());
+        let off = f.len();
+        let ihl = if v4 { 5 + rng.below(11) as usize } else { 10 };
+        let len = ihl * 4 + rng.below(30) as usize;
+        let mut ip = rng.bytes(len);
+        if v4 {
+            ip[0] = 0x40 | ihl as u8;
+            ip[10..12].copy_from_slice(&[0, 0]);
+            let sum = !checksum::data(&ip[..ihl * 4]);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        } else {
+            ip[0] = 0x60 | ip[0] & 0x0f;
+        }
+        f.extend_from_slice(&ip);
+        assert_eq!(ip_header(&f), Some((v4, off)), "case {case}");
+        let want = rng.below(64) as u8;
+        let before = f.clone();
+        set_dscp(&mut f, v4, off, want);
+        assert_eq!(dscp_of(&f, v4, off), want, "case {case}");
+        // What may differ: the DSCP bits and (IPv4) the checksum.
+        let mask: &[(usize, u8)] = if v4 { &[(1, 0xfc), (10, 0xff), (11, 0xff)] } else { &[(0, 0x0f), (1, 0xc0)] };
+        for (k, (a, b)) in before.iter().zip(&f).enumerate() {
+            let m = mask.iter().find(|(at, _)| off + at == k).map_or(0, |(_, m)| *m);
+            assert_eq!(a & !m, b & !m, "case {case}: byte {k} changed beyond the DSCP");
+        }
+        if v4 {
+            assert_eq!(checksum::data(&f[off..off + ihl * 4]), 0xffff, "case {case}: checksum");
+        }
+    }
+}
+
+/// Offload metadata no sender would set (segment size 1, header lengths at their
+/// largest, header lengths above the packet's, 0 or 65535 aggregated segments, a
+/// packet length of 4 GiB): the cost saturates, nothing overflows or panics, and the
+/// node meters and counts such packets as any.
+#[test]
+fn hostile_offload_metadata_neither_overflows_nor_panics() {
+    let tso = abi::TX_TCP_SEG;
+    let agg = abi::RX_AGGREGATED;
+    let p = pool(8);
+    let mut b = burst(&p, &[udp4(1, 20, 0)]);
+    let mut cost = |flags: u64, len: u32, lens: (u8, u16, u8), segsz: u16, aggr: u16| {
+        let h = b.header_mut(0);
+        (h.ol_flags, h.pkt_len, h.tso_segsz, h.aggr_segs) = (flags, len, segsz, aggr);
+        (h.l2_len, h.l3_len, h.l4_len) = lens;
+        wire_cost(b.header(0))
+    };
+    assert_eq!(cost(tso, 65535, (14, 20, 20), 1, 0), (65535 - 54, 65535 + (65535 - 55) * 54));
+    assert_eq!(cost(tso, 100, (255, u16::MAX, 255), 1, 0), (1, 100), "headers longer than the packet");
+    assert_eq!(cost(tso, 1000, (14, 20, 20), 0, 0), (1, 1000), "no segment size: one segment");
+    assert_eq!(cost(agg, 1000, (14, 20, 20), 0, 0), (1, 1000), "0 aggregated segments count as one");
+    assert_eq!(cost(agg, 1000, (14, 20, 20), 0, u16::MAX), (65535, 1000 + 65534 * 54));
+    assert_eq!(cost(tso | agg, 1000, (14, 20, 20), 0, 3), (3, 1000 + 2 * 54), "no segment size: the aggregate's");
+    assert_eq!(cost(0, 0, (0, 0, 0), 0, 0), (1, 0));
+    let (segs, bytes) = cost(tso, u32::MAX, (255, u16::MAX, 255), 1, 0);
+    assert_eq!(segs, u64::from(u32::MAX) - 66045);
+    assert_eq!(bytes, u64::from(u32::MAX) + (segs - 1) * 66045);
+    for unit in [RateUnit::Bps, RateUnit::Pps] {
+        let prof = Profile::new(Algorithm::Trtcm, unit, MAX_RATE, MAX_BURST_SIZE, MAX_RATE, MAX_BURST_SIZE, MAX_HZ)
+            .expect("profile");
+        assert_eq!(prof.cost(u64::MAX, u64::MAX), u64::MAX, "saturates");
+        let mut m = Meter::full(&prof, 0);
+        assert_eq!(m.mark(&prof, 1, u64::MAX, Color::Green), Color::Red);
+        assert_eq!(m.tokens(), (prof.cbs, prof.ebs), "a red packet takes nothing");
+    }
+    // Through the node, in both units: the 4 GiB packet is red, the one of 0 bytes
+    // (no token in bytes) green; bytes are counted as costed.
+    for (params, green) in [("{cir: 8000, cbs: 1000}", 1), ("{rate_unit: pps, cir: 1, cbs: 1}", 1)] {
+        let mut d = build(&p, params);
+        let st = stats(&*d.node);
+        let mut b = burst(&p, &[udp4(1, 20, 0), udp4(2, 20, 0)]);
+        let h = b.header_mut(0);
+        (h.ol_flags, h.pkt_len, h.tso_segsz, h.l2_len, h.l3_len, h.l4_len) = (tso, u32::MAX, 1, 255, u16::MAX, 255);
+        let h = b.header_mut(1);
+        (h.ol_flags, h.pkt_len, h.aggr_segs) = (agg, 0, 0);
+        let c = call(&mut *d.node, &st, &mut b, 1);
+        let lens: Vec<u32> = (0..b.len()).map(|i| b.header(i).pkt_len).collect();
+        assert_eq!(lens, [u32::MAX, 0], "{params}: the metadata is left as it came");
+        // Give the packets back their true lengths before they are freed.
+        for i in 0..b.len() {
+            b.header_mut(i).pkt_len = u32::from(b.header(i).data_len);
+        }
+        let out = outputs(&c, &mut b);
+        assert_eq!([out[0].0, out[1].0], [DROP, OUT], "{params}");
+        assert_eq!([counter(&st, "red"), counter(&st, "green"), counter(&st, "above_cbs")], [1, green, 1], "{params}");
+        assert_eq!(counter(&st, "red_bytes"), bytes, "{params}");
+    }
+    b.free_all();
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// Frames too short for their headers, with three VLAN tags, with an IP version that
+/// is not their EtherType's, or whose IP header is in the second segment: metered
+/// (colour-aware, per DSCP) and sent on unchanged, counted `not_ip`, never a panic.
+#[test]
+fn frames_cut_short_or_odd_are_metered_but_left_unchanged() {
+    let p = pool(64);
+    let mut d = build(
+        &p,
+        "{cir: 1000000000, cbs: 1000000, ebs: 1000000, color_aware: true, yellow_in: \"1-62\", red_in: \"63\", \
+         per: dscp, green: remark, green_dscp: 63, yellow: remark, yellow_dscp: 63, red: remark, red_dscp: 1}",
+    );
+    let st = stats(&*d.node);
+    let v4 = udp4(1, 20, 63);
+    let v6 = udp6(20, 63);
+    let mut tagged3 = v4[..12].to_vec();
+    for _ in 0..3 {
+        tagged3.extend_from_slice(&[0x81, 0x00, 0, 5]);
+    }
+    tagged3.extend_from_slice(&v4[12..]);
+    let mut v4_as_v6 = v4.clone();
+    v4_as_v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+    let mut v6_as_v4 = v6.clone();
+    v6_as_v4[12..14].copy_from_slice(&[0x08, 0x00]);
+    let frames = vec![
+        vec![],
+        v4[..13].to_vec(),
+        v4[..14].to_vec(),
+        v4[..33].to_vec(),
+        v6[..53].to_vec(),
+        [&v4[..12], &[0x81, 0x00, 0]].concat(),
+        [&v4[..12], &[0x88, 0xa8, 0, 5, 0x81, 0x00, 0, 6, 0x08, 0x00], &v4[14..33]].concat(),
+        tagged3,
+        v4_as_v6,
+        v6_as_v4,
+    ];
+    let out = run(&mut *d.node, &st, &p, &frames, 1);
+    assert_eq!(out, frames.iter().map(|f| (OUT, f.clone())).collect::<Vec<_>>());
+    // The IP header in the second segment.
+    let mut m = Mbuf::from_slice(&p, &v4[..14]).expect("mbuf");
+    m.chain(Mbuf::from_slice(&p, &v4[14..]).expect("mbuf")).expect("chain");
+    let mut b = Burst::new();
+    assert!(b.push(m).is_ok());
+    let c = call(&mut *d.node, &st, &mut b, 2);
+    assert_eq!(b.segments(0).flatten().copied().collect::<Vec<u8>>(), v4);
+    assert_eq!(outputs(&c, &mut b)[0].0, OUT);
+    let n = frames.len() as u64 + 1;
+    assert_eq!([counter(&st, "not_ip"), counter(&st, "green"), counter(&st, "remarked")], [n, n, 0]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// A burst of green (remarked), yellow (remarked) and red (dropped) packets, half of
+/// them shared, with buffers for only two copies: each packet keeps its place, every
+/// edge is `out` or the drop (no colour left in an edge), the copies are remarked,
+/// the other holders' bytes untouched, and every buffer comes back. With nothing
+/// dropped the node sends the burst on whole.
+#[test]
+fn shared_remarked_and_dropped_packets_keep_their_order_and_buffers() {
+    const N: usize = 24;
+    // The burst's packets, the two copies, nothing more.
+    let p = pool(N as u32 + 2);
+    let mut d = build(
+        &p,
+        "{rate_unit: pps, cir: 1, cbs: 8, ebs: 8, green: remark, green_dscp: 46, yellow: remark, yellow_dscp: 10}",
+    );
+    let st = stats(&*d.node);
+    let frames: Vec<Vec<u8>> = (0..N as u16).map(|k| udp4(1000 + k, 20, 0)).collect();
+    let mut b = burst(&p, &frames);
+    let kept: Vec<Mbuf> = (0..N).filter(|i| i % 2 == 1).map(|i| b.share(i)).collect();
+    let c = call(&mut *d.node, &st, &mut b, 1);
+    assert!(matches!(c.dispatch, Dispatch::Each));
+    let out = outputs(&c, &mut b);
+    assert_eq!(out.len(), N);
+    let mut copies = 0;
+    for (i, (e, bytes)) in out.iter().enumerate() {
+        assert_eq!(bytes[34..36], (1000 + i as u16).to_be_bytes(), "packet {i} in its place");
+        assert!(*e == OUT || *e == DROP, "packet {i}: edge {e:#x}");
+        let want = match i {
+            0..8 => Some(46),
+            8..16 => Some(10),
+            _ => None,
+        };
+        match want {
+            None => assert_eq!(*e, DROP, "packet {i}: red"),
+            Some(_) if i % 2 == 1 && copies == 2 => assert_eq!((*e, &bytes[..]), (DROP, &frames[i][..]), "no buffer"),
+            Some(w) => {
+                copies += i % 2;
+                assert_eq!((*e, bytes[15] >> 2, bytes[15] & 3), (OUT, w, 1), "packet {i}");
+                assert_eq!(checksum::data(&bytes[14..34]), 0xffff, "packet {i}");
+            }
+        }
+    }
+    for (k, m) in kept.iter().enumerate() {
+        assert_eq!(m.data(), &frames[2 * k + 1][..], "the other holder's packet {k}");
+    }
+    assert_eq!([counter(&st, "copied"), counter(&st, "no_mbuf"), counter(&st, "remarked")], [2, 6, 10]);
+    assert_eq!([counter(&st, "green"), counter(&st, "yellow"), counter(&st, "red")], [8, 8, 8]);
+    drop(kept);
+    assert_eq!(p.stats().in_use, 0);
+    // Nothing dropped, shared or not: the whole burst goes out.
+    let mut d = build(&p, "{cir: 1000000000, cbs: 1000000, green: remark, green_dscp: 46}");
+    let st = stats(&*d.node);
+    let mut b = burst(&p, &frames[..4]);
+    let kept = b.share(2);
+    let c = call(&mut *d.node, &st, &mut b, 1);
+    assert!(matches!(c.dispatch, Dispatch::All(OUT)));
+    assert!(outputs(&c, &mut b).iter().all(|(e, b)| *e == OUT && b[15] >> 2 == 46));
+    drop(kept);
+    assert_eq!((counter(&st, "copied"), p.stats().in_use), (1, 0));
+}
