@@ -11,7 +11,8 @@
 //! solicitation), `macswap`/`counter`/`drop` ([`simple`]), [`capture`]
 //! (`pcap_capture`), [`mirror`], [`handoff`], [`acl`], [`l2_bridge`],
 //! [`vlan`] (802.1Q/802.1ad tag push, pop and rewrite), [`policer`] (RFC 2697/2698
-//! meters with pass, drop or DSCP remark per colour), [`router`] (`ip_router`:
+//! meters with pass, drop or DSCP remark per colour), [`vxlan`] (a VXLAN tunnel
+//! endpoint), [`router`] (`ip_router`:
 //! IPv4/IPv6 longest-prefix match, neighbour resolution, ICMP errors), [`source`] (a traffic
 //! generator), [`txbatch`] (`tx_batch`),
 //! [`aggregate`] (`rx_aggregate`, `gso`), [`impair`], [`tcp`]. [`make`] builds one
@@ -63,6 +64,7 @@ kinds! {
     acl: KIND;
     vlan: KIND;
     policer: KIND;
+    vxlan: KIND;
     router: KIND;
     aggregate: node::RX_AGGREGATE, node::GSO;
     impair: KIND;

@@ -114,7 +114,10 @@ impl TxFixup {
                         self.stats.dropped += 1;
                         continue;
                     }
-                    match segment(m, &self.pool, 0, &mut |s| push(pkts, s, &mut overflow)) {
+                    // A TSO packet (not an aggregate) is cut at its own segment size.
+                    let h = m.header();
+                    let mss = if h.ol_flags & abi::TX_TCP_SEG != 0 { h.tso_segsz } else { 0 };
+                    match segment(m, &self.pool, mss, &mut |s| push(pkts, s, &mut overflow)) {
                         Ok(_) => self.stats.gso_split += 1,
                         Err((m, GsoSkip::NotAggregate)) => push(pkts, m, &mut overflow),
                         Err(_) => self.stats.dropped += 1,

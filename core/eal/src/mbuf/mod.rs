@@ -224,6 +224,14 @@ impl Mbuf {
         })
     }
 
+    /// True when the first segment (its header and buffer) is held only by this handle
+    /// and is not indirect or external: what [`Mbuf::prepend`] writes. Later segments
+    /// may be shared (the payload slices of a segmented packet).
+    pub fn head_writable(&self) -> bool {
+        let h = self.hdr();
+        h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & ATTACHED == 0
+    }
+
     /// Header fields for writing (offload flags, lengths for offloads, port ...).
     /// Changing `data_off`/`data_len`/`pkt_len`/`next` by hand must keep the chain
     /// consistent; prefer the methods.
@@ -314,9 +322,10 @@ impl Mbuf {
         }
     }
 
-    /// Grow the packet by `len` bytes at the front (headroom); returns them.
+    /// Grow the packet by `len` bytes at the front (headroom); returns them. Only the
+    /// first segment must be this handle's alone ([`Mbuf::head_writable`]).
     pub fn prepend(&mut self, len: usize) -> Result<&mut [u8], MbufError> {
-        if !self.is_writable() {
+        if !self.head_writable() {
             return Err(MbufError::Shared);
         }
         let have = self.headroom();

@@ -122,6 +122,22 @@ pub fn valid() -> Vec<Vec<u8>> {
         to_us(0x0800, &udp4(PEER4, REMOTE4, 64, 1472)),
         to_us(0x0800, &udp4(PEER4, REMOTE4, 64, 8972)),
     ];
+    // VXLAN (VNI 100, and 200) from the peer to us, carrying a broadcast ARP, a ping
+    // and an IPv6 SYN.
+    let vxlan = |vni: u32, inner: &[u8]| {
+        let mut v = vec![0x08, 0, 0, 0];
+        v.extend_from_slice(&(vni << 8).to_be_bytes());
+        v.extend_from_slice(inner);
+        to_us(0x0800, &ipv4(PEER4, OUR4, 17, 64, &udp(v4(PEER4), v4(OUR4), 49200, 4789, &v)))
+    };
+    let inner_arp =
+        eth(BROADCAST, [0x02, 0, 0, 0, 7, 1], 0x0806, &arp(ArpOperation::Request, PEER_MAC, PEER4, [0; 6], OUR4));
+    frames.extend([
+        vxlan(100, &inner_arp),
+        vxlan(100, &to_us(0x0800, &ping4)),
+        vxlan(100, &to_us(0x86dd, &ipv6(PEER6, OUR6, 6, 64, &syn6))),
+        vxlan(200, &inner_arp),
+    ]);
     // VLAN stacks: one 802.1Q tag, QinQ, and three tags.
     let plain = to_us(0x0800, &udp4(PEER4, OUR4, 64, 32));
     let one = tagged(&plain, 0x8100, 10);

@@ -126,6 +126,11 @@ pub const CONFIGS: &[(&str, &str, &[&str])] = &[
          yellow: remark, yellow_dscp: 0, red: pass}",
         &[],
     ),
+    (
+        "vxlan",
+        "{port: p0, local: 198.18.1.1, remotes: [198.18.1.2, 198.18.2.2], vni: 100, max_macs: 64, mtu: 1400}",
+        &[],
+    ),
 ];
 
 /// In-process ports `p0`..`p2` (ids 0..2), one pool for what nodes make (and one of

@@ -115,7 +115,7 @@ impl Router {
 /// other than the first, or a packet sent to a group (RFC 1812 4.3.2.7, RFC 4443 2.4).
 /// An IPv6 packet's extension headers are walked to find whether it is an ICMPv6
 /// error; a chain that cannot be walked gets no answer either.
-fn error_allowed(d: &[u8], v6: bool) -> bool {
+pub(crate) fn error_allowed(d: &[u8], v6: bool) -> bool {
     if v6 {
         let Some(ip) = d.get(ETH..) else { return false };
         return match ipv6::transport_at_hand(ip) {
@@ -138,7 +138,7 @@ fn error_allowed(d: &[u8], v6: bool) -> bool {
 }
 
 /// The IPv6 header of an ICMPv6 message the router makes.
-pub(super) fn ipv6_header(ip: &mut [u8], plen: u16, hop: u8, src: &Ipv6Addr, dst: &Ipv6Addr) {
+pub(crate) fn ipv6_header(ip: &mut [u8], plen: u16, hop: u8, src: &Ipv6Addr, dst: &Ipv6Addr) {
     ip[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
     ip[4..6].copy_from_slice(&plen.to_be_bytes());
     ip[6] = 58;

@@ -37,7 +37,7 @@ pub mod config;
 mod control;
 mod ctl;
 mod fast;
-mod icmp;
+pub(crate) mod icmp;
 pub mod icmp_budget;
 pub mod kernel;
 mod local;
