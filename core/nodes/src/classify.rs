@@ -1,5 +1,7 @@
 //! `classify`: send each packet to a named next edge by ethertype and IP protocol
-//! (VLAN tags skipped), recording `l2_len`/`l3_len` in the mbuf. A class whose
+//! (VLAN tags skipped), recording `l2_len`/`l3_len` in the mbuf (unless an offload
+//! still pending uses the port's: a tunnel's GSO frame has them about its inner
+//! headers). A class whose
 //! edge is not connected falls back to the wider one: `icmp`/`tcp`/`udp` to `ipv4`
 //! (or `ipv6`), those to `other`. Truncated or malformed headers and IPv4 headers
 //! with a bad checksum are dropped and counted.
@@ -13,6 +15,14 @@ use ironpath_wire::ethernet::{l3_offset, EtherType};
 use ironpath_wire::ipv4::Ipv4Packet;
 use ironpath_wire::ipv6::{upper_layer, Ipv6Packet};
 use ironpath_wire::IpProtocol;
+
+/// Flags whose offload uses `l2_len`/`l3_len`.
+const OFFLOAD_STATE: u64 = abi::RX_L4_CKSUM_NONE
+    | abi::RX_AGGREGATED
+    | abi::TX_TCP_SEG
+    | abi::TX_TCP_CKSUM
+    | abi::TX_UDP_CKSUM
+    | abi::TX_IP_CKSUM;
 
 /// The next edges of `classify`, in index order.
 pub const NEXTS: &[&str] = &["arp", "icmp", "tcp", "udp", "ipv4", "icmp6", "ipv6", "other"];
@@ -188,10 +198,16 @@ impl Node for Classify {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         for (i, slot) in next.iter_mut().enumerate().take(pkts.len()) {
             pkts.prefetch_data(i + 4);
-            let (k, l2, l3) = self.one(pkts.header(i).ol_flags, pkts.data(i), pkts.pkt_len(i), cx);
-            let h = pkts.header_mut(i);
-            h.l2_len = l2;
-            h.l3_len = l3;
+            let flags = pkts.header(i).ol_flags;
+            let (k, l2, l3) = self.one(flags, pkts.data(i), pkts.pkt_len(i), cx);
+            // Lengths an offload still pending relies on (where a partial checksum
+            // starts, a GSO frame's headers) are the port's: kept, as they may be the
+            // inner headers' of a tunnelled frame, not the outer ones seen here.
+            if flags & OFFLOAD_STATE == 0 {
+                let h = pkts.header_mut(i);
+                h.l2_len = l2;
+                h.l3_len = l3;
+            }
             *slot = k;
         }
         Dispatch::Each

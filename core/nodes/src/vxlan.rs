@@ -273,6 +273,7 @@ impl Vxlan {
         }
         let inner_mac: [u8; 6] = d[inner_at + 6..inner_at + 12].try_into().unwrap_or_default();
         let (inner_l2, l2l3) = (inner_l2(&d[inner_at..]), usize::from(h.l2_len) + usize::from(h.l3_len));
+        let inner_ptype = inner_ptype(&d[inner_at..]);
         let pad = m.pkt_len() - off - total;
         let mut m = if m.refcnt() > 1 {
             match m.deep_copy(&self.pool) {
@@ -294,6 +295,9 @@ impl Vxlan {
                 h.l3_len = (l2l3 - inner_at - l2) as u16;
                 h.l2_len = l2 as u8;
                 h.ol_flags &= kept;
+                // The port's classification was of the outer headers (UDP): a port
+                // sending this on must see the inner protocol.
+                h.packet_type = inner_ptype;
             }
             _ => {
                 h.ol_flags &= abi::RX_RSS_HASH;
@@ -572,6 +576,22 @@ fn gso_too_big(h: &abi::Mbuf, mtu: usize) -> bool {
         || h.ol_flags & (abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE) == abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE;
     let hdr = usize::from(h.l2_len) + usize::from(h.l3_len) + usize::from(h.l4_len);
     seg && h.tso_segsz > 0 && (h.pkt_len as usize) > hdr + usize::from(h.tso_segsz) && hdr + usize::from(h.tso_segsz) + OVERHEAD - ETH > mtu
+}
+
+/// The packet type of an inner frame: Ethernet, its IP version and transport.
+fn inner_ptype(d: &[u8]) -> u32 {
+    use abi::ptype;
+    let (l3, proto) = match l3_offset(d) {
+        Ok((EtherType::IPV4, off)) => (ptype::L3_IPV4, d.get(off + 9).copied()),
+        Ok((EtherType::IPV6, off)) => (ptype::L3_IPV6, d.get(off + 6).copied()),
+        _ => (0, None),
+    };
+    let l4 = match proto {
+        Some(6) => ptype::L4_TCP,
+        Some(17) => ptype::L4_UDP,
+        _ => 0,
+    };
+    ptype::L2_ETHER | l3 | l4
 }
 
 /// The inner frame's L2 header length (14, or 18/22 with tags), if it is IP.
