@@ -881,6 +881,10 @@ fn the_vtep_carries_a_linux_vxlan_peers_traffic_both_ways_root() {
     assert!(count("encapsulated") > 70_000 && count("decapsulated") > 1_000, "{last}");
     assert!(count("icmp_sent") >= 1 && count("learned") >= 1, "{last}");
     assert_eq!(count("unknown_remote") + count("malformed") + count("bad_checksum"), 0, "{last}");
+    // The table at run time: a's vx0 MAC learned behind the remote.
+    let s = run.ctl("show vxlan", true);
+    assert!(s.contains("vni 100 local 198.18.60.1") && s.contains("remotes: 198.18.60.2"), "{s}");
+    assert!(s.contains("198.18.60.2      "), "a MAC learned behind the remote: {s}");
     let out = run.stop();
     assert!(out.contains("vtep"), "{out}");
 }

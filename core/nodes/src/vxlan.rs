@@ -48,7 +48,7 @@ use crate::NodeError;
 use ironpath_config::{Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::abi::{self, RX_VLAN_STRIPPED};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
-use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan, DROP};
+use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, Remote, SleepPlan, DROP};
 use ironpath_wire::checksum;
 use ironpath_wire::ethernet::{l3_offset, EtherType};
 use std::collections::{HashMap, VecDeque};
@@ -87,6 +87,8 @@ pub const OTHER: u16 = 2;
 
 /// Bytes VXLAN adds: Ethernet, IPv4, UDP and VXLAN headers.
 pub const OVERHEAD: usize = 14 + 20 + 8 + 8;
+/// Remote VTEPs at most.
+pub const MAX_REMOTES: usize = 64;
 /// Packets waiting to leave the node at most.
 pub const MAX_QUEUED: usize = 1024;
 /// An Ethernet header.
@@ -131,8 +133,11 @@ impl VxlanConfig {
                 IpAddr::V6(a) => return refuse("remotes", format!("{a}: the underlay is IPv4")),
             }
         }
-        if remotes.len() > 64 {
-            return refuse("remotes", format!("{} remotes; at most 64 (each flooded frame is copied to every one)", remotes.len()));
+        if remotes.len() > MAX_REMOTES {
+            return refuse(
+                "remotes",
+                format!("{} remotes; at most {MAX_REMOTES} (each flooded frame is copied to every one)", remotes.len()),
+            );
         }
         Ok(VxlanConfig {
             vni: p.int("vni")?,
@@ -149,7 +154,7 @@ impl VxlanConfig {
 /// A learned inner MAC: the remote behind it and when it was last seen.
 #[derive(Clone, Copy, Debug)]
 struct Learned {
-    remote: u16,
+    remote: Ipv4Addr,
     seen: u64,
 }
 
@@ -182,6 +187,8 @@ pub struct Vxlan {
     /// The inner frames of the call being worked on (kept for its capacity).
     inner: Burst,
     work: Vec<Mbuf>,
+    /// The control-plane half, until the graph takes it.
+    ctl: Option<VxlanCtl>,
 }
 
 impl Vxlan {
@@ -192,7 +199,13 @@ impl Vxlan {
         k2.reverse();
         let mut k3 = key;
         k3.rotate_left(5);
+        let ctl = VxlanCtl {
+            about: format!("vni {} local {} udp port {} mtu {}", cfg.vni, cfg.local, cfg.udp_port, cfg.mtu),
+            local: cfg.local,
+            hz,
+        };
         Vxlan {
+            ctl: Some(ctl),
             age: cfg.age_us.saturating_mul(hz) / 1_000_000,
             macs: HashMap::with_capacity_and_hasher(cfg.max_macs.min(4096), KeyedState::new(key)),
             cfg,
@@ -261,10 +274,10 @@ impl Vxlan {
             count(n, VxlanCounter::OtherVni);
             return self.queue(m, OTHER, n);
         }
-        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        let Some(remote) = self.cfg.remotes.iter().position(|&r| r == src) else {
+        let remote = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+        if !self.cfg.remotes.contains(&remote) {
             return count(n, VxlanCounter::UnknownRemote);
-        };
+        }
         let h = m.header();
         let sum = u16::from_be_bytes([udp[6], udp[7]]);
         let offloaded = h.ol_flags & (abi::RX_L4_CKSUM_GOOD | abi::RX_L4_CKSUM_NONE | abi::RX_AGGREGATED) != 0;
@@ -305,12 +318,12 @@ impl Vxlan {
             }
         }
         h.vlan_tci = 0;
-        self.learn(inner_mac, remote as u16, now, n);
+        self.learn(inner_mac, remote, now, n);
         count(n, VxlanCounter::Decapsulated);
         self.queue(m, INNER, n);
     }
 
-    fn learn(&mut self, mac: [u8; 6], remote: u16, now: u64, n: &mut Counts) {
+    fn learn(&mut self, mac: [u8; 6], remote: Ipv4Addr, now: u64, n: &mut Counts) {
         if mac[0] & 1 != 0 || mac == [0; 6] {
             return;
         }
@@ -336,10 +349,10 @@ impl Vxlan {
     }
 
     /// The remote a unicast destination was learned behind (and still is).
-    fn remote_of(&self, dst: &[u8], now: u64) -> Option<usize> {
+    fn remote_of(&self, dst: &[u8], now: u64) -> Option<Ipv4Addr> {
         let mac: [u8; 6] = dst.try_into().ok()?;
         let e = self.macs.get(&mac)?;
-        (now.saturating_sub(e.seen) < self.age).then_some(usize::from(e.remote))
+        (now.saturating_sub(e.seen) < self.age).then_some(e.remote)
     }
 
     /// Inner frames: tags put back, offloads done, each encapsulated to its remote(s).
@@ -371,13 +384,15 @@ impl Vxlan {
                 count(n, VxlanCounter::Flooded);
                 let last = self.cfg.remotes.len().saturating_sub(1);
                 for r in 0..last {
+                    let to = self.cfg.remotes[r];
                     match m.deep_copy(&self.pool) {
-                        Ok(c) => self.encap_to(c, r, sport, n),
+                        Ok(c) => self.encap_to(c, to, sport, n),
                         Err(_) => count(n, VxlanCounter::NoMbuf),
                     }
                 }
-                if !self.cfg.remotes.is_empty() {
-                    self.encap_to(m, last, sport, n);
+                // The node always has a remote (the last one cannot be removed).
+                if let Some(&to) = self.cfg.remotes.last() {
+                    self.encap_to(m, to, sport, n);
                 }
             }
         }
@@ -415,8 +430,8 @@ impl Vxlan {
         h.finish()
     }
 
-    /// Encapsulate `m` to remote `r` and queue it on `underlay`.
-    fn encap_to(&mut self, m: Mbuf, r: usize, sport: u16, n: &mut Counts) {
+    /// Encapsulate `m` to `remote` and queue it on `underlay`.
+    fn encap_to(&mut self, m: Mbuf, remote: Ipv4Addr, sport: u16, n: &mut Counts) {
         // Only the first segment is written: a segment's payload slices may be shared.
         let mut m = if m.head_writable() && m.headroom() >= OVERHEAD {
             m
@@ -427,7 +442,6 @@ impl Vxlan {
             }
         };
         let inner = m.pkt_len();
-        let Some(&remote) = self.cfg.remotes.get(r) else { return };
         self.ip_id = self.ip_id.wrapping_add(1);
         let Ok(d) = m.prepend(OVERHEAD) else { return count(n, VxlanCounter::NoMbuf) };
         d[..6].fill(0);
@@ -569,6 +583,153 @@ impl Vxlan {
     }
 }
 
+/// A change of the node's tables, made by its lcore between two bursts.
+enum VxlanChange {
+    /// One more remote.
+    AddRemote(Ipv4Addr),
+    /// One remote fewer, and the MACs learned behind it.
+    DelRemote(Ipv4Addr),
+    /// Forget the learned MACs.
+    Flush,
+    /// The remotes, and the learned MACs from the `usize`-th on (a page), at a time.
+    Show(usize, u64),
+}
+
+/// What the lcore answers a [`VxlanChange`].
+enum VxlanAnswer {
+    Done(Result<String, String>),
+    /// The remotes; a page of (MAC, remote, ticks since seen); how many MACs in all.
+    Shown(Vec<Ipv4Addr>, Vec<([u8; 6], Ipv4Addr, u64)>, usize),
+}
+
+/// Learned MACs one [`VxlanChange::Show`] copies out at most.
+const SHOW_PAGE: usize = 256;
+/// Learned MACs `show vxlan` lists at most.
+const SHOW_MAX: usize = 4096;
+
+impl Vxlan {
+    fn change(&mut self, c: VxlanChange) -> VxlanAnswer {
+        let remotes = &mut self.cfg.remotes;
+        VxlanAnswer::Done(match c {
+            VxlanChange::AddRemote(a) if remotes.contains(&a) => Err(format!("{a} is a remote already")),
+            VxlanChange::AddRemote(_) if remotes.len() >= MAX_REMOTES => {
+                Err(format!("{MAX_REMOTES} remotes already (each flooded frame is copied to every one)"))
+            }
+            VxlanChange::AddRemote(a) => {
+                remotes.push(a);
+                Ok(format!("remote {a} added ({} remotes)", remotes.len()))
+            }
+            VxlanChange::DelRemote(a) => match remotes.iter().position(|&r| r == a) {
+                None => Err(format!("{a} is not a remote")),
+                Some(_) if remotes.len() == 1 => Err(format!("{a} is the last remote: add another first")),
+                Some(i) => {
+                    remotes.remove(i);
+                    let before = self.macs.len();
+                    self.macs.retain(|_, e| e.remote != a);
+                    Ok(format!("remote {a} removed; {} MACs learned behind it forgotten", before - self.macs.len()))
+                }
+            },
+            VxlanChange::Flush => {
+                let n = self.macs.len();
+                self.macs.clear();
+                Ok(format!("{n} learned MACs flushed"))
+            }
+            VxlanChange::Show(from, now) => {
+                let page = self.macs.iter().skip(from).take(SHOW_PAGE);
+                let page = page.map(|(m, e)| (*m, e.remote, now.saturating_sub(e.seen))).collect();
+                return VxlanAnswer::Shown(self.cfg.remotes.clone(), page, self.macs.len());
+            }
+        })
+    }
+}
+
+/// The commands of a `vxlan` node.
+const VXLAN_GRAMMAR: &[(&str, &str)] = &[
+    ("vxlan remote add <IPV4>", "flood to, and take VXLAN from, one more remote VTEP"),
+    ("vxlan remote del <IPV4>", "stop using a remote VTEP; the MACs learned behind it are forgotten"),
+    ("vxlan mac flush", "forget the learned inner MACs; they are learned again"),
+    ("show vxlan", "the VNI, the remotes and the learned inner MACs (MAC, remote, seconds since seen)"),
+];
+
+/// The control-plane half of a `vxlan` node.
+struct VxlanCtl {
+    /// VNI, local address, port, MTU, in words.
+    about: String,
+    local: Ipv4Addr,
+    hz: u64,
+}
+
+impl VxlanCtl {
+    fn remote(&self, word: &str) -> Result<Ipv4Addr, String> {
+        let a: Ipv4Addr = word.parse().map_err(|_| format!("`{word}` is not an IPv4 address"))?;
+        if a == self.local {
+            return Err(format!("{a} is our own address (`local`)"));
+        }
+        if a.is_multicast() || a.is_broadcast() || a.is_unspecified() {
+            return Err(format!("{a} is not a unicast address"));
+        }
+        Ok(a)
+    }
+}
+
+impl Controller for VxlanCtl {
+    fn grammar(&self) -> &'static [(&'static str, &'static str)] {
+        VXLAN_GRAMMAR
+    }
+
+    fn accepts(&self, words: &[&str]) -> bool {
+        matches!(words, ["vxlan", ..] | ["show", "vxlan", ..])
+    }
+
+    fn command(&mut self, words: &[&str], remote: &Remote) -> Result<String, String> {
+        let ask = |c: VxlanChange| -> Result<VxlanAnswer, String> {
+            match remote.call(Box::new(c))?.downcast::<VxlanAnswer>() {
+                Ok(a) => Ok(*a),
+                Err(_) => Err("the node did not take the change (it panicked): nothing changed".into()),
+            }
+        };
+        let change = match words {
+            ["vxlan", "remote", "add", a] => VxlanChange::AddRemote(self.remote(a)?),
+            ["vxlan", "remote", "del" | "delete", a] => VxlanChange::DelRemote(self.remote(a)?),
+            ["vxlan", "mac", "flush"] => VxlanChange::Flush,
+            ["show", "vxlan"] => {
+                let now = ironpath_eal::tsc::rdtsc();
+                let (mut remotes, mut macs, mut total) = (Vec::new(), Vec::new(), 0);
+                while macs.len() < SHOW_MAX {
+                    let VxlanAnswer::Shown(r, page, t) = ask(VxlanChange::Show(macs.len(), now))? else { break };
+                    let more = page.len() == SHOW_PAGE;
+                    (remotes, total) = (r, t);
+                    macs.extend(page);
+                    if !more {
+                        break;
+                    }
+                }
+                let list: Vec<String> = remotes.iter().map(|r| r.to_string()).collect();
+                let mut s = format!("{}
+remotes: {}
+{total} learned MACs
+", self.about, list.join(", "));
+                if !macs.is_empty() {
+                    s.push_str(&format!("{:<18} {:<16} {}\n", "MAC", "remote", "seen (s ago)"));
+                }
+                for (m, r, ago) in &macs {
+                    let mac = m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+                    s.push_str(&format!("{mac:<18} {:<16} {:.1}\n", r.to_string(), *ago as f64 / self.hz.max(1) as f64));
+                }
+                if total > macs.len() {
+                    s.push_str(&format!("... {} more\n", total - macs.len()));
+                }
+                return Ok(s);
+            }
+            _ => return Err(format!("usage: {}", VXLAN_GRAMMAR.iter().map(|g| g.0).collect::<Vec<_>>().join(" | "))),
+        };
+        match ask(change)? {
+            VxlanAnswer::Done(r) => r,
+            VxlanAnswer::Shown(..) => Err("the node answered another change".into()),
+        }
+    }
+}
+
 /// Whether a TSO or GSO frame's segments would each be longer than `mtu` once
 /// encapsulated.
 fn gso_too_big(h: &abi::Mbuf, mtu: usize) -> bool {
@@ -673,6 +834,17 @@ impl Node for Vxlan {
         VxlanCounter::SPECS
     }
 
+    fn controller(&mut self) -> Option<Box<dyn Controller>> {
+        self.ctl.take().map(|c| Box::new(c) as Box<dyn Controller>)
+    }
+
+    fn apply(&mut self, _cx: &mut NodeCx<'_>, msg: Msg) -> Msg {
+        match msg.downcast::<VxlanChange>() {
+            Ok(c) => Box::new(self.change(*c)),
+            Err(m) => m,
+        }
+    }
+
     fn sleep(&mut self, cx: &mut NodeCx<'_>, plan: &mut SleepPlan) {
         plan.quiet();
         if !self.out.is_empty() {
@@ -723,5 +895,7 @@ pub const KIND: NodeKind = NodeKind {
     },
 };
 
+#[cfg(test)]
+mod ctl_tests;
 #[cfg(test)]
 mod tests;
