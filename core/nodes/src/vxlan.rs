@@ -34,10 +34,20 @@
 //! fragmentation is not done). Outer IPv4 fragments are dropped, counted (no
 //! reassembly).
 //!
+//! Only a packet from one host to one host gets an ICMP error (not one to a group or
+//! broadcast, from an unspecified or group address, an ICMP error or a later
+//! fragment). With `mtu` below 1330 an IPv6 packet cannot cross at all (IPv6 needs
+//! 1280 bytes): its sender is told 1280.
+//!
+//! Decapsulated frames keep the underlay port as their `port` (a bridge behind the
+//! node learns the remote hosts there).
+//!
 //! Bounds: the learned table holds at most `max_macs` inner MACs (aged after `age`
-//! without traffic; when full, new MACs are not learned and their frames flood), the
-//! output waiting to leave (segments of TSO frames, flooded copies) at most
-//! [`MAX_QUEUED`] packets, and ICMP errors their budgets.
+//! without traffic; when full, new MACs are not learned and their frames flood, as a
+//! Linux VTEP's table does), the output waiting to leave (segments of TSO frames,
+//! flooded copies) at most [`MAX_QUEUED`] packets (beyond, dropped: `queue_full`), a
+//! TSO frame is cut into segments of at least 88 bytes (Linux's smallest MSS), and
+//! ICMP errors keep to their budgets.
 
 use crate::hash::{random_secret, KeyedState};
 use crate::kind::{NodeKind, Values, MEMPOOL, PORT};
@@ -87,6 +97,9 @@ pub const OTHER: u16 = 2;
 
 /// Bytes VXLAN adds: Ethernet, IPv4, UDP and VXLAN headers.
 pub const OVERHEAD: usize = 14 + 20 + 8 + 8;
+/// The smallest TCP segment size a TSO frame may ask to be cut at (Linux's
+/// `TCP_MIN_MSS`).
+const MIN_SEGMENT: u16 = 88;
 /// Remote VTEPs at most.
 pub const MAX_REMOTES: usize = 64;
 /// Packets waiting to leave the node at most.
@@ -284,7 +297,10 @@ impl Vxlan {
         if sum != 0 && !offloaded && !udp_checksum_ok(&m, off, ihl, udp_len) {
             return count(n, VxlanCounter::BadChecksum);
         }
-        let inner_mac: [u8; 6] = d[inner_at + 6..inner_at + 12].try_into().unwrap_or_default();
+        // The inner Ethernet header in the first segment too.
+        let Some(inner_mac) = d.get(inner_at + 6..inner_at + 12).and_then(|s| <[u8; 6]>::try_from(s).ok()) else {
+            return count(n, VxlanCounter::Malformed);
+        };
         let (inner_l2, l2l3) = (inner_l2(&d[inner_at..]), usize::from(h.l2_len) + usize::from(h.l3_len));
         let inner_ptype = inner_ptype(&d[inner_at..]);
         let pad = m.pkt_len() - off - total;
@@ -490,7 +506,7 @@ impl Vxlan {
             _ => return,
         };
         // The checks see the IP header at 14 bytes into what they are given.
-        if !error_allowed(&d[off - ETH..], v6) {
+        if !error_allowed(&d[off - ETH..], v6) || !to_one_host(d, off, v6) {
             return;
         }
         // The inner IP packet may be the underlay MTU less the outer IP, UDP and VXLAN
@@ -548,6 +564,51 @@ impl Vxlan {
             }
             Err(_) => count(n, VxlanCounter::NoMbuf),
         }
+    }
+
+    /// An inner frame made ready for the offload fixup: the tag its port stripped
+    /// back in its bytes; a copy of its own when it is shared and a checksum is to be
+    /// completed in it; an aggregate (`rx_aggregate`'s, checksums complete) marked to
+    /// be cut at its segment size like a TSO packet. `None`: dropped (counted).
+    fn inner_ready(&self, m: Mbuf, n: &mut Counts) -> Option<Mbuf> {
+        let mut m = if m.header().ol_flags & RX_VLAN_STRIPPED != 0 { self.with_tag(m, n)? } else { m };
+        let partial = abi::RX_L4_CKSUM_NONE | abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM | abi::TX_IP_CKSUM;
+        if m.header().ol_flags & partial != 0 && !m.is_writable() {
+            m = match m.deep_copy(&self.pool) {
+                Ok(c) => c,
+                Err(_) => {
+                    count(n, VxlanCounter::NoMbuf);
+                    return None;
+                }
+            };
+        }
+        if m.header().ol_flags & abi::TX_IP_CKSUM != 0 {
+            // The inner IPv4 header checksum, which no port will write once the
+            // header is inside the tunnel (TSO segments get theirs when cut).
+            let Some(d) = m.data_mut().ok() else {
+                count(n, VxlanCounter::OffloadFailed);
+                return None;
+            };
+            if let Ok((EtherType::IPV4, off)) = l3_offset(d) {
+                let hl = usize::from(d.get(off).map_or(0, |b| b & 0x0f)) * 4;
+                if let Some(ip) = d.get_mut(off..off + hl).filter(|_| hl >= 20) {
+                    ip[10..12].fill(0);
+                    let sum = !checksum::data(ip);
+                    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+                }
+            }
+            m.header_mut().ol_flags &= !abi::TX_IP_CKSUM;
+        }
+        let h = m.header_mut();
+        if h.ol_flags & abi::RX_AGGREGATED != 0 && h.tso_segsz > 0 {
+            h.ol_flags |= abi::TX_TCP_SEG;
+        }
+        if h.ol_flags & abi::TX_TCP_SEG != 0 && h.tso_segsz < MIN_SEGMENT {
+            // A peer's 64 KiB frame cut into one-byte segments would take the pool.
+            count(n, VxlanCounter::OffloadFailed);
+            return None;
+        }
+        Some(m)
     }
 
     /// `m` with the tag its port stripped back in its bytes (a copy when it is shared
@@ -739,6 +800,25 @@ fn gso_too_big(h: &abi::Mbuf, mtu: usize) -> bool {
     seg && h.tso_segsz > 0 && (h.pkt_len as usize) > hdr + usize::from(h.tso_segsz) && hdr + usize::from(h.tso_segsz) + OVERHEAD - ETH > mtu
 }
 
+/// Whether an inner packet went from one host to one host (unicast MAC, neither
+/// address unspecified, multicast, broadcast or loopback): only such a packet's sender
+/// gets an ICMP error as from its destination (RFC 1812 4.3.2.7, RFC 4443 2.4).
+fn to_one_host(d: &[u8], off: usize, v6: bool) -> bool {
+    if d[0] & 1 != 0 {
+        return false;
+    }
+    let ip = &d[off..];
+    if v6 {
+        let a = |r: std::ops::Range<usize>| Ipv6Addr::from(<[u8; 16]>::try_from(&ip[r]).unwrap_or_default());
+        let (src, dst) = (a(8..24), a(24..40));
+        ![src, dst].iter().any(|x| x.is_unspecified() || x.is_multicast() || x.is_loopback())
+    } else {
+        let a = |at: usize| Ipv4Addr::new(ip[at], ip[at + 1], ip[at + 2], ip[at + 3]);
+        let (src, dst) = (a(12), a(16));
+        ![src, dst].iter().any(|x| x.is_unspecified() || x.is_multicast() || x.is_broadcast() || x.is_loopback())
+    }
+}
+
 /// The packet type of an inner frame: Ethernet, its IP version and transport.
 fn inner_ptype(d: &[u8]) -> u32 {
     use abi::ptype;
@@ -788,19 +868,12 @@ impl Node for Vxlan {
                     self.decap(m, now, &mut n);
                     continue;
                 }
+                let Some(m) = self.inner_ready(m, &mut n) else { continue };
                 if gso_too_big(m.header(), self.cfg.mtu) {
                     // Its segments would be: one error for the frame, not one each.
                     self.too_big(m, now, &mut n);
                     continue;
                 }
-                let m = if m.header().ol_flags & RX_VLAN_STRIPPED != 0 {
-                    match self.with_tag(m, &mut n) {
-                        Some(m) => m,
-                        None => continue,
-                    }
-                } else {
-                    m
-                };
                 // The burst held every one of these packets: there is room.
                 let _ = self.inner.push(m);
             }

@@ -362,3 +362,357 @@ fn settings_that_do_not_fit_are_refused_at_the_parameter() {
         assert!(e.contains(&format!("`{wrong}`: ")) && e.contains("v.yaml:4:"), "{params}: {e}");
     }
 }
+
+/// Run the node once on `b` (its metadata set by the caller), then drain its queue.
+fn run_burst(v: &mut Vxlan, st: &NodeStats, p: &Mempool, b: &mut Burst) -> Vec<(u16, Vec<u8>)> {
+    let c = call(v, st, b, 1);
+    let mut out = outputs(&c, b);
+    out.extend(run(v, st, p, &[]));
+    out
+}
+
+/// The outer headers in the first segment, the inner Ethernet header cut by its end
+/// (as after a header split): decapsulated or dropped, never a panic.
+#[test]
+fn a_vxlan_frame_whose_inner_header_spans_segments_is_no_panic() {
+    let p = pool(64);
+    let (mut v, st) = node(&p, cfg());
+    let f = inner(US_MAC, 64);
+    let o = vxlan(R1, 100, &f, false);
+    for cut in 50..=64 {
+        let mut m = Mbuf::from_slice(&p, &o[..cut]).expect("mbuf");
+        m.chain(Mbuf::from_slice(&p, &o[cut..]).expect("mbuf")).expect("chain");
+        m.header_mut().port = UNDER;
+        let mut b = Burst::new();
+        assert!(b.push(m).is_ok());
+        let out = run_burst(&mut v, &st, &p, &mut b);
+        assert!(out.is_empty() || out == [(INNER, f.clone())], "cut at {cut}: {}", dump(&st));
+    }
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// A packet too big sent to a group (link-layer or IP broadcast or multicast) or from
+/// an address that is not one host's gets no ICMP error (RFC 1812 4.3.2.7, RFC 4443
+/// 2.4): the error would go to many hosts, or come from a group address.
+#[test]
+fn no_icmp_error_answers_a_group_or_a_source_that_is_no_host() {
+    let p = pool(64);
+    let (mut v, st) = node(&p, cfg());
+    let big4 = |dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr| {
+        let u = udp(IpAddress::V4(src), IpAddress::V4(dst), 5000, 53, &[0x42; 1500]);
+        with_df(eth(dst_mac, US_MAC, 0x0800, &ipv4(src, dst, 17, 64, &u)), true)
+    };
+    let big6 = |dst_mac: [u8; 6], src: Ipv6Addr, dst: Ipv6Addr| {
+        let u = udp(IpAddress::V6(src), IpAddress::V6(dst), 5000, 53, &[0x42; 1500]);
+        eth(dst_mac, US_MAC, 0x86dd, &ipv6(src, dst, 17, 64, &u))
+    };
+    let (a6, b6): (Ipv6Addr, Ipv6Addr) = ("fd00:70::1".parse().unwrap(), "fd00:70::2".parse().unwrap());
+    let frames = [
+        big4([0xff; 6], A4, Ipv4Addr::BROADCAST),
+        big4([0x01, 0, 0x5e, 0, 0, 5], A4, Ipv4Addr::new(224, 0, 0, 5)),
+        big4([0xff; 6], A4, B4),
+        big4(B_MAC, Ipv4Addr::UNSPECIFIED, B4),
+        big4(B_MAC, Ipv4Addr::new(224, 0, 0, 9), B4),
+        big6([0x33, 0x33, 0, 0, 0, 1], a6, "ff02::1".parse().unwrap()),
+        big6(B_MAC, Ipv6Addr::UNSPECIFIED, b6),
+        big6(B_MAC, "ff02::1".parse().unwrap(), b6),
+    ];
+    let mut sent = Vec::new();
+    for (k, f) in frames.iter().enumerate() {
+        let out = run(&mut v, &st, &p, &[(1, f.clone())]);
+        if out.iter().any(|(e, _)| *e == INNER) {
+            sent.push(k);
+        }
+    }
+    assert_eq!(sent, [0usize; 0], "ICMP errors sent for these frames; {}", dump(&st));
+    assert_eq!(counter(&st, "too_big"), frames.len() as u64);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// An inner TCP frame of `payload` bytes A -> B with DF.
+fn tcp_frame(payload: &[u8]) -> Vec<u8> {
+    let seg =
+        tcp((IpAddress::V4(A4), IpAddress::V4(B4)), (80, 5000), (1000, Some(1)), TcpControl::None, false, payload);
+    with_df(eth(B_MAC, US_MAC, 0x0800, &ipv4(A4, B4, 6, 64, &seg)), true)
+}
+
+/// A TSO frame whose port stripped its tag: its segments carry the tag once
+/// encapsulated, so they are measured with it: one error for the frame (not one per
+/// segment), on its VLAN, with the next-hop MTU of a tagged frame (1500 - 54).
+#[test]
+fn a_tso_frame_with_a_stripped_tag_is_measured_with_its_tag() {
+    let p = pool(256);
+    let (mut v, st) = node(&p, VxlanConfig { remotes: vec![R1], ..cfg() });
+    // Untagged, 14 + 20 + 20 + 1410 + 36 = 1500 fits; tagged, 1504 does not.
+    for segsz in [1410u16, 1460] {
+        let mut b = burst(&p, &[tcp_frame(&vec![7; 1410 * 3])]);
+        let h = b.header_mut(0);
+        (h.port, h.vlan_tci) = (1, 42);
+        h.ol_flags |= abi::TX_TCP_SEG | abi::TX_TCP_CKSUM | RX_VLAN_STRIPPED;
+        (h.l2_len, h.l3_len, h.l4_len, h.tso_segsz) = (14, 20, 20, segsz);
+        let out = run_burst(&mut v, &st, &p, &mut b);
+        let errs: Vec<&Vec<u8>> = out.iter().filter(|(e, _)| *e == INNER).map(|(_, f)| f).collect();
+        assert_eq!((out.len(), errs.len()), (1, 1), "segsz {segsz}: one error, no segment; {}", dump(&st));
+        assert_eq!(&errs[0][12..16], &[0x81, 0x00, 0, 42], "segsz {segsz}: the error on the frame's VLAN");
+        assert_eq!(u16::from_be_bytes([errs[0][44], errs[0][45]]), 1446, "segsz {segsz}: next-hop MTU");
+    }
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// An aggregate made by receive aggregation (`rx_aggregate`: checksums complete,
+/// `tso_segsz` its MSS) is cut back into its segments, each of which fits: not
+/// dropped as too big with an error to a sender whose packets all fit.
+#[test]
+fn a_received_aggregate_leaves_as_its_segments() {
+    let p = pool(256);
+    let (mut v, st) = node(&p, VxlanConfig { remotes: vec![R1], ..cfg() });
+    let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+    let mut b = burst(&p, &[tcp_frame(&payload)]);
+    let h = b.header_mut(0);
+    h.port = 1;
+    h.ol_flags |= abi::RX_AGGREGATED | abi::RX_L4_CKSUM_GOOD | abi::RX_IP_CKSUM_GOOD;
+    (h.l2_len, h.l3_len, h.l4_len, h.tso_segsz) = (14, 20, 20, 1000);
+    h.packet_type = abi::ptype::L2_ETHER | abi::ptype::L3_IPV4 | abi::ptype::L4_TCP;
+    let out = run_burst(&mut v, &st, &p, &mut b);
+    assert_eq!(out.len(), 3, "{}", dump(&st));
+    let mut got = Vec::new();
+    for (e, o) in &out {
+        assert_eq!(*e, UNDERLAY);
+        got.extend_from_slice(&outer(o).3[54..]);
+    }
+    assert_eq!(got, payload);
+    assert_eq!(counter(&st, "too_big"), 0);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// A shared inner frame (a mirror's or a flood's reference) asking for its checksum
+/// is copied and completed, the other holder's bytes untouched, not dropped.
+#[test]
+fn a_shared_inner_frame_with_a_partial_checksum_is_copied_and_completed() {
+    let p = pool(64);
+    let (mut v, st) = node(&p, cfg());
+    let mut f = inner(B_MAC, 100);
+    let len = (f.len() - 34) as u16;
+    let pseudo = checksum::fold(checksum::pseudo_header_v4(&A4, &B4, IpProtocol::UDP, len));
+    f[40..42].copy_from_slice(&pseudo.to_be_bytes());
+    let mut b = burst(&p, std::slice::from_ref(&f));
+    let h = b.header_mut(0);
+    h.port = 1;
+    h.ol_flags |= abi::TX_UDP_CKSUM;
+    (h.l2_len, h.l3_len) = (14, 20);
+    h.packet_type = abi::ptype::L2_ETHER | abi::ptype::L3_IPV4 | abi::ptype::L4_UDP;
+    let keep = b.share(0);
+    let out = run_burst(&mut v, &st, &p, &mut b);
+    assert_eq!(keep.data(), &f[..], "the other holder's bytes");
+    drop(keep);
+    assert_eq!(out.len(), 2, "flooded to both remotes; {}", dump(&st));
+    for (_, o) in &out {
+        let inn = outer(o).3;
+        let sum = checksum::pseudo_header_v4(&A4, &B4, IpProtocol::UDP, len) + checksum::sum(&inn[34..]);
+        assert_eq!(checksum::fold(sum), 0xffff, "inner UDP checksum");
+    }
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// Outer headers that disagree (IHL short or past the UDP header, UDP and IP lengths
+/// apart, lengths past the frame's end, zero, 65535) are dropped as malformed; IPv4
+/// options, Ethernet padding and outer tags are no reason to drop.
+#[test]
+fn outer_lengths_that_disagree_are_malformed_options_padding_and_tags_are_not() {
+    let p = pool(64);
+    let (mut v, st) = node(&p, cfg());
+    let f = inner(US_MAC, 64);
+    let good = vxlan(R1, 100, &f, false);
+    let set = |at: usize, val: u16| {
+        let mut o = good.clone();
+        o[at..at + 2].copy_from_slice(&val.to_be_bytes());
+        o
+    };
+    let (total, udp_len) = (good.len() as u16 - 14, good.len() as u16 - 34);
+    let mut ihl15 = good.clone();
+    ihl15[14] = 0x4f;
+    let mut ihl4 = good.clone();
+    ihl4[14] = 0x44;
+    let mut both_long = set(16, total + 1);
+    both_long[38..40].copy_from_slice(&(udp_len + 1).to_be_bytes());
+    let mut huge = set(16, 0xffff);
+    huge[38..40].copy_from_slice(&(0xffff - 20u16).to_be_bytes());
+    let mut zero = set(16, 20);
+    zero[38..40].fill(0);
+    let bad = [
+        ihl15,
+        ihl4,
+        set(16, total + 1),
+        set(16, total - 1),
+        set(38, udp_len + 1),
+        set(38, udp_len - 1),
+        both_long,
+        huge,
+        zero,
+        good[..good.len() - 1].to_vec(),
+    ];
+    for (k, o) in bad.iter().enumerate() {
+        // Dropped, or (a UDP header read elsewhere, not to our port) passed on whole.
+        let out = run(&mut v, &st, &p, &[(UNDER, o.clone())]);
+        assert!(out.is_empty() || out == [(OTHER, o.clone())], "bad {k}");
+    }
+    let (malformed, other) = (counter(&st, "malformed"), counter(&st, "other"));
+    assert_eq!(malformed + other, bad.len() as u64, "{}", dump(&st));
+    assert!(malformed >= bad.len() as u64 - 1, "{}", dump(&st));
+    let mut options = good.clone();
+    options.splice(34..34, [1, 1, 1, 0]);
+    options[14] = 0x46;
+    options[16..18].copy_from_slice(&(total + 4).to_be_bytes());
+    let mut padded = good.clone();
+    padded.extend_from_slice(&[0; 20]);
+    let qinq = tagged(&tagged(&good, 0x8100, 5), 0x88a8, 6);
+    for o in [options, padded, tagged(&good, 0x8100, 5), qinq] {
+        assert_eq!(run(&mut v, &st, &p, &[(UNDER, o)]), [(INNER, f.clone())], "{}", dump(&st));
+    }
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// A decapsulated frame carries no state about the outer headers (a stripped outer
+/// tag, checksum flags, header lengths, the outer packet type), and a shared
+/// underlay frame is copied, not cut under its other holder.
+#[test]
+fn a_decapsulated_frame_forgets_the_outer_headers_and_a_shared_one_is_copied() {
+    let p = pool(64);
+    let (mut v, st) = node(&p, cfg());
+    let f = eth(US_MAC, B_MAC, 0x0806, &[0; 28]);
+    let o = vxlan(R1, 100, &f, true);
+    let mut b = burst(&p, std::slice::from_ref(&o));
+    let h = b.header_mut(0);
+    (h.port, h.vlan_tci) = (UNDER, 7);
+    h.ol_flags |= RX_VLAN_STRIPPED | abi::RX_L4_CKSUM_GOOD | abi::RX_IP_CKSUM_GOOD | abi::RX_RSS_HASH;
+    (h.l2_len, h.l3_len, h.l4_len) = (14, 20, 8);
+    h.packet_type = abi::ptype::L2_ETHER | abi::ptype::L3_IPV4 | abi::ptype::L4_UDP;
+    let keep = b.share(0);
+    let c = call(&mut v, &st, &mut b, 1);
+    assert_eq!((b.len(), c.next[0], b.data(0)), (1, INNER, &f[..]), "{}", dump(&st));
+    let h = b.header(0);
+    assert_eq!(h.ol_flags & !abi::RX_RSS_HASH, 0);
+    assert_eq!((h.vlan_tci, h.l2_len, h.l3_len, h.l4_len, h.tso_segsz), (0, 0, 0, 0, 0));
+    assert_eq!(h.packet_type & !abi::ptype::L2_ETHER, 0, "not the outer UDP");
+    assert_eq!(keep.data(), &o[..], "the other holder's frame");
+    drop(keep);
+    b.free_all();
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// An encapsulated packet asks nothing of the port: the inner frame's requests (a
+/// partial checksum, a stripped tag) were done here, the outer checksum is written.
+#[test]
+fn an_encapsulated_packet_asks_nothing_of_the_port() {
+    let p = pool(64);
+    let (mut v, st) = node(&p, cfg());
+    let mut f = inner(B_MAC, 100);
+    let len = (f.len() - 34) as u16;
+    let pseudo = checksum::fold(checksum::pseudo_header_v4(&A4, &B4, IpProtocol::UDP, len));
+    f[40..42].copy_from_slice(&pseudo.to_be_bytes());
+    let mut b = burst(&p, std::slice::from_ref(&f));
+    let h = b.header_mut(0);
+    (h.port, h.vlan_tci) = (1, 9);
+    h.ol_flags |= abi::TX_UDP_CKSUM | RX_VLAN_STRIPPED | abi::RX_RSS_HASH;
+    (h.l2_len, h.l3_len, h.l4_len) = (14, 20, 8);
+    h.packet_type = abi::ptype::L2_ETHER | abi::ptype::L3_IPV4 | abi::ptype::L4_UDP;
+    let c = call(&mut v, &st, &mut b, 1);
+    assert_eq!(b.len(), 2, "{}", dump(&st));
+    for i in 0..2 {
+        let h = b.header(i);
+        assert_eq!(c.next[i], UNDERLAY);
+        assert_eq!(h.ol_flags & !abi::RX_RSS_HASH, 0, "no request of the port");
+        assert_eq!((h.vlan_tci, h.l2_len, h.l3_len, h.l4_len, h.tso_segsz), (0, 14, 20, 8, 0));
+        let inn = outer(&b.segments(i).flatten().copied().collect::<Vec<u8>>()).3;
+        assert_eq!(&inn[12..16], &[0x81, 0, 0, 9], "the tag put back");
+        let sum = checksum::pseudo_header_v4(&A4, &B4, IpProtocol::UDP, len) + checksum::sum(&inn[38..]);
+        assert_eq!(checksum::fold(sum), 0xffff, "inner UDP checksum completed");
+    }
+    b.free_all();
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// No ICMP error answers an ICMP error or a fragment other than the first, tagged or
+/// not, in either family; an echo request too big is answered.
+#[test]
+fn no_icmp_error_answers_an_error_or_a_later_fragment() {
+    let p = pool(64);
+    let (mut v, st) = node(&p, cfg());
+    let (a6, b6): (Ipv6Addr, Ipv6Addr) = ("fd00:70::1".parse().unwrap(), "fd00:70::2".parse().unwrap());
+    let v4 = |proto: u8, first: u8, frag: u16| {
+        let mut body = vec![0u8; 1500];
+        body[0] = first;
+        let mut f = with_df(eth(B_MAC, US_MAC, 0x0800, &ipv4(A4, B4, proto, 64, &body)), true);
+        f[20..22].copy_from_slice(&(0x4000 | frag).to_be_bytes());
+        f
+    };
+    let unreachable6 = eth(B_MAC, US_MAC, 0x86dd, &ipv6(a6, b6, 58, 64, &[1; 1500]));
+    let mut later6 = vec![17, 0, 0, 8, 0, 0, 0, 1];
+    later6.extend_from_slice(&[0; 1500]);
+    let later6 = eth(B_MAC, US_MAC, 0x86dd, &ipv6(a6, b6, 44, 64, &later6));
+    let quiet = [v4(1, 3, 0), v4(1, 11, 0), v4(17, 0, 100), tagged(&v4(1, 3, 0), 0x8100, 3), unreachable6, later6];
+    for (k, f) in quiet.iter().enumerate() {
+        assert_eq!(run(&mut v, &st, &p, &[(1, f.clone())]), [], "frame {k}");
+    }
+    let out = run(&mut v, &st, &p, &[(1, v4(1, 8, 0))]);
+    assert_eq!(out.iter().map(|(e, _)| *e).collect::<Vec<_>>(), [INNER], "{}", dump(&st));
+    assert_eq!((counter(&st, "too_big"), counter(&st, "icmp_sent")), (quiet.len() as u64 + 1, 1));
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// A remote cannot get multicast, broadcast or zero source MACs learned; it can move
+/// a MAC learned behind another (the remotes are trusted VTEPs), which is counted.
+#[test]
+fn group_and_zero_source_macs_are_not_learned_and_a_move_is_counted() {
+    let p = pool(64);
+    let (mut v, st) = node(&p, cfg());
+    let from = |src: [u8; 6]| eth(US_MAC, src, 0x0800, &ipv4(B4, A4, 17, 64, &[0; 8]));
+    for src in [[0xff; 6], [0x01, 0, 0x5e, 0, 0, 1], [0x33, 0x33, 0, 0, 0, 1], [0; 6]] {
+        assert_eq!(run(&mut v, &st, &p, &[(UNDER, vxlan(R1, 100, &from(src), false))]).len(), 1);
+    }
+    assert_eq!((v.learned(), counter(&st, "learned")), (0, 0));
+    run(&mut v, &st, &p, &[(UNDER, vxlan(R2, 100, &from(B_MAC), false))]);
+    run(&mut v, &st, &p, &[(UNDER, vxlan(R1, 100, &from(B_MAC), false))]);
+    assert_eq!((v.learned(), counter(&st, "learned")), (1, 2));
+    let out = run(&mut v, &st, &p, &[(1, inner(B_MAC, 10))]);
+    assert_eq!(out.iter().map(|(_, o)| outer(o).1).collect::<Vec<_>>(), [R1]);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// Flooding to 64 remotes a burst of broadcasts makes more copies than the node
+/// holds: the output stays at MAX_QUEUED, the rest is counted, nothing is leaked.
+#[test]
+fn a_flood_to_many_remotes_stays_within_the_queue() {
+    let p = pool(2600);
+    let remotes = (0..64u8).map(|k| Ipv4Addr::new(198, 18, 61, k + 1)).collect();
+    let (mut v, st) = node(&p, VxlanConfig { remotes, ..cfg() });
+    let frames: Vec<Vec<u8>> = (0..32).map(|_| inner([0xff; 6], 10)).collect();
+    let mut b = burst(&p, &frames);
+    for i in 0..32 {
+        b.header_mut(i).port = 1;
+    }
+    let c = call(&mut v, &st, &mut b, 1);
+    assert_eq!(outputs(&c, &mut b).len(), MAX_BURST);
+    assert_eq!(v.out.len(), MAX_QUEUED - MAX_BURST);
+    assert_eq!(counter(&st, "queue_full"), 32 * 64 - MAX_QUEUED as u64);
+    assert_eq!(run(&mut v, &st, &p, &[]).len(), MAX_QUEUED - MAX_BURST);
+    assert_eq!(p.stats().in_use, 0);
+}
+
+/// With an underlay MTU of 65535, an inner frame of 65499 bytes fills the outer IPv4
+/// total length exactly (no u16 overflow); one byte more is too big.
+#[test]
+fn the_largest_frame_fills_the_outer_lengths_exactly() {
+    let p = pool(256);
+    let (mut v, st) = node(&p, VxlanConfig { remotes: vec![R1], mtu: 65535, ..cfg() });
+    let f = eth(B_MAC, US_MAC, 0x88b5, &vec![0x5a; 65499 - 14]);
+    let out = run(&mut v, &st, &p, &[(1, f.clone())]);
+    assert_eq!(out.len(), 1, "{}", dump(&st));
+    assert_eq!(out[0].1.len(), 65535 + 14);
+    assert_eq!(outer(&out[0].1).3, f);
+    let mut g = f.clone();
+    g.push(0);
+    assert_eq!(run(&mut v, &st, &p, &[(1, g)]), []);
+    assert_eq!(counter(&st, "too_big"), 1);
+    assert_eq!(p.stats().in_use, 0);
+}
