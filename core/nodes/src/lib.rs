@@ -263,6 +263,30 @@ pub(crate) mod tests {
         eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(PEER6, dst, 58, 64, &icmp6(repr, PEER6, dst, data)))
     }
 
+    /// An [`Env`] with one pool (every node's) and no port, a 1 GHz clock.
+    pub(crate) struct PoolEnv(pub(crate) Mempool);
+
+    impl Env for PoolEnv {
+        fn rx_queue(&mut self, port: &str, _: u16) -> Result<RxQ, String> {
+            Err(format!("no port `{port}`"))
+        }
+        fn tx_queue(&mut self, port: &str, _: u16) -> Result<TxQ, String> {
+            Err(format!("no port `{port}`"))
+        }
+        fn port_mac(&self, port: &str) -> Result<[u8; 6], String> {
+            Err(format!("no port `{port}`"))
+        }
+        fn port_id(&self, port: &str) -> Result<u16, String> {
+            Err(format!("no port `{port}`"))
+        }
+        fn mempool(&self, _: Option<&str>, _: Option<&str>) -> Result<Mempool, String> {
+            Ok(self.0.clone())
+        }
+        fn tsc_hz(&self) -> u64 {
+            1_000_000_000
+        }
+    }
+
     /// An [`Env`] without ports or pools (for nodes that need neither).
     struct NoEnv;
 

@@ -888,29 +888,7 @@ mod tests {
         }
     }
 
-    /// An application that has one pool and no port.
-    struct PoolEnv(Mempool);
-
-    impl crate::Env for PoolEnv {
-        fn rx_queue(&mut self, port: &str, _: u16) -> Result<ironpath_eal::RxQ, String> {
-            Err(format!("no port `{port}`"))
-        }
-        fn tx_queue(&mut self, port: &str, _: u16) -> Result<ironpath_eal::TxQ, String> {
-            Err(format!("no port `{port}`"))
-        }
-        fn port_mac(&self, port: &str) -> Result<[u8; 6], String> {
-            Err(format!("no port `{port}`"))
-        }
-        fn port_id(&self, port: &str) -> Result<u16, String> {
-            Err(format!("no port `{port}`"))
-        }
-        fn mempool(&self, _: Option<&str>, _: Option<&str>) -> Result<Mempool, String> {
-            Ok(self.0.clone())
-        }
-        fn tsc_hz(&self) -> u64 {
-            1_000_000_000
-        }
-    }
+    use crate::tests::PoolEnv;
 
     /// A `vlan` node built from YAML `params`, through validation (defaults filled
     /// in) and the kind's constructor.

@@ -1,5 +1,6 @@
 use super::*;
 use crate::tests::{burst, call, counter, eth, ipv4, ipv6, outputs, pool, stats, udp, PEER4, PEER6, PEER_MAC, US4, US6, US_MAC};
+use crate::tests::PoolEnv;
 use ironpath_graph::NodeStats;
 use ironpath_util::testing::XorShift;
 use ironpath_wire::IpAddress;
@@ -127,30 +128,6 @@ fn dscp_lists_parse_and_bad_ones_are_refused() {
     assert_eq!(parse_dscps(""), Ok(0));
     for bad in ["64", "x", "14-12", "1-"] {
         assert!(parse_dscps(bad).is_err(), "{bad}");
-    }
-}
-
-/// An [`crate::Env`] with one pool and a 1 GHz clock.
-struct PoolEnv(Mempool);
-
-impl crate::Env for PoolEnv {
-    fn rx_queue(&mut self, port: &str, _: u16) -> Result<ironpath_eal::RxQ, String> {
-        Err(format!("no port `{port}`"))
-    }
-    fn tx_queue(&mut self, port: &str, _: u16) -> Result<ironpath_eal::TxQ, String> {
-        Err(format!("no port `{port}`"))
-    }
-    fn port_mac(&self, port: &str) -> Result<[u8; 6], String> {
-        Err(format!("no port `{port}`"))
-    }
-    fn port_id(&self, port: &str) -> Result<u16, String> {
-        Err(format!("no port `{port}`"))
-    }
-    fn mempool(&self, _: Option<&str>, _: Option<&str>) -> Result<Mempool, String> {
-        Ok(self.0.clone())
-    }
-    fn tsc_hz(&self) -> u64 {
-        HZ
     }
 }
 

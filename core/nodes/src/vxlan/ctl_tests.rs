@@ -19,16 +19,7 @@ fn from(src: Ipv4Addr, mac: [u8; 6]) -> Vec<u8> {
 #[test]
 fn remotes_change_and_the_table_shows_and_flushes_at_run_time() {
     let p = pool(64);
-    let cfg = VxlanConfig {
-        vni: 100,
-        local: LOCAL,
-        remotes: vec![R1, R2],
-        udp_port: 4789,
-        mtu: 1500,
-        max_macs: 64,
-        age_us: 300_000_000,
-    };
-    let mut v = Vxlan::new(cfg, 0, [2, 0, 0, 0, 9, 9], p.clone(), 1_000_000_000, [1; 16]);
+    let mut v = Vxlan::new(super::tests::cfg(), 0, [2, 0, 0, 0, 9, 9], p.clone(), 1_000_000_000, [1; 16]);
     let st = stats(&v);
     let mut b = burst(&p, &[from(R2, [2, 0, 0, 0, 7, 2]), from(R1, [2, 0, 0, 0, 7, 3])]);
     for i in 0..2 {
@@ -68,15 +59,7 @@ fn remotes_change_and_the_table_shows_and_flushes_at_run_time() {
 fn any_frame_that_fits_crosses_the_tunnel_unchanged() {
     use ironpath_util::testing::XorShift;
     let p = pool(512);
-    let cfg = |local, remotes| VxlanConfig {
-        vni: 0xabcdef,
-        local,
-        remotes,
-        udp_port: 4789,
-        mtu: 1500,
-        max_macs: 64,
-        age_us: 300_000_000,
-    };
+    let cfg = |local, remotes| VxlanConfig { vni: 0xabcdef, local, remotes, ..super::tests::cfg() };
     let mut a = Vxlan::new(cfg(LOCAL, vec![R1]), 0, [2, 0, 0, 0, 9, 9], p.clone(), 1_000_000_000, [1; 16]);
     let mut b = Vxlan::new(cfg(R1, vec![LOCAL]), 0, [2, 0, 0, 0, 9, 8], p.clone(), 1_000_000_000, [2; 16]);
     let (sa, sb) = (stats(&a), stats(&b));

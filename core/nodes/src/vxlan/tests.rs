@@ -16,7 +16,7 @@ const A4: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 1);
 const B4: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 2);
 const B_MAC: [u8; 6] = [0x02, 0, 0, 0, 7, 2];
 
-fn cfg() -> VxlanConfig {
+pub(super) fn cfg() -> VxlanConfig {
     VxlanConfig {
         vni: 100,
         local: LOCAL,
@@ -54,6 +54,16 @@ fn vxlan(src: Ipv4Addr, vni: u32, inner: &[u8], with_csum: bool) -> Vec<u8> {
         u[6..8].fill(0);
     }
     eth(UNDER_MAC, PEER_MAC, 0x0800, &ipv4(src, LOCAL, 17, 64, &u))
+}
+
+/// An inner UDP/IPv4 frame A -> B whose checksum holds only the pseudo-header sum
+/// (a partial checksum, to be completed).
+fn partial_udp() -> Vec<u8> {
+    let mut f = inner(B_MAC, 100);
+    let len = (f.len() - 34) as u16;
+    let pseudo = checksum::fold(checksum::pseudo_header_v4(&A4, &B4, IpProtocol::UDP, len));
+    f[40..42].copy_from_slice(&pseudo.to_be_bytes());
+    f
 }
 
 /// `f` (IPv4) with its DF bit set or cleared.
@@ -491,10 +501,8 @@ fn a_received_aggregate_leaves_as_its_segments() {
 fn a_shared_inner_frame_with_a_partial_checksum_is_copied_and_completed() {
     let p = pool(64);
     let (mut v, st) = node(&p, cfg());
-    let mut f = inner(B_MAC, 100);
+    let f = partial_udp();
     let len = (f.len() - 34) as u16;
-    let pseudo = checksum::fold(checksum::pseudo_header_v4(&A4, &B4, IpProtocol::UDP, len));
-    f[40..42].copy_from_slice(&pseudo.to_be_bytes());
     let mut b = burst(&p, std::slice::from_ref(&f));
     let h = b.header_mut(0);
     h.port = 1;
@@ -606,10 +614,8 @@ fn a_decapsulated_frame_forgets_the_outer_headers_and_a_shared_one_is_copied() {
 fn an_encapsulated_packet_asks_nothing_of_the_port() {
     let p = pool(64);
     let (mut v, st) = node(&p, cfg());
-    let mut f = inner(B_MAC, 100);
+    let f = partial_udp();
     let len = (f.len() - 34) as u16;
-    let pseudo = checksum::fold(checksum::pseudo_header_v4(&A4, &B4, IpProtocol::UDP, len));
-    f[40..42].copy_from_slice(&pseudo.to_be_bytes());
     let mut b = burst(&p, std::slice::from_ref(&f));
     let h = b.header_mut(0);
     (h.port, h.vlan_tci) = (1, 9);
