@@ -162,6 +162,15 @@ impl<'a> Values<'a> {
     }
 }
 
+/// A kind's `check` from its settings' constructor: what the constructor refuses is
+/// refused by `check` too, at the parameter it names.
+pub fn refused_at<T>(p: &Params, settings: Result<T, NodeError>) -> Result<(), (Option<ironpath_config::Loc>, String)> {
+    settings.map(drop).map_err(|e| match e {
+        NodeError::Param { param, .. } => (p.loc(param), e.to_string()),
+        _ => (None, e.to_string()),
+    })
+}
+
 /// `port`: the port a node uses.
 pub const PORT: ParamSpec = ParamSpec::new("port", ParamKind::Port).required().doc("the port (a name from `ports:`)");
 /// `queue`: the port queue a node takes.

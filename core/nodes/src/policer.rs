@@ -795,12 +795,7 @@ pub const KIND: NodeKind = NodeKind {
         ],
         nexts: Nexts::Fixed(&["out"]),
         // What the constructor refuses, `check` refuses too, at the parameter.
-        check: Some(|p| {
-            PolicerConfig::from_params(Values(p)).map(drop).map_err(|e| match e {
-                NodeError::Param { param, .. } => (p.loc(param), e.to_string()),
-                _ => (None, e.to_string()),
-            })
-        }),
+        check: Some(|p| crate::kind::refused_at(p, PolicerConfig::from_params(Values(p)))),
         ..NodeSpec::DEFAULT
     },
     build: |b, env| {

@@ -949,12 +949,7 @@ pub const KIND: NodeKind = NodeKind {
         ],
         nexts: Nexts::Fixed(&["inner", "underlay", "other"]),
         source: true,
-        check: Some(|p| {
-            VxlanConfig::from_params(Values(p)).map(drop).map_err(|e| match e {
-                NodeError::Param { param, .. } => (p.loc(param), e.to_string()),
-                _ => (None, e.to_string()),
-            })
-        }),
+        check: Some(|p| crate::kind::refused_at(p, VxlanConfig::from_params(Values(p)))),
         ..NodeSpec::DEFAULT
     },
     build: |b, env| {
