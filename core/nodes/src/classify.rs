@@ -1,7 +1,7 @@
 //! `classify`: send each packet to a named next edge by ethertype and IP protocol
 //! (VLAN tags skipped), recording `l2_len`/`l3_len` in the mbuf (unless an offload
-//! still pending uses the port's: a tunnel's GSO frame has them about its inner
-//! headers). A class whose
+//! still pending uses the ones the port set: a tunnel's GSO frame has them about its
+//! inner headers). A class whose
 //! edge is not connected falls back to the wider one: `icmp`/`tcp`/`udp` to `ipv4`
 //! (or `ipv6`), those to `other`. Truncated or malformed headers and IPv4 headers
 //! with a bad checksum are dropped and counted.
@@ -201,9 +201,11 @@ impl Node for Classify {
             let flags = pkts.header(i).ol_flags;
             let (k, l2, l3) = self.one(flags, pkts.data(i), pkts.pkt_len(i), cx);
             // Lengths an offload still pending relies on (where a partial checksum
-            // starts, a GSO frame's headers) are the port's: kept, as they may be the
-            // inner headers' of a tunnelled frame, not the outer ones seen here.
-            if flags & OFFLOAD_STATE == 0 {
+            // starts, a GSO frame's headers), when the port gave them, are kept: they
+            // may be the inner headers' of a tunnelled frame, not the outer ones seen
+            // here. A port that gave none (a partial checksum without its start) gets
+            // the ones found here.
+            if flags & OFFLOAD_STATE == 0 || pkts.header(i).l2_len == 0 {
                 let h = pkts.header_mut(i);
                 h.l2_len = l2;
                 h.l3_len = l3;
@@ -300,6 +302,25 @@ mod tests {
         b.free_all();
         assert_eq!(pool.stats().in_use, 0);
         got
+    }
+
+    /// A frame whose pending offload the port described (a tunnel's GSO frame: its
+    /// checksum starts at the inner TCP header) keeps the port's lengths; one the port
+    /// gave no lengths for gets the ones found here.
+    #[test]
+    fn the_lengths_a_pending_offload_uses_are_the_ports() {
+        let mut c = Classify::new(NEXTS);
+        let st = stats(&c);
+        let pool = pool(2);
+        let mut b = burst(&pool, &[udp4(), udp4()]);
+        for i in 0..2 {
+            b.header_mut(i).ol_flags |= abi::RX_L4_CKSUM_NONE | abi::RX_AGGREGATED;
+        }
+        (b.header_mut(0).l2_len, b.header_mut(0).l3_len) = (14, 70);
+        let _ = call(&mut c, &st, &mut b, 0);
+        let got: Vec<(u8, u16)> = (0..2).map(|i| (b.header(i).l2_len, b.header(i).l3_len)).collect();
+        assert_eq!(got, [(14, 70), (14, 20)]);
+        b.free_all();
     }
 
     #[test]
