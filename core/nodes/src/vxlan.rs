@@ -301,8 +301,11 @@ impl Vxlan {
         let Some(inner_mac) = d.get(inner_at + 6..inner_at + 12).and_then(|s| <[u8; 6]>::try_from(s).ok()) else {
             return count(n, VxlanCounter::Malformed);
         };
-        let (inner_l2, l2l3) = (inner_l2(&d[inner_at..]), usize::from(h.l2_len) + usize::from(h.l3_len));
-        let inner_ptype = inner_ptype(&d[inner_at..]);
+        let l2l3 = usize::from(h.l2_len) + usize::from(h.l3_len);
+        // The inner headers are parsed only for an offload still pending (a tunnel's
+        // GSO frame or partial checksum), whose state must move onto them.
+        let pending = h.ol_flags & (abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE) != 0;
+        let inner = if pending { inner_ip(&d[inner_at..]) } else { None };
         let pad = m.pkt_len() - off - total;
         let mut m = if m.refcnt() > 1 {
             match m.deep_copy(&self.pool) {
@@ -319,14 +322,14 @@ impl Vxlan {
         let kept = abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE | abi::RX_L4_CKSUM_GOOD | abi::RX_RSS_HASH;
         // Offload state about the inner headers (a tunnel's GSO frame) moves with
         // them; state about the outer ones (a stripped outer tag) goes.
-        match inner_l2 {
-            Some(l2) if h.ol_flags & (abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE) != 0 && l2l3 > inner_at + l2 => {
+        match inner {
+            Some((l2, ptype)) if l2l3 > inner_at + l2 => {
                 h.l3_len = (l2l3 - inner_at - l2) as u16;
                 h.l2_len = l2 as u8;
                 h.ol_flags &= kept;
                 // The port's classification was of the outer headers (UDP): a port
                 // sending this on must see the inner protocol.
-                h.packet_type = inner_ptype;
+                h.packet_type = ptype;
             }
             _ => {
                 h.ol_flags &= abi::RX_RSS_HASH;
@@ -819,28 +822,21 @@ fn to_one_host(d: &[u8], off: usize, v6: bool) -> bool {
     }
 }
 
-/// The packet type of an inner frame: Ethernet, its IP version and transport.
-fn inner_ptype(d: &[u8]) -> u32 {
+/// An inner frame's L2 header length (14, or 18/22 with tags) and packet type
+/// (Ethernet, its IP version and transport), if it is IP.
+fn inner_ip(d: &[u8]) -> Option<(usize, u32)> {
     use abi::ptype;
-    let (l3, proto) = match l3_offset(d) {
-        Ok((EtherType::IPV4, off)) => (ptype::L3_IPV4, d.get(off + 9).copied()),
-        Ok((EtherType::IPV6, off)) => (ptype::L3_IPV6, d.get(off + 6).copied()),
-        _ => (0, None),
+    let (off, l3, proto) = match l3_offset(d) {
+        Ok((EtherType::IPV4, off)) => (off, ptype::L3_IPV4, d.get(off + 9).copied()),
+        Ok((EtherType::IPV6, off)) => (off, ptype::L3_IPV6, d.get(off + 6).copied()),
+        _ => return None,
     };
     let l4 = match proto {
         Some(6) => ptype::L4_TCP,
         Some(17) => ptype::L4_UDP,
         _ => 0,
     };
-    ptype::L2_ETHER | l3 | l4
-}
-
-/// The inner frame's L2 header length (14, or 18/22 with tags), if it is IP.
-fn inner_l2(d: &[u8]) -> Option<usize> {
-    match l3_offset(d) {
-        Ok((EtherType::IPV4 | EtherType::IPV6, off)) => Some(off),
-        _ => None,
-    }
+    Some((off, ptype::L2_ETHER | l3 | l4))
 }
 
 /// Whether the UDP checksum of the datagram at `off + ihl` (over `udp_len` bytes, all
