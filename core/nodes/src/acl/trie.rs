@@ -1,0 +1,535 @@
+//! The IPv4 classifier of `acl`: the rules compiled into tries that are walked one key
+//! byte at a time, a burst of keys in lock step.
+//!
+//! A key is 13 bytes (source and destination addresses, protocol, ports). A trie's
+//! state after some of those bytes stands for the rules that can still match, each
+//! with what is left of its range in the field being read (whether the bytes so far
+//! equal the range's low or high end). A state's next state depends only on which of
+//! up to four points per rule the next byte falls between, so a node stores its
+//! interval starts (up to 16, compared with the byte in one SSE2 instruction, or a
+//! portable loop elsewhere) and a child per interval; a node with more intervals keeps
+//! 256 children. Equal states are one node (the build hashes them), and a state whose
+//! first rule matches whatever follows, or that no rule can match, is a result: a node
+//! that leads to itself, so a burst walks every key the same number of steps and
+//! stops early when every key of a group has its result. The bytes are read in the
+//! order that decides soonest: the fields whose rules are narrowest first.
+//!
+//! Rules open in an address field would have their later fields copied under every
+//! state the other rules' addresses make, so the rules are grouped by which address
+//! fields are wide (as the decision trees are) and each group gets its own trie; a
+//! group whose trie outgrows the build's budget is split in two, up to [`MAX_TRIES`].
+//! A rule set that still does not fit is left to the trees.
+
+use super::{Rule, FIELDS};
+
+/// Bytes of a key a trie reads.
+pub const KEY_LEN: usize = 13;
+/// An IPv4 key as the tries read it: source (0..4), destination (4..8), source port
+/// (8..10), destination port (10..12), protocol (12), big-endian, every byte `^ 0x80`
+/// (as the nodes compare: signed); 3 bytes unused.
+pub type V4Key = [u8; 16];
+
+/// Where each field (in [`FIELDS`] order: source, destination, protocol, source port,
+/// destination port) sits in a [`V4Key`], and its width in bytes.
+const FIELD_AT: [(usize, u32); FIELDS] = [(0, 4), (4, 4), (12, 1), (8, 2), (10, 2)];
+/// Tries a rule set may be compiled into.
+pub const MAX_TRIES: usize = 8;
+/// Nodes all of a classifier's tries may hold (32 bytes each; 10,000 firewall rules
+/// take about 100,000).
+const MAX_NODES: usize = 1 << 20;
+/// Child slots all of a classifier's tries may hold (4 bytes each).
+const MAX_CHILDREN: usize = 1 << 22;
+/// Rule steps (a rule carried from a state into a child) one build may take: bounds
+/// the build time of rule sets that overlap heavily.
+const MAX_WORK: u64 = 1 << 27;
+/// Keys walked in lock step.
+const GROUP: usize = 8;
+
+/// The `rule` of a node that is not a result.
+const INNER: u32 = u32::MAX;
+/// The `rule` of the result "no rule matches".
+pub const MISS: u32 = u32::MAX - 1;
+/// `shape` of a node with 256 children.
+const FULL: u32 = 1 << 8;
+/// What unused interval starts hold (255, stored as compared: `^ 0x80`).
+const PAD: u8 = 0x7f;
+
+/// The IPv4-mapped IPv6 addresses (`::ffff:0:0/96`), where the IPv4 keys live.
+const MAPPED: (u128, u128) = (0xffff_0000_0000, 0xffff_ffff_ffff);
+
+/// The key of `k` if both its addresses are IPv4 (IPv4-mapped).
+#[inline]
+pub fn v4_key(k: &[u128; FIELDS]) -> Option<V4Key> {
+    if (k[0] >> 32) as u64 != 0xffff || (k[1] >> 32) as u64 != 0xffff {
+        return None;
+    }
+    // Two words in memory order: the addresses, then the ports and the protocol.
+    let flip = 0x8080_8080_8080_8080u64;
+    let addrs = u64::from((k[0] as u32).swap_bytes()) | u64::from((k[1] as u32).swap_bytes()) << 32;
+    let rest = u64::from((k[3] as u16).swap_bytes()) | u64::from((k[4] as u16).swap_bytes()) << 16 | (k[2] as u64 & 0xff) << 32;
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&(addrs ^ flip).to_le_bytes());
+    b[8..].copy_from_slice(&(rest ^ flip).to_le_bytes());
+    Some(b)
+}
+
+/// The key of [`V4Key`] `b` (as [`v4_key`] took it).
+pub fn key_of_v4(b: &V4Key) -> [u128; FIELDS] {
+    let b = (u128::from_ne_bytes(*b) ^ 0x8080_8080_8080_8080_8080_8080_8080_8080).to_ne_bytes();
+    let be = |r: std::ops::Range<usize>| b[r].iter().fold(0u128, |a, &x| a << 8 | u128::from(x));
+    [be(0..4) | MAPPED.0, be(4..8) | MAPPED.0, u128::from(b[12]), be(8..10), be(10..12)]
+}
+
+/// A rule restricted to IPv4 keys: an inclusive range per field.
+#[derive(Clone, Debug)]
+pub struct V4Rule {
+    /// Its index in the rule set.
+    pub id: u32,
+    lo: [u32; FIELDS],
+    hi: [u32; FIELDS],
+}
+
+impl V4Rule {
+    /// `r` as it applies to IPv4 keys; `None` if it matches none (an IPv6 prefix).
+    pub fn of(id: u32, r: &Rule) -> Option<V4Rule> {
+        let mut lo = [0; FIELDS];
+        let mut hi = [0; FIELDS];
+        for (f, &(l, h)) in r.ranges.iter().enumerate() {
+            let (l, h) = if f < 2 {
+                if l > MAPPED.1 || h < MAPPED.0 {
+                    return None;
+                }
+                (l.max(MAPPED.0) - MAPPED.0, h.min(MAPPED.1) - MAPPED.0)
+            } else {
+                (l, h)
+            };
+            lo[f] = l as u32;
+            hi[f] = h as u32;
+        }
+        Some(V4Rule { id, lo, hi })
+    }
+
+    /// Whether its range in field `f` is the whole field.
+    fn open(&self, f: usize) -> bool {
+        self.lo[f] == 0 && self.hi[f] == field_max(f)
+    }
+
+    /// Whether its range in field `f` is at least `w` wide (for grouping).
+    pub fn wide(&self, f: usize, w: u32) -> bool {
+        self.hi[f] - self.lo[f] >= w - 1
+    }
+}
+
+fn field_max(f: usize) -> u32 {
+    u32::MAX >> (32 - 8 * FIELD_AT[f].1)
+}
+
+/// One node: a result, a range node or a 256-way node.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(32))]
+struct Node {
+    /// Interval starts after the first (which starts at 0), ascending, each `^ 0x80`
+    /// (for a signed compare), unused ones [`PAD`]; byte `i` is `bounds[i / 8] >> 8 * (i % 8)`.
+    bounds: [u64; 2],
+    /// The node's first child in `children`.
+    base: u32,
+    /// Interval starts (0..=16), or [`FULL`].
+    shape: u32,
+    /// The rule this result stands for, [`MISS`], or [`INNER`].
+    rule: u32,
+}
+
+/// Which interval of a node byte `v` (`^ 0x80`) falls in (SSE2: every x86_64 has it).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn interval(bounds: [u64; 2], shape: u32, v: u8) -> usize {
+    use std::arch::x86_64::{_mm_cmpgt_epi8, _mm_movemask_epi8, _mm_set1_epi8, _mm_set_epi64x};
+    // SAFETY: these intrinsics only need SSE2, which this build's target has
+    // (`target_feature = "sse2"`); they read no memory.
+    let above = unsafe {
+        _mm_movemask_epi8(_mm_cmpgt_epi8(
+            _mm_set_epi64x(bounds[1] as i64, bounds[0] as i64),
+            _mm_set1_epi8(v as i8),
+        ))
+    } as u32;
+    (above | 1 << (shape & 31)).trailing_zeros() as usize
+}
+
+/// Which interval of a node byte `v` (`^ 0x80`) falls in, one start at a time.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+#[inline(always)]
+fn interval_portable(bounds: [u64; 2], shape: u32, v: u8) -> usize {
+    let b = (u128::from(bounds[1]) << 64 | u128::from(bounds[0])).to_le_bytes();
+    b[..(shape & 31) as usize].iter().take_while(|&&x| x as i8 <= v as i8).count()
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+use interval_portable as interval;
+
+/// One trie over a group of rules.
+#[derive(Debug)]
+pub struct Trie {
+    nodes: Vec<Node>,
+    children: Vec<u32>,
+    /// The key byte read at each step.
+    order: [u8; KEY_LEN],
+    root: u32,
+}
+
+impl Trie {
+    #[inline(always)]
+    fn step_with(&self, s: u32, v: u8, pick: fn([u64; 2], u32, u8) -> usize) -> u32 {
+        let n = &self.nodes[s as usize];
+        let i = std::hint::select_unpredictable(n.shape == FULL, usize::from(v), pick(n.bounds, n.shape, v));
+        self.children[n.base as usize + i]
+    }
+
+    /// The first rule (index) of this trie matching `k`, or [`MISS`].
+    pub fn lookup(&self, k: &V4Key) -> u32 {
+        let mut s = self.root;
+        for &at in &self.order {
+            if self.nodes[s as usize].rule != INNER {
+                break;
+            }
+            s = self.step_with(s, k[usize::from(at)], interval);
+        }
+        self.nodes[s as usize].rule
+    }
+
+    /// For each key, the smaller of `best` and the first rule of this trie matching it.
+    #[inline]
+    pub fn lookup_burst(&self, keys: &[V4Key], best: &mut [u32]) {
+        self.burst_with(keys, best, interval);
+    }
+
+    /// [`Trie::lookup_burst`] with the portable interval search (tested against the SSE2 one).
+    #[cfg(test)]
+    pub fn lookup_burst_portable(&self, keys: &[V4Key], best: &mut [u32]) {
+        self.burst_with(keys, best, interval_portable);
+    }
+
+    #[inline(always)]
+    fn burst_with(&self, keys: &[V4Key], best: &mut [u32], pick: fn([u64; 2], u32, u8) -> usize) {
+        let (nodes, children) = (self.nodes.as_slice(), self.children.as_slice());
+        for (keys, best) in keys.chunks(GROUP).zip(best.chunks_mut(GROUP)) {
+            let mut s = [self.root; GROUP];
+            for &at in &self.order {
+                // INNER is the largest `rule`: the group is done when no key's is.
+                let mut top = 0;
+                for (s, k) in s.iter_mut().zip(keys) {
+                    let n = &nodes[*s as usize];
+                    top = top.max(n.rule);
+                    let v = k[usize::from(at)];
+                    // 256-way or ranges, without a branch: the two kinds mix in a walk.
+                    let i = std::hint::select_unpredictable(n.shape == FULL, usize::from(v), pick(n.bounds, n.shape, v));
+                    *s = children[n.base as usize + i];
+                }
+                if top != INNER {
+                    break;
+                }
+            }
+            for (b, s) in best.iter_mut().zip(s) {
+                *b = (*b).min(nodes[s as usize].rule);
+            }
+        }
+    }
+
+    /// Bytes its tables take.
+    pub fn bytes(&self) -> usize {
+        self.nodes.len() * std::mem::size_of::<Node>() + self.children.len() * 4
+    }
+
+    /// Nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+}
+
+/// What is left of a classifier's budget, and what one trie may take (a quarter of
+/// the whole: a group whose rules overlap so that its trie grows faster than its rule
+/// count is split before it takes everything).
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    nodes: usize,
+    children: usize,
+    trie_nodes: usize,
+    trie_children: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::new(MAX_NODES, MAX_CHILDREN)
+    }
+}
+
+impl Budget {
+    /// At most `nodes` nodes and `children` child slots in all, a quarter of each per
+    /// trie (tests: a small budget makes the build split its groups, then give up).
+    pub fn new(nodes: usize, children: usize) -> Self {
+        Budget { nodes, children, trie_nodes: nodes / 4, trie_children: children / 4 }
+    }
+}
+
+/// A build went over its budget.
+#[derive(Debug)]
+pub struct Over;
+
+/// One step of a walk: which field, and which of its bytes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Step {
+    /// The field (in [`FIELDS`] order).
+    field: usize,
+    /// Bits of the field below this byte.
+    shift: u32,
+    /// The next step's field, if this is the field's last byte.
+    next_field: Option<usize>,
+    /// Whether this is the field's last byte.
+    last: bool,
+}
+
+/// A state being built: interval starts and the child (state id) of each interval.
+struct State {
+    starts: Vec<u8>,
+    children: Vec<u32>,
+    rule: u32,
+}
+
+struct Builder<'a> {
+    rules: &'a [V4Rule],
+    steps: [Step; KEY_LEN],
+    /// Per rule: the first position in the field order from which every field is open.
+    open_from: Vec<usize>,
+    /// Per field: its position in the field order.
+    pos: [usize; FIELDS],
+    states: Vec<State>,
+    memo: std::collections::HashMap<(u8, Vec<u32>), u32>,
+    results: std::collections::HashMap<u32, u32>,
+    children: usize,
+    work: u64,
+    budget: Budget,
+}
+
+/// Items of a state: `rule index << 2 | low end still binding | high end still binding << 1`.
+type Item = u32;
+const LO: u32 = 1;
+const HI: u32 = 2;
+
+impl Builder<'_> {
+    /// The flags of rule `r` at the start of field `f`.
+    fn fresh(&self, r: usize, f: usize) -> u32 {
+        let rule = &self.rules[r];
+        (u32::from(rule.lo[f] != 0) * LO) | (u32::from(rule.hi[f] != field_max(f)) * HI)
+    }
+
+    /// Whether item `it` matches whatever the key holds from step `d` on.
+    fn certain(&self, it: Item, d: usize) -> bool {
+        it & 3 == 0 && self.open_from[(it >> 2) as usize] <= self.pos[self.steps[d].field] + 1
+    }
+
+    fn result(&mut self, rule: u32) -> Result<u32, Over> {
+        if let Some(&s) = self.results.get(&rule) {
+            return Ok(s);
+        }
+        let id = self.push(State { starts: Vec::new(), children: Vec::new(), rule })?;
+        self.states[id as usize].children.push(id);
+        self.results.insert(rule, id);
+        Ok(id)
+    }
+
+    fn push(&mut self, s: State) -> Result<u32, Over> {
+        self.children += if s.starts.len() > 16 { 256 } else { s.starts.len() + 1 };
+        let b = &self.budget;
+        if self.states.len() >= b.nodes.min(b.trie_nodes) || self.children > b.children.min(b.trie_children) {
+            return Err(Over);
+        }
+        self.states.push(s);
+        Ok(self.states.len() as u32 - 1)
+    }
+
+    /// The state of `items` before step `d`.
+    fn state(&mut self, d: usize, mut items: Vec<Item>) -> Result<u32, Over> {
+        if d == KEY_LEN {
+            return self.result(items.first().map_or(MISS, |&i| self.rules[(i >> 2) as usize].id));
+        }
+        if let Some(c) = items.iter().position(|&i| self.certain(i, d)) {
+            if c == 0 {
+                return self.result(self.rules[(items[0] >> 2) as usize].id);
+            }
+            items.truncate(c + 1);
+        }
+        if items.is_empty() {
+            return self.result(MISS);
+        }
+        let key = (d as u8, items);
+        if let Some(&s) = self.memo.get(&key) {
+            return Ok(s);
+        }
+        let items = key.1;
+        let step = self.steps[d];
+        let bytes = |it: Item| {
+            let r = &self.rules[(it >> 2) as usize];
+            let lo = if it & LO != 0 { (r.lo[step.field] >> step.shift) as u8 } else { 0 };
+            let hi = if it & HI != 0 { (r.hi[step.field] >> step.shift) as u8 } else { 255 };
+            (lo, hi)
+        };
+        let mut starts: Vec<u8> = Vec::with_capacity(4 * items.len());
+        for &it in &items {
+            let (lo, hi) = bytes(it);
+            // Where the outcome may change: below `lo`, at it, between, at `hi`, above.
+            // (Points past 255 saturate to it; a point that changes nothing only costs
+            // the build a child that equals its neighbour, merged below.)
+            starts.extend([lo, lo.saturating_add(1), hi, hi.saturating_add(1)].iter().filter(|&&p| p > 0));
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        self.work += (starts.len() as u64 + 1) * items.len() as u64;
+        if self.work > MAX_WORK {
+            return Err(Over);
+        }
+        let below = (1u32 << step.shift).wrapping_sub(1);
+        let mut out_starts = Vec::with_capacity(starts.len());
+        let mut children: Vec<u32> = Vec::with_capacity(starts.len() + 1);
+        for v in std::iter::once(0u8).chain(starts.iter().copied()) {
+            let mut next = Vec::with_capacity(items.len());
+            for &it in &items {
+                let (lo, hi) = bytes(it);
+                if v < lo || v > hi {
+                    continue;
+                }
+                let r = (it >> 2) as usize;
+                let rule = &self.rules[r];
+                let flags = match step.next_field {
+                    Some(f) if step.last => self.fresh(r, f),
+                    _ if step.last => 0,
+                    _ => {
+                        (u32::from(it & LO != 0 && v == lo && rule.lo[step.field] & below != 0) * LO)
+                            | (u32::from(it & HI != 0 && v == hi && rule.hi[step.field] & below != below) * HI)
+                    }
+                };
+                next.push(it & !3 | flags);
+            }
+            let child = self.state(d + 1, next)?;
+            if children.last() != Some(&child) {
+                if !children.is_empty() {
+                    out_starts.push(v);
+                }
+                children.push(child);
+            }
+        }
+        let id = self.push(State { starts: out_starts, children, rule: INNER })?;
+        self.memo.insert((d as u8, items), id);
+        Ok(id)
+    }
+}
+
+impl Trie {
+    /// The trie of `rules` (in rule order), within `budget` (what it takes is taken
+    /// off; nothing if it does not fit).
+    pub fn build(rules: &[V4Rule], budget: &mut Budget) -> Result<Trie, Over> {
+        // Fields in the order that decides soonest: the narrowest on average first.
+        let mut fields: [usize; FIELDS] = [0, 1, 2, 3, 4];
+        let openness = |f: usize| -> f64 {
+            let bits = 8.0 * FIELD_AT[f].1 as f64;
+            rules.iter().map(|r| f64::from(r.hi[f] - r.lo[f]).ln_1p() / std::f64::consts::LN_2 / bits).sum::<f64>()
+        };
+        let open: Vec<f64> = (0..FIELDS).map(openness).collect();
+        fields.sort_by(|&a, &b| open[a].total_cmp(&open[b]));
+        let mut steps = [Step::default(); KEY_LEN];
+        let mut order = [0u8; KEY_LEN];
+        let mut pos = [0usize; FIELDS];
+        let mut d = 0;
+        for (p, &f) in fields.iter().enumerate() {
+            pos[f] = p;
+            let (at, width) = FIELD_AT[f];
+            for j in 0..width {
+                let last = j + 1 == width;
+                steps[d] = Step { field: f, shift: 8 * (width - 1 - j), next_field: fields.get(p + 1).copied(), last };
+                order[d] = (at + j as usize) as u8;
+                d += 1;
+            }
+        }
+        let open_from = rules
+            .iter()
+            .map(|r| (0..FIELDS).rev().take_while(|&p| r.open(fields[p])).fold(FIELDS, |_, p| p))
+            .collect();
+        let mut b = Builder {
+            rules,
+            steps,
+            open_from,
+            pos,
+            states: Vec::new(),
+            memo: Default::default(),
+            results: Default::default(),
+            children: 0,
+            work: 0,
+            budget: *budget,
+        };
+        b.result(MISS)?;
+        let first = fields[0];
+        let items: Vec<Item> = (0..rules.len()).map(|r| (r as u32) << 2 | b.fresh(r, first)).collect();
+        let root = b.state(0, items)?;
+        // Lay the states out: nodes in state order, children after one another.
+        let mut nodes = Vec::with_capacity(b.states.len());
+        let mut children = Vec::with_capacity(b.children);
+        for s in &b.states {
+            let full = s.starts.len() > 16;
+            let mut bytes = [PAD; 16];
+            let shape = if full {
+                FULL
+            } else {
+                for (b, &v) in bytes.iter_mut().zip(&s.starts) {
+                    *b = v ^ 0x80;
+                }
+                s.starts.len() as u32
+            };
+            let base = children.len() as u32;
+            if full {
+                // Indexed by the key byte as the walk has it (`^ 0x80`).
+                let mut at = 0;
+                let mut by_byte = [0; 256];
+                for v in 0..=255u8 {
+                    if s.starts.get(at) == Some(&v) {
+                        at += 1;
+                    }
+                    by_byte[usize::from(v ^ 0x80)] = s.children[at];
+                }
+                children.extend_from_slice(&by_byte);
+            } else {
+                children.extend_from_slice(&s.children);
+            }
+            let w = |h: usize| u64::from_le_bytes(bytes[8 * h..8 * h + 8].try_into().unwrap_or_default());
+            nodes.push(Node { bounds: [w(0), w(1)], base, shape, rule: s.rule });
+        }
+        budget.nodes -= nodes.len();
+        budget.children -= children.len();
+        Ok(Trie { nodes, children, order, root })
+    }
+}
+
+/// Tries for `rules` (in rule order): one per group of rules wide in the same address
+/// fields, groups split in two while their trie does not fit; `None` if the rule set
+/// needs more than [`MAX_TRIES`] or the budget.
+pub fn compile(groups: Vec<Vec<V4Rule>>, mut budget: Budget) -> Option<Vec<Trie>> {
+    let mut pending: Vec<Vec<V4Rule>> = groups.into_iter().filter(|g| !g.is_empty()).collect();
+    let mut done = Vec::new();
+    while let Some(g) = pending.pop() {
+        match Trie::build(&g, &mut budget) {
+            Ok(t) => done.push(t),
+            Err(Over) if g.len() > 1 && done.len() + pending.len() + 2 <= MAX_TRIES => {
+                let mut a = g;
+                let b = a.split_off(a.len() / 2);
+                pending.push(a);
+                pending.push(b);
+            }
+            Err(Over) => return None,
+        }
+    }
+    Some(done)
+}
+
+/// Whether `r` matches only keys whose addresses are both IPv4.
+pub fn ipv4_only(r: &Rule) -> bool {
+    let inside = |(lo, hi): (u128, u128)| lo >= MAPPED.0 && hi <= MAPPED.1;
+    inside(r.ranges[0]) && inside(r.ranges[1])
+}
