@@ -30,6 +30,7 @@ pub mod mempool;
 pub mod mpmc;
 pub mod pci;
 pub mod port;
+pub mod simd;
 pub mod sleep;
 pub mod spsc;
 mod sync;

@@ -18,8 +18,7 @@
 //! [`aggregate`] (`rx_aggregate`, `gso`), [`impair`], [`tcp`]. [`make`] builds one
 //! node from its validated configuration, with the ports, queues and pools it
 //! needs from an [`Env`].
-// One function uses `unsafe`: the SSE2 byte compare of the ACL tries (`acl::trie`).
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(any(test, feature = "test-utils"))]

@@ -6,8 +6,8 @@
 //! with what is left of its range in the field being read (whether the bytes so far
 //! equal the range's low or high end). A state's next state depends only on which of
 //! up to four points per rule the next byte falls between, so a node stores its
-//! interval starts (up to 16, compared with the byte in one SSE2 instruction, or a
-//! portable loop elsewhere) and a child per interval; a node with more intervals keeps
+//! interval starts (up to 16, compared with the byte in one SSE2 instruction,
+//! [`ironpath_eal::simd`], or a loop elsewhere) and a child per interval; a node with more intervals keeps
 //! 256 children. Equal states are one node (the build hashes them), and a state whose
 //! first rule matches whatever follows, or that no rule can match, is a result: a node
 //! that leads to itself, so a burst walks every key the same number of steps and
@@ -21,6 +21,7 @@
 //! A rule set that still does not fit is left to the trees.
 
 use super::{Rule, FIELDS};
+use ironpath_eal::simd;
 
 /// Bytes of a key a trie reads.
 pub const KEY_LEN: usize = 13;
@@ -139,33 +140,18 @@ struct Node {
     rule: u32,
 }
 
-/// Which interval of a node byte `v` (`^ 0x80`) falls in (SSE2: every x86_64 has it).
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+/// Which interval of a node key byte `v` (`^ 0x80`) falls in: the first start above it
+/// (the starts ascend), in one SIMD compare where there is one.
 #[inline(always)]
-#[allow(unsafe_code)]
 fn interval(bounds: [u64; 2], shape: u32, v: u8) -> usize {
-    use std::arch::x86_64::{_mm_cmpgt_epi8, _mm_movemask_epi8, _mm_set1_epi8, _mm_set_epi64x};
-    // SAFETY: these intrinsics only need SSE2, which this build's target has
-    // (`target_feature = "sse2"`); they read no memory.
-    let above = unsafe {
-        _mm_movemask_epi8(_mm_cmpgt_epi8(
-            _mm_set_epi64x(bounds[1] as i64, bounds[0] as i64),
-            _mm_set1_epi8(v as i8),
-        ))
-    } as u32;
-    (above | 1 << (shape & 31)).trailing_zeros() as usize
+    (simd::signed_bytes_above(bounds, v) | 1 << (shape & 31)).trailing_zeros() as usize
 }
 
-/// Which interval of a node byte `v` (`^ 0x80`) falls in, one start at a time.
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-#[inline(always)]
+/// [`interval`] with the portable compare (tested against it).
+#[cfg(test)]
 fn interval_portable(bounds: [u64; 2], shape: u32, v: u8) -> usize {
-    let b = (u128::from(bounds[1]) << 64 | u128::from(bounds[0])).to_le_bytes();
-    b[..(shape & 31) as usize].iter().take_while(|&&x| x as i8 <= v as i8).count()
+    (simd::signed_bytes_above_portable(bounds, v) | 1 << (shape & 31)).trailing_zeros() as usize
 }
-
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-use interval_portable as interval;
 
 /// One trie over a group of rules.
 #[derive(Debug)]
