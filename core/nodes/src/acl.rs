@@ -141,9 +141,13 @@ impl Classifier {
                 }
                 trie::compile(groups, budget)
             });
-        // Trees for the rest: with tries, the rules that can match an IPv6 address.
+        // Trees for the rest: with tries, the rules that can match an IPv6 address
+        // (and never a rule with an empty range, which matches nothing).
         let ids: Vec<u32> = (0..rules.len() as u32)
-            .filter(|&i| tries.is_none() || !trie::ipv4_only(&rules[i as usize]))
+            .filter(|&i| {
+                let r = &rules[i as usize];
+                r.ranges.iter().all(|&(lo, hi)| lo <= hi) && (tries.is_none() || !trie::ipv4_only(r))
+            })
             .collect();
         let trees = Self::build_trees(&rules, &ids);
         Classifier { rules, trees, tries }

@@ -40,9 +40,10 @@ pub const MAX_TRIES: usize = 8;
 const MAX_NODES: usize = 1 << 20;
 /// Child slots all of a classifier's tries may hold (4 bytes each).
 const MAX_CHILDREN: usize = 1 << 22;
-/// Rule steps (a rule carried from a state into a child) one build may take: bounds
-/// the build time of rule sets that overlap heavily.
-const MAX_WORK: u64 = 1 << 27;
+/// Rule steps (a rule carried from a state into a child) all of a classifier's builds
+/// may take, those that end over budget included: bounds the compile time of rule
+/// sets that overlap heavily (10,000 firewall rules take about 5 million).
+const MAX_WORK: u64 = 1 << 26;
 /// Keys walked in lock step.
 const GROUP: usize = 8;
 
@@ -58,10 +59,12 @@ const PAD: u8 = 0x7f;
 /// The IPv4-mapped IPv6 addresses (`::ffff:0:0/96`), where the IPv4 keys live.
 const MAPPED: (u128, u128) = (0xffff_0000_0000, 0xffff_ffff_ffff);
 
-/// The key of `k` if both its addresses are IPv4 (IPv4-mapped).
+/// The key of `k` if both its addresses are IPv4 (IPv4-mapped) and its protocol and
+/// ports fit their fields (a key parsed from a frame always does).
 #[inline]
 pub fn v4_key(k: &[u128; FIELDS]) -> Option<V4Key> {
-    if (k[0] >> 32) as u64 != 0xffff || (k[1] >> 32) as u64 != 0xffff {
+    // All 96 bits above the IPv4 address: `2001:db8::ffff:a.b.c.d` is IPv6.
+    if k[0] >> 32 != 0xffff || k[1] >> 32 != 0xffff || k[2] > 0xff || (k[3] | k[4]) > 0xffff {
         return None;
     }
     // Two words in memory order: the addresses, then the ports and the protocol.
@@ -91,21 +94,18 @@ pub struct V4Rule {
 }
 
 impl V4Rule {
-    /// `r` as it applies to IPv4 keys; `None` if it matches none (an IPv6 prefix).
+    /// `r` as it applies to IPv4 keys; `None` if it matches none (an IPv6 prefix, an
+    /// empty range, a protocol or port range beyond its field).
     pub fn of(id: u32, r: &Rule) -> Option<V4Rule> {
         let mut lo = [0; FIELDS];
         let mut hi = [0; FIELDS];
         for (f, &(l, h)) in r.ranges.iter().enumerate() {
-            let (l, h) = if f < 2 {
-                if l > MAPPED.1 || h < MAPPED.0 {
-                    return None;
-                }
-                (l.max(MAPPED.0) - MAPPED.0, h.min(MAPPED.1) - MAPPED.0)
-            } else {
-                (l, h)
-            };
-            lo[f] = l as u32;
-            hi[f] = h as u32;
+            let (min, max) = if f < 2 { MAPPED } else { (0, u128::from(field_max(f))) };
+            if l > h || l > max || h < min {
+                return None;
+            }
+            lo[f] = (l.max(min) - min) as u32;
+            hi[f] = (h.min(max) - min) as u32;
         }
         Some(V4Rule { id, lo, hi })
     }
@@ -241,6 +241,7 @@ pub struct Budget {
     children: usize,
     trie_nodes: usize,
     trie_children: usize,
+    work: u64,
 }
 
 impl Default for Budget {
@@ -253,7 +254,7 @@ impl Budget {
     /// At most `nodes` nodes and `children` child slots in all, a quarter of each per
     /// trie (tests: a small budget makes the build split its groups, then give up).
     pub fn new(nodes: usize, children: usize) -> Self {
-        Budget { nodes, children, trie_nodes: nodes / 4, trie_children: children / 4 }
+        Budget { nodes, children, trie_nodes: nodes / 4, trie_children: children / 4, work: MAX_WORK }
     }
 }
 
@@ -370,7 +371,7 @@ impl Builder<'_> {
         starts.sort_unstable();
         starts.dedup();
         self.work += (starts.len() as u64 + 1) * items.len() as u64;
-        if self.work > MAX_WORK {
+        if self.work > self.budget.work {
             return Err(Over);
         }
         let below = (1u32 << step.shift).wrapping_sub(1);
@@ -454,7 +455,10 @@ impl Trie {
         b.result(MISS)?;
         let first = fields[0];
         let items: Vec<Item> = (0..rules.len()).map(|r| (r as u32) << 2 | b.fresh(r, first)).collect();
-        let root = b.state(0, items)?;
+        let built = b.state(0, items);
+        // Work spent counts whether or not the trie fits: failed builds are bounded too.
+        budget.work = budget.work.saturating_sub(b.work);
+        let root = built?;
         // Lay the states out: nodes in state order, children after one another.
         let mut nodes = Vec::with_capacity(b.states.len());
         let mut children = Vec::with_capacity(b.children);
@@ -519,3 +523,7 @@ pub fn ipv4_only(r: &Rule) -> bool {
     let inside = |(lo, hi): (u128, u128)| lo >= MAPPED.0 && hi <= MAPPED.1;
     inside(r.ranges[0]) && inside(r.ranges[1])
 }
+
+#[cfg(test)]
+#[path = "attack_tests.rs"]
+mod attack_tests;
