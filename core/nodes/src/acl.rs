@@ -58,6 +58,9 @@ ironpath_graph::counters! {
     }
 }
 
+/// Keys classified together (a common burst: larger ones are taken a chunk at a time).
+const CHUNK: usize = 32;
+
 /// Rules a leaf of the tree holds at most (fewer past the depth limit is not
 /// guaranteed: overlapping rules that no split separates stay together).
 pub const LEAF_RULES: usize = 8;
@@ -194,9 +197,9 @@ impl Classifier {
             }
             return;
         };
-        for (keys, found) in keys.chunks(MAX_BURST).zip(found.chunks_mut(MAX_BURST)) {
-            let mut v4 = [[0u8; 16]; MAX_BURST];
-            let mut at = [0u8; MAX_BURST];
+        for (keys, found) in keys.chunks(CHUNK).zip(found.chunks_mut(CHUNK)) {
+            let mut v4 = [[0u8; 16]; CHUNK];
+            let mut at = [0u8; CHUNK];
             let mut n = 0;
             for (i, (k, f)) in keys.iter().zip(found.iter_mut()).enumerate() {
                 match trie::v4_key(k) {
@@ -208,7 +211,7 @@ impl Classifier {
                     None => *f = self.tree_lookup(k),
                 }
             }
-            let mut best = [MISS; MAX_BURST];
+            let mut best = [MISS; CHUNK];
             for t in tries {
                 t.lookup_burst(&v4[..n], &mut best[..n]);
             }
@@ -642,43 +645,33 @@ impl Controller for AclCtl {
 impl Node for Acl {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         let mut n = [0u64; AclCounter::SPECS.len()];
-        let mut keys = [[0u128; FIELDS]; MAX_BURST];
-        let mut at = [0u8; MAX_BURST];
-        let mut found = [None; MAX_BURST];
-        let mut k = 0;
-        for (i, nx) in next.iter_mut().enumerate().take(pkts.len()) {
-            match key_of(pkts.data(i)) {
-                Ok(key) => {
-                    keys[k] = key;
-                    at[k] = i as u8;
-                    k += 1;
-                }
-                Err(NoKey::NotIp) => {
-                    n[AclCounter::NotIp as usize] += 1;
-                    *nx = 0;
-                }
-                Err(NoKey::Malformed) => {
-                    n[AclCounter::Malformed as usize] += 1;
-                    *nx = DROP;
+        // A chunk of keys at a time: arrays for a whole MAX_BURST would cost more to
+        // clear than a lookup.
+        let mut keys = [[0u128; FIELDS]; CHUNK];
+        let mut at = [0usize; CHUNK];
+        let mut found = [None; CHUNK];
+        for start in (0..pkts.len()).step_by(CHUNK) {
+            let mut k = 0;
+            let end = pkts.len().min(start + CHUNK);
+            for (i, nx) in next.iter_mut().enumerate().take(end).skip(start) {
+                match key_of(pkts.data(i)) {
+                    Ok(key) => {
+                        keys[k] = key;
+                        at[k] = i;
+                        k += 1;
+                    }
+                    Err(NoKey::NotIp) => {
+                        n[AclCounter::NotIp as usize] += 1;
+                        *nx = 0;
+                    }
+                    Err(NoKey::Malformed) => {
+                        n[AclCounter::Malformed as usize] += 1;
+                        *nx = DROP;
+                    }
                 }
             }
-        }
-        self.rules.lookup_burst(&keys[..k], &mut found[..k]);
-        for (&i, &found) in at[..k].iter().zip(&found[..k]) {
-            let (action, counter) = match found {
-                Some(r) => {
-                    let a = self.rules.rule(r).action;
-                    (a, match a {
-                        Action::Permit => AclCounter::Permitted,
-                        Action::Deny => AclCounter::Denied,
-                        Action::Count => AclCounter::Counted,
-                    })
-                }
-                None if self.default == Action::Deny => (Action::Deny, AclCounter::DefaultDeny),
-                None => (Action::Permit, AclCounter::DefaultPermit),
-            };
-            n[counter as usize] += 1;
-            next[usize::from(i)] = if action == Action::Deny { DROP } else { 0 };
+            self.rules.lookup_burst(&keys[..k], &mut found[..k]);
+            self.decide(&at[..k], &found[..k], next, &mut n);
         }
         for (k, &v) in n.iter().enumerate() {
             if v > 0 {
@@ -703,6 +696,28 @@ impl Node for Acl {
                 new
             }
             Err(m) => m,
+        }
+    }
+}
+
+impl Acl {
+    /// The edge of packets `at` whose first matching rules are `found`, counted in `n`.
+    fn decide(&self, at: &[usize], found: &[Option<usize>], next: &mut [u16; MAX_BURST], n: &mut [u64]) {
+        for (&i, &found) in at.iter().zip(found) {
+            let (action, counter) = match found {
+                Some(r) => {
+                    let a = self.rules.rule(r).action;
+                    (a, match a {
+                        Action::Permit => AclCounter::Permitted,
+                        Action::Deny => AclCounter::Denied,
+                        Action::Count => AclCounter::Counted,
+                    })
+                }
+                None if self.default == Action::Deny => (Action::Deny, AclCounter::DefaultDeny),
+                None => (Action::Permit, AclCounter::DefaultPermit),
+            };
+            n[counter as usize] += 1;
+            next[i] = if action == Action::Deny { DROP } else { 0 };
         }
     }
 }
@@ -1022,6 +1037,31 @@ mod tests {
         for (name, v) in [("denied", 1), ("counted", 1), ("permitted", 1), ("default_deny", 1), ("not_ip", 1)] {
             assert_eq!(counter(&st, name), v, "{name}");
         }
+        b.free_all();
+    }
+
+    /// A burst larger than the chunk the node classifies at a time: every packet gets
+    /// its own verdict, in place.
+    #[test]
+    fn bursts_longer_than_a_chunk_are_classified_packet_by_packet() {
+        let deny_dns = Rule { ranges: [ANY[0], ANY[1], (17, 17), ANY[3], (53, 53)], action: Action::Deny };
+        let mut acl = Acl::new(vec![deny_dns], Action::Permit);
+        let st = stats(&acl);
+        let p = pool(256);
+        let frames: Vec<Vec<u8>> = (0..3 * CHUNK + 5)
+            .map(|i| match i % 3 {
+                0 => udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 53),
+                1 => udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 80),
+                _ => eth([0xff; 6], PEER_MAC, 0x0806, &[0; 28]),
+            })
+            .collect();
+        let mut b = burst(&p, &frames);
+        let c = call(&mut acl, &st, &mut b, 0);
+        for i in 0..frames.len() {
+            assert_eq!(c.next[i], if i % 3 == 0 { DROP } else { 0 }, "packet {i}");
+        }
+        assert_eq!(counter(&st, "denied"), frames.len().div_ceil(3) as u64);
+        assert_eq!(counter(&st, "not_ip"), (frames.len() / 3) as u64);
         b.free_all();
     }
 
