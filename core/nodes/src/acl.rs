@@ -131,19 +131,11 @@ impl Classifier {
 
     /// Compile `rules` with tries of at most `budget` (`None`: trees only).
     fn compile(rules: Vec<Rule>, budget: Option<trie::Budget>) -> Self {
-        // Tries for IPv4 keys: one for the rules with a narrow destination, one for
-        // the rest (each reads its narrowest fields first, so a wide source costs
-        // the first trie nothing; two tries measured faster than four, one per
-        // combination of wide addresses, and took a fifth of one trie's memory).
+        // Tries for IPv4 keys ([`trie::compile`]).
         let tries = budget.and_then(|budget| {
-                let mut groups: Vec<Vec<V4Rule>> = vec![Vec::new(); 2];
-                for (i, r) in rules.iter().enumerate() {
-                    if let Some(r) = V4Rule::of(i as u32, r) {
-                        groups[usize::from(r.wide(1, WIDE[1] as u32))].push(r);
-                    }
-                }
-                trie::compile(groups, budget)
-            });
+            let v4 = rules.iter().enumerate().filter_map(|(i, r)| V4Rule::of(i as u32, r)).collect();
+            trie::compile(v4, budget)
+        });
         // Trees for the rest: with tries, the rules that can match an IPv6 address
         // (and never a rule with an empty range, which matches nothing).
         let ids: Vec<u32> = (0..rules.len() as u32)
@@ -647,14 +639,25 @@ impl Node for Acl {
         let mut n = [0u64; AclCounter::SPECS.len()];
         // A chunk of keys at a time: arrays for a whole MAX_BURST would cost more to
         // clear than a lookup.
+        // Plain IPv4 frames straight to the tries' keys; the rest parsed whole.
+        let mut v4 = [[0u8; 16]; CHUNK];
+        let mut v4_at = [0usize; CHUNK];
+        let mut v4_found = [MISS; CHUNK];
         let mut keys = [[0u128; FIELDS]; CHUNK];
         let mut at = [0usize; CHUNK];
         let mut found = [None; CHUNK];
         for start in (0..pkts.len()).step_by(CHUNK) {
-            let mut k = 0;
+            let (mut k, mut f) = (0, 0);
             let end = pkts.len().min(start + CHUNK);
             for (i, nx) in next.iter_mut().enumerate().take(end).skip(start) {
-                match key_of(pkts.data(i)) {
+                let data = pkts.data(i);
+                if let Some(key) = trie::fast_v4_key(data) {
+                    v4[f] = key;
+                    v4_at[f] = i;
+                    f += 1;
+                    continue;
+                }
+                match key_of(data) {
                     Ok(key) => {
                         keys[k] = key;
                         at[k] = i;
@@ -670,8 +673,13 @@ impl Node for Acl {
                     }
                 }
             }
+            self.rules.lookup_v4_burst(&v4[..f], &mut v4_found[..f]);
+            for (slot, &r) in found[k..k + f].iter_mut().zip(&v4_found[..f]) {
+                *slot = (r != MISS).then_some(r as usize);
+            }
             self.rules.lookup_burst(&keys[..k], &mut found[..k]);
-            self.decide(&at[..k], &found[..k], next, &mut n);
+            at[k..k + f].copy_from_slice(&v4_at[..f]);
+            self.decide(&at[..k + f], &found[..k + f], next, &mut n);
         }
         for (k, &v) in n.iter().enumerate() {
             if v > 0 {
@@ -977,11 +985,12 @@ mod tests {
         let rules = random_rules(&mut g, 200, false);
         let keys = edge_keys(&mut g, &rules, 3000, false);
         let roomy = Classifier::new(rules.clone());
-        assert_eq!(roomy.tries(), 2);
+        assert_eq!(roomy.tries(), 1);
         let (nodes, _) = roomy.trie_size();
-        // A quarter of the whole per trie: the larger group's trie does not fit whole.
+        // A quarter of the whole per trie: the rules do not fit one trie, nor maybe
+        // those with a narrow destination.
         let split = Classifier::compile(rules.clone(), Some(trie::Budget::new(2 * nodes, usize::MAX)));
-        assert!(split.tries() > 2, "{} tries", split.tries());
+        assert!(split.tries() >= 2, "{} tries", split.tries());
         assert!(split.trie_size().0 <= 2 * nodes);
         agrees_with_a_linear_scan(&split, &rules, &keys, "split tries");
         let none = Classifier::compile(rules.clone(), Some(trie::Budget::new(80, usize::MAX)));
@@ -1063,6 +1072,32 @@ mod tests {
         assert_eq!(counter(&st, "denied"), frames.len().div_ceil(3) as u64);
         assert_eq!(counter(&st, "not_ip"), (frames.len() / 3) as u64);
         b.free_all();
+    }
+
+    /// The node's fast path for plain IPv4 frames reads the key `key_of` reads, or
+    /// leaves the frame to it: frames cut, with options, fragments, odd lengths and
+    /// random bytes.
+    #[test]
+    fn the_fast_ipv4_key_is_key_of_s_or_none() {
+        let mut g = Lcg(3);
+        let base = udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 53);
+        assert!(trie::fast_v4_key(&base).is_some(), "a plain UDP frame takes the fast path");
+        let mut fast = 0;
+        for i in 0..20_000 {
+            let mut f = base.clone();
+            for _ in 0..g.next_u64() % 4 {
+                let at = 12 + g.next_u64() as usize % 30;
+                f[at] = [g.next_u64() as u8, 0x45, 0x46, 0x4f, 0x08, 0x00, 1, 6, 17, 132, 0x20, 0x3f][(g.next_u64() % 12) as usize];
+            }
+            if i % 3 == 0 {
+                f.truncate(g.next_u64() as usize % (base.len() + 1));
+            }
+            if let Some(k) = trie::fast_v4_key(&f) {
+                fast += 1;
+                assert_eq!(Some(k), key_of(&f).ok().as_ref().and_then(trie::v4_key), "frame {f:02x?}");
+            }
+        }
+        assert!(fast > 5_000, "{fast} frames took the fast path");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::super::sample::Lcg;
 use super::super::{parse_prefix, Action, Classifier, Rule, ANY, FIELDS};
-use super::{interval, interval_portable, key_of_v4, v4_key, Budget, Trie, V4Key, V4Rule, FULL, MISS, PAD};
+use super::{interval, interval_portable, key_of_v4, v4_key, Budget, Trie, V4Key, V4Rule, MISS, PAD};
 
 const M: u128 = 0xffff_0000_0000;
 
@@ -431,7 +431,7 @@ fn full_nodes_every_protocol_and_port_byte() {
     rules.push(Rule { ranges: [ANY[0], ANY[1], (255, 255), (65535, 65535), ANY[4]], action: Action::Count });
     rules.push(Rule { ranges: [ANY[0], ANY[1], (0, 0), (0, 0), (0, 0)], action: Action::Count });
     let c = Classifier::new(rules.clone());
-    assert!(c.tries.iter().flatten().any(|t| t.nodes.iter().any(|n| n.shape == FULL)), "no 256-way node");
+    assert!(c.tries.iter().flatten().any(|t| t.has_full_node()), "no 256-way node");
     let mut keys = Vec::new();
     for proto in 0..=255u128 {
         for port in [0u128, 255, 256, 257, proto * 256 + 254, proto * 256 + 255, (proto * 256 + 256).min(65535), (proto * 256 + 257).min(65535), 65535] {

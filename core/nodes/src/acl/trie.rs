@@ -7,18 +7,21 @@
 //! equal the range's low or high end). A state's next state depends only on which of
 //! up to four points per rule the next byte falls between, so a node stores its
 //! interval starts (up to 16, compared with the byte in one SSE2 instruction,
-//! [`ironpath_eal::simd`], or a loop elsewhere) and a child per interval; a node with more intervals keeps
-//! 256 children. Equal states are one node (the build hashes them), and a state whose
-//! first rule matches whatever follows, or that no rule can match, is a result: a node
-//! that leads to itself, so a burst walks every key the same number of steps and
-//! stops early when every key of a group has its result. The bytes are read in the
-//! order that decides soonest: the fields whose rules are narrowest first.
+//! [`ironpath_eal::simd`], or a loop elsewhere) and a child per interval; a node with
+//! more intervals keeps 256 children. Equal states are one node (the build hashes
+//! them); a state whose every byte leads to the same child is that child (each node
+//! names the key byte it reads, so a walk skips the bytes no live rule looks at); a
+//! state whose first rule matches whatever follows, or that no rule can match, is a
+//! result: a node that leads to itself, so a burst walks its keys in lock step and
+//! stops when every key of a group has its result. The bytes are read in the order
+//! that decides soonest: the fields whose rules are narrowest first.
 //!
-//! Rules open in an address field would have their later fields copied under every
-//! state the other rules' addresses make, so the rules are grouped by which address
-//! fields are wide (as the decision trees are) and each group gets its own trie; a
-//! group whose trie outgrows the build's budget is split in two, up to [`MAX_TRIES`].
-//! A rule set that still does not fit is left to the trees.
+//! One trie holds every rule unless it would take more than [`NODES_PER_RULE`] nodes a
+//! rule: rules open in an address field repeat their later fields under every state
+//! the other rules' addresses make. Then the rules with a narrow destination get one
+//! trie and the rest another, and a group whose trie outgrows the build's budget is
+//! split in two, up to [`MAX_TRIES`]. A rule set that still does not fit is left to
+//! the trees.
 
 use super::{Rule, FIELDS};
 use ironpath_eal::simd;
@@ -44,6 +47,9 @@ const MAX_CHILDREN: usize = 1 << 22;
 /// may take, those that end over budget included: bounds the compile time of rule
 /// sets that overlap heavily (10,000 firewall rules take about 5 million).
 const MAX_WORK: u64 = 1 << 26;
+/// Nodes a rule may cost a trie of all the rules (10,000 firewall rules take about
+/// 20 each in one trie; two tries take half as many nodes, and walk every key twice).
+const NODES_PER_RULE: usize = 32;
 /// Keys walked in lock step.
 const GROUP: usize = 8;
 
@@ -53,6 +59,8 @@ const INNER: u32 = u32::MAX;
 pub const MISS: u32 = u32::MAX - 1;
 /// `shape` of a node with 256 children.
 const FULL: u32 = 1 << 8;
+/// Where in `shape` the key byte a node reads is.
+const AT_SHIFT: u32 = 16;
 /// What unused interval starts hold (255, stored as compared: `^ 0x80`).
 const PAD: u8 = 0x7f;
 
@@ -75,6 +83,33 @@ pub fn v4_key(k: &[u128; FIELDS]) -> Option<V4Key> {
     b[..8].copy_from_slice(&(addrs ^ flip).to_le_bytes());
     b[8..].copy_from_slice(&(rest ^ flip).to_le_bytes());
     Some(b)
+}
+
+/// The key of a plain IPv4 frame (no VLAN tag), read from its bytes as
+/// [`super::key_of`] reads it, then [`v4_key`]; `None` for every other frame (tagged,
+/// IPv6, not IP, malformed), which `key_of` then takes.
+#[inline]
+pub fn fast_v4_key(frame: &[u8]) -> Option<V4Key> {
+    let ip = frame.get(14..)?;
+    if frame[12..14] != [0x08, 0x00] || ip.len() < 20 || ip[0] >> 4 != 4 {
+        return None;
+    }
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let later_fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff != 0;
+    let end = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
+    let l4 = if later_fragment { None } else { Some(ip.get(ihl..end)?) };
+    if ihl < 20 {
+        return None;
+    }
+    let ports = match (ip[9], l4) {
+        (6 | 17 | 132, Some(l4)) => l4.get(..4)?,
+        _ => &[0; 4],
+    };
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&ip[12..20]);
+    b[8..12].copy_from_slice(ports);
+    b[12] = ip[9];
+    Some((u128::from_ne_bytes(b) ^ 0x8080_8080_8080_8080_8080_8080_8080_8080).to_ne_bytes())
 }
 
 /// The key of [`V4Key`] `b` (as [`v4_key`] took it).
@@ -125,20 +160,13 @@ fn field_max(f: usize) -> u32 {
     u32::MAX >> (32 - 8 * FIELD_AT[f].1)
 }
 
-/// One node: a result, a range node or a 256-way node.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(32))]
-struct Node {
-    /// Interval starts after the first (which starts at 0), ascending, each `^ 0x80`
-    /// (for a signed compare), unused ones [`PAD`]; byte `i` is `bounds[i / 8] >> 8 * (i % 8)`.
-    bounds: [u64; 2],
-    /// The node's first child in `children`.
-    base: u32,
-    /// Interval starts (0..=16), or [`FULL`].
-    shape: u32,
-    /// The rule this result stands for, [`MISS`], or [`INNER`].
-    rule: u32,
-}
+/// Words of a node before its children: the interval starts after the first (which
+/// starts at 0), ascending, each `^ 0x80` (for a signed compare), unused ones [`PAD`]
+/// (4 words: byte `i` is `word[i / 4] >> 8 * (i % 4)`); the shape (how many starts,
+/// 0..=16, or [`FULL`]); the rule of a result ([`MISS`]), or [`INNER`]. The children
+/// (their nodes' offsets) follow: one per interval, or 256 by key byte. A node and its
+/// children share one or two cache lines: one miss per step of a walk.
+const HEAD: usize = 6;
 
 /// Which interval of a node key byte `v` (`^ 0x80`) falls in: the first start above it
 /// (the starts ascend), in one SIMD compare where there is one.
@@ -153,34 +181,41 @@ fn interval_portable(bounds: [u64; 2], shape: u32, v: u8) -> usize {
     (simd::signed_bytes_above_portable(bounds, v) | 1 << (shape & 31)).trailing_zeros() as usize
 }
 
-/// One trie over a group of rules.
+/// One trie over a group of rules: its nodes laid out in one array of words (a node's
+/// offset is its name), 16-byte aligned.
 #[derive(Debug)]
 pub struct Trie {
-    nodes: Vec<Node>,
-    children: Vec<u32>,
-    /// The key byte read at each step.
-    order: [u8; KEY_LEN],
+    flat: Vec<u32>,
+    nodes: usize,
     root: u32,
+}
+
+/// A node's head as a walk reads it: starts, shape, rule.
+#[inline(always)]
+fn head(flat: &[u32], s: u32) -> ([u64; 2], u32, u32) {
+    let h: [u32; HEAD] = flat[s as usize..s as usize + HEAD].try_into().unwrap_or_default();
+    ([u64::from(h[0]) | u64::from(h[1]) << 32, u64::from(h[2]) | u64::from(h[3]) << 32], h[4], h[5])
 }
 
 impl Trie {
     #[inline(always)]
-    fn step_with(&self, s: u32, v: u8, pick: fn([u64; 2], u32, u8) -> usize) -> u32 {
-        let n = &self.nodes[s as usize];
-        let i = std::hint::select_unpredictable(n.shape == FULL, usize::from(v), pick(n.bounds, n.shape, v));
-        self.children[n.base as usize + i]
+    fn step(flat: &[u32], s: u32, k: &V4Key, pick: fn([u64; 2], u32, u8) -> usize) -> (u32, u32) {
+        let (bounds, shape, rule) = head(flat, s);
+        let v = k[(shape >> AT_SHIFT) as usize & 15];
+        let i = std::hint::select_unpredictable(shape & FULL != 0, usize::from(v), pick(bounds, shape, v));
+        (flat[s as usize + HEAD + i], rule)
     }
 
     /// The first rule (index) of this trie matching `k`, or [`MISS`].
     pub fn lookup(&self, k: &V4Key) -> u32 {
         let mut s = self.root;
-        for &at in &self.order {
-            if self.nodes[s as usize].rule != INNER {
+        for _ in 0..KEY_LEN {
+            if head(&self.flat, s).2 != INNER {
                 break;
             }
-            s = self.step_with(s, k[usize::from(at)], interval);
+            s = Self::step(&self.flat, s, k, interval).0;
         }
-        self.nodes[s as usize].rule
+        head(&self.flat, s).2
     }
 
     /// For each key, the smaller of `best` and the first rule of this trie matching it.
@@ -197,38 +232,50 @@ impl Trie {
 
     #[inline(always)]
     fn burst_with(&self, keys: &[V4Key], best: &mut [u32], pick: fn([u64; 2], u32, u8) -> usize) {
-        let (nodes, children) = (self.nodes.as_slice(), self.children.as_slice());
+        let flat = self.flat.as_slice();
         for (keys, best) in keys.chunks(GROUP).zip(best.chunks_mut(GROUP)) {
             let mut s = [self.root; GROUP];
-            for &at in &self.order {
+            // A path reads each key byte at most once: KEY_LEN steps reach a result.
+            for _ in 0..KEY_LEN {
                 // INNER is the largest `rule`: the group is done when no key's is.
                 let mut top = 0;
                 for (s, k) in s.iter_mut().zip(keys) {
-                    let n = &nodes[*s as usize];
-                    top = top.max(n.rule);
-                    let v = k[usize::from(at)];
-                    // 256-way or ranges, without a branch: the two kinds mix in a walk.
-                    let i = std::hint::select_unpredictable(n.shape == FULL, usize::from(v), pick(n.bounds, n.shape, v));
-                    *s = children[n.base as usize + i];
+                    let (next, rule) = Self::step(flat, *s, k, pick);
+                    top = top.max(rule);
+                    *s = next;
                 }
                 if top != INNER {
                     break;
                 }
             }
             for (b, s) in best.iter_mut().zip(s) {
-                *b = (*b).min(nodes[s as usize].rule);
+                *b = (*b).min(head(flat, s).2);
             }
         }
     }
 
     /// Bytes its tables take.
     pub fn bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<Node>() + self.children.len() * 4
+        self.flat.len() * 4
     }
 
     /// Nodes.
     pub fn nodes(&self) -> usize {
-        self.nodes.len()
+        self.nodes
+    }
+
+    /// Whether it has a 256-way node (for tests).
+    #[cfg(test)]
+    pub fn has_full_node(&self) -> bool {
+        let mut o = 0;
+        while o < self.flat.len() {
+            let shape = self.flat[o + 4];
+            if shape & FULL != 0 {
+                return true;
+            }
+            o += (HEAD + (shape & 31) as usize + 1).next_multiple_of(4);
+        }
+        false
     }
 }
 
@@ -279,12 +326,16 @@ struct Step {
 struct State {
     starts: Vec<u8>,
     children: Vec<u32>,
+    /// The key byte it reads.
+    at: u8,
     rule: u32,
 }
 
 struct Builder<'a> {
     rules: &'a [V4Rule],
     steps: [Step; KEY_LEN],
+    /// The key byte read at each step.
+    order: [u8; KEY_LEN],
     /// Per rule: the first position in the field order from which every field is open.
     open_from: Vec<usize>,
     /// Per field: its position in the field order.
@@ -318,7 +369,7 @@ impl Builder<'_> {
         if let Some(&s) = self.results.get(&rule) {
             return Ok(s);
         }
-        let id = self.push(State { starts: Vec::new(), children: Vec::new(), rule })?;
+        let id = self.push(State { starts: Vec::new(), children: Vec::new(), at: 0, rule })?;
         self.states[id as usize].children.push(id);
         self.results.insert(rule, id);
         Ok(id)
@@ -404,7 +455,12 @@ impl Builder<'_> {
                 children.push(child);
             }
         }
-        let id = self.push(State { starts: out_starts, children, rule: INNER })?;
+        // A state every byte leaves for the same child is that child: its node reads
+        // its own key byte, so a walk skips the bytes no alive rule looks at.
+        let id = match children[..] {
+            [only] => only,
+            _ => self.push(State { starts: out_starts, children, at: self.order[d], rule: INNER })?,
+        };
         self.memo.insert((d as u8, items), id);
         Ok(id)
     }
@@ -443,6 +499,7 @@ impl Trie {
         let mut b = Builder {
             rules,
             steps,
+            order,
             open_from,
             pos,
             states: Vec::new(),
@@ -459,49 +516,69 @@ impl Trie {
         // Work spent counts whether or not the trie fits: failed builds are bounded too.
         budget.work = budget.work.saturating_sub(b.work);
         let root = built?;
-        // Lay the states out: nodes in state order, children after one another.
-        let mut nodes = Vec::with_capacity(b.states.len());
-        let mut children = Vec::with_capacity(b.children);
-        for s in &b.states {
-            let full = s.starts.len() > 16;
+        // Lay the states out in state order, each node 16-byte aligned.
+        let size = |st: &State| (HEAD + if st.starts.len() > 16 { 256 } else { st.starts.len() + 1 }).next_multiple_of(4);
+        let mut offset = Vec::with_capacity(b.states.len());
+        let mut words = 0usize;
+        for st in &b.states {
+            offset.push(words as u32);
+            words += size(st);
+        }
+        let mut flat = vec![0u32; words];
+        for (st, &o) in b.states.iter().zip(&offset) {
+            let node = &mut flat[o as usize..o as usize + size(st)];
+            let full = st.starts.len() > 16;
             let mut bytes = [PAD; 16];
-            let shape = if full {
-                FULL
-            } else {
-                for (b, &v) in bytes.iter_mut().zip(&s.starts) {
+            if !full {
+                for (b, &v) in bytes.iter_mut().zip(&st.starts) {
                     *b = v ^ 0x80;
                 }
-                s.starts.len() as u32
-            };
-            let base = children.len() as u32;
+            }
+            for (w, c) in node[..4].iter_mut().zip(bytes.chunks(4)) {
+                *w = u32::from_le_bytes(c.try_into().unwrap_or_default());
+            }
+            node[4] = if full { FULL } else { st.starts.len() as u32 } | u32::from(st.at) << AT_SHIFT;
+            node[5] = st.rule;
+            let kids = &mut node[HEAD..];
             if full {
                 // Indexed by the key byte as the walk has it (`^ 0x80`).
                 let mut at = 0;
-                let mut by_byte = [0; 256];
                 for v in 0..=255u8 {
-                    if s.starts.get(at) == Some(&v) {
+                    if st.starts.get(at) == Some(&v) {
                         at += 1;
                     }
-                    by_byte[usize::from(v ^ 0x80)] = s.children[at];
+                    kids[usize::from(v ^ 0x80)] = offset[st.children[at] as usize];
                 }
-                children.extend_from_slice(&by_byte);
             } else {
-                children.extend_from_slice(&s.children);
+                for (k, &c) in kids.iter_mut().zip(&st.children) {
+                    *k = offset[c as usize];
+                }
             }
-            let w = |h: usize| u64::from_le_bytes(bytes[8 * h..8 * h + 8].try_into().unwrap_or_default());
-            nodes.push(Node { bounds: [w(0), w(1)], base, shape, rule: s.rule });
         }
-        budget.nodes -= nodes.len();
-        budget.children -= children.len();
-        Ok(Trie { nodes, children, order, root })
+        budget.nodes -= b.states.len();
+        budget.children -= b.children;
+        Ok(Trie { flat, nodes: b.states.len(), root: offset[root as usize] })
     }
 }
 
-/// Tries for `rules` (in rule order): one per group of rules wide in the same address
-/// fields, groups split in two while their trie does not fit; `None` if the rule set
-/// needs more than [`MAX_TRIES`] or the budget.
-pub fn compile(groups: Vec<Vec<V4Rule>>, mut budget: Budget) -> Option<Vec<Trie>> {
-    let mut pending: Vec<Vec<V4Rule>> = groups.into_iter().filter(|g| !g.is_empty()).collect();
+/// Tries for `rules` (in rule order): one for them all if it takes at most
+/// [`NODES_PER_RULE`] nodes a rule; else one for the rules with a narrow destination and
+/// one for the rest (rules open in an address field repeat their later fields under
+/// every state the other rules' addresses make: apart, each trie reads its narrowest
+/// fields first), groups split in two while their trie does not fit; `None` if the
+/// rule set needs more than [`MAX_TRIES`] or the budget.
+pub fn compile(rules: Vec<V4Rule>, mut budget: Budget) -> Option<Vec<Trie>> {
+    if rules.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut whole = budget;
+    whole.trie_nodes = whole.trie_nodes.min(NODES_PER_RULE * rules.len() + 1024);
+    match Trie::build(&rules, &mut whole) {
+        Ok(t) => return Some(vec![t]),
+        Err(Over) => budget.work = whole.work,
+    }
+    let (narrow, wide): (Vec<V4Rule>, Vec<V4Rule>) = rules.into_iter().partition(|r| !r.wide(1, 1 << 16));
+    let mut pending: Vec<Vec<V4Rule>> = [narrow, wide].into_iter().filter(|g| !g.is_empty()).collect();
     let mut done = Vec::new();
     while let Some(g) = pending.pop() {
         match Trie::build(&g, &mut budget) {
