@@ -189,7 +189,9 @@ edges:
     // A static neighbour entry: the RTTs then show the impairment, not ARP retries.
     let mac = sh(&format!("cat /sys/class/net/{}/address", v.port)).trim().to_string();
     sh(&format!("ip netns exec {} ip neigh replace 198.18.9.2 lladdr {mac} dev {} nud permanent", v.ns, v.peer));
-    let ping = v.exec(&["ping", "-c", "300", "-i", "0.002", "-W", "1", "198.18.9.2"]);
+    // Sixteen echoes preloaded (sent at once, whatever the machine's load does to
+    // ping's 2 ms pacing) so the jitter has packets close enough to reorder.
+    let ping = v.exec(&["ping", "-c", "300", "-l", "16", "-i", "0.002", "-W", "1", "198.18.9.2"]);
     let out = run.stop();
     let p = text(&ping);
     let _ = std::fs::remove_dir_all(&dir);
