@@ -482,7 +482,8 @@ fn a_closed_stdout_ends_the_run_cleanly() {
 }
 
 /// Everything `run` refuses, `check` refuses first, at the same file:line:column:
-/// a loop on one lcore, a loop through rings that no node ends, two nodes on one
+/// a loop on one lcore, a loop through rings that no node ends (or only through an
+/// edge on which it passes packets on), two nodes on one
 /// queue, a queue the port does not have, device arguments the driver refuses.
 #[test]
 fn check_refuses_everything_run_refuses() {
@@ -502,6 +503,18 @@ fn check_refuses_everything_run_refuses() {
             format!(
                 "{head}nodes:\n  - {{name: a, type: macswap, lcore: 0}}\n  - {{name: b, type: macswap, lcore: 1}}\n\
                  edges:\n  - {{from: a, to: b}}\n  - {{from: b, to: a}}\n"
+            ),
+            ":9:5: error: edges form a loop through rings: a -> b -> a; its packets would circulate forever",
+        ),
+        (
+            // `vxlan` ends the loops through its `inner` and `underlay` edges (a
+            // bridge and its tunnel: configs/vxlan-bridges.yaml), not through `other`,
+            // which passes packets on unchanged.
+            "loop3",
+            format!(
+                "{head}nodes:\n  - {{name: a, type: vxlan, lcore: 0, params: {{port: p0, local: 198.18.0.1, remotes: 198.18.0.2, vni: 1}}}}\n  \
+                 - {{name: b, type: macswap, lcore: 1}}\n\
+                 edges:\n  - {{from: a, next: other, to: b}}\n  - {{from: b, to: a}}\n"
             ),
             ":9:5: error: edges form a loop through rings: a -> b -> a; its packets would circulate forever",
         ),

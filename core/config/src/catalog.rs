@@ -47,8 +47,14 @@ pub struct NodeSpec {
     /// The port queue it takes (its `port` and `queue` params): one node per queue.
     pub queue: QueueUse,
     /// Packets that reach it end there (consumed, answered with new packets), so a
-    /// loop of edges through it does not circulate packets forever (`tcp`).
+    /// loop of edges through it does not circulate packets forever (`tcp`; `vxlan`,
+    /// whose packets leave decapsulated or encapsulated, except on the next edges
+    /// of [`NodeSpec::loop_passes`]).
     pub ends_loops: bool,
+    /// The next edges of a node that [ends loops](NodeSpec::ends_loops) on which it
+    /// still sends packets it was given unchanged (`vxlan`'s `other`): a loop through
+    /// one of them is a loop.
+    pub loop_passes: &'static [&'static str],
     /// Checks the parameters beyond their kinds (a prefix written as a string, rules
     /// that must fit together), so that `check` refuses what the node's constructor
     /// would; the error's position (the offending value's, else the node's) and text.
@@ -81,6 +87,7 @@ impl NodeSpec {
         source: false,
         queue: QueueUse::None,
         ends_loops: false,
+        loop_passes: &[],
         check: None,
     };
 

@@ -39,8 +39,12 @@
 //! fragment). With `mtu` below 1330 an IPv6 packet cannot cross at all (IPv6 needs
 //! 1280 bytes): its sender is told 1280.
 //!
-//! Decapsulated frames keep the underlay port as their `port` (a bridge behind the
-//! node learns the remote hosts there).
+//! Decapsulated frames keep the underlay port as their `port`, and ICMP errors carry
+//! it too: an `l2_bridge` behind the node, whose edge named after the underlay port
+//! leads back to the node, learns the remote hosts there, and the VNI is a member of
+//! that bridge domain. One `vxlan` node and one bridge per VNI give a bridge domain
+//! per VNI over one underlay (`configs/vxlan-bridges.yaml`); a bridge and its tunnel
+//! feed each other, so they run on two lcores (the edges of one lcore form no loop).
 //!
 //! Bounds: the learned table holds at most `max_macs` inner MACs (aged after `age`
 //! without traffic; when full, new MACs are not learned and their frames flood, as a
@@ -561,7 +565,10 @@ impl Vxlan {
             b[c + 2..c + 4].copy_from_slice(&s.to_be_bytes());
         }
         match Mbuf::from_slice(&self.pool, &b) {
-            Ok(e) => {
+            Ok(mut e) => {
+                // From the tunnel's side, as a decapsulated frame (a bridge behind
+                // the node learns the packet's destination there, where it is).
+                e.header_mut().port = self.port;
                 count(n, VxlanCounter::IcmpSent);
                 self.queue(e, INNER, n);
             }
@@ -945,6 +952,11 @@ pub const KIND: NodeKind = NodeKind {
         ],
         nexts: Nexts::Fixed(&["inner", "underlay", "other"]),
         source: true,
+        // A packet leaves on `inner` decapsulated (50 bytes shorter) and on
+        // `underlay` encapsulated, the inner side's never on `inner`: a bridge and
+        // its tunnel may feed each other (through rings). `other` passes packets on.
+        ends_loops: true,
+        loop_passes: &["other"],
         check: Some(|p| crate::kind::refused_at(p, VxlanConfig::from_params(Values(p)))),
         ..NodeSpec::DEFAULT
     },

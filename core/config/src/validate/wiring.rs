@@ -119,8 +119,14 @@ pub(crate) fn loops(e: &mut Errors, nodes: &[NodeCfg], edges: &[EdgeCfg], catalo
         );
         return;
     }
-    let ends = |name: &str| node(name).and_then(|n| spec(catalog, n)).is_some_and(|s| s.ends_loops);
-    if let Some((names, k)) = find_cycle(nodes, edges, |ed| !ends(&ed.from) && !ends(&ed.to)) {
+    // A loop is broken by an edge out of a node that ends the packets it was given
+    // (not one of its edges that passes them on unchanged).
+    let breaks = |ed: &EdgeCfg| {
+        node(&ed.from)
+            .and_then(|n| spec(catalog, n))
+            .is_some_and(|s| s.ends_loops && !s.loop_passes.contains(&ed.next.as_str()))
+    };
+    if let Some((names, k)) = find_cycle(nodes, edges, |ed| !breaks(ed)) {
         let enders: Vec<&str> = catalog.nodes.iter().filter(|s| s.ends_loops).map(|s| s.type_name).collect();
         e.push(
             edges[k].loc,
