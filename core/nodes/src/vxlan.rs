@@ -34,9 +34,9 @@
 //! fragmentation is not done). Outer IPv4 fragments are dropped, counted (no
 //! reassembly).
 //!
-//! Only a packet from one host to one host gets an ICMP error (not one to a group or
-//! broadcast, from an unspecified or group address, an ICMP error or a later
-//! fragment). With `mtu` below 1330 an IPv6 packet cannot cross at all (IPv6 needs
+//! Only a packet from one host to one host behind a remote gets an ICMP error (not
+//! one to a group or broadcast or to a MAC not learned behind a remote, from an
+//! unspecified or group address, an ICMP error or a later fragment). With `mtu` below 1330 an IPv6 packet cannot cross at all (IPv6 needs
 //! 1280 bytes): its sender is told 1280.
 //!
 //! Decapsulated frames keep the underlay port as their `port`, and ICMP errors carry
@@ -516,6 +516,13 @@ impl Vxlan {
         if !error_allowed(&d[off - ETH..], v6) || !to_one_host(d, off, v6) {
             return;
         }
+        // Only for a destination known behind a remote: the error comes as from it,
+        // and a bridge behind the node learns its MAC on the tunnel's side; for a
+        // destination flooded while unknown (maybe on the sender's own side) that
+        // would pull it into the tunnel.
+        if self.remote_of(&d[..6], now).is_none() {
+            return;
+        }
         // The inner IP packet may be the underlay MTU less the outer IP, UDP and VXLAN
         // headers and the inner L2 header.
         let mtu = self.cfg.mtu.saturating_sub(OVERHEAD - ETH + off);
@@ -583,7 +590,11 @@ impl Vxlan {
     fn inner_ready(&self, m: Mbuf, n: &mut Counts) -> Option<Mbuf> {
         let mut m = if m.header().ol_flags & RX_VLAN_STRIPPED != 0 { self.with_tag(m, n)? } else { m };
         let partial = abi::RX_L4_CKSUM_NONE | abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM | abi::TX_IP_CKSUM;
-        if m.header().ol_flags & partial != 0 && !m.is_writable() {
+        // An aggregate gets TX_TCP_SEG below: its header must be ours alone too (a
+        // bridge flooding it shares one header with another port's copy).
+        let h = m.header();
+        let cut = h.ol_flags & abi::RX_AGGREGATED != 0 && h.tso_segsz > 0;
+        if (h.ol_flags & partial != 0 || cut) && !m.is_writable() {
             m = match m.deep_copy(&self.pool) {
                 Ok(c) => c,
                 Err(_) => {
@@ -975,3 +986,4 @@ pub const KIND: NodeKind = NodeKind {
 mod ctl_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)] mod bridge_attack_tests;
