@@ -80,11 +80,7 @@ impl Net {
     }
 
     fn in_ns(&self, ns: &str, secs: u32, cmd: &str) -> String {
-        let o = Command::new("timeout")
-            .args([&secs.to_string(), "ip", "netns", "exec", ns, "sh", "-c", cmd])
-            .output()
-            .unwrap();
-        text(&o)
+        common::in_ns(ns, secs, cmd)
     }
 
     /// Bytes g2's LAN interface received.

@@ -56,11 +56,7 @@ impl Hosts {
     }
 
     fn in_ns(&self, ns: &str, secs: u32, cmd: &str) -> String {
-        let o = Command::new("timeout")
-            .args([&secs.to_string(), "ip", "netns", "exec", ns, "sh", "-c", cmd])
-            .output()
-            .unwrap();
-        text(&o)
+        common::in_ns(ns, secs, cmd)
     }
 }
 

@@ -314,6 +314,14 @@ pub fn www(dir: &Path, files: &[(&str, usize)]) {
     }
 }
 
+/// `sh -c cmd` in namespace `ns`, killed after `secs` seconds; its stdout and
+/// stderr as text.
+pub fn in_ns(ns: &str, secs: u32, cmd: &str) -> String {
+    let o =
+        Command::new("timeout").args([&secs.to_string(), "ip", "netns", "exec", ns, "sh", "-c", cmd]).output().unwrap();
+    text(&o)
+}
+
 /// Whether this test can run: as root, with `ip` and `ping` (root tests make their
 /// own namespaces and interfaces and most ping across them) and every tool of
 /// `tools` installed. Otherwise it is skipped (see [`skip`]).
