@@ -399,7 +399,6 @@ fn frames_from_wan_to_macs_learned_on_wan_are_filtered_never_reencapsulated() {
     assert_eq!(p.stats().in_use, 0);
 }
 
-
 /// A lan host's packet too big for the tunnel (DF) gets an ICMP error sent on
 /// `inner` with the underlay port. Whether the sender's MAC is on its lan, was
 /// spoofed onto `wan` by a remote (before, or in the same burst as the packet, on
@@ -492,7 +491,6 @@ fn icmp_too_big_to_a_sender_spoofed_onto_wan_does_not_loop() {
 /// tunnel), and frames from lan1 to D would no longer reach it: the node answers
 /// only for destinations learned behind a remote, so no error, and D stays unknown.
 #[test]
-
 fn icmp_too_big_for_a_flooded_frame_does_not_move_its_destination_to_wan() {
     let p = pool(1024);
     let (mut v, vs) = vtep(&p, cfg(100, vec![R1, R2]));
@@ -780,7 +778,6 @@ fn random_mixes_from_both_sides_always_drain() {
 /// marks to be cut (`TX_TCP_SEG`) in the shared header. In the real graph the lan's
 /// `port_tx` (lcore 0) and the node (lcore 1) touch that header at once.
 #[test]
-
 fn the_node_leaves_the_header_of_a_shared_flooded_frame_alone() {
     let p = pool(256);
     let (mut v, vs) = vtep(&p, cfg(100, vec![R1]));
