@@ -65,6 +65,7 @@ kinds! {
     vlan: KIND;
     policer: KIND;
     vxlan: KIND;
+    nat44: KIND;
     router: KIND;
     aggregate: node::RX_AGGREGATE, node::GSO;
     impair: KIND;

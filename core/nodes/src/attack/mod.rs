@@ -131,6 +131,13 @@ pub const CONFIGS: &[(&str, &str, &[&str])] = &[
         "{port: p0, local: 198.18.1.1, remotes: [198.18.1.2, 198.18.2.2], vni: 100, max_macs: 64, mtu: 1400}",
         &[],
     ),
+    (
+        "nat44",
+        "{outside: p0, addresses: [198.18.1.1], inside: \"198.18.2.0/24 198.18.5.0/24\", filtering: endpoint-independent, \
+         max_sessions: 256, max_sessions_per_host: 32, mss_clamp: 1200, udp_timeout: 2s, tcp_transitory: 2s, \
+         forwards: [{proto: tcp, port: 80, to: 198.18.2.2}, {proto: udp, port: 5353, to: 198.18.5.9, to_port: 53}]}",
+        &[],
+    ),
 ];
 
 /// In-process ports `p0`..`p2` (ids 0..2), one pool for what nodes make (and one of

@@ -97,7 +97,11 @@ impl Router {
         let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
         // Destinations are classified by the FIB (our addresses, broadcasts, groups and
         // martian ranges have entries of their own); sources here.
-        if from.is_some() && (martian4_src(src) || self.local4.contains(&Ipv4Addr::from(src))) {
+        // Our own address as source is refused on the interface that has it (a
+        // neighbour claiming to be us); from another interface it is a NAT's
+        // translation of an inside packet (`nat44` in front of the router).
+        let ours_here = |k: usize| self.ifaces[k].v4.iter().any(|(a, _)| u32::from(*a) == src);
+        if from.is_some_and(|k| martian4_src(src) || ours_here(k)) {
             return Err(Step::Drop(C::Martian));
         }
         Ok(Parsed {

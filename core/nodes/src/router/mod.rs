@@ -18,7 +18,8 @@
 //!   router go to the `local` edge when it is connected.
 //! * Not forwarded, counted: martians (unspecified, loopback, multicast or class-E
 //!   sources; loopback, "this network", class-E or link-local destinations; IPv6
-//!   link-local either way; our own addresses as source), multicast, frames sent to
+//!   link-local either way; an address of the receiving interface as source),
+//!   multicast, frames sent to
 //!   another MAC, IPv4 packets larger than the outgoing MTU without DF (this router
 //!   does not fragment).
 //!
