@@ -39,6 +39,8 @@
 //! 5382's 2 h 4 min for established TCP and 4 minutes for transitory TCP, RFC 5508's
 //! 60 s for ICMP queries).
 
+#[cfg(test)]
+mod attack_tests;
 mod packet;
 mod table;
 #[cfg(test)]
@@ -707,7 +709,10 @@ impl Node for Nat44 {
     fn apply(&mut self, cx: &mut NodeCx<'_>, msg: Msg) -> Msg {
         match msg.downcast::<NatChange>() {
             Ok(c) => {
-                self.table.expire(cx.now_tsc, usize::MAX);
+                let k = self.table.expire(cx.now_tsc, usize::MAX) as u64;
+                if k > 0 {
+                    cx.count(NatCounter::Expired, k);
+                }
                 Box::new(self.change(*c))
             }
             Err(m) => m,

@@ -1,0 +1,3 @@
+//! Attacks on `nat44`: crafted frames and hostile peers on both sides.
+
+use super::*;
