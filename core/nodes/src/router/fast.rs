@@ -93,11 +93,12 @@ impl Adj {
 
 impl Router {
     /// The common IPv4 packet, checked in one go: to our MAC, a 20-byte header with a
-    /// good checksum, a plain unicast source, TTL above 1. Gives its destination and
+    /// good checksum, a plain unicast source (not an address of interface `k`, which
+    /// it came in on), TTL above 1. Gives its destination and
     /// the length its MTU check compares (`Work::waiting_mtu_len`); anything else
     /// (`None`) takes every check of [`Router::parse`].
     #[inline(always)]
-    fn quick4(&self, mbuf: &RawMbuf, data: &[u8], our_mac48: u64) -> Option<(u32, u16)> {
+    fn quick4(&self, mbuf: &RawMbuf, data: &[u8], our_mac48: u64, k: usize) -> Option<(u32, u16)> {
         let frame: &[u8; ETH + 20] = data.first_chunk()?;
         let ne32_at = |o: usize| u32::from_ne_bytes([frame[o], frame[o + 1], frame[o + 2], frame[o + 3]]);
         let first8 = u64::from_le_bytes([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5], frame[6], frame[7]]);
@@ -118,7 +119,8 @@ impl Router {
         let src = u32::from_be(ne32_at(26));
         let dst = u32::from_be(ne32_at(30));
         if self.martian16[(src >> 22) as usize] >> (src >> 16 & 63) & 1 != 0
-            || (self.local4_bloom >> (src.wrapping_mul(0x9e37_79b1) >> 26) & 1 != 0 && self.local4.iter().any(|a| u32::from(*a) == src))
+            || (self.ifaces[k].bloom4 >> (src.wrapping_mul(0x9e37_79b1) >> 26) & 1 != 0
+                && self.ifaces[k].v4.iter().any(|(a, _)| u32::from(*a) == src))
         {
             return None;
         }
@@ -206,10 +208,10 @@ impl Router {
             let mbuf = pkts.header(i);
             if mbuf.port != port {
                 port = mbuf.port;
-                our_mac48 = self.iface_of(mbuf).map(|k| self.ifaces[k].mac48).filter(|_| !self.all_checks);
+                our_mac48 = self.iface_of(mbuf).map(|k| (self.ifaces[k].mac48, k)).filter(|_| !self.all_checks);
             }
             let quick = match our_mac48 {
-                Some(mac48) => self.quick4(mbuf, pkts.data(i), mac48),
+                Some((mac48, k)) => self.quick4(mbuf, pkts.data(i), mac48, k),
                 None => None,
             };
             // (`waiting`, `to_check` <= `i` < MAX_BURST: the masks only spare bounds

@@ -112,6 +112,9 @@ pub struct Iface {
     /// bytes are compared with it in one go).
     mac48: u64,
     v4: Vec<(Ipv4Addr, u8)>,
+    /// A bit per address of `v4` (hashed): most sources are told apart from them
+    /// without a scan.
+    bloom4: u64,
     v6: Vec<(Ipv6Addr, u8)>,
     /// fe80::/64 with the EUI-64 of the MAC.
     ll6: Ipv6Addr,
@@ -202,11 +205,6 @@ pub struct Router {
     /// What the FIBs' values index: a route's kind, interface and gateway.
     targets: Vec<Target>,
     local_edge: Option<u16>,
-    /// Every address of the router (any interface), for "is it to us".
-    local4: Vec<Ipv4Addr>,
-    /// One bit per IPv4 address of the router (a multiplicative hash): most sources
-    /// are told apart from ours without a scan.
-    local4_bloom: u64,
     /// One bit per /16: are its sources martian ([`checks::martian4_src`] depends on
     /// the top 16 bits only)?
     martian16: &'static [u64; 1 << 10],
@@ -312,8 +310,6 @@ impl Router {
             fib6,
             targets,
             local_edge,
-            local4_bloom: local4.iter().fold(0u64, |b, a| b | 1 << (u32::from(*a).wrapping_mul(0x9e37_79b1) >> 26)),
-            local4,
             martian16: fast::martian16(),
             local6,
             pool,
@@ -491,6 +487,7 @@ impl Iface {
             mac,
             mac48: u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0, 0]),
             v4: f.v4.clone(),
+            bloom4: f.v4.iter().fold(0u64, |b, (a, _)| b | 1 << (u32::from(*a).wrapping_mul(0x9e37_79b1) >> 26)),
             v6: f.v6.clone(),
             ll6: link_local(mac),
             mtu: f.mtu,
