@@ -8,10 +8,12 @@
 //! its destination translated back to the inside endpoint; other packets pass
 //! unchanged (to the router's own address, routed traffic). From any other port, a
 //! packet to an `inside` network passes unchanged; any other TCP, UDP or ICMP echo
-//! request has its source translated to an outside address and port (or query id),
-//! creating the mapping and session on its first packet. Everything else from the
-//! inside toward the outside (other protocols and ICMP messages, fragments) is dropped
-//! and counted: no untranslated inside address leaks out.
+//! request from an inside network has its source translated to an outside address
+//! and port (or query id), creating the mapping and session on its first packet.
+//! Everything else from the inside toward the outside (sources in no inside network,
+//! other protocols and ICMP messages, fragments) is dropped and counted: no
+//! untranslated inside address leaks out, and no host takes sessions under made-up
+//! addresses.
 //!
 //! Behaviour (RFC 4787, 5382, 5508): endpoint-independent mapping (an inside endpoint
 //! keeps its outside endpoint whatever it talks to), the inside port kept where it is
@@ -21,15 +23,19 @@
 //! tracked per session (established after both SYNs and the opener's ACK,
 //! transitory while opening, after FIN both ways and after a RST); ICMP errors
 //! translated both ways, their quoted packet too (RFC 5508), only for an existing
-//! session; hairpinning (an inside host reaching another through an outside address
-//! and port, both translations applied); TCP's MSS lowered in SYNs (`mss_clamp`).
-//! Checksums are updated incrementally; a checksum the kernel left partial stays
-//! partial.
+//! session, to the remote of that session, and with a checksum that verified;
+//! hairpinning (an inside host reaching another through an outside address and
+//! port, both translations applied, and an error about such a packet back to its
+//! sender); TCP's MSS options lowered in SYNs (`mss_clamp`). Checksums are updated
+//! incrementally; a checksum the kernel left partial stays partial. A session past
+//! its timeout is over for the packet that finds it, even before the sweep (at most
+//! 256 sessions a burst) reaches it.
 //!
-//! A packet whose TTL would expire at the router (1 or 0) is not translated: the
-//! router's time exceeded then reaches the inside sender (traceroute through the
-//! NAT). Other ICMP errors the router itself makes about a translated packet go to the
-//! outside address, as from a separate NAT box in front of a router.
+//! A packet whose TTL would expire at the router (1 or 0) is not translated, either
+//! way: the router's time exceeded then reaches the sender quoting what it sent
+//! (traceroute through the NAT). Other ICMP errors the router itself makes about a
+//! translated packet go to the address it was translated to, as from a separate NAT
+//! box in front of a router.
 //!
 //! Bounds: `max_sessions` in all (when full, the oldest idle session is reclaimed),
 //! `max_sessions_per_host` for each inside host (a session counts against its inside
@@ -73,6 +79,8 @@ ironpath_graph::counters! {
         Mapped("mapped", "mappings created (an inside endpoint given an outside one)"),
         Expired("expired", "sessions ended by their idle timer"),
         Reclaimed("reclaimed", "sessions ended early: the table held max_sessions, the oldest idle one made room"),
+        TableFull("table_full", "packets dropped: the table held max_sessions, all in use this instant"),
+        NotInside("not_inside", "packets from the inside whose source is in no inside network, dropped (a spoofed source would take sessions as another host)"),
         HostLimit("host_limit", "packets dropped: their inside host holds max_sessions_per_host"),
         PortsExhausted("ports_exhausted", "packets dropped: no free port on the host's outside address"),
         Filtered("filtered", "packets from the outside dropped by the filtering (a mapping, but not to this remote)"),
@@ -269,7 +277,8 @@ impl Nat44 {
     /// A NAT as `cfg` says whose outside port has id `outside`, copies of shared
     /// packets from `pool`, a TSC of `hz`, its tables keyed from `key`.
     pub fn new(cfg: NatConfig, outside: u16, pool: Mempool, hz: u64, key: [u8; 16]) -> Result<Self, NodeError> {
-        let tick = |us: u64| us.saturating_mul(hz) / 1_000_000;
+        // In 128 bits: 7,440 s in µs times a 3 GHz TSC is past 2^64.
+        let tick = |us: u64| (u128::from(us) * u128::from(hz) / 1_000_000).min(u128::from(u64::MAX)) as u64;
         let limits = Limits {
             max_sessions: cfg.max_sessions,
             per_host: cfg.per_host,
@@ -320,6 +329,12 @@ impl Nat44 {
             count(n, NatCounter::Fragment);
             return Verdict::Drop;
         }
+        if ip.ttl <= 1 {
+            // The router answers time exceeded to the sender, quoting the packet as
+            // it was sent (not an inside address).
+            count(n, NatCounter::TtlExpiring);
+            return Verdict::Keep;
+        }
         let Some(l4) = packet::l4(d, ip) else {
             count(n, NatCounter::Malformed);
             return Verdict::Drop;
@@ -363,6 +378,7 @@ impl Nat44 {
                 Refused::HostLimit => NatCounter::HostLimit,
                 Refused::PortsExhausted => NatCounter::PortsExhausted,
                 Refused::NotSyn => NatCounter::NotSyn,
+                Refused::TableFull => NatCounter::TableFull,
             },
         );
         Verdict::Drop
@@ -372,6 +388,7 @@ impl Nat44 {
         n[usize::from(NatCounter::Created)] += ev.created;
         n[usize::from(NatCounter::Mapped)] += ev.mapped;
         n[usize::from(NatCounter::Reclaimed)] += ev.reclaimed;
+        n[usize::from(NatCounter::Expired)] += ev.expired;
     }
 
     fn clamp(&self, d: &mut [u8], ip: &Ip, sum: Sum, n: &mut Counts) {
@@ -385,6 +402,10 @@ impl Nat44 {
         if self.is_inside_net(ip.dst) {
             count(n, NatCounter::Passed);
             return Verdict::Keep;
+        }
+        if !self.is_inside_net(ip.src) {
+            count(n, NatCounter::NotInside);
+            return Verdict::Drop;
         }
         let to_us = self.table.is_outside(ip.dst);
         if ip.fragment {
@@ -409,6 +430,9 @@ impl Nat44 {
                 }
                 true
             }
+            // An error about a hairpinned packet (sent to the outside address it
+            // came from).
+            L4::Error if to_us => return self.error_outbound(d, ip, n),
             _ if to_us => {
                 count(n, NatCounter::Passed);
                 return Verdict::Keep;
@@ -465,13 +489,17 @@ impl Nat44 {
             count(n, NatCounter::NoSession);
             return Verdict::Drop;
         };
-        let remote = if q.proto == ICMP { Endpoint::new(q.dst.addr, 0) } else { q.dst };
         let Some(m) = self.table.by_outside(q.proto, q.src).copied() else {
             // Not about a translated packet: the router's own.
             count(n, NatCounter::Passed);
             return Verdict::Keep;
         };
-        if q.src.addr != ip.dst || !self.table.has_session(q.proto, m.inside, remote) {
+        if !packet::icmp_sum_ok(d, ip) {
+            // Its checksum is computed again: a damaged one must not leave as sound.
+            count(n, NatCounter::Malformed);
+            return Verdict::Drop;
+        }
+        if q.src.addr != ip.dst || !self.table.has_session(q.proto, m.inside, remote_of(&q, q.dst)) {
             count(n, NatCounter::NoSession);
             return Verdict::Drop;
         }
@@ -480,21 +508,47 @@ impl Nat44 {
         Verdict::Keep
     }
 
-    /// An ICMP error from the inside toward the outside: about a packet that came in
-    /// through a mapping (the quoted destination is the inside endpoint).
+    /// An ICMP error from the inside: about a packet that came in through a mapping
+    /// (the quoted destination is the inside endpoint), to the remote it came from;
+    /// when that remote is an outside address, from another inside host (hairpinned),
+    /// both translations are undone.
     fn error_outbound(&mut self, d: &mut [u8], ip: &Ip, n: &mut Counts) -> Verdict {
-        let found = packet::quoted(d, ip).and_then(|q| {
-            let m = *self.table.by_inside(q.proto, q.dst)?;
-            let remote = if q.proto == ICMP { Endpoint::new(q.src.addr, 0) } else { q.src };
-            self.table.has_session(q.proto, m.inside, remote).then_some((q, m))
-        });
-        let Some((q, m)) = found else {
+        let Some(q) = packet::quoted(d, ip) else {
             count(n, NatCounter::NoSession);
             return Verdict::Drop;
         };
-        packet::rewrite_error(d, ip, &q, Some(m.outside.addr), None, None, Some(m.outside));
+        if !packet::icmp_sum_ok(d, ip) {
+            count(n, NatCounter::Malformed);
+            return Verdict::Drop;
+        }
+        let t = &self.table;
+        let target = t.by_inside(q.proto, q.dst).copied().filter(|m| ip.dst == q.src.addr && t.has_session(q.proto, m.inside, remote_of(&q, q.src)));
+        let Some(target) = target else {
+            count(n, NatCounter::NoSession);
+            return Verdict::Drop;
+        };
+        if t.is_outside(ip.dst) {
+            let sender = t.by_outside(q.proto, q.src).copied().filter(|s| t.has_session(q.proto, s.inside, remote_of(&q, target.outside)));
+            let Some(sender) = sender else {
+                count(n, NatCounter::NoSession);
+                return Verdict::Drop;
+            };
+            packet::rewrite_error(d, ip, &q, Some(target.outside.addr), Some(sender.inside.addr), Some(sender.inside), Some(target.outside));
+        } else {
+            packet::rewrite_error(d, ip, &q, Some(target.outside.addr), None, None, Some(target.outside));
+        }
         count(n, NatCounter::IcmpErrors);
         Verdict::Keep
+    }
+}
+
+/// The remote endpoint `e` of a quoted packet as sessions key it (an ICMP query's
+/// remote has no id).
+fn remote_of(q: &packet::Quoted, e: Endpoint) -> Endpoint {
+    if q.proto == ICMP {
+        Endpoint::new(e.addr, 0)
+    } else {
+        e
     }
 }
 

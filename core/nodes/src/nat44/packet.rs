@@ -91,6 +91,12 @@ pub fn l4(d: &[u8], ip: &Ip) -> Option<L4> {
         return None;
     }
     let t = d.get(at..at + need)?;
+    match ip.proto {
+        // The data offset within the segment; the UDP length within the packet.
+        TCP if !(20..=len).contains(&(usize::from(t[12] >> 4) * 4)) => return None,
+        UDP if !(8..=len).contains(&usize::from(u16::from_be_bytes([t[4], t[5]]))) => return None,
+        _ => {}
+    }
     Some(match ip.proto {
         TCP | UDP => L4::Ports {
             sport: u16::from_be_bytes([t[0], t[1]]),
@@ -159,7 +165,8 @@ pub fn rewrite(d: &mut [u8], ip: &Ip, src: Option<Endpoint>, dst: Option<Endpoin
     }
 }
 
-/// Lower a TCP SYN's MSS option to `clamp` if it is larger; whether it was.
+/// Lower every MSS option of a TCP SYN to `clamp` where it is larger (a receiver may
+/// take any of several); whether one was.
 pub fn clamp_mss(d: &mut [u8], ip: &Ip, clamp: u16, sum: Sum) -> bool {
     let l4 = ip.off + ip.ihl;
     let doff = usize::from(d[l4 + 12] >> 4) * 4;
@@ -168,22 +175,20 @@ pub fn clamp_mss(d: &mut [u8], ip: &Ip, clamp: u16, sum: Sum) -> bool {
     }
     let mut at = l4 + 20;
     let end = l4 + doff;
+    let mut clamped = false;
     while at < end {
         match d[at] {
-            0 => return false,
+            0 => break,
             1 => at += 1,
             kind => {
-                let Some(&len) = d.get(at + 1) else { return false };
+                let Some(&len) = d.get(at + 1) else { break };
                 let len = usize::from(len);
                 if len < 2 || at + len > end {
-                    return false;
+                    break;
                 }
-                if kind == 2 && len == 4 {
-                    let v = at + 2;
-                    let mss = u16::from_be_bytes([d[v], d[v + 1]]);
-                    if mss <= clamp {
-                        return false;
-                    }
+                let v = at + 2;
+                let mss = if kind == 2 && len == 4 { u16::from_be_bytes([d[v], d[v + 1]]) } else { 0 };
+                if mss > clamp {
                     d[v..v + 2].copy_from_slice(&clamp.to_be_bytes());
                     if sum == Sum::Full {
                         // A word at an odd offset of the segment adds to the sum
@@ -193,13 +198,13 @@ pub fn clamp_mss(d: &mut [u8], ip: &Ip, clamp: u16, sum: Sum) -> bool {
                         let cs = update16(u16::from_be_bytes([d[at], d[at + 1]]), o, c);
                         d[at..at + 2].copy_from_slice(&cs.to_be_bytes());
                     }
-                    return true;
+                    clamped = true;
                 }
                 at += len;
             }
         }
     }
-    false
+    clamped
 }
 
 /// The packet an ICMP error quotes: its IPv4 header at `at` (in `d`), protocol,
@@ -250,6 +255,11 @@ pub fn quoted(d: &[u8], ip: &Ip) -> Option<Quoted> {
         return None;
     }
     Some(Quoted { at, ihl, proto, src: Endpoint::new(a(12), sp), dst: Endpoint::new(a(16), dp), len: q.len() })
+}
+
+/// Whether the ICMP checksum of `ip`'s message (all in `d`) verifies.
+pub fn icmp_sum_ok(d: &[u8], ip: &Ip) -> bool {
+    d.get(ip.off + ip.ihl..ip.off + ip.total).is_some_and(|m| checksum::data(m) == 0xffff)
 }
 
 /// Rewrite an ICMP error: the outer source or destination address (`outer_src`,

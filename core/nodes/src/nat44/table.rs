@@ -26,6 +26,9 @@ pub const UDP: u8 = 17;
 
 /// No session or mapping (the end of a list).
 const NIL: u32 = u32::MAX;
+/// Sessions of a list looked at, at most, for one to reclaim.
+const RECLAIM_LOOK: usize = 64;
+
 
 /// An address and a port (an ICMP query id for ICMP).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -196,6 +199,8 @@ struct Session {
     class: Class,
     /// Last packet (TSC).
     last: u64,
+    /// When it was put at its list's tail (see [`Table::touch`]).
+    linked: u64,
     prev: u32,
     next: u32,
 }
@@ -241,6 +246,8 @@ pub enum Refused {
     PortsExhausted,
     /// A TCP segment other than a SYN would open a session from the outside.
     NotSyn,
+    /// The table is full of sessions in use this instant.
+    TableFull,
 }
 
 /// What creating or refreshing a session did.
@@ -252,6 +259,8 @@ pub struct Events {
     pub mapped: u64,
     /// Sessions reclaimed (the table was full).
     pub reclaimed: u64,
+    /// Sessions found past their timeout (not yet swept) and ended.
+    pub expired: u64,
 }
 
 /// Ports of one protocol on one outside address: a bitmap, set bits taken.
@@ -505,10 +514,11 @@ impl Table {
         }
     }
 
-    fn drop_map(&mut self, id: u32) {
+    /// Free mapping `id` if it has no session and is not a forward; whether it was.
+    fn drop_map(&mut self, id: u32) -> bool {
         let m = self.maps[id as usize];
         if m.fixed || m.sessions > 0 {
-            return;
+            return false;
         }
         self.by_inside.remove(&(m.proto, m.inside));
         self.by_outside.remove(&(m.proto, m.outside));
@@ -517,6 +527,7 @@ impl Table {
         }
         self.maps[id as usize].proto = 0;
         self.free_maps.push(id);
+        true
     }
 
     /// The mapping whose outside endpoint is `outside`.
@@ -545,8 +556,14 @@ impl Table {
         now: u64,
         ev: &mut Events,
     ) -> Result<Endpoint, Refused> {
-        let map = match self.by_inside.get(&(proto, inside)) {
-            Some(&m) => m,
+        let mut found = self.by_inside.get(&(proto, inside)).copied();
+        if let Some(m) = found {
+            if self.end_if_stale(m, remote, now, ev) {
+                found = None;
+            }
+        }
+        let map = match found {
+            Some(m) => m,
             None => {
                 if self.host_sessions(inside.addr) >= self.limits.per_host {
                     return Err(Refused::HostLimit);
@@ -589,6 +606,9 @@ impl Table {
         ev: &mut Events,
     ) -> Result<Endpoint, Refused> {
         let Some(&map) = self.by_outside.get(&(proto, outside)) else { return Err(Refused::NoMapping) };
+        if self.end_if_stale(map, remote, now, ev) {
+            return Err(Refused::NoMapping);
+        }
         let m = self.maps[map as usize];
         if !self.flows.contains_key(&(map, remote)) {
             let allowed = m.fixed
@@ -612,6 +632,18 @@ impl Table {
         }
         self.session(map, remote, tcp_flags, false, now, ev)?;
         Ok(m.inside)
+    }
+
+    /// End the session of `map` with `remote` if it is past its timeout (the sweep
+    /// comes to it a little later); whether the mapping went with it.
+    fn end_if_stale(&mut self, map: u32, remote: Endpoint, now: u64, ev: &mut Events) -> bool {
+        let Some(&s) = self.flows.get(&(map, remote)) else { return false };
+        let x = &self.sessions[s as usize];
+        if now.saturating_sub(x.last) < self.limits.timeout[x.class as usize] {
+            return false;
+        }
+        ev.expired += 1;
+        self.free_session(s)
     }
 
     /// The session of `map` with `remote`, created if new (`out`: the packet comes
@@ -648,11 +680,10 @@ impl Table {
             return Err(Refused::HostLimit);
         }
         if self.live >= self.limits.max_sessions {
-            self.reclaim_oldest(map);
-            ev.reclaimed += 1;
-            if self.live >= self.limits.max_sessions {
-                return Err(Refused::HostLimit);
+            if !self.reclaim_oldest(map, now) {
+                return Err(Refused::TableFull);
             }
+            ev.reclaimed += 1;
         }
         let tcp = if proto == TCP { tcp_seen(tcp_flags, out) } else { 0 };
         let class = match proto {
@@ -660,7 +691,7 @@ impl Table {
             ICMP => Class::Icmp,
             _ => Class::Udp,
         };
-        let sess = Session { map, remote, tcp, class, last: now, prev: NIL, next: NIL };
+        let sess = Session { map, remote, tcp, class, last: now, linked: now, prev: NIL, next: NIL };
         let id = match self.free_sessions.pop() {
             Some(i) => {
                 self.sessions[i as usize] = sess;
@@ -683,14 +714,20 @@ impl Table {
     }
 
     /// Reclaim the oldest idle session of all (never one of mapping `keep`'s, whose
-    /// session is being made).
-    fn reclaim_oldest(&mut self, keep: u32) {
+    /// session is being made, nor one used at `now`: a packet being translated may
+    /// hold it).
+    fn reclaim_oldest(&mut self, keep: u32, now: u64) -> bool {
         let mut best: Option<u32> = None;
-        for &(head, _) in &self.lists {
-            let mut s = head;
-            // The first session of the list not of `keep` (at most a few are).
-            while s != NIL && self.sessions[s as usize].map == keep {
+        for c in 0..4 {
+            let mut s = self.lists[c].0;
+            // The first session of the list that may go (a few are looked at).
+            let mut looked = 0;
+            while s != NIL && (self.sessions[s as usize].map == keep || self.sessions[s as usize].last == now) {
                 s = self.sessions[s as usize].next;
+                looked += 1;
+                if looked == RECLAIM_LOOK {
+                    s = NIL;
+                }
             }
             if s != NIL && best.is_none_or(|b| self.sessions[s as usize].last < self.sessions[b as usize].last) {
                 best = Some(s);
@@ -699,19 +736,28 @@ impl Table {
         if let Some(s) = best {
             self.free_session(s);
         }
+        best.is_some()
     }
 
+    /// A packet of session `s` at `now`: its timer restarts. It goes back to its
+    /// list's tail only when it was put there more than 1/1024 of its timeout ago
+    /// (most packets write one word): a list is in the order sessions were linked,
+    /// each `last` at most that much past its `linked`, so a session expires at most
+    /// 1/1024 of its timeout late (and a packet never finds one past its timeout:
+    /// [`Table::session`] checks).
     fn touch(&mut self, s: u32, now: u64) {
-        self.sessions[s as usize].last = now;
-        let c = self.sessions[s as usize].class as usize;
-        if self.lists[c].1 != s {
+        let x = &mut self.sessions[s as usize];
+        x.last = now;
+        if now.saturating_sub(x.linked) > self.limits.timeout[x.class as usize] >> 10 {
             self.unlink(s);
             self.link_tail(s);
         }
     }
 
     fn link_tail(&mut self, s: u32) {
-        let c = self.sessions[s as usize].class as usize;
+        let x = &mut self.sessions[s as usize];
+        x.linked = x.last;
+        let c = x.class as usize;
         let tail = self.lists[c].1;
         self.sessions[s as usize].prev = tail;
         self.sessions[s as usize].next = NIL;
@@ -738,7 +784,8 @@ impl Table {
         }
     }
 
-    fn free_session(&mut self, s: u32) {
+    /// End session `s`; whether its mapping went with it.
+    fn free_session(&mut self, s: u32) -> bool {
         self.unlink(s);
         let Session { map, remote, class, .. } = self.sessions[s as usize];
         self.flows.remove(&(map, remote));
@@ -759,7 +806,7 @@ impl Table {
         self.live -= 1;
         self.per_class[class as usize] -= 1;
         self.free_sessions.push(s);
-        self.drop_map(map);
+        self.drop_map(map)
     }
 
     /// Expire sessions idle past their timeout, at most `budget`; how many.
@@ -777,14 +824,6 @@ impl Table {
             }
         }
         n
-    }
-
-    /// When the next session expires (TSC), if any.
-    pub fn next_expiry(&self) -> Option<u64> {
-        (0..4)
-            .filter(|&c| self.lists[c].0 != NIL)
-            .map(|c| self.sessions[self.lists[c].0 as usize].last.saturating_add(self.limits.timeout[c]))
-            .min()
     }
 
     /// Forget every dynamic session and mapping (static forwards stay).
@@ -857,8 +896,9 @@ impl Table {
                 assert_eq!(x.prev, prev);
                 assert_eq!(self.flows.get(&(x.map, x.remote)), Some(&s));
                 if prev != NIL {
-                    assert!(self.sessions[prev as usize].last <= x.last, "a list is oldest first");
+                    assert!(self.sessions[prev as usize].linked <= x.linked, "a list is in the order it was linked");
                 }
+                assert!(x.linked <= x.last && x.last - x.linked <= self.limits.timeout[c] >> 10);
                 *hosts.entry(self.maps[x.map as usize].inside.addr).or_insert(0) += 1;
                 prev = s;
                 s = x.next;
