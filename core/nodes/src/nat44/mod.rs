@@ -61,7 +61,7 @@ use crate::NodeError;
 use ironpath_config::{Choice, Nexts, NodeSpec, ParamKind, ParamSpec};
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
-use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, Remote};
+use ironpath_graph::{Controller, CounterSpec, Dispatch, Msg, Node, NodeCx, Remote, DROP};
 use ironpath_wire::ethernet::{l3_offset, EtherType};
 use packet::{Ip, Sum, L4};
 use std::net::{IpAddr, Ipv4Addr};
@@ -713,43 +713,38 @@ impl Controller for NatCtl {
 }
 
 impl Node for Nat44 {
-    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
+    fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         let now = cx.now_tsc;
         let mut n: Counts = [0; NatCounter::COUNT];
         n[usize::from(NatCounter::Expired)] += self.table.expire(now, EXPIRE_BUDGET) as u64;
-        let mut work = std::mem::take(&mut self.work);
-        pkts.take_into(&mut work);
-        for mut m in work.drain(..) {
-            if !m.is_writable() {
-                m = match m.deep_copy(&self.pool) {
-                    Ok(c) => c,
-                    Err(_) => {
-                        count(&mut n, NatCounter::NoMbuf);
-                        continue;
-                    }
+        let d = if (0..pkts.len()).all(|i| pkts.data_mut(i).is_some()) {
+            // Every packet ours to write: rewritten where it is.
+            let mut all = true;
+            for (i, nx) in next.iter_mut().enumerate().take(pkts.len()) {
+                let h = pkts.header(i);
+                let (ol, len, from_outside) = (h.ol_flags, h.pkt_len as usize, h.port == self.outside);
+                let v = match pkts.data_mut(i) {
+                    Some(d) => self.handle(d, ol, len, from_outside, now, &mut n),
+                    None => Verdict::Drop,
                 };
+                *nx = if v == Verdict::Keep { OUT } else { DROP };
+                all &= v == Verdict::Keep;
             }
-            let (ol, len, port) = {
-                let h = m.header();
-                (h.ol_flags, h.pkt_len as usize, h.port)
-            };
-            let v = match m.data_mut() {
-                Ok(d) => self.handle(d, ol, len, port == self.outside, now, &mut n),
-                Err(_) => Verdict::Drop,
-            };
-            if v == Verdict::Keep {
-                // The burst held every one of these packets: there is room.
-                let _ = pkts.push(m);
+            if all {
+                Dispatch::All(OUT)
+            } else {
+                Dispatch::Each
             }
-        }
-        self.work = work;
+        } else {
+            self.copying(pkts, now, &mut n)
+        };
         for c in NatCounter::ALL {
             let k = n[usize::from(c)];
             if k > 0 {
                 cx.count(c, k);
             }
         }
-        Dispatch::All(OUT)
+        d
     }
 
     fn counters(&self) -> &'static [CounterSpec] {
@@ -771,6 +766,40 @@ impl Node for Nat44 {
             }
             Err(m) => m,
         }
+    }
+}
+
+impl Nat44 {
+    /// A burst holding shared packets: each of those copied first (a copy of its own
+    /// to rewrite), what is dropped taken out.
+    fn copying(&mut self, pkts: &mut Burst, now: u64, n: &mut Counts) -> Dispatch {
+        let mut work = std::mem::take(&mut self.work);
+        pkts.take_into(&mut work);
+        for mut m in work.drain(..) {
+            if !m.is_writable() {
+                m = match m.deep_copy(&self.pool) {
+                    Ok(c) => c,
+                    Err(_) => {
+                        count(n, NatCounter::NoMbuf);
+                        continue;
+                    }
+                };
+            }
+            let (ol, len, port) = {
+                let h = m.header();
+                (h.ol_flags, h.pkt_len as usize, h.port)
+            };
+            let v = match m.data_mut() {
+                Ok(d) => self.handle(d, ol, len, port == self.outside, now, n),
+                Err(_) => Verdict::Drop,
+            };
+            if v == Verdict::Keep {
+                // The burst held every one of these packets: there is room.
+                let _ = pkts.push(m);
+            }
+        }
+        self.work = work;
+        Dispatch::All(OUT)
     }
 }
 

@@ -124,44 +124,57 @@ pub enum Sum {
 /// Rewrite a packet's source (`src`) and/or destination (`dst`) endpoint, checksums
 /// updated. For ICMP queries the id is rewritten from `src.port` (outbound) or
 /// `dst.port` (inbound).
+///
+/// The changed words' one's complement differences are summed once (RFC 1624: `~m +
+/// m'` per word) and each checksum takes its share in one fold: the IPv4 header the
+/// addresses', TCP and UDP the addresses' (pseudo-header) and the ports', ICMP the
+/// id's; a partial checksum (the pseudo-header sum, not complemented) the
+/// addresses' only.
 pub fn rewrite(d: &mut [u8], ip: &Ip, src: Option<Endpoint>, dst: Option<Endpoint>, sum: Sum) {
     let (o, l4) = (ip.off, ip.off + ip.ihl);
-    let mut ipsum = u16::from_be_bytes([d[o + 10], d[o + 11]]);
-    let (csum_at, pseudo) = match ip.proto {
-        TCP => (Some(l4 + 16), true),
-        UDP if d[l4 + 6..l4 + 8] != [0, 0] => (Some(l4 + 6), true),
-        ICMP => (Some(l4 + 2), false),
-        _ => (None, false),
-    };
-    let mut l4sum = csum_at.map(|c| u16::from_be_bytes([d[c], d[c + 1]]));
-    let partial = sum == Sum::Partial && pseudo;
+    let (mut addrs, mut ports) = (0u32, 0u32);
+    let word_at = |d: &[u8], at: usize| u16::from_be_bytes([d[at], d[at + 1]]);
     for (new, addr_at, port_at) in [(src, o + 12, l4), (dst, o + 16, l4 + 2)] {
         let Some(new) = new else { continue };
-        let old = u32::from_be_bytes([d[addr_at], d[addr_at + 1], d[addr_at + 2], d[addr_at + 3]]);
+        let old = (u32::from(word_at(d, addr_at)) << 16) | u32::from(word_at(d, addr_at + 2));
         if old != new.addr {
-            ipsum = update32(ipsum, old, new.addr);
+            addrs += u32::from(!(old >> 16) as u16) + u32::from(!old as u16) + (new.addr >> 16) + (new.addr & 0xffff);
             d[addr_at..addr_at + 4].copy_from_slice(&new.addr.to_be_bytes());
-            if pseudo {
-                l4sum = l4sum.map(|s| if partial { !update32(!s, old, new.addr) } else { update32(s, old, new.addr) });
-            }
         }
         // ICMP: the query id, one field for both directions.
         let port_at = if ip.proto == ICMP { l4 + 4 } else { port_at };
-        let oldp = u16::from_be_bytes([d[port_at], d[port_at + 1]]);
-        if oldp != new.port && matches!(ip.proto, TCP | UDP | ICMP) {
+        let oldp = word_at(d, port_at);
+        if oldp != new.port {
+            ports += u32::from(!oldp) + u32::from(new.port);
             d[port_at..port_at + 2].copy_from_slice(&new.port.to_be_bytes());
-            if !partial {
-                l4sum = l4sum.map(|s| update16(s, oldp, new.port));
-            }
         }
     }
-    d[o + 10..o + 12].copy_from_slice(&ipsum.to_be_bytes());
-    if let (Some(c), Some(mut s)) = (csum_at, l4sum) {
-        if ip.proto == UDP && s == 0 && !partial {
-            // A computed UDP checksum of zero is sent as all ones (zero: none).
-            s = 0xffff;
+    let apply = |field: u16, delta: u32| !checksum::fold(u32::from(!field) + delta);
+    if addrs != 0 {
+        let c = apply(word_at(d, o + 10), addrs);
+        d[o + 10..o + 12].copy_from_slice(&c.to_be_bytes());
+    }
+    let (at, delta) = match ip.proto {
+        TCP | UDP if sum == Sum::Partial => {
+            // The pseudo-header's share only: the port completing it sums the rest.
+            let at = if ip.proto == TCP { l4 + 16 } else { l4 + 6 };
+            let p = checksum::fold(u32::from(word_at(d, at)) + addrs);
+            d[at..at + 2].copy_from_slice(&p.to_be_bytes());
+            return;
         }
-        d[c..c + 2].copy_from_slice(&s.to_be_bytes());
+        TCP => (l4 + 16, addrs + ports),
+        // A UDP checksum of zero is none: left so.
+        UDP if word_at(d, l4 + 6) != 0 => (l4 + 6, addrs + ports),
+        ICMP => (l4 + 2, ports),
+        _ => return,
+    };
+    if delta != 0 {
+        let mut c = apply(word_at(d, at), delta);
+        if ip.proto == UDP && c == 0 {
+            // A computed UDP checksum of zero is sent as all ones (zero: none).
+            c = 0xffff;
+        }
+        d[at..at + 2].copy_from_slice(&c.to_be_bytes());
     }
 }
 

@@ -557,9 +557,12 @@ impl Table {
         ev: &mut Events,
     ) -> Result<Endpoint, Refused> {
         let mut found = self.by_inside.get(&(proto, inside)).copied();
+        let mut existing = None;
         if let Some(m) = found {
-            if self.end_if_stale(m, remote, now, ev) {
-                found = None;
+            match self.live_flow(m, remote, now, ev) {
+                Ok(s) => existing = s,
+                // Its last session was over: the mapping went with it.
+                Err(()) => found = None,
             }
         }
         let map = match found {
@@ -583,7 +586,7 @@ impl Table {
                 id
             }
         };
-        let s = self.session(map, remote, tcp_flags, true, now, ev);
+        let s = self.session(map, remote, existing, tcp_flags, true, now, ev);
         match s {
             Ok(_) => Ok(self.maps[map as usize].outside),
             Err(e) => {
@@ -606,11 +609,9 @@ impl Table {
         ev: &mut Events,
     ) -> Result<Endpoint, Refused> {
         let Some(&map) = self.by_outside.get(&(proto, outside)) else { return Err(Refused::NoMapping) };
-        if self.end_if_stale(map, remote, now, ev) {
-            return Err(Refused::NoMapping);
-        }
+        let Ok(existing) = self.live_flow(map, remote, now, ev) else { return Err(Refused::NoMapping) };
         let m = self.maps[map as usize];
-        if !self.flows.contains_key(&(map, remote)) {
+        if existing.is_none() {
             let allowed = m.fixed
                 || match self.filtering {
                     Filtering::EndpointIndependent => true,
@@ -630,27 +631,42 @@ impl Table {
                 return Err(Refused::NoMapping);
             }
         }
-        self.session(map, remote, tcp_flags, false, now, ev)?;
+        self.session(map, remote, existing, tcp_flags, false, now, ev)?;
         Ok(m.inside)
     }
 
-    /// End the session of `map` with `remote` if it is past its timeout (the sweep
-    /// comes to it a little later); whether the mapping went with it.
-    fn end_if_stale(&mut self, map: u32, remote: Endpoint, now: u64, ev: &mut Events) -> bool {
-        let Some(&s) = self.flows.get(&(map, remote)) else { return false };
+    /// The session of `map` with `remote`, if there is one and it is not past its
+    /// timeout (one that is, not swept yet, is ended here); `Err` when the mapping
+    /// ended with it.
+    fn live_flow(&mut self, map: u32, remote: Endpoint, now: u64, ev: &mut Events) -> Result<Option<u32>, ()> {
+        let Some(&s) = self.flows.get(&(map, remote)) else { return Ok(None) };
         let x = &self.sessions[s as usize];
         if now.saturating_sub(x.last) < self.limits.timeout[x.class as usize] {
-            return false;
+            return Ok(Some(s));
         }
         ev.expired += 1;
-        self.free_session(s)
+        if self.free_session(s) {
+            Err(())
+        } else {
+            Ok(None)
+        }
     }
 
-    /// The session of `map` with `remote`, created if new (`out`: the packet comes
-    /// from the inside), refreshed.
-    fn session(&mut self, map: u32, remote: Endpoint, tcp_flags: u8, out: bool, now: u64, ev: &mut Events) -> Result<u32, Refused> {
+    /// The session of `map` with `remote` (`existing`, found by [`Table::live_flow`]),
+    /// created if new (`out`: the packet comes from the inside), refreshed.
+    #[allow(clippy::too_many_arguments)]
+    fn session(
+        &mut self,
+        map: u32,
+        remote: Endpoint,
+        existing: Option<u32>,
+        tcp_flags: u8,
+        out: bool,
+        now: u64,
+        ev: &mut Events,
+    ) -> Result<u32, Refused> {
         let proto = self.maps[map as usize].proto;
-        if let Some(&s) = self.flows.get(&(map, remote)) {
+        if let Some(s) = existing {
             if proto == TCP {
                 let mut st = self.sessions[s as usize].tcp;
                 let closing = st & seen::RST != 0 || st & (seen::FIN_OUT | seen::FIN_IN) == seen::FIN_OUT | seen::FIN_IN;
