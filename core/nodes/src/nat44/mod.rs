@@ -598,10 +598,14 @@ impl Nat44 {
                 let t = &self.table;
                 let c = t.per_class();
                 let mut s = format!(
-                    "addresses: {}\ninside: {}\nfiltering: {:?}\nsessions: {} of {} ({} udp, {} icmp, {} tcp-transitory, {} tcp-established), {} mappings, {} hosts (at most {} sessions each)\n",
+                    "addresses: {}\ninside: {}\nfiltering: {}\nsessions: {} of {} ({} udp, {} icmp, {} tcp-transitory, {} tcp-established), {} mappings, {} hosts (at most {} sessions each)\n",
                     self.cfg.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
                     self.cfg.inside.iter().map(|(a, l)| format!("{}/{l}", Ipv4Addr::from(*a))).collect::<Vec<_>>().join(", "),
-                    self.cfg.filtering,
+                    match self.cfg.filtering {
+                        Filtering::EndpointIndependent => "endpoint-independent",
+                        Filtering::AddressDependent => "address-dependent",
+                        Filtering::AddressPortDependent => "address-port-dependent",
+                    },
                     t.sessions(),
                     t.limits().max_sessions,
                     c[0],
