@@ -3,25 +3,17 @@
 use super::table::flags;
 use super::*;
 use crate::attack::frames::{l3, tagged, tcp};
-use crate::tests::{burst, call, counter, eth, icmp4_echo, ipv4, outputs, pool, stats, udp, PEER_MAC, US_MAC};
+use crate::tests::{call, counter, eth, ipv4, pool, stats, PEER_MAC, US_MAC};
 use ironpath_graph::NodeStats;
 use ironpath_wire::checksum::update16;
-use ironpath_wire::{checksum, IpAddress, IpProtocol, TcpControl};
+use ironpath_wire::{checksum, IpProtocol, TcpControl};
 
-const HZ: u64 = 1_000_000_000;
-/// The outside port's id (the inside one is 1).
-const WAN: u16 = 0;
-const LAN: u16 = 1;
-const PUB: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 1);
-const PUB2: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 9);
-/// Inside hosts.
-const A: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 2);
-const B: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 3);
+use super::tests::{
+    cfg, dump, icmp_error, node, parts, ping, run, run_ol, tcp_frame, udp_frame, v4, A, B, HZ, LAN, PUB, PUB2, R, S, WAN,
+};
+
 const C: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 4);
-/// Servers outside, a router on the way, a victim.
-const S: Ipv4Addr = Ipv4Addr::new(198, 18, 72, 2);
 const T: Ipv4Addr = Ipv4Addr::new(198, 18, 72, 77);
-const R: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 254);
 const V: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 9);
 
 fn inside_net() -> (u32, u8) {
@@ -33,59 +25,10 @@ fn is_inside(a: Ipv4Addr) -> bool {
     in_prefix(u32::from(a), n, l)
 }
 
-fn cfg() -> NatConfig {
-    NatConfig {
-        addresses: vec![PUB],
-        inside: vec![inside_net()],
-        filtering: Filtering::AddressPortDependent,
-        forwards: vec![Forward {
-            proto: TCP,
-            outside: Endpoint::new(u32::from(PUB), 8080),
-            inside: Endpoint::new(u32::from(B), 80),
-        }],
-        max_sessions: 1000,
-        per_host: 100,
-        timeout_us: [300_000_000, 60_000_000, 240_000_000, 7_440_000_000],
-        mss_clamp: 0,
-    }
-}
 
-fn node(p: &Mempool, c: NatConfig) -> (Nat44, NodeStats) {
-    let n = Nat44::new(c, WAN, p.clone(), HZ, [7; 16]).expect("built");
-    let st = stats(&n);
-    (n, st)
-}
 
-fn dump(st: &NodeStats) -> String {
-    NatCounter::SPECS
-        .iter()
-        .map(|c| format!("{}={} ", c.name, counter(st, c.name)))
-        .filter(|s| !s.ends_with("=0 "))
-        .collect()
-}
 
-/// Run `frames` (each from a port) through at time `now`: the frames that go on.
-fn run(n: &mut Nat44, st: &NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec<u8>)]) -> Vec<Vec<u8>> {
-    run_ol(n, st, p, now, frames, 0)
-}
 
-/// [`run`] with offload flags `ol` on every packet.
-fn run_ol(n: &mut Nat44, st: &NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec<u8>)], ol: u64) -> Vec<Vec<u8>> {
-    let fr: Vec<Vec<u8>> = frames.iter().map(|(_, f)| f.clone()).collect();
-    let mut b = burst(p, &fr);
-    for (i, (port, _)) in frames.iter().enumerate() {
-        b.header_mut(i).port = *port;
-        b.header_mut(i).ol_flags |= ol;
-    }
-    let c = call(n, st, &mut b, now);
-    outputs(&c, &mut b)
-        .into_iter()
-        .filter_map(|(e, f)| {
-            assert!(e == OUT || e == DROP, "edge {e}");
-            (e == OUT).then_some(f)
-        })
-        .collect()
-}
 
 /// Run packets already built (chained, shared): every segment of what goes on.
 fn run_mbufs(n: &mut Nat44, st: &NodeStats, now: u64, ms: Vec<Mbuf>) -> Vec<Vec<u8>> {
@@ -104,32 +47,10 @@ fn run_mbufs(n: &mut Nat44, st: &NodeStats, now: u64, ms: Vec<Mbuf>) -> Vec<Vec<
     out
 }
 
-fn v4(a: Ipv4Addr) -> IpAddress {
-    IpAddress::V4(a)
-}
 
-fn udp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> {
-    let u = udp(v4(src.0), v4(dst.0), src.1, dst.1, payload);
-    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.0, dst.0, 17, 64, &u))
-}
 
-fn tcp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), c: TcpControl, ack: Option<u32>, options: bool) -> Vec<u8> {
-    let t = tcp((v4(src.0), v4(dst.0)), (src.1, dst.1), (1000, ack), c, options, b"hello");
-    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.0, dst.0, 6, 64, &t))
-}
 
-fn ping(src: Ipv4Addr, dst: Ipv4Addr, reply: bool, id: u16) -> Vec<u8> {
-    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src, dst, 1, 64, &icmp4_echo(reply, id, 1, b"abcdefgh")))
-}
 
-/// An ICMP error from `from` to `to` quoting `quoted` (an IP packet), type/code.
-fn icmp_error(from: Ipv4Addr, to: Ipv4Addr, ty: u8, code: u8, quoted: &[u8]) -> Vec<u8> {
-    let mut m = vec![ty, code, 0, 0, 0, 0, 0, 0];
-    m.extend_from_slice(quoted);
-    let s = !checksum::data(&m);
-    m[2..4].copy_from_slice(&s.to_be_bytes());
-    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(from, to, 1, 64, &m))
-}
 
 /// Recompute the IPv4 header checksum of the header at `ip`.
 fn fix_ip(ip: &mut [u8]) {
@@ -189,32 +110,6 @@ fn ip_opts(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, ttl: u8, opts: &[u8], id: u1
     h
 }
 
-/// Checks the quote of an ICMP error: its IPv4 header checksum, and its transport
-/// checksum when it is quoted whole.
-fn verify_quote(q: &[u8]) {
-    if q.len() < 20 || q[0] >> 4 != 4 {
-        return;
-    }
-    let ihl = usize::from(q[0] & 15) * 4;
-    if ihl < 20 || q.len() < ihl {
-        return;
-    }
-    assert_eq!(checksum::data(&q[..ihl]), 0xffff, "quoted IPv4 checksum");
-    let total = usize::from(u16::from_be_bytes([q[2], q[3]]));
-    if total < ihl || q.len() < total {
-        return;
-    }
-    let (src, dst) = (Ipv4Addr::new(q[12], q[13], q[14], q[15]), Ipv4Addr::new(q[16], q[17], q[18], q[19]));
-    let l4 = &q[ihl..total];
-    match q[9] {
-        6 | 17 if l4.len() >= if q[9] == 6 { 20 } else { 8 } && !(q[9] == 17 && l4[6..8] == [0, 0]) => {
-            let s = checksum::pseudo_header_v4(&src, &dst, IpProtocol(q[9]), l4.len() as u16) + checksum::sum(l4);
-            assert_eq!(checksum::fold(s), 0xffff, "quoted {} checksum", q[9]);
-        }
-        1 if l4.len() >= 8 => assert_eq!(checksum::data(l4), 0xffff, "quoted ICMP checksum"),
-        _ => {}
-    }
-}
 
 /// Make a quote's checksums right again after changing it: its IPv4 header's, and
 /// its transport one when it is quoted whole.
@@ -239,43 +134,6 @@ fn fix_quote(q: &mut [u8]) {
     }
 }
 
-/// The frame's protocol, source and destination (ports, or the echo id, or for an
-/// ICMP error the quoted packet's ports), every checksum verified by computing it
-/// again (those of an ICMP error's quote too).
-fn parts(f: &[u8]) -> (u8, (Ipv4Addr, u16), (Ipv4Addr, u16)) {
-    let (off, et) = l3(f).expect("an L3 header");
-    assert_eq!(et, 0x0800);
-    let ip = &f[off..];
-    let ihl = usize::from(ip[0] & 15) * 4;
-    assert_eq!(checksum::data(&ip[..ihl]), 0xffff, "IPv4 checksum");
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let l4 = &ip[ihl..total];
-    let (src, dst) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
-    let proto = ip[9];
-    let p = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
-    match proto {
-        6 | 17 => {
-            if !(proto == 17 && l4[6..8] == [0, 0]) {
-                let s = checksum::pseudo_header_v4(&src, &dst, IpProtocol(proto), l4.len() as u16) + checksum::sum(l4);
-                assert_eq!(checksum::fold(s), 0xffff, "{proto} checksum");
-            }
-            (proto, (src, p(l4, 0)), (dst, p(l4, 2)))
-        }
-        _ => {
-            assert_eq!(checksum::data(l4), 0xffff, "ICMP checksum");
-            if matches!(l4[0], 3 | 4 | 11 | 12) && l4.len() >= 28 {
-                let q = &l4[8..];
-                verify_quote(q);
-                let qihl = usize::from(q[0] & 15) * 4;
-                let t = &q[qihl..];
-                let (a, b) = if q[9] == 1 { (p(t, 4), p(t, 4)) } else { (p(t, 0), p(t, 2)) };
-                return (proto, (src, a), (dst, b));
-            }
-            let id = p(l4, 4);
-            (proto, (src, id), (dst, id))
-        }
-    }
-}
 
 /// The quoted packet's source and destination (ports or echo id) of an ICMP error.
 fn quote_of(f: &[u8]) -> (u8, (Ipv4Addr, u16), (Ipv4Addr, u16)) {

@@ -1,24 +1,24 @@
 use super::table::{flags, seen, tcp_class};
 use super::*;
-use crate::attack::frames::tcp;
+use crate::attack::frames::{l3, tcp};
 use crate::tests::{burst, call, counter, eth, icmp4_echo, ipv4, outputs, pool, stats, udp, PEER_MAC, US_MAC};
 use ironpath_graph::NodeStats;
 use ironpath_wire::{checksum, IpAddress, IpProtocol, TcpControl};
 
-const HZ: u64 = 1_000_000_000;
+pub(super) const HZ: u64 = 1_000_000_000;
 /// The outside port's id (the inside one is 1).
-const WAN: u16 = 0;
-const LAN: u16 = 1;
-const PUB: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 1);
-const PUB2: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 9);
+pub(super) const WAN: u16 = 0;
+pub(super) const LAN: u16 = 1;
+pub(super) const PUB: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 1);
+pub(super) const PUB2: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 9);
 /// Inside hosts.
-const A: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 2);
-const B: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 3);
+pub(super) const A: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 2);
+pub(super) const B: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 3);
 /// A server outside, and a router on the way to it.
-const S: Ipv4Addr = Ipv4Addr::new(198, 18, 72, 2);
-const R: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 254);
+pub(super) const S: Ipv4Addr = Ipv4Addr::new(198, 18, 72, 2);
+pub(super) const R: Ipv4Addr = Ipv4Addr::new(198, 18, 71, 254);
 
-fn cfg() -> NatConfig {
+pub(super) fn cfg() -> NatConfig {
     NatConfig {
         addresses: vec![PUB],
         inside: vec![(u32::from(Ipv4Addr::new(198, 18, 70, 0)), 24)],
@@ -31,22 +31,28 @@ fn cfg() -> NatConfig {
     }
 }
 
-fn node(p: &Mempool, c: NatConfig) -> (Nat44, NodeStats) {
+pub(super) fn node(p: &Mempool, c: NatConfig) -> (Nat44, NodeStats) {
     let n = Nat44::new(c, WAN, p.clone(), HZ, [7; 16]).expect("built");
     let st = stats(&n);
     (n, st)
 }
 
-fn dump(st: &NodeStats) -> String {
+pub(super) fn dump(st: &NodeStats) -> String {
     NatCounter::SPECS.iter().map(|c| format!("{}={} ", c.name, counter(st, c.name))).filter(|s| !s.ends_with("=0 ")).collect()
 }
 
 /// Run `frames` (each from a port) through at time `now`: the frames that go on.
-fn run(n: &mut Nat44, st: &NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec<u8>)]) -> Vec<Vec<u8>> {
+pub(super) fn run(n: &mut Nat44, st: &NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec<u8>)]) -> Vec<Vec<u8>> {
+    run_ol(n, st, p, now, frames, 0)
+}
+
+/// [`run`] with offload flags `ol` on every packet.
+pub(super) fn run_ol(n: &mut Nat44, st: &NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec<u8>)], ol: u64) -> Vec<Vec<u8>> {
     let fr: Vec<Vec<u8>> = frames.iter().map(|(_, f)| f.clone()).collect();
     let mut b = burst(p, &fr);
     for (i, (port, _)) in frames.iter().enumerate() {
         b.header_mut(i).port = *port;
+        b.header_mut(i).ol_flags |= ol;
     }
     let c = call(n, st, &mut b, now);
     outputs(&c, &mut b)
@@ -58,49 +64,90 @@ fn run(n: &mut Nat44, st: &NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec
         .collect()
 }
 
-fn v4(a: Ipv4Addr) -> IpAddress {
-    IpAddress::V4(a)
-}
-
-fn udp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> {
-    let u = udp(v4(src.0), v4(dst.0), src.1, dst.1, payload);
-    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.0, dst.0, 17, 64, &u))
-}
-
-fn tcp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), c: TcpControl, ack: Option<u32>, options: bool) -> Vec<u8> {
-    let t = tcp((v4(src.0), v4(dst.0)), (src.1, dst.1), (1000, ack), c, options, b"hello");
-    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.0, dst.0, 6, 64, &t))
-}
-
-fn ping(src: Ipv4Addr, dst: Ipv4Addr, reply: bool, id: u16) -> Vec<u8> {
-    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src, dst, 1, 64, &icmp4_echo(reply, id, 1, b"abcdefgh")))
-}
-
-/// The frame's addresses and ports (or echo id), every checksum verified.
-fn parts(f: &[u8]) -> (u8, (Ipv4Addr, u16), (Ipv4Addr, u16)) {
-    let ip = &f[14..];
+/// The frame's protocol, source and destination (ports, or the echo id, or for an
+/// ICMP error the quoted packet's ports), every checksum verified by computing it
+/// again (those of an ICMP error's quote too).
+pub(super) fn parts(f: &[u8]) -> (u8, (Ipv4Addr, u16), (Ipv4Addr, u16)) {
+    let (off, et) = l3(f).expect("an L3 header");
+    assert_eq!(et, 0x0800);
+    let ip = &f[off..];
     let ihl = usize::from(ip[0] & 15) * 4;
     assert_eq!(checksum::data(&ip[..ihl]), 0xffff, "IPv4 checksum");
     let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     let l4 = &ip[ihl..total];
     let (src, dst) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
     let proto = ip[9];
+    let p = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
     match proto {
         6 | 17 => {
             if !(proto == 17 && l4[6..8] == [0, 0]) {
                 let s = checksum::pseudo_header_v4(&src, &dst, IpProtocol(proto), l4.len() as u16) + checksum::sum(l4);
                 assert_eq!(checksum::fold(s), 0xffff, "{proto} checksum");
             }
-            let p = |at: usize| u16::from_be_bytes([l4[at], l4[at + 1]]);
-            (proto, (src, p(0)), (dst, p(2)))
+            (proto, (src, p(l4, 0)), (dst, p(l4, 2)))
         }
         _ => {
             assert_eq!(checksum::data(l4), 0xffff, "ICMP checksum");
-            let id = u16::from_be_bytes([l4[4], l4[5]]);
+            if matches!(l4[0], 3 | 4 | 11 | 12) && l4.len() >= 28 {
+                let q = &l4[8..];
+                verify_quote(q);
+                let qihl = usize::from(q[0] & 15) * 4;
+                let t = &q[qihl..];
+                let (a, b) = if q[9] == 1 { (p(t, 4), p(t, 4)) } else { (p(t, 0), p(t, 2)) };
+                return (proto, (src, a), (dst, b));
+            }
+            let id = p(l4, 4);
             (proto, (src, id), (dst, id))
         }
     }
 }
+
+/// Checks the quote of an ICMP error: its IPv4 header checksum, and its transport
+/// checksum when it is quoted whole.
+pub(super) fn verify_quote(q: &[u8]) {
+    if q.len() < 20 || q[0] >> 4 != 4 {
+        return;
+    }
+    let ihl = usize::from(q[0] & 15) * 4;
+    if ihl < 20 || q.len() < ihl {
+        return;
+    }
+    assert_eq!(checksum::data(&q[..ihl]), 0xffff, "quoted IPv4 checksum");
+    let total = usize::from(u16::from_be_bytes([q[2], q[3]]));
+    if total < ihl || q.len() < total {
+        return;
+    }
+    let (src, dst) = (Ipv4Addr::new(q[12], q[13], q[14], q[15]), Ipv4Addr::new(q[16], q[17], q[18], q[19]));
+    let l4 = &q[ihl..total];
+    match q[9] {
+        6 | 17 if l4.len() >= if q[9] == 6 { 20 } else { 8 } && !(q[9] == 17 && l4[6..8] == [0, 0]) => {
+            let s = checksum::pseudo_header_v4(&src, &dst, IpProtocol(q[9]), l4.len() as u16) + checksum::sum(l4);
+            assert_eq!(checksum::fold(s), 0xffff, "quoted {} checksum", q[9]);
+        }
+        1 if l4.len() >= 8 => assert_eq!(checksum::data(l4), 0xffff, "quoted ICMP checksum"),
+        _ => {}
+    }
+}
+
+
+pub(super) fn v4(a: Ipv4Addr) -> IpAddress {
+    IpAddress::V4(a)
+}
+
+pub(super) fn udp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> {
+    let u = udp(v4(src.0), v4(dst.0), src.1, dst.1, payload);
+    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.0, dst.0, 17, 64, &u))
+}
+
+pub(super) fn tcp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), c: TcpControl, ack: Option<u32>, options: bool) -> Vec<u8> {
+    let t = tcp((v4(src.0), v4(dst.0)), (src.1, dst.1), (1000, ack), c, options, b"hello");
+    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.0, dst.0, 6, 64, &t))
+}
+
+pub(super) fn ping(src: Ipv4Addr, dst: Ipv4Addr, reply: bool, id: u16) -> Vec<u8> {
+    eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src, dst, 1, 64, &icmp4_echo(reply, id, 1, b"abcdefgh")))
+}
+
 
 #[test]
 fn udp_out_and_back_with_the_inside_port_kept_and_checksums_right() {
@@ -226,7 +273,7 @@ fn echo_requests_go_out_with_an_id_and_replies_come_back() {
 }
 
 /// An ICMP error from `from` to `to` quoting `quoted` (an IP packet), type/code.
-fn icmp_error(from: Ipv4Addr, to: Ipv4Addr, ty: u8, code: u8, quoted: &[u8]) -> Vec<u8> {
+pub(super) fn icmp_error(from: Ipv4Addr, to: Ipv4Addr, ty: u8, code: u8, quoted: &[u8]) -> Vec<u8> {
     let mut m = vec![ty, code, 0, 0, 0, 0, 0, 0];
     m.extend_from_slice(quoted);
     let s = !checksum::data(&m);
