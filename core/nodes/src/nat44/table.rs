@@ -561,7 +561,7 @@ impl Table {
         if let Some(m) = found {
             match self.live_flow(m, remote, now, ev) {
                 Ok(s) => existing = s,
-                // Its last session was over: the mapping went with it.
+                // The mapping's only session is past its timeout: both end here.
                 Err(()) => found = None,
             }
         }
@@ -736,7 +736,8 @@ impl Table {
         let mut best: Option<u32> = None;
         for c in 0..4 {
             let mut s = self.lists[c].0;
-            // The first session of the list that may go (a few are looked at).
+            // The first session of the list that may be reclaimed, among its first
+            // RECLAIM_LOOK.
             let mut looked = 0;
             while s != NIL && (self.sessions[s as usize].map == keep || self.sessions[s as usize].last == now) {
                 s = self.sessions[s as usize].next;
