@@ -989,7 +989,9 @@ fn a_bridge_domain_per_vni_over_one_underlay_root() {
     // The remote's TCP super-frames come decapsulated as GSO frames: bytes, not frames.
     let lan2_out = last["ports"]["lan2"]["obytes"].as_u64().unwrap_or(0);
     assert!(lan2_out > 100 << 20 && count("vni100", "decapsulated") > 1_000, "{last}");
-    assert!(count("vni100", "encapsulated") > 500, "{last}");
+    // The client's ACKs go back encapsulated: one per received super-frame or fewer,
+    // so a few hundred for 100 MiB (a bound well under that, not a rate).
+    assert!(count("vni100", "encapsulated") > 100, "{last}");
     assert!(count("vni200", "encapsulated") >= 3 && count("vni200", "decapsulated") >= 3, "{last}");
     assert_eq!(count("vni100", "unknown_remote") + count("vni100", "malformed"), 0, "{last}");
     for bd in ["bd100", "bd200"] {
