@@ -213,6 +213,9 @@ pub enum ParamKind {
     Port,
     /// The name of a mempool defined in this file (or the implicit `default`).
     Mempool,
+    /// The name of a node of this type in this file (a `bond_tx`'s `bond`); each
+    /// such node is named by at most one node of the referring type.
+    Node(&'static str),
     /// `"10ms"`, `"5us"`, `"1s"`, or an integer of microseconds.
     Duration,
     /// A list of mappings, each with these fields (required ones, defaults filled in like node
@@ -258,6 +261,7 @@ impl ParamKind {
             ParamKind::Path => "a file path".to_owned(),
             ParamKind::Port => "the name of a port".to_owned(),
             ParamKind::Mempool => "the name of a mempool".to_owned(),
+            ParamKind::Node(t) => format!("the name of a `{t}` node"),
             ParamKind::Duration => "a duration (10ms, 5us, 1s, or an integer of microseconds)".to_owned(),
             ParamKind::Records(fields) => {
                 let names: Vec<&str> = fields.iter().map(|f| f.name).collect();

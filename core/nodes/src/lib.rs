@@ -66,6 +66,7 @@ kinds! {
     policer: KIND;
     vxlan: KIND;
     nat44: KIND;
+    bond: BOND, BOND_TX;
     router: KIND;
     aggregate: node::RX_AGGREGATE, node::GSO;
     impair: KIND;
@@ -95,6 +96,23 @@ pub trait Env {
     /// The administrative state flag of `port` (true: up), read by its port nodes
     /// once per burst; `None`: always up.
     fn admin_state(&self, _port: &str) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        None
+    }
+
+    /// The link state flag of `port` (true: up), kept current by the application
+    /// (every 100 ms) while the pipeline runs; `None`: taken as always up.
+    fn link_state(&mut self, _port: &str) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        None
+    }
+
+    /// The object the nodes of one pipeline share under `key` (a bond's `bond` and
+    /// `bond_tx`): the first asked for makes it with `make`. `None` where the
+    /// application keeps no such objects (each node then has its own).
+    fn shared(
+        &mut self,
+        _key: &str,
+        _make: &mut dyn FnMut() -> std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Option<std::sync::Arc<dyn std::any::Any + Send + Sync>> {
         None
     }
 }

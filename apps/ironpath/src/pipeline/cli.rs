@@ -297,8 +297,13 @@ pub fn run_main(args: &[String]) -> i32 {
     let mut failed = false;
     let mut peaks = Vec::new();
     let mut quiet_said = false;
+    let mut next_links = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(20));
+        if Instant::now() >= next_links {
+            run.poll_links(&eal);
+            next_links = Instant::now() + Duration::from_millis(100);
+        }
         while let Ok(req) = requests.try_recv() {
             let f = figures(&eal, &run, args);
             let text = crate::telemetry::server::respond(&req.ask, &f);

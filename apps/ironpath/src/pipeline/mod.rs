@@ -10,6 +10,7 @@ use ironpath_eal::{Eal, MemKind, MemPolicy, Mempool, MempoolConfig, PortId, RxQ,
 use ironpath_graph::{runner, EdgeDecl, GraphInfo, RxMode};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Parse and validate a pipeline file against the built-in node catalog and,
@@ -146,12 +147,18 @@ pub struct PipelineRun {
     pub info: Arc<GraphInfo>,
     pools: Vec<(String, Mempool)>,
     running: Option<runner::Running>,
+    /// Link flags nodes read (a bond's members), refreshed by [`PipelineRun::poll_links`].
+    links: Vec<(PortId, Arc<AtomicBool>)>,
 }
 
 struct Env<'a> {
     eal: &'a Eal,
     ports: &'a [PipePort],
     pools: &'a [(String, Mempool)],
+    /// Link flags nodes asked for, kept current while the pipeline runs.
+    links: Vec<(PortId, Arc<AtomicBool>)>,
+    /// Objects nodes share by key (a bond's two halves).
+    shared: HashMap<String, Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Env<'_> {
@@ -223,6 +230,24 @@ impl ironpath_nodes::Env for Env<'_> {
         let p = self.port(port).ok()?;
         self.eal.port(p.id).ok().map(|x| x.admin_flag())
     }
+
+    fn link_state(&mut self, port: &str) -> Option<Arc<AtomicBool>> {
+        let p = self.port(port).ok()?;
+        let x = self.eal.port(p.id).ok()?;
+        // A driver without a link operation is taken as always up.
+        let up = x.link().ok()?.up != 0;
+        let flag = Arc::new(AtomicBool::new(up));
+        self.links.push((p.id, flag.clone()));
+        Some(flag)
+    }
+
+    fn shared(
+        &mut self,
+        key: &str,
+        make: &mut dyn FnMut() -> Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        Some(self.shared.entry(key.to_owned()).or_insert_with(make).clone())
+    }
 }
 
 /// `file:line:col: error: message` for a runtime failure of something the file declared.
@@ -235,7 +260,14 @@ impl PipelineRun {
     /// lcores to their CPUs (off when the CPUs do not exist here). On failure
     /// everything made so far is undone.
     pub fn start(eal: &mut Eal, cfg: Pipeline, pin: bool) -> Result<PipelineRun, String> {
-        let mut run = PipelineRun { cfg, ports: Vec::new(), info: Arc::default(), pools: Vec::new(), running: None };
+        let mut run = PipelineRun {
+            cfg,
+            ports: Vec::new(),
+            info: Arc::default(),
+            pools: Vec::new(),
+            running: None,
+            links: Vec::new(),
+        };
         match run.start_inner(eal, pin) {
             Ok(()) => Ok(run),
             Err(e) => {
@@ -294,7 +326,7 @@ impl PipelineRun {
                 log::warn!("port `{}`: promiscuous {}: {e}", p.name, p.promisc);
             }
         }
-        let mut env = Env { eal, ports: &self.ports, pools: &self.pools };
+        let mut env = Env { eal, ports: &self.ports, pools: &self.pools, links: Vec::new(), shared: HashMap::new() };
         let mut decls = Vec::new();
         for n in &cfg.nodes {
             let connected: Vec<&str> = cfg.edges.iter().filter(|e| e.from == n.name).map(|e| e.next.as_str()).collect();
@@ -302,6 +334,7 @@ impl PipelineRun {
                 .map_err(|e| at(&cfg, n.loc, format!("node `{}` ({}): {e}", n.name, n.type_name)))?;
             decls.push(d);
         }
+        self.links = std::mem::take(&mut env.links);
         let edges: Vec<EdgeDecl> = cfg
             .edges
             .iter()
@@ -338,6 +371,16 @@ impl PipelineRun {
     /// True while the lcores run (false after one of them failed).
     pub fn healthy(&self) -> bool {
         self.running.as_ref().is_some_and(|r| !r.any_finished())
+    }
+
+    /// Reads the link state of the ports whose flags nodes hold (a bond's members);
+    /// called every 100 ms or so by the thread that runs the pipeline.
+    pub fn poll_links(&self, eal: &Eal) {
+        for (id, flag) in &self.links {
+            if let Ok(l) = eal.port(*id).and_then(|p| p.link()) {
+                flag.store(l.up != 0, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The pipeline's mempools, by name.

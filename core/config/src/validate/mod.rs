@@ -45,6 +45,7 @@ pub(crate) fn pipeline(root: &Node, file: &Path, catalog: &Catalog<'_>) -> Resul
     // make loops of its own).
     if e.0.is_empty() {
         wiring::queues(&mut e, &ports, &nodes, catalog);
+        wiring::references(&mut e, &nodes, catalog);
         wiring::loops(&mut e, &nodes, &edges, catalog);
     }
 

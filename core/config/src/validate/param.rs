@@ -213,6 +213,8 @@ fn value(
         }
         ParamKind::Port => env.ports.reference(e, node, what, "port").map(ParamValue::Port),
         ParamKind::Mempool => env.mempools.reference(e, node, what, "mempool").map(ParamValue::Mempool),
+        // Checked against the nodes once all are read (`wiring::references`).
+        ParamKind::Node(_) => string(e, node, what).map(|s| ParamValue::Str(s.to_owned())),
         ParamKind::Duration => duration(e, node, what).map(ParamValue::DurationUs),
         ParamKind::Records(fields) => {
             let parent = scope.spec_path(p.name);

@@ -14,46 +14,114 @@ fn spec<'c>(catalog: &Catalog<'c>, n: &NodeCfg) -> Option<&'c NodeSpec> {
     catalog.nodes.iter().find(|s| s.type_name == n.type_name)
 }
 
+/// The queues node `n` takes: (port, RX, queue, where the queue is written). A
+/// queue-using kind takes queue `queue` of its `port`; a node with `members` (a
+/// bond) takes RX queue `queue` and TX queue `tx_queue` of each member.
+fn claims<'n>(s: &NodeSpec, n: &'n NodeCfg) -> Vec<(&'n str, bool, u64, crate::Loc)> {
+    let mut out = Vec::new();
+    let at = |k: &str| n.params.loc(k).unwrap_or(n.loc);
+    match s.queue {
+        QueueUse::None => {}
+        QueueUse::Rx | QueueUse::Tx => {
+            if let (Some(port), Some(queue)) = (n.params.port("port"), n.params.uint("queue")) {
+                out.push((port, s.queue == QueueUse::Rx, queue, at("queue")));
+            }
+        }
+    }
+    if let (Some(members), true) = (n.params.records("members"), s.param("members").is_some()) {
+        for m in members {
+            let Some(port) = m.port("port") else { continue };
+            for (key, rx) in [("queue", true), ("tx_queue", false)] {
+                if let Some(q) = n.params.uint(key) {
+                    out.push((port, rx, q, m.loc("port").unwrap_or_else(|| at(key))));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// One node per (port, direction, queue), and a queue the port has.
 pub(crate) fn queues(e: &mut Errors, ports: &[PortCfg], nodes: &[NodeCfg], catalog: &Catalog<'_>) {
     let mut taken: HashMap<(&str, bool, u64), &NodeCfg> = HashMap::new();
     for n in nodes {
         let Some(s) = spec(catalog, n) else { continue };
-        let rx = match s.queue {
-            QueueUse::None => continue,
-            QueueUse::Rx => true,
-            QueueUse::Tx => false,
-        };
-        let (Some(port), Some(queue)) = (n.params.port("port"), n.params.uint("queue")) else { continue };
-        let at = n.params.loc("queue").unwrap_or(n.loc);
-        let (dir, key) = if rx { ("RX", "rx_queues") } else { ("TX", "tx_queues") };
-        if let Some(p) = ports.iter().find(|p| p.name == port) {
-            let have = u64::from(if rx { p.rx_queues } else { p.tx_queues });
-            if queue >= have {
+        for (port, rx, queue, at) in claims(s, n) {
+            queue_once(e, ports, &mut taken, n, (port, rx, queue, at));
+        }
+    }
+}
+
+/// Node `n`'s claim on one queue: one the port has, and no other node's.
+fn queue_once<'n>(
+    e: &mut Errors,
+    ports: &[PortCfg],
+    taken: &mut HashMap<(&'n str, bool, u64), &'n NodeCfg>,
+    n: &'n NodeCfg,
+    (port, rx, queue, at): (&'n str, bool, u64, crate::Loc),
+) {
+    let (dir, key) = if rx { ("RX", "rx_queues") } else { ("TX", "tx_queues") };
+    if let Some(p) = ports.iter().find(|p| p.name == port) {
+        let have = u64::from(if rx { p.rx_queues } else { p.tx_queues });
+        if queue >= have {
+            e.push(
+                at,
+                format!(
+                    "node `{}`: port `{port}` has {have} {dir} queue(s) ({key}: {have} at line {}); queue {queue} does not exist",
+                    n.name, p.loc.line
+                ),
+            );
+            return;
+        }
+    }
+    match taken.get(&(port, rx, queue)) {
+        Some(first) => e.push(
+            at,
+            format!(
+                "node `{}` takes {dir} queue {queue} of port `{port}`, which node `{}` (line {}) takes already: \
+                 one node per queue{}",
+                n.name,
+                first.name,
+                first.loc.line,
+                if rx { " (give the port more rx_queues)" } else { " (send several edges into one node)" }
+            ),
+        ),
+        None => {
+            taken.insert((port, rx, queue), n);
+        }
+    }
+}
+
+/// Every `Node` parameter names a node of its type, and each such node is named
+/// by at most one node of one type (a bond has one `bond_tx`).
+pub(crate) fn references(e: &mut Errors, nodes: &[NodeCfg], catalog: &Catalog<'_>) {
+    let mut named: HashMap<(&str, &str), &NodeCfg> = HashMap::new();
+    for n in nodes {
+        let Some(s) = spec(catalog, n) else { continue };
+        for p in s.params {
+            let crate::ParamKind::Node(kind) = p.kind else { continue };
+            let Some(target) = n.params.str(p.name) else { continue };
+            let at = n.params.loc(p.name).unwrap_or(n.loc);
+            let of_kind: Vec<&str> = nodes.iter().filter(|m| m.type_name == kind).map(|m| m.name.as_str()).collect();
+            if !of_kind.contains(&target) {
+                let defined = if of_kind.is_empty() { "none".to_owned() } else { of_kind.join(", ") };
                 e.push(
                     at,
-                    format!(
-                        "node `{}`: port `{port}` has {have} {dir} queue(s) ({key}: {have} at line {}); queue {queue} does not exist",
-                        n.name, p.loc.line
-                    ),
+                    format!("node `{}`: `{}`: no `{kind}` node named `{target}`; defined: {defined}", n.name, p.name),
                 );
                 continue;
             }
-        }
-        match taken.get(&(port, rx, queue)) {
-            Some(first) => e.push(
-                at,
-                format!(
-                    "node `{}` takes {dir} queue {queue} of port `{port}`, which node `{}` (line {}) takes already: \
-                     one node per queue{}",
-                    n.name,
-                    first.name,
-                    first.loc.line,
-                    if rx { " (give the port more rx_queues)" } else { " (send several edges into one node)" }
+            match named.get(&(n.type_name.as_str(), target)) {
+                Some(first) => e.push(
+                    at,
+                    format!(
+                        "node `{}`: `{kind}` node `{target}` has a `{}` already: `{}` (line {})",
+                        n.name, n.type_name, first.name, first.loc.line
+                    ),
                 ),
-            ),
-            None => {
-                taken.insert((port, rx, queue), n);
+                None => {
+                    named.insert((n.type_name.as_str(), target), n);
+                }
             }
         }
     }

@@ -25,7 +25,7 @@ pub mod corpus;
 pub mod frames;
 
 use crate::{Env, NodeKind};
-use ironpath_config::Nexts;
+use ironpath_config::{Nexts, NodeSpec};
 use ironpath_eal::port::testing::{feed_rxq, sink_txq, FeedDevice, SinkDevice};
 use ironpath_eal::{Burst, Mbuf, MemPolicy, Mempool, MempoolConfig, RxQ, TxQ};
 use ironpath_graph::testing::{call, idle};
@@ -126,6 +126,9 @@ pub const CONFIGS: &[(&str, &str, &[&str])] = &[
          yellow: remark, yellow_dscp: 0, red: pass}",
         &[],
     ),
+    ("bond", "{members: [{port: p0}, {port: p1}], mode: lacp, lacp_rate: fast}", &[]),
+    ("bond", "{members: [{port: p0}, {port: p1}, {port: p2}], mode: active_backup}", &[]),
+    ("bond_tx", "{bond: b}", &[]),
     (
         "vxlan",
         "{port: p0, local: 198.18.1.1, remotes: [198.18.1.2, 198.18.2.2], vni: 100, max_macs: 64, mtu: 1400}",
@@ -147,7 +150,16 @@ struct AttackEnv {
     big: std::cell::OnceCell<Mempool>,
     feeds: Vec<Arc<FeedDevice>>,
     sinks: Vec<Arc<SinkDevice>>,
+    shared: std::collections::HashMap<String, Arc<dyn std::any::Any + Send + Sync>>,
 }
+
+/// The node a kind with a [`ironpath_config::ParamKind::Node`] parameter refers to,
+/// by the referred type: built first, on the same ports, and called once so that
+/// it is running (a `bond_tx` needs its `bond`).
+const REFERRED: &[(&str, &str)] = &[(
+    "bond",
+    "{name: b, type: bond, lcore: 0, params: {members: [{port: p0}, {port: p1}, {port: p2}], mode: balance}}",
+)];
 
 fn port_index(port: &str) -> Result<u16, String> {
     match port {
@@ -191,6 +203,13 @@ impl Env for AttackEnv {
     fn tsc_hz(&self) -> u64 {
         HZ
     }
+    fn shared(
+        &mut self,
+        key: &str,
+        make: &mut dyn FnMut() -> Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        Some(self.shared.entry(key.to_owned()).or_insert_with(make).clone())
+    }
 }
 
 /// A node under attack, with what it was built with.
@@ -209,6 +228,8 @@ pub struct Subject {
     /// Pools it makes packets from.
     own: Vec<Mempool>,
     env: AttackEnv,
+    /// The nodes it refers to (its `bond`), kept alive with it.
+    _helpers: Vec<Box<dyn Node>>,
     /// Virtual TSC.
     now: u64,
     /// Calls so far.
@@ -231,11 +252,26 @@ impl Subject {
     /// declared ones when empty), frames from `input`.
     pub fn of(kind: &NodeKind, params: &str, connected: &[&str], input: &Inputs) -> Subject {
         let type_name = kind.spec.type_name;
-        let catalog = ironpath_config::Catalog { nodes: &[kind.spec], drivers: None };
+        let referred: Vec<(&NodeKind, &str)> = kind
+            .spec
+            .params
+            .iter()
+            .filter_map(|p| match p.kind {
+                ironpath_config::ParamKind::Node(t) => {
+                    let k = crate::KINDS.iter().find(|k| k.spec.type_name == t).expect("a referred kind");
+                    let line = REFERRED.iter().find(|r| r.0 == t).expect("REFERRED has the referred kind").1;
+                    Some((*k, line))
+                }
+                _ => None,
+            })
+            .collect();
+        let specs: Vec<NodeSpec> = std::iter::once(kind.spec).chain(referred.iter().map(|r| r.0.spec)).collect();
+        let catalog = ironpath_config::Catalog { nodes: &specs, drivers: None };
+        let more: String = referred.iter().map(|r| format!("  - {}\n", r.1)).collect();
         let yaml = format!(
             "mempools: [{{name: pkts, size: 4096}}, {{name: big, size: 64, data_room: 65535}}]\nports:\n  - {{name: p0, driver: net_null}}\n  - {{name: p1, \
              driver: net_null}}\n  - {{name: p2, driver: net_null}}\nlcores: [{{id: 0}}]\nnodes:\n  - {{name: n, \
-             type: {type_name}, lcore: 0, params: {params}}}\n"
+             type: {type_name}, lcore: 0, params: {params}}}\n{more}"
         );
         let what = format!("{type_name} {params}");
         let pipe = ironpath_config::parse_str(&yaml, std::path::Path::new("attack.yaml"), &catalog)
@@ -250,7 +286,19 @@ impl Subject {
             big: std::cell::OnceCell::new(),
             feeds: Vec::new(),
             sinks: Vec::new(),
+            shared: std::collections::HashMap::new(),
         };
+        let mut helpers = Vec::new();
+        for (i, (k, _)) in referred.iter().enumerate() {
+            let mut h = crate::make_from(&[*k], &pipe.nodes[1 + i], &["out"], &mut env)
+                .unwrap_or_else(|e| panic!("{what}: its {} not built: {e}", k.spec.type_name))
+                .node;
+            let st = NodeStats::new(h.counters()).with_gauges(h.gauges());
+            let mut b = Burst::new();
+            call(&mut *h, &st, &mut b, HZ);
+            b.free_all();
+            helpers.push(h);
+        }
         let decl = crate::make_from(&[kind], &pipe.nodes[0], &connected, &mut env)
             .unwrap_or_else(|e| panic!("{what}: not built: {e}"));
         let stats = NodeStats::new(decl.node.counters()).with_gauges(decl.node.gauges());
@@ -264,6 +312,7 @@ impl Subject {
             chained: input.chained.clone(),
             own: [Some(env.own.clone()), env.big.get().cloned()].into_iter().flatten().collect(),
             env,
+            _helpers: helpers,
             now: HZ,
             calls: 0,
             gone: 0,

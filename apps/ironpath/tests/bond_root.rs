@@ -1,0 +1,217 @@
+//! Needs root, DPDK 22.11's `dpdk-testpmd` (Debian `dpdk`), curl, ethtool and
+//! python3: `configs/bond.yaml` (a LAN port bridged to a bond of two members, LACP)
+//! against DPDK's `net_bonding` in mode 4 (802.3ad) over two veth pairs, DPDK
+//! forwarding between its bond and a server's veth. The aggregate forms with both
+//! sides naming the other as partner and distributing on both members, 16 HTTP
+//! downloads spread over both members both ways, and a member whose link goes down
+//! leaves our side within a second. Interfaces and namespaces have unique names and
+//! are removed, pass or fail.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The client namespace (198.18.90.1) on ironpath's `lan`; the server namespace
+/// (198.18.90.2) on DPDK's `srv`; members `m0`/`m1` (ours) wired to `d0`/`d1`
+/// (DPDK's).
+struct Net {
+    c: String,
+    s: String,
+    lan: String,
+    srv: String,
+    m: [String; 2],
+    d: [String; 2],
+}
+
+impl Net {
+    fn new() -> Net {
+        let id = std::process::id() % 100_000;
+        let n = Net {
+            c: format!("ipb-c-{id}"),
+            s: format!("ipb-s-{id}"),
+            lan: format!("ipb{id}l"),
+            srv: format!("ipb{id}s"),
+            m: [format!("ipb{id}m0"), format!("ipb{id}m1")],
+            d: [format!("ipb{id}d0"), format!("ipb{id}d1")],
+        };
+        n.teardown();
+        for (ns, dev, a) in [(&n.c, &n.lan, 1), (&n.s, &n.srv, 2)] {
+            // The namespaces' ends checksum and segment in software: DPDK's af_packet
+            // takes frames as they are.
+            sh(&format!(
+                "ip netns add {ns} && ip -n {ns} link set lo up && \
+                 ip link add {dev} type veth peer name e0 netns {ns} && \
+                 sysctl -qw net.ipv6.conf.{dev}.disable_ipv6=1 && ip link set {dev} up && \
+                 ip -n {ns} addr add 198.18.90.{a}/24 dev e0 && ip -n {ns} link set e0 up && \
+                 ip netns exec {ns} ethtool -K e0 tx off tso off gso off >/dev/null 2>&1; true"
+            ));
+        }
+        for i in 0..2 {
+            sh(&format!(
+                "ip link add {m} type veth peer name {d} && \
+                 sysctl -qw net.ipv6.conf.{m}.disable_ipv6=1 net.ipv6.conf.{d}.disable_ipv6=1 && \
+                 ip link set {m} up && ip link set {d} up",
+                m = n.m[i],
+                d = n.d[i]
+            ));
+        }
+        n
+    }
+
+    fn teardown(&self) {
+        for l in [&self.lan, &self.srv, &self.m[0], &self.m[1]] {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
+        }
+        for ns in [&self.c, &self.s] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// Our members' lines of `show bond`: (link, collecting, distributing).
+fn members(show: &str) -> Vec<(String, String, String)> {
+    show.lines()
+        .filter(|l| l.starts_with("m0 ") || l.starts_with("m1 "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w[1].to_string(), w[2].to_string(), w[3].to_string())
+        })
+        .collect()
+}
+
+fn carrying(show: &str) -> usize {
+    members(show).iter().filter(|m| m.0 == "up" && m.1 == "yes" && m.2 == "yes").count()
+}
+
+#[test]
+fn lacp_with_dpdk_net_bonding_forms_spreads_flows_and_drops_a_member_whose_link_fails_root() {
+    if !ready(&["dpdk-testpmd", "curl", "python3", "ethtool"]) {
+        return;
+    }
+    let n = Net::new();
+    let id = std::process::id() % 100_000;
+    // Line-buffered, so that each answer arrives as it is printed.
+    let args: Vec<String> = [
+        "-oL",
+        "dpdk-testpmd",
+        "--no-huge",
+        "-m",
+        "1024",
+        "-l",
+        "0-1",
+        "-n",
+        "1",
+        "--no-pci",
+        &format!("--file-prefix=ipb{id}"),
+        &format!("--vdev=net_af_packet0,iface={}", n.srv),
+        &format!("--vdev=net_af_packet1,iface={}", n.d[0]),
+        &format!("--vdev=net_af_packet2,iface={}", n.d[1]),
+        "--vdev=net_bonding0,mode=4,slave=net_af_packet1,slave=net_af_packet2,xmit_policy=l34",
+        "--",
+        "-i",
+        "--total-num-mbufs=16384",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut dpdk = Interactive::spawn("stdbuf", &args);
+    assert!(dpdk.wait_for("testpmd>", 1, 30), "DPDK's testpmd did not start:\n{}", dpdk.output());
+    // Forward between the server's port (0) and the bond (3) only: its members are
+    // the bond's.
+    dpdk.ask("set portlist 0,3", "testpmd>");
+    dpdk.ask("start", "testpmd>");
+    let env = [
+        ("IRONPATH_PORT_LAN", n.lan.clone()),
+        ("IRONPATH_PORT_M0", n.m[0].clone()),
+        ("IRONPATH_PORT_M1", n.m[1].clone()),
+    ];
+    let mut run = Run::start(&config("bond.yaml"), &env, "bond");
+    // DPDK's bond sends its LACPDUs when it transmits: the server's pings give it
+    // reasons to.
+    let pinger = Command::new("ip")
+        .args(["netns", "exec", &n.s, "ping", "-q", "-i", "0.2", "-w", "25", "198.18.90.1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let mut show = String::new();
+    while t.elapsed() < Duration::from_secs(20) {
+        show = run.ctl("show bond", true);
+        if carrying(&show) == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(carrying(&show), 2, "the aggregate did not form:\n{show}\nDPDK:\n{}", dpdk.output());
+    // Both sides name the other as partner.
+    let mac = |dev: &str| std::fs::read_to_string(format!("/sys/class/net/{dev}/address")).unwrap().trim().to_string();
+    assert!(show.contains(&format!("aggregator partner: system {}", mac(&n.d[0]))), "{show}");
+    // DPDK names us as its partner and distributes on both members (its machines
+    // may be a tick behind ours).
+    let t = Instant::now();
+    let mut info = String::new();
+    while t.elapsed() < Duration::from_secs(10) {
+        info = dpdk.ask("show bonding lacp info 3", "Partner detail info");
+        if info.matches("DISTRIBUTING").count() >= 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(info.to_lowercase().contains(&mac(&n.m[0])), "DPDK's partner is not us:\n{info}");
+    assert!(info.matches("DISTRIBUTING").count() >= 4, "DPDK does not distribute on both members:\n{info}");
+    let conf = dpdk.ask("show bonding config 3", "Active Slaves");
+    assert!(conf.contains("Active Slaves (2)"), "{conf}");
+    // Flows spread over both members both ways: 16 parallel downloads.
+    let dir = TempDir::new("bond-www");
+    www(&dir.0, &[("mid", 1 << 20)]);
+    let mut http = Command::new("ip")
+        .args(["netns", "exec", &n.s, "python3", "-m", "http.server", "8000", "--bind", "198.18.90.2", "--directory"])
+        .arg(&dir.0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let before = run.latest();
+    let o = in_ns(
+        &n.c,
+        30,
+        "for i in $(seq 16); do curl -sS -o /dev/null --fail -w '%{http_code}\\n' http://198.18.90.2:8000/mid & done; wait",
+    );
+    assert_eq!(o.matches("200").count(), 16, "{o}");
+    let after = run.latest();
+    let moved = |port: &str, k: &str| {
+        after["ports"][port][k].as_u64().unwrap_or(0) - before["ports"][port][k].as_u64().unwrap_or(0)
+    };
+    for m in ["m0", "m1"] {
+        assert!(moved(m, "opackets") > 100 && moved(m, "ipackets") > 100, "{m} carried too little: {after}");
+    }
+    let _ = http.kill();
+    let _ = http.wait();
+    // A member's link goes down (its far end taken down): our side stops using it
+    // within a second and keeps the other.
+    sh(&format!("ip link set {} down", n.d[0]));
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) && carrying(&run.ctl("show bond", true)) != 1 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let failover = t.elapsed();
+    let show = run.ctl("show bond", true);
+    assert_eq!(members(&show)[0].0, "down", "{show}");
+    assert_eq!(carrying(&show), 1, "the member did not leave:\n{show}");
+    assert!(failover < Duration::from_secs(1), "our side took {failover:?} to drop the member");
+    let _ = pinger.wait_with_output();
+    let last = run.latest();
+    assert!(counter(&last, "bond0", "changes") >= 2, "{last}");
+    let out = run.stop();
+    assert!(out.contains("bond0"), "{out}");
+    drop(dpdk.quit());
+}
