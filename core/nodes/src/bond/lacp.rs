@@ -316,7 +316,7 @@ impl Lacp {
                 p.rx = Rx::Expired;
                 p.partner.state = (p.partner.state & !state::SYNC) | state::TIMEOUT;
                 p.actor.state |= state::EXPIRED;
-                p.current_until = now + short;
+                p.current_until = now.saturating_add(short);
                 p.ntt = true;
             }
         }
@@ -347,18 +347,30 @@ impl Lacp {
         p.partner = Info { state: actor.state & !state::SYNC | if in_sync { state::SYNC } else { 0 }, ..*actor };
         p.actor.state &= !(state::DEFAULTED | state::EXPIRED);
         p.rx = Rx::Current;
-        p.current_until = now + current;
+        p.current_until = now.saturating_add(current);
         if faster {
             // The partner now wants fast LACPDUs: the next one within a second.
-            p.next_periodic = p.next_periodic.min(now + self.timing.second);
+            p.next_periodic = p.next_periodic.min(now.saturating_add(self.timing.second));
         }
         true
     }
 
     /// Runs the timers and machines at `now`; calls `send(member, actor, partner)`
-    /// for each LACPDU to send now.
-    pub fn tick(&mut self, now: u64, mut send: impl FnMut(usize, &Info, &Info)) {
+    /// for each LACPDU to send now, which says whether it could (a LACPDU not sent
+    /// is tried again at the next tick).
+    pub fn tick(&mut self, now: u64, mut send: impl FnMut(usize, &Info, &Info) -> bool) {
         let t = self.timing;
+        for p in &mut self.ports {
+            // A clock that stepped back leaves no timer further away than it runs.
+            p.current_until = p.current_until.min(now.saturating_add(t.current_timeout()));
+            p.wait_until = p.wait_until.min(now.saturating_add(t.second * AGGREGATE_WAIT_S));
+            p.next_periodic = p.next_periodic.min(now.saturating_add(SLOW_PERIODIC_S * t.second));
+            for s in &mut p.sent_at {
+                if *s > now {
+                    *s = 0;
+                }
+            }
+        }
         for p in &mut self.ports {
             // Receive machine timers.
             match p.rx {
@@ -366,7 +378,7 @@ impl Lacp {
                     p.rx = Rx::Expired;
                     p.partner.state = (p.partner.state & !state::SYNC) | state::TIMEOUT;
                     p.actor.state |= state::EXPIRED;
-                    p.current_until = now + t.short_timeout();
+                    p.current_until = now.saturating_add(t.short_timeout());
                     p.ntt = true;
                 }
                 Rx::Expired if now >= p.current_until => {
@@ -387,14 +399,16 @@ impl Lacp {
                 let every = if p.partner.state & state::TIMEOUT != 0 { t.second } else { SLOW_PERIODIC_S * t.second };
                 if now >= p.next_periodic {
                     p.ntt = true;
-                    p.next_periodic = now + every;
+                    p.next_periodic = now.saturating_add(every);
                 }
                 // At most three LACPDUs in any second.
-                if p.ntt && (p.sent < 3 || now.saturating_sub(p.sent_at[0]) >= t.second) {
+                if p.ntt
+                    && (p.sent < 3 || now.saturating_sub(p.sent_at[0]) >= t.second)
+                    && send(p.actor.port as usize - 1, &p.actor, &p.partner)
+                {
                     p.ntt = false;
                     p.sent_at = [p.sent_at[1], p.sent_at[2], now];
                     p.sent += 1;
-                    send(p.actor.port as usize - 1, &p.actor, &p.partner);
                 }
             }
         }
@@ -416,13 +430,15 @@ impl Lacp {
     /// Member `i` may carry traffic: collecting and distributing, and its partner
     /// collecting.
     pub fn distributing(&self, i: usize) -> bool {
-        let p = &self.ports[i];
-        p.mux == Mux::CollectingDistributing && p.partner.state & state::COLLECTING != 0
+        self.collecting(i) && self.ports[i].partner.state & state::COLLECTING != 0
     }
 
-    /// Member `i` takes frames in.
+    /// Member `i` takes frames in: collecting, still selected, and its partner in
+    /// sync (a LACPDU that withdrew either counts at once, before the next tick
+    /// moves the mux).
     pub fn collecting(&self, i: usize) -> bool {
-        self.ports[i].mux == Mux::CollectingDistributing
+        let p = &self.ports[i];
+        p.mux == Mux::CollectingDistributing && p.selected && p.partner.state & state::SYNC != 0
     }
 }
 
@@ -441,7 +457,7 @@ fn mux(p: &mut Port, now: u64, wait: u64) {
         match p.mux {
             Mux::Detached if p.selected => {
                 p.mux = Mux::Waiting;
-                p.wait_until = now + wait;
+                p.wait_until = now.saturating_add(wait);
             }
             Mux::Detached => sync(p, false),
             Mux::Waiting if !p.selected => p.mux = Mux::Detached,

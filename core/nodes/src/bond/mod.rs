@@ -131,9 +131,13 @@ struct Member {
     port_id: u16,
     mac: [u8; 6],
     link: Option<Arc<AtomicBool>>,
+    /// The port's administrative state (`set interface state`).
+    admin: Option<Arc<AtomicBool>>,
     up: bool,
-    /// Marker responses made in the current second, and when it started.
-    markers: (u32, u64),
+    /// When the last [`MARKERS_PER_S`] marker responses were made (oldest first).
+    markers: [u64; MARKERS_PER_S as usize],
+    /// Marker responses made so far.
+    answered: u64,
 }
 
 /// The bond's receiving half and its control.
@@ -166,9 +170,12 @@ const TICK_MS: u64 = 100;
 
 impl Bond {
     fn tick(&mut self, cx: &NodeCx<'_>, now: u64) {
-        self.next_tick = now + self.hz * TICK_MS / 1000;
+        self.next_tick = now.saturating_add(self.tick_period());
         for i in 0..self.members.len() {
-            let up = self.members[i].link.as_ref().is_none_or(|l| l.load(Ordering::Relaxed));
+            let m = &self.members[i];
+            let flag = |f: &Option<Arc<AtomicBool>>| f.as_ref().is_none_or(|l| l.load(Ordering::Relaxed));
+            // A member carries traffic only while its link and its port are up.
+            let up = flag(&m.link) && flag(&m.admin);
             if up != self.members[i].up || self.lacp.as_ref().is_some_and(|l| l.ports[i].rx == lacp::Rx::Disabled && up) {
                 self.members[i].up = up;
                 if let Some(l) = &mut self.lacp {
@@ -190,13 +197,21 @@ impl Bond {
                 (bits, bits)
             }
             Mode::Lacp => {
-                let mut frames: Vec<(usize, [u8; PDU_FRAME])> = Vec::new();
-                let macs: Vec<[u8; 6]> = self.members.iter().map(|m| m.mac).collect();
+                let (members, pool, pending) = (&self.members, &self.pool, &mut self.pending);
                 let l = self.lacp.as_mut().expect("lacp mode has its machines");
+                let (mut made, mut failed) = (0, 0);
                 l.tick(now, |i, actor, partner| {
                     let mut f = [0u8; PDU_FRAME];
-                    lacp::write_lacpdu(&mut f, macs[i], actor, partner);
-                    frames.push((i, f));
+                    lacp::write_lacpdu(&mut f, members[i].mac, actor, partner);
+                    // Not made (no buffer, or bond_tx is not taking control frames):
+                    // the machine keeps it due and tries at the next tick.
+                    let ok = frame(pool, pending, i, &f).is_ok();
+                    if ok {
+                        made += 1;
+                    } else {
+                        failed += 1;
+                    }
+                    ok
                 });
                 let (mut rx, mut tx) = (0u64, 0u64);
                 for i in 0..self.members.len() {
@@ -207,9 +222,9 @@ impl Bond {
                         tx |= 1 << i;
                     }
                 }
-                cx.count(BondCounter::LacpOut, frames.len() as u64);
-                for (i, f) in frames {
-                    self.control(cx, i, &f);
+                cx.count(BondCounter::LacpOut, made);
+                if failed > 0 {
+                    cx.count(BondCounter::NoMbuf, failed);
                 }
                 (rx, tx)
             }
@@ -225,24 +240,9 @@ impl Bond {
         self.flush(cx);
     }
 
-    /// Queues control frame `f` for member `i`.
-    fn control(&mut self, cx: &NodeCx<'_>, i: usize, f: &[u8; PDU_FRAME]) {
-        let Ok(mut m) = Mbuf::alloc(&self.pool) else {
-            cx.count(BondCounter::NoMbuf, 1);
-            return;
-        };
-        match m.append(PDU_FRAME) {
-            Ok(d) => d.copy_from_slice(f),
-            Err(_) => {
-                cx.count(BondCounter::NoMbuf, 1);
-                return;
-            }
-        }
-        if self.pending.len() >= CTL_QUEUE {
-            cx.count(BondCounter::CtlFull, 1);
-            return;
-        }
-        self.pending.push((i, m));
+    /// The time between ticks, in TSC ticks.
+    fn tick_period(&self) -> u64 {
+        self.hz * TICK_MS / 1000
     }
 
     /// Hands pending control frames to `bond_tx` (if its lock is free now).
@@ -261,8 +261,11 @@ impl Bond {
         }
     }
 
-    /// The slow protocol frames of this burst.
-    fn slow_frames(&mut self, cx: &NodeCx<'_>, now: u64) {
+    /// The slow protocol frames of this burst; true if a LACPDU was taken (the
+    /// machines then run at once: what the partner withdrew stops now, and our
+    /// answer leaves now).
+    fn slow_frames(&mut self, cx: &NodeCx<'_>, now: u64) -> bool {
+        let mut taken = false;
         let slow = std::mem::take(&mut self.slow);
         for (i, f) in &slow {
             let Some(l) = self.lacp.as_mut() else {
@@ -273,26 +276,32 @@ impl Bond {
                 Ok(Pdu::Lacp { actor, partner }) => {
                     if l.received(*i, &actor, &partner, now) {
                         cx.count(BondCounter::LacpIn, 1);
-                        // Answer changes at once rather than at the next tick.
-                        self.next_tick = now;
+                        taken = true;
                     } else {
                         cx.count(BondCounter::LacpRefused, 1);
                     }
                 }
                 Ok(Pdu::MarkerInfo(tlv)) => {
                     let m = &mut self.members[*i];
-                    if now.saturating_sub(m.markers.1) >= self.hz {
-                        m.markers = (0, now);
-                    }
-                    if m.markers.0 >= MARKERS_PER_S || !m.up {
+                    // At most MARKERS_PER_S in any second: the oldest of the last
+                    // ones must be a second old (or from a clock that stepped back).
+                    let oldest = m.markers[0];
+                    let full = m.answered >= u64::from(MARKERS_PER_S) && oldest <= now && now - oldest < self.hz;
+                    if full || !m.up {
                         cx.count(BondCounter::MarkerLimited, 1);
                         continue;
                     }
-                    m.markers.0 += 1;
                     let mut out = [0u8; PDU_FRAME];
                     lacp::write_marker_response(&mut out, m.mac, &tlv);
+                    if frame(&self.pool, &mut self.pending, *i, &out).is_err() {
+                        cx.count(BondCounter::NoMbuf, 1);
+                        continue;
+                    }
+                    let m = &mut self.members[*i];
+                    m.markers.rotate_left(1);
+                    m.markers[MARKERS_PER_S as usize - 1] = now;
+                    m.answered += 1;
                     cx.count(BondCounter::Markers, 1);
-                    self.control(cx, *i, &out);
                 }
                 Ok(Pdu::MarkerResponse) => cx.count(BondCounter::MarkerLimited, 1),
                 Err(lacp::Bad::Malformed) => cx.count(BondCounter::LacpRefused, 1),
@@ -302,6 +311,7 @@ impl Bond {
         self.slow = slow;
         self.slow.clear();
         self.flush(cx);
+        taken
     }
 
     fn view(&self) -> BondView {
@@ -336,7 +346,8 @@ const SLOW_PER_BURST: usize = 16;
 impl Node for Bond {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
         let now = cx.now_tsc;
-        if now >= self.next_tick {
+        // A clock that stepped back does not hold the ticks off.
+        if now >= self.next_tick || self.next_tick - now > self.tick_period() {
             self.tick(cx, now);
         } else if !self.pending.is_empty() {
             self.flush(cx);
@@ -387,10 +398,11 @@ impl Node for Bond {
             cx.dropped(not_collecting);
         }
         if slow_over > 0 {
-            cx.count(BondCounter::LacpRefused, slow_over);
+            let k = if self.lacp.is_some() { BondCounter::LacpRefused } else { BondCounter::SlowOther };
+            cx.count(k, slow_over);
         }
-        if !self.slow.is_empty() {
-            self.slow_frames(cx, now);
+        if !self.slow.is_empty() && self.slow_frames(cx, now) {
+            self.tick(cx, now);
         }
         Dispatch::All(0)
     }
@@ -438,6 +450,18 @@ impl Node for Bond {
         self.pending.clear();
         self.shared.ctl.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
+}
+
+/// Queues control frame `f` for member `i`: `Err` when no buffer is free or the
+/// queue toward `bond_tx` is full.
+fn frame(pool: &Mempool, pending: &mut Vec<(usize, Mbuf)>, i: usize, f: &[u8; PDU_FRAME]) -> Result<(), ()> {
+    if pending.len() >= CTL_QUEUE {
+        return Err(());
+    }
+    let mut m = Mbuf::alloc(pool).map_err(drop)?;
+    m.append(PDU_FRAME).map_err(drop)?.copy_from_slice(f);
+    pending.push((i, m));
+    Ok(())
 }
 
 /// `show bond`'s question to the node.
@@ -633,11 +657,14 @@ pub fn flow_hash(d: &[u8], h: Hash) -> u64 {
     if h == Hash::L2 {
         return l2;
     }
+    // Up to two VLAN tags (802.1ad outer, 802.1Q inner).
     let mut off = 12;
     let mut et = rd(12, 2) as u16;
-    if (et == 0x8100 || et == 0x88a8) && d.len() >= 18 {
-        et = rd(16, 2) as u16;
-        off = 16;
+    for _ in 0..2 {
+        if (et == 0x8100 || et == 0x88a8) && d.len() >= off + 6 {
+            off += 4;
+            et = rd(off, 2) as u16;
+        }
     }
     let ip = off + 2;
     let (l3, proto, l4) = match et {
@@ -679,11 +706,19 @@ impl Node for BondTx {
                 self.ports[usize::from(self.table[0])].process(cx, pkts, next);
             }
             n => {
+                let all = self.ports.len() as u64;
                 for i in 0..pkts.len() {
                     let h = flow_hash(pkts.data(i), self.hash);
-                    // Multiply-shift: the hash's top bits pick the member.
-                    let k = ((h >> 32) * n as u64) >> 32;
-                    self.tags[i] = u16::from(self.table[k as usize]);
+                    // Multiply-shift: the hash's top bits pick a member among all of
+                    // them, so that a member going down moves only its own flows; a
+                    // flow of a member that carries no traffic goes to one of those
+                    // that do, by the hash's low bits.
+                    let k = ((h >> 32) * all) >> 32;
+                    self.tags[i] = if self.mask & (1 << k) != 0 {
+                        k as u16
+                    } else {
+                        u16::from(self.table[((((h as u32) as u64) * n as u64) >> 32) as usize])
+                    };
                 }
                 pkts.distribute(&self.tags, &mut self.outs);
                 for (p, out) in self.ports.iter_mut().zip(self.outs.iter_mut()) {
@@ -806,8 +841,10 @@ pub const BOND: NodeKind = NodeKind {
                 port_id: env.port_id(name)?,
                 mac: env.port_mac(name)?,
                 link: env.link_state(name),
+                admin: env.admin_state(name),
                 up: false,
-                markers: (0, 0),
+                markers: [0; MARKERS_PER_S as usize],
+                answered: 0,
             });
         }
         let system = members[0].mac;
@@ -864,3 +901,5 @@ pub const BOND_TX: NodeKind = NodeKind {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod attack_tests;

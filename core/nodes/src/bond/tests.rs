@@ -12,28 +12,29 @@ use ironpath_graph::NodeStats;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-const HZ: u64 = 1_000_000_000;
-const TICK: u64 = HZ / 10;
-const SYS_A: [u8; 6] = [0x02, 0xaa, 0, 0, 0, 1];
-const SYS_B: [u8; 6] = [0x02, 0xbb, 0, 0, 0, 1];
-const SYS_C: [u8; 6] = [0x02, 0xcc, 0, 0, 0, 1];
+pub(super) const HZ: u64 = 1_000_000_000;
+pub(super) const TICK: u64 = HZ / 10;
+pub(super) const SYS_A: [u8; 6] = [0x02, 0xaa, 0, 0, 0, 1];
+pub(super) const SYS_B: [u8; 6] = [0x02, 0xbb, 0, 0, 0, 1];
+pub(super) const SYS_C: [u8; 6] = [0x02, 0xcc, 0, 0, 0, 1];
 
-fn fast() -> Timing {
+pub(super) fn fast() -> Timing {
     Timing { second: HZ, fast: true }
 }
 
 /// PDUs one side sent this tick: (member, frame).
-fn emit(l: &mut Lacp, now: u64, src: [u8; 6]) -> Vec<(usize, [u8; PDU_FRAME])> {
+pub(super) fn emit(l: &mut Lacp, now: u64, src: [u8; 6]) -> Vec<(usize, [u8; PDU_FRAME])> {
     let mut out = Vec::new();
     l.tick(now, |i, a, p| {
         let mut f = [0; PDU_FRAME];
         lacp::write_lacpdu(&mut f, src, a, p);
         out.push((i, f));
+        true
     });
     out
 }
 
-fn deliver(l: &mut Lacp, frames: &[(usize, [u8; PDU_FRAME])], now: u64, wired: &[bool]) {
+pub(super) fn deliver(l: &mut Lacp, frames: &[(usize, [u8; PDU_FRAME])], now: u64, wired: &[bool]) {
     for (i, f) in frames {
         if !wired[*i] {
             continue;
@@ -178,7 +179,10 @@ fn a_partner_that_changes_its_view_every_frame_gets_three_lacpdus_a_second() {
         let actor = Info { system: SYS_B, key: (k % 3) as u16 + 1, port: 1, state: state::ACTIVITY, ..Info::default() };
         let partner = Info { system: [k as u8; 6], ..Info::default() };
         a.received(0, &actor, &partner, now);
-        a.tick(now, |_, _, _| sent.push(now));
+        a.tick(now, |_, _, _| {
+            sent.push(now);
+            true
+        });
     }
     for w in sent.windows(4) {
         assert!(w[3] - w[0] >= HZ, "four LACPDUs within a second: {w:?}");
@@ -233,10 +237,10 @@ fn pdus_parse_as_written_and_malformed_ones_are_refused() {
 }
 
 /// xorshift64*, for the random tests.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -273,7 +277,7 @@ fn random_partners_keep_the_machines_consistent() {
                         a.received(i, &actor, &partner, now);
                     }
                 }
-                _ => a.tick(now, |_, _, _| {}),
+                _ => a.tick(now, |_, _, _| true),
             }
             for (k, p) in a.ports.iter().enumerate() {
                 assert!(!a.distributing(k) || a.collecting(k));
@@ -431,7 +435,7 @@ impl Pair {
     }
 }
 
-fn flow(k: u32) -> Vec<u8> {
+pub(super) fn flow(k: u32) -> Vec<u8> {
     let src = Ipv4Addr::from(0xc612_0000 + k);
     let dst = Ipv4Addr::new(198, 19, 0, 1);
     eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 0x0800, &ipv4(src, dst, 17, 64, &udp(src.into(), dst.into(), 1000 + k as u16, 53, b"q")))
