@@ -6,8 +6,9 @@
 //! downloads spread over both members both ways; during a 100 MiB download the
 //! member it comes in on is taken out (DPDK's `remove bonding slave`, its link
 //! down): our side drops it within a second and the download ends on the other
-//! member, SHA-256 equal. Interfaces and namespaces have unique names and are
-//! removed, pass or fail.
+//! member, SHA-256 equal. And `active_backup` with both members on a Linux bridge
+//! (a switch without LACP): a download goes on when the active member's link goes
+//! down. Interfaces and namespaces have unique names and are removed, pass or fail.
 
 mod common;
 
@@ -253,4 +254,148 @@ fn lacp_with_dpdk_net_bonding_forms_spreads_flows_and_fails_over_under_a_downloa
     let out = run.stop();
     assert!(out.contains("bond0"), "{out}");
     drop(dpdk.quit());
+}
+
+/// The server (198.18.91.2) behind a Linux bridge in namespace `sw` whose ports
+/// `s0`/`s1` are wired to our members; the client (198.18.91.1) on `lan`.
+struct Switched {
+    c: String,
+    sw: String,
+    srv: String,
+    lan: String,
+    m: [String; 2],
+}
+
+impl Switched {
+    fn new() -> Switched {
+        let id = std::process::id() % 100_000;
+        let n = Switched {
+            c: format!("ipba-c-{id}"),
+            sw: format!("ipba-sw-{id}"),
+            srv: format!("ipba-s-{id}"),
+            lan: format!("ipba{id}l"),
+            m: [format!("ipba{id}m0"), format!("ipba{id}m1")],
+        };
+        n.teardown();
+        let (c, sw, srv, lan) = (&n.c, &n.sw, &n.srv, &n.lan);
+        sh(&format!(
+            "ip netns add {c} && ip netns add {sw} && ip netns add {srv} && \
+             ip -n {sw} link add br0 type bridge && ip -n {sw} link set br0 up && \
+             ip link add {lan} type veth peer name e0 netns {c} && ip link set {lan} up && \
+             sysctl -qw net.ipv6.conf.{lan}.disable_ipv6=1 && \
+             ip -n {c} addr add 198.18.91.1/24 dev e0 && ip -n {c} link set e0 up && \
+             ip -n {sw} link add s2 type veth peer name e0 netns {srv} && ip -n {sw} link set s2 master br0 up && \
+             ip -n {srv} addr add 198.18.91.2/24 dev e0 && ip -n {srv} link set e0 up"
+        ));
+        for (i, m) in n.m.iter().enumerate() {
+            sh(&format!(
+                "ip link add {m} type veth peer name s{i} netns {sw} && sysctl -qw net.ipv6.conf.{m}.disable_ipv6=1 && \
+                 ip link set {m} up && ip -n {sw} link set s{i} master br0 up"
+            ));
+        }
+        n
+    }
+
+    fn teardown(&self) {
+        for l in [&self.lan, &self.m[0], &self.m[1]] {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
+        }
+        for ns in [&self.c, &self.sw, &self.srv] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+impl Drop for Switched {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+#[test]
+fn active_backup_on_a_linux_bridge_fails_over_under_a_download_root() {
+    if !ready(&["curl", "python3", "ping"]) {
+        return;
+    }
+    let n = Switched::new();
+    let env = [
+        ("IRONPATH_PORT_LAN", n.lan.clone()),
+        ("IRONPATH_PORT_M0", n.m[0].clone()),
+        ("IRONPATH_PORT_M1", n.m[1].clone()),
+        ("IRONPATH_BOND_MODE", "active_backup".to_string()),
+    ];
+    let mut run = Run::start(&config("bond.yaml"), &env, "bond-ab");
+    let o = in_ns(&n.c, 10, "ping -c 3 -i 0.2 -W 2 198.18.91.2");
+    assert!(o.contains(" 3 received"), "{o}\n{}", run.output());
+    let show = run.ctl("show bond", true);
+    let m = members(&show);
+    assert_eq!((m[0].2.as_str(), m[1].2.as_str()), ("yes", "no"), "m0 carries traffic, m1 waits:\n{show}");
+    let dir = TempDir::new("bond-ab-www");
+    www(&dir.0, &[("big", 100 << 20)]);
+    let mut http = Command::new("ip")
+        .args(["netns", "exec", &n.srv, "python3", "-m", "http.server", "8000", "--bind", "198.18.91.2", "--directory"])
+        .arg(&dir.0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let got = dir.0.join("got");
+    let mut curl = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &n.c,
+            "curl",
+            "-sS",
+            "--fail",
+            "--retry",
+            "3",
+            "--retry-connrefused",
+            "--limit-rate",
+            "20M",
+            "-o",
+        ])
+        .arg(&got)
+        .arg("http://198.18.91.2:8000/big")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // The active member's switch port goes down: m1 takes over within a tick, and
+    // the client's next frames teach the bridge where the client now is.
+    sh(&format!("ip -n {} link set s0 down", n.sw));
+    let t = Instant::now();
+    let mut show = String::new();
+    while t.elapsed() < Duration::from_secs(3) {
+        show = run.ctl("show bond", true);
+        if members(&show).get(1).is_some_and(|m| m.2 == "yes") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let failover = t.elapsed();
+    let m = members(&show);
+    assert_eq!((m[0].0.as_str(), m[1].2.as_str()), ("down", "yes"), "{show}");
+    assert!(failover < Duration::from_secs(1), "failover took {failover:?}");
+    let ok = {
+        let t = Instant::now();
+        loop {
+            if let Some(s) = curl.try_wait().unwrap() {
+                break s.success();
+            }
+            if t.elapsed() > Duration::from_secs(40) {
+                let _ = curl.kill();
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let _ = http.kill();
+    let _ = http.wait();
+    assert!(ok, "the download did not survive the failover:\n{show}");
+    assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "100 MiB: SHA-256 differs");
+    let last = run.latest();
+    assert!(last["ports"]["m1"]["ibytes"].as_u64().unwrap_or(0) > 40 << 20, "{last}");
+    assert!(counter(&last, "bond0", "not_collecting") > 0, "the backup's flooded copies were not refused: {last}");
+    run.stop();
 }
