@@ -83,6 +83,15 @@ pub fn valid() -> Vec<Vec<u8>> {
     let long_chain: Vec<u8> =
         (0..9).flat_map(|k| [if k == 8 { 17 } else { 60 }, 0, 1, 4, 0, 0, 0, 0]).collect::<Vec<u8>>();
     let ping4 = ipv4(PEER4, OUR4, 1, 64, &icmp4_echo(false, 7, 1, &[0x61; 32]));
+    // Slow protocols: a LACPDU from an active, aggregating partner that knows no
+    // one yet, and a marker request.
+    use crate::bond::lacp;
+    let peer = lacp::Info { system_priority: 1, system: PEER_MAC, key: 9, port_priority: 255, port: 1, state: 0x3f };
+    let mut lacpdu = [0u8; lacp::PDU_FRAME];
+    lacp::write_lacpdu(&mut lacpdu, PEER_MAC, &peer, &lacp::Info::default());
+    let mut marker = [0u8; lacp::PDU_FRAME];
+    lacp::write_marker_response(&mut marker, PEER_MAC, &[2, 16, 0, 1, 2, 0, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0]);
+    marker[16] = 1;
     let mut frames = vec![
         eth(BROADCAST, PEER_MAC, 0x0806, &arp(ArpOperation::Request, PEER_MAC, PEER4, [0; 6], OUR4)),
         to_us(0x0806, &arp(ArpOperation::Reply, PEER_MAC, PEER4, us, OUR4)),
@@ -119,6 +128,8 @@ pub fn valid() -> Vec<Vec<u8>> {
         to_us(0x86dd, &udp6_behind(PEER6, REMOTE6, 43, &routing)),
         to_us(0x86dd, &udp6_behind(PEER6, REMOTE6, 60, &long_chain)),
         eth([0x01, 0x80, 0xc2, 0, 0, 0x0e], PEER_MAC, 0x88cc, &[2, 7, 4, 0, 0, 0, 0, 0, 1, 0, 0]),
+        lacpdu.to_vec(),
+        marker.to_vec(),
         to_us(0x0800, &udp4(PEER4, REMOTE4, 64, 1472)),
         to_us(0x0800, &udp4(PEER4, REMOTE4, 64, 8972)),
     ];
