@@ -10,11 +10,12 @@
 #   tshark (editcap comes with it): capture checks; dpdk, dpdk-dev (dpdk-telemetry.py) and
 #   prometheus (promtool): the telemetry clients; strace: the system calls of the
 #   lcores (lcore_syscalls_root); bird2: a routing daemon filling the kernel table
-#   core/netlink follows (follow_bird_root).
+#   core/netlink follows (follow_bird_root); nftables, conntrack: Linux's masquerade
+#   and its connection table beside nat44 (nat_root).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     tmux iproute2 iputils-ping arping tcpdump tshark ethtool curl wget python3 \
     qemu-system-x86 busybox-static cpio wrk apache2-utils nginx-light iperf3 \
-    traceroute dpdk dpdk-dev prometheus strace bird2 >/dev/null
+    traceroute dpdk dpdk-dev prometheus strace bird2 nftables conntrack >/dev/null

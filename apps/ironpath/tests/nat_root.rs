@@ -7,8 +7,10 @@
 //! refused datagram's ICMP error back to the socket; 100 MiB by HTTP (SHA-256 equal);
 //! `wrk -c 1000` without errors; the port forward reached from outside and by
 //! hairpinning from inside; one host opening 100,000 flows held at its bound while
-//! the other still connects; UDP sessions gone on their timer. The namespaces have
-//! unique names and are removed, pass or fail.
+//! the other still connects; UDP sessions gone on their timer. And the same traffic
+//! through `nat44` and Linux's nftables masquerade: the same endpoints seen by the
+//! servers, sessions matching `conntrack`'s entries by protocol and TCP state. The
+//! namespaces have unique names and are removed, pass or fail.
 
 mod common;
 
@@ -185,6 +187,7 @@ fn inside_hosts_reach_out_through_the_nat_and_a_forward_reaches_in_root() {
     if !ready(&["traceroute", "curl", "wrk", "nginx", "python3"]) {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let n = Net::new();
     let dir = TempDir::new("nat-files");
     let env = [
@@ -303,4 +306,227 @@ http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_
 /// A small page for wrk and the forward.
 fn www_files(dir: &std::path::Path) {
     std::fs::write(dir.join("small"), vec![b'x'; 512]).unwrap();
+}
+
+/// One at a time: the comparison below and the test above each load the machine.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// An inside host (198.18.80.2) behind a NAT router (198.18.80.1 inside,
+/// 198.18.82.1 outside) and an outside server (198.18.82.2): namespaces `tag-in`,
+/// `tag-out` and, for the kernel's router, `tag-r` (else ironpath on `lan`/`wan`).
+struct Twin {
+    inside: String,
+    outside: String,
+    router: Option<String>,
+    lan: String,
+    wan: String,
+}
+
+impl Twin {
+    fn new(tag: &str, kernel: bool) -> Twin {
+        let id = std::process::id() % 100_000;
+        let t = Twin {
+            inside: format!("ip{tag}-in-{id}"),
+            outside: format!("ip{tag}-out-{id}"),
+            router: kernel.then(|| format!("ip{tag}-r-{id}")),
+            lan: format!("ip{tag}{id}l"),
+            wan: format!("ip{tag}{id}w"),
+        };
+        t.teardown();
+        let (i, o, lan, wan) = (&t.inside, &t.outside, &t.lan, &t.wan);
+        sh(&format!("ip netns add {i} && ip netns add {o} && ip -n {i} link set lo up && ip -n {o} link set lo up"));
+        sh(&format!(
+            "ip link add {lan} type veth peer name e0 netns {i} && ip link add {wan} type veth peer name e0 netns {o} && \
+             ip -n {i} addr add 198.18.80.2/24 dev e0 && ip -n {i} link set e0 up && \
+             ip -n {i} route add default via 198.18.80.1 && \
+             ip -n {o} addr add 198.18.82.2/24 dev e0 && ip -n {o} link set e0 up"
+        ));
+        match &t.router {
+            Some(r) => sh(&format!(
+                "ip netns add {r} && ip link set {lan} netns {r} && ip link set {wan} netns {r} && \
+                 ip -n {r} addr add 198.18.80.1/24 dev {lan} && ip -n {r} addr add 198.18.82.1/24 dev {wan} && \
+                 ip -n {r} link set {lan} up && ip -n {r} link set {wan} up && ip -n {r} link set lo up && \
+                 ip netns exec {r} sysctl -qw net.ipv4.ip_forward=1 && \
+                 ip netns exec {r} nft 'add table ip nat; add chain ip nat post {{ type nat hook postrouting priority 100; }}; \
+                 add rule ip nat post oifname {wan} masquerade'"
+            )),
+            None => sh(&format!(
+                "sysctl -qw net.ipv6.conf.{lan}.disable_ipv6=1 net.ipv6.conf.{wan}.disable_ipv6=1 && \
+                 ip link set {lan} up && ip link set {wan} up"
+            )),
+        };
+        t
+    }
+
+    fn teardown(&self) {
+        for l in [&self.lan, &self.wan] {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
+        }
+        for ns in [Some(&self.inside), Some(&self.outside), self.router.as_ref()].into_iter().flatten() {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+impl Drop for Twin {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// The same traffic through both NATs: from fixed local ports, 4 UDP queries (the
+/// answer names the endpoint the server saw) and 3 TCP connections held open
+/// (their peers named likewise), then a ping; prints what the server saw, waits
+/// for `open` to exist, closes the connections, and waits for `closed`.
+const SAME_TRAFFIC: &str = "import socket, sys, os, time, subprocess
+seen = []
+for p in range(42001, 42005):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(('198.18.80.2', p))
+    s.settimeout(2)
+    s.sendto(b'q', ('198.18.82.2', 5300))
+    seen.append('udp ' + s.recvfrom(100)[0].split()[0].decode())
+conns = []
+for p in range(41001, 41004):
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    c.bind(('198.18.80.2', p))
+    c.settimeout(2)
+    c.connect(('198.18.82.2', 5301))
+    seen.append('tcp ' + c.recv(100).decode().strip())
+    conns.append(c)
+subprocess.run(['ping', '-c', '2', '-i', '0.2', '-q', '198.18.82.2'], stdout=subprocess.DEVNULL, check=True)
+print(' '.join(sorted(seen)), flush=True)
+d = sys.argv[1]
+while not os.path.exists(d + '/open'):
+    time.sleep(0.05)
+for c in conns:
+    c.shutdown(socket.SHUT_WR)
+    c.recv(100)
+    c.close()
+time.sleep(0.5)
+open(d + '/closed', 'w').close()
+";
+
+/// A TCP server that tells each client the endpoint it saw, then closes when the
+/// client does.
+const TCP_FROM: &str = "import socket, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('198.18.82.2', 5301))
+s.listen(16)
+def serve(c, a):
+    c.sendall(('%s:%d\\n' % a).encode())
+    while c.recv(100):
+        pass
+    c.close()
+while True:
+    c, a = s.accept()
+    threading.Thread(target=serve, args=(c, a), daemon=True).start()
+";
+
+/// Sessions by protocol and TCP class: (udp, icmp, tcp open, tcp closing).
+type Classes = (u64, u64, u64, u64);
+
+/// Linux's view: `conntrack -L` in the router's namespace.
+fn conntrack_classes(router: &str) -> (Classes, String) {
+    let o = in_ns(router, 5, "conntrack -L -n 2>/dev/null");
+    let mut c = (0, 0, 0, 0);
+    for l in o.lines() {
+        match l.split_whitespace().next() {
+            Some("udp") => c.0 += 1,
+            Some("icmp") => c.1 += 1,
+            Some("tcp") if l.contains("ESTABLISHED") => c.2 += 1,
+            Some("tcp") => c.3 += 1,
+            _ => {}
+        }
+    }
+    (c, o)
+}
+
+/// Ours: the classes of the `sessions:` line of `show nat44`.
+fn nat_classes(show: &str) -> Classes {
+    let l = show.lines().find_map(|l| l.strip_prefix("sessions: ")).unwrap_or("");
+    let n = |what: &str| -> u64 {
+        let words: Vec<&str> = l.split(['(', ',', ')']).collect();
+        words.iter().find_map(|w| w.trim().strip_suffix(what)).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    };
+    (n(" udp"), n(" icmp"), n(" tcp-established"), n(" tcp-transitory"))
+}
+
+/// Runs SAME_TRAFFIC from the inside host of `t`; returns what the servers saw and
+/// the session classes (`classes`) with the connections open and after they closed.
+fn same_traffic(
+    t: &Twin,
+    dir: &std::path::Path,
+    classes: &dyn Fn() -> (Classes, String),
+) -> (String, [(Classes, String); 2]) {
+    let py = |f: &str| dir.join(f).display().to_string();
+    let _udp = bg(&t.outside, &["python3", &py("echo.py"), "198.18.82.2", "5300"]);
+    let _tcp = bg(&t.outside, &["python3", &py("tcp.py")]);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = std::fs::remove_file(dir.join("open"));
+    let _ = std::fs::remove_file(dir.join("closed"));
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &t.inside, "timeout", "20", "python3", &py("same.py"), &dir.display().to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    std::io::BufRead::read_line(&mut out, &mut seen).unwrap();
+    let open = classes();
+    std::fs::write(dir.join("open"), "").unwrap();
+    let t0 = std::time::Instant::now();
+    while !dir.join("closed").exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let closed = classes();
+    let _ = child.kill();
+    let _ = child.wait();
+    (seen, [open, closed])
+}
+
+/// The same traffic through `nat44` and through Linux's nftables masquerade: the
+/// servers see the same endpoints (the outside address, each source port kept), and
+/// the NAT's sessions match conntrack's entries by protocol and TCP state (4 UDP,
+/// 1 ICMP and 3 established TCP while the connections are open; the TCP ones
+/// closing, TIME_WAIT in conntrack, transitory in ours, once closed).
+#[test]
+fn nat44_and_nftables_masquerade_agree_on_the_same_traffic_root() {
+    if !ready(&["python3", "ping", "nft", "conntrack"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("nat-twins");
+    std::fs::write(dir.0.join("echo.py"), ECHO_FROM).unwrap();
+    std::fs::write(dir.0.join("tcp.py"), TCP_FROM).unwrap();
+    std::fs::write(dir.0.join("same.py"), SAME_TRAFFIC).unwrap();
+    let kernel = Twin::new("k", true);
+    let router = kernel.router.clone().unwrap();
+    let (k_seen, k) = same_traffic(&kernel, &dir.0, &|| conntrack_classes(&router));
+    drop(kernel);
+    let ours = Twin::new("o", false);
+    let env = [("IRONPATH_PORT_LAN", ours.lan.clone()), ("IRONPATH_PORT_WAN", ours.wan.clone())];
+    let mut run = Run::start(&config("nat44.yaml"), &env, "nat-twin");
+    let show = || {
+        let s = run.ctl("show nat44", true);
+        (nat_classes(&s), s)
+    };
+    let (o_seen, o) = same_traffic(&ours, &dir.0, &show);
+    run.stop();
+    let expected_seen: Vec<String> = (41001..41004)
+        .map(|p| format!("tcp 198.18.82.1:{p}"))
+        .chain((42001..42005).map(|p| format!("udp 198.18.82.1:{p}")))
+        .collect();
+    assert_eq!(
+        k_seen.split_whitespace().collect::<Vec<_>>().chunks(2).map(|w| w.join(" ")).collect::<Vec<_>>(),
+        expected_seen,
+        "kernel: {k_seen}"
+    );
+    assert_eq!(o_seen, k_seen, "the servers saw other endpoints through nat44 than through the kernel");
+    assert_eq!(k[0].0, (4, 1, 3, 0), "conntrack with the connections open:\n{}", k[0].1);
+    assert_eq!(o[0].0, k[0].0, "nat44 with the connections open:\n{}\nconntrack:\n{}", o[0].1, k[0].1);
+    assert_eq!(k[1].0, (4, 1, 0, 3), "conntrack once closed:\n{}", k[1].1);
+    assert_eq!(o[1].0, k[1].0, "nat44 once closed:\n{}\nconntrack:\n{}", o[1].1, k[1].1);
 }

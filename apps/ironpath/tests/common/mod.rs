@@ -363,6 +363,7 @@ pub fn package_of(tool: &str) -> &str {
         "dpdk-telemetry.py" => "dpdk-dev",
         "promtool" => "prometheus",
         "setpriv" => "util-linux",
+        "nft" => "nftables",
         t => t,
     }
 }
