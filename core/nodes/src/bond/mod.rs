@@ -119,7 +119,7 @@ ironpath_graph::counters! {
         MarkerLimited("marker_limited", "marker PDUs unanswered: more than 5 a second on a member, or responses"),
         SlowOther("slow_other", "slow protocol frames of another protocol (or in a mode without LACP), dropped"),
         Changes("changes", "changes of the members carrying traffic (failovers, members joining or leaving)"),
-        NoMbuf("no_mbuf", "control frames not made: the pool was empty"),
+        NoMbuf("no_mbuf", "control frames not made: no buffer free, or bond_tx not taking them (LACPDUs are tried again)"),
         CtlFull("ctl_full", "control frames dropped: bond_tx did not take them"),
     }
 }
