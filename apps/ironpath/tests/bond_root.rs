@@ -132,6 +132,57 @@ fn sixteen_downloads(n: &Net) {
     assert_eq!(o.matches("200").count(), 16, "{o}");
 }
 
+/// A Python HTTP server in namespace `ns` on `addr`:8000 serving `dir`; killed on drop.
+struct Http(std::process::Child);
+
+impl Http {
+    fn start(ns: &str, addr: &str, dir: &std::path::Path) -> Http {
+        let c = Command::new("ip")
+            .args(["netns", "exec", ns, "python3", "-m", "http.server", "8000", "--bind", addr, "--directory"])
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        Http(c)
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `curl` in namespace `ns` fetching `url` into `to` at 8 MiB/s (so that a failover
+/// lands in the middle of it), no retries.
+fn slow_download(ns: &str, url: &str, to: &std::path::Path) -> std::process::Child {
+    Command::new("ip")
+        .args(["netns", "exec", ns, "curl", "-sS", "--fail", "--limit-rate", "8M", "-o"])
+        .arg(to)
+        .arg(url)
+        .spawn()
+        .unwrap()
+}
+
+/// Whether `curl` ended well within 40 s (killed otherwise).
+fn finished(curl: &mut std::process::Child) -> bool {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = curl.try_wait().unwrap() {
+            return s.success();
+        }
+        if t.elapsed() > Duration::from_secs(40) {
+            let _ = curl.kill();
+            let _ = curl.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Our members' lines of `show bond`: (link, collecting, distributing).
 fn members(show: &str) -> Vec<(String, String, String)> {
     show.lines()
@@ -200,14 +251,7 @@ fn lacp_with_dpdk_net_bonding_forms_spreads_flows_and_fails_over_under_a_downloa
     // Flows spread over both members both ways: 16 parallel downloads.
     let dir = TempDir::new("bond-www");
     www(&dir.0, &[("big", 100 << 20), ("mid", 1 << 20)]);
-    let mut http = Command::new("ip")
-        .args(["netns", "exec", &n.s, "python3", "-m", "http.server", "8000", "--bind", "198.18.90.2", "--directory"])
-        .arg(&dir.0)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let http = Http::start(&n.s, "198.18.90.2", &dir.0);
     let before = run.latest();
     sixteen_downloads(&n);
     let after = run.latest();
@@ -220,12 +264,7 @@ fn lacp_with_dpdk_net_bonding_forms_spreads_flows_and_fails_over_under_a_downloa
     // A download through the bond; halfway, a member is taken out on DPDK's side
     // (`remove bonding slave`) and its link goes down.
     let got = dir.0.join("got");
-    let mut curl = Command::new("ip")
-        .args(["netns", "exec", &n.c, "curl", "-sS", "--fail", "--limit-rate", "8M", "-o"])
-        .arg(&got)
-        .arg("http://198.18.90.2:8000/big")
-        .spawn()
-        .unwrap();
+    let mut curl = slow_download(&n.c, "http://198.18.90.2:8000/big", &got);
     std::thread::sleep(Duration::from_millis(1000));
     // The member the download comes in on is the one taken out.
     let (a, b) = (run.latest(), run.latest());
@@ -244,21 +283,8 @@ fn lacp_with_dpdk_net_bonding_forms_spreads_flows_and_fails_over_under_a_downloa
     assert_eq!(members(&show)[k].0, "down", "{show}");
     assert_eq!(carrying(&show), 1, "the member did not leave:\n{show}");
     assert!(failover < Duration::from_secs(1), "our side took {failover:?} to drop the member");
-    let ok = {
-        let t = Instant::now();
-        loop {
-            if let Some(s) = curl.try_wait().unwrap() {
-                break s.success();
-            }
-            if t.elapsed() > Duration::from_secs(40) {
-                let _ = curl.kill();
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
-    let _ = http.kill();
-    let _ = http.wait();
+    let ok = finished(&mut curl);
+    drop(http);
     let _ = pinger.wait_with_output();
     assert!(ok, "the download did not survive the member going down:\n{show}\nDPDK: {removed}");
     assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "100 MiB: SHA-256 differs");
@@ -350,21 +376,9 @@ fn active_backup_on_a_linux_bridge_fails_over_under_a_download_root() {
     assert_eq!((m[0].2.as_str(), m[1].2.as_str()), ("yes", "no"), "m0 carries traffic, m1 waits:\n{show}");
     let dir = TempDir::new("bond-ab-www");
     www(&dir.0, &[("big", 100 << 20)]);
-    let mut http = Command::new("ip")
-        .args(["netns", "exec", &n.srv, "python3", "-m", "http.server", "8000", "--bind", "198.18.91.2", "--directory"])
-        .arg(&dir.0)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let http = Http::start(&n.srv, "198.18.91.2", &dir.0);
     let got = dir.0.join("got");
-    let mut curl = Command::new("ip")
-        .args(["netns", "exec", &n.c, "curl", "-sS", "--fail", "--limit-rate", "8M", "-o"])
-        .arg(&got)
-        .arg("http://198.18.91.2:8000/big")
-        .spawn()
-        .unwrap();
+    let mut curl = slow_download(&n.c, "http://198.18.91.2:8000/big", &got);
     std::thread::sleep(Duration::from_millis(1500));
     // The active member's switch port goes down: m1 takes over within a tick, and
     // the client's next frames teach the bridge where the client now is.
@@ -383,21 +397,8 @@ fn active_backup_on_a_linux_bridge_fails_over_under_a_download_root() {
     let m = members(&show);
     assert_eq!((m[0].0.as_str(), m[1].2.as_str()), ("down", "yes"), "{show}");
     assert!(failover < Duration::from_secs(1), "failover took {failover:?}");
-    let ok = {
-        let t = Instant::now();
-        loop {
-            if let Some(s) = curl.try_wait().unwrap() {
-                break s.success();
-            }
-            if t.elapsed() > Duration::from_secs(40) {
-                let _ = curl.kill();
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
-    let _ = http.kill();
-    let _ = http.wait();
+    let ok = finished(&mut curl);
+    drop(http);
     assert!(ok, "the download did not survive the failover:\n{show}");
     assert_eq!(sha256(&got), sha256(&dir.0.join("big")), "100 MiB: SHA-256 differs");
     let last = run.latest();
@@ -429,19 +430,11 @@ fn balance_with_dpdk_net_bonding_mode_2_spreads_flows_both_ways_root() {
     assert_eq!(carrying(&show), 2, "{show}");
     let dir = TempDir::new("bond-bal-www");
     www(&dir.0, &[("mid", 1 << 20)]);
-    let mut http = Command::new("ip")
-        .args(["netns", "exec", &n.s, "python3", "-m", "http.server", "8000", "--bind", "198.18.90.2", "--directory"])
-        .arg(&dir.0)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let http = Http::start(&n.s, "198.18.90.2", &dir.0);
     let before = run.latest();
     sixteen_downloads(&n);
     let after = run.latest();
-    let _ = http.kill();
-    let _ = http.wait();
+    drop(http);
     let moved = |port: &str, k: &str| {
         after["ports"][port][k].as_u64().unwrap_or(0) - before["ports"][port][k].as_u64().unwrap_or(0)
     };

@@ -7,7 +7,7 @@ use super::*;
 use crate::tests::{eth, ipv4, pool, udp};
 use ironpath_eal::port::testing::{feed_rxq, sink_txq, FeedDevice, SinkDevice};
 use ironpath_eal::TxQ;
-use ironpath_graph::testing::{call, idle};
+use ironpath_graph::testing::{apply, call, idle};
 use ironpath_graph::NodeStats;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -294,48 +294,49 @@ fn random_partners_keep_the_machines_consistent() {
     }
 }
 
-/// What the node tests build bonds with: members `m0`..`m3` on in-process queues,
-/// link flags the test sets, and the objects the two nodes share.
-struct BondEnv {
-    pool: Mempool,
+/// What the node tests build bonds with: members `m0`..`m15` on in-process queues,
+/// link and administrative flags the test sets, and the objects the two nodes share.
+pub(super) struct Env16 {
+    pub(super) pool: Mempool,
     feeds: HashMap<String, Arc<FeedDevice>>,
     sinks: HashMap<String, Arc<SinkDevice>>,
     txqs: HashMap<String, TxQ>,
     links: HashMap<String, Arc<AtomicBool>>,
+    admin: HashMap<String, Arc<AtomicBool>>,
     shared: HashMap<String, Arc<dyn Any + Send + Sync>>,
 }
 
-fn member_index(port: &str) -> Result<u16, String> {
-    match port {
-        "m0" => Ok(0),
-        "m1" => Ok(1),
-        "m2" => Ok(2),
-        "m3" => Ok(3),
-        _ => Err(format!("no port `{port}`")),
-    }
+pub(super) fn index(port: &str) -> Result<u16, String> {
+    port.strip_prefix('m')
+        .and_then(|n| n.parse::<u16>().ok())
+        .filter(|&n| (n as usize) < MAX_MEMBERS)
+        .ok_or_else(|| format!("no port `{port}`"))
 }
 
-impl crate::Env for BondEnv {
+impl crate::Env for Env16 {
     fn rx_queue(&mut self, port: &str, _: u16) -> Result<RxQ, String> {
-        let (q, dev) = feed_rxq(member_index(port)?);
+        let (q, dev) = feed_rxq(index(port)?);
         self.feeds.insert(port.into(), dev);
         Ok(q)
     }
     fn tx_queue(&mut self, port: &str, _: u16) -> Result<TxQ, String> {
-        member_index(port)?;
+        index(port)?;
         self.txqs.remove(port).ok_or_else(|| format!("no TX queue of `{port}` left"))
     }
     fn port_mac(&self, port: &str) -> Result<[u8; 6], String> {
-        Ok([0x02, 0x0a, 0, 0, 0, member_index(port)? as u8])
+        Ok([0x02, 0x0a, 0, 0, 0, index(port)? as u8])
     }
     fn port_id(&self, port: &str) -> Result<u16, String> {
-        member_index(port)
+        index(port)
     }
     fn mempool(&self, _: Option<&str>, _: Option<&str>) -> Result<Mempool, String> {
         Ok(self.pool.clone())
     }
     fn tsc_hz(&self) -> u64 {
         HZ
+    }
+    fn admin_state(&self, port: &str) -> Option<Arc<AtomicBool>> {
+        self.admin.get(port).cloned()
     }
     fn link_state(&mut self, port: &str) -> Option<Arc<AtomicBool>> {
         Some(self.links.entry(port.into()).or_insert_with(|| Arc::new(AtomicBool::new(true))).clone())
@@ -349,21 +350,28 @@ impl crate::Env for BondEnv {
     }
 }
 
-/// A bond `b` of `members` members with `params`, and its `bond_tx`, built from YAML.
-struct Pair {
-    env: BondEnv,
-    rx: Box<dyn Node>,
-    rx_stats: NodeStats,
-    tx: Box<dyn Node>,
-    tx_stats: NodeStats,
-    now: u64,
+/// A bond `b` of `n` members and its bond_tx `t`.
+pub(super) struct Bench {
+    pub(super) env: Env16,
+    /// The pool of the frames that arrive (so that the bond's pool can be emptied).
+    pub(super) feed_pool: Mempool,
+    pub(super) n: usize,
+    pub(super) rx: Box<dyn Node>,
+    pub(super) rx_stats: NodeStats,
+    pub(super) tx: Box<dyn Node>,
+    pub(super) tx_stats: NodeStats,
+    pub(super) shared: Arc<Shared>,
+    pub(super) now: u64,
 }
 
-impl Pair {
-    fn new(members: usize, params: &str) -> Pair {
-        let list: Vec<String> = (0..members).map(|i| format!("{{port: m{i}}}")).collect();
-        let ports: String = (0..4).map(|i| format!("  - {{name: m{i}, driver: net_null}}\n")).collect();
-        // bond_tx first: the two find each other whichever is built first.
+impl Bench {
+    pub(super) fn new(n: usize, params: &str) -> Bench {
+        Bench::with_pool(n, params, 4096)
+    }
+
+    pub(super) fn with_pool(n: usize, params: &str, mbufs: u32) -> Bench {
+        let list: Vec<String> = (0..n).map(|i| format!("{{port: m{i}}}")).collect();
+        let ports: String = (0..MAX_MEMBERS).map(|i| format!("  - {{name: m{i}, driver: net_null}}\n")).collect();
         let yaml = format!(
             "ports:\n{ports}lcores: [{{id: 0}}]\nnodes:\n  - {{name: t, type: bond_tx, lcore: 0, params: {{bond: b}}}}\n  - {{name: b, type: bond, lcore: 0, params: {{members: [{}], {params}}}}}\n",
             list.join(", ")
@@ -371,67 +379,92 @@ impl Pair {
         let catalog = ironpath_config::Catalog { nodes: &[BOND.spec, BOND_TX.spec], drivers: None };
         let pipe = ironpath_config::parse_str(&yaml, std::path::Path::new("bond.yaml"), &catalog)
             .unwrap_or_else(|e| panic!("{yaml}: {e}"));
-        let mut env = BondEnv {
-            pool: pool(4096),
+        let mut env = Env16 {
+            pool: pool(mbufs),
             feeds: HashMap::new(),
             sinks: HashMap::new(),
             txqs: HashMap::new(),
             links: HashMap::new(),
+            admin: HashMap::new(),
             shared: HashMap::new(),
         };
-        for i in 0..4 {
-            let (q, dev) = sink_txq(1024, false);
+        for i in 0..MAX_MEMBERS {
+            let (q, dev) = sink_txq(100_000, false);
             env.txqs.insert(format!("m{i}"), q);
             env.sinks.insert(format!("m{i}"), dev);
+            env.admin.insert(format!("m{i}"), Arc::new(AtomicBool::new(true)));
         }
         let tx = crate::make_from(&[&BOND, &BOND_TX], &pipe.nodes[0], &[], &mut env).unwrap().node;
         let rx = crate::make_from(&[&BOND, &BOND_TX], &pipe.nodes[1], &["out"], &mut env).unwrap().node;
-        let (rx_stats, tx_stats) = (
-            NodeStats::new(rx.counters()).with_gauges(rx.gauges()),
-            NodeStats::new(tx.counters()),
-        );
-        Pair { env, rx, rx_stats, tx, tx_stats, now: HZ }
+        let shared = env.shared["bond:b"].clone().downcast::<Shared>().expect("the bond's shared state");
+        let (rx_stats, tx_stats) =
+            (NodeStats::new(rx.counters()).with_gauges(rx.gauges()), NodeStats::new(tx.counters()));
+        Bench { env, feed_pool: pool(4096), n, rx, rx_stats, tx, tx_stats, shared, now: HZ }
     }
 
-    /// `frame` arriving on member `m` (with its port id, as a driver gives it).
-    fn arrive(&self, m: usize, frame: &[u8]) {
-        let mut b = Mbuf::from_slice(&self.env.pool, frame).unwrap();
+    pub(super) fn arrive(&self, m: usize, frame: &[u8]) {
+        let mut b = Mbuf::from_slice(&self.feed_pool, frame).unwrap();
         b.header_mut().port = m as u16;
         self.env.feeds[&format!("m{m}")].push(b);
     }
 
-    /// One poll of the bond `dt` after the last; what it passed on.
-    fn poll(&mut self, dt: u64) -> Vec<(u16, Vec<u8>)> {
-        self.now += dt;
+    /// One poll of the bond `dt` after the last, without bond_tx.
+    pub(super) fn poll_rx(&mut self, dt: u64) -> Vec<(u16, Vec<u8>)> {
+        self.now = self.now.wrapping_add(dt);
         let mut b = Burst::new();
         call(&mut *self.rx, &self.rx_stats, &mut b, self.now);
         let out = (0..b.len()).map(|i| (b.header(i).port, b.data(i).to_vec())).collect();
         b.free_all();
+        out
+    }
+
+    /// One poll of the bond, then bond_tx idle (it sends the control frames).
+    pub(super) fn poll(&mut self, dt: u64) -> Vec<(u16, Vec<u8>)> {
+        let out = self.poll_rx(dt);
         idle(&mut *self.tx, &self.tx_stats, self.now);
         out
     }
 
-    /// `frames` given to bond_tx.
-    fn send(&mut self, frames: &[Vec<u8>]) {
+    pub(super) fn send(&mut self, frames: &[Vec<u8>]) {
         let mut b = crate::tests::burst(&self.env.pool, frames);
         call(&mut *self.tx, &self.tx_stats, &mut b, self.now);
+        assert!(b.is_empty(), "bond_tx left packets in its burst");
     }
 
-    /// What member `m` sent (data frames and control frames apart).
-    fn sent(&self, m: usize) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
-        self.env.sinks[&format!("m{m}")].take_log().into_iter().partition(|f| f[12..14] != [0x88, 0x09])
+    /// What member `m` sent: (data frames, control frames).
+    pub(super) fn sent(&self, m: usize) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        self.env.sinks[&format!("m{m}")].take_log().into_iter().partition(|f| f.len() < 14 || f[12..14] != [0x88, 0x09])
     }
 
-    fn link(&self, m: usize, up: bool) {
+    pub(super) fn link(&self, m: usize, up: bool) {
         self.env.links[&format!("m{m}")].store(up, Ordering::Relaxed);
     }
 
-    fn rx_count(&self, name: &str) -> u64 {
-        self.rx_stats.extra_by_name(name).unwrap_or(0)
+    pub(super) fn admin(&self, m: usize, up: bool) {
+        self.env.admin[&format!("m{m}")].store(up, Ordering::Relaxed);
     }
 
-    fn tx_count(&self, name: &str) -> u64 {
-        self.tx_stats.extra_by_name(name).unwrap_or(0)
+    pub(super) fn rx_count(&self, name: &str) -> u64 {
+        self.rx_stats.extra_by_name(name).unwrap_or_else(|| panic!("no counter {name}"))
+    }
+
+    pub(super) fn tx_count(&self, name: &str) -> u64 {
+        self.tx_stats.extra_by_name(name).unwrap_or_else(|| panic!("no counter {name}"))
+    }
+
+    pub(super) fn view(&mut self) -> BondView {
+        let v = apply(&mut *self.rx, &self.rx_stats, Box::new(ShowBond));
+        *v.downcast::<BondView>().expect("show bond")
+    }
+
+    /// Mbufs in use in both pools.
+    pub(super) fn in_use(&self) -> u32 {
+        self.env.pool.in_use() + self.feed_pool.in_use()
+    }
+
+    /// Frames still waiting in the members' receive queues.
+    pub(super) fn queued(&self) -> usize {
+        self.env.feeds.values().map(|f| f.queued()).sum()
     }
 }
 
@@ -443,7 +476,7 @@ pub(super) fn flow(k: u32) -> Vec<u8> {
 
 #[test]
 fn active_backup_carries_traffic_on_one_member_and_fails_over_within_a_tick() {
-    let mut p = Pair::new(2, "mode: active_backup");
+    let mut p = Bench::new(2, "mode: active_backup");
     p.poll(0);
     p.arrive(0, &flow(1));
     p.arrive(1, &flow(2));
@@ -477,7 +510,7 @@ fn active_backup_carries_traffic_on_one_member_and_fails_over_within_a_tick() {
 
 #[test]
 fn balance_spreads_flows_and_keeps_each_flow_on_one_member() {
-    let mut p = Pair::new(3, "mode: balance, hash: l34");
+    let mut p = Bench::new(3, "mode: balance, hash: l34");
     p.poll(0);
     let frames: Vec<Vec<u8>> = (0..3000).map(flow).collect();
     let mut first: HashMap<Vec<u8>, usize> = HashMap::new();
@@ -514,7 +547,7 @@ fn balance_spreads_flows_and_keeps_each_flow_on_one_member() {
 /// both agree, and marker PDUs are answered.
 #[test]
 fn lacp_through_the_nodes_forms_the_aggregate_with_a_partner() {
-    let mut p = Pair::new(2, "mode: lacp, lacp_rate: fast, system_priority: 10, key: 3");
+    let mut p = Bench::new(2, "mode: lacp, lacp_rate: fast, system_priority: 10, key: 3");
     let mut partner = Lacp::new(2, SYS_B, 20, 5, fast());
     for i in 0..2 {
         partner.set_enabled(i, true, p.now);
