@@ -403,8 +403,13 @@ impl Bench {
     }
 
     pub(super) fn arrive(&self, m: usize, frame: &[u8]) {
+        self.arrive_as(m, frame, m as u16);
+    }
+
+    /// `frame` arriving on member `m`, the driver having written `port` as its port.
+    pub(super) fn arrive_as(&self, m: usize, frame: &[u8], port: u16) {
         let mut b = Mbuf::from_slice(&self.feed_pool, frame).unwrap();
-        b.header_mut().port = m as u16;
+        b.header_mut().port = port;
         self.env.feeds[&format!("m{m}")].push(b);
     }
 
@@ -652,4 +657,18 @@ fn check_refuses_a_bond_tx_without_its_bond_and_a_member_taken_twice() {
     )
     .unwrap_err();
     assert!(e.contains("has a `bond_tx` already"), "{e}");
+}
+
+/// A member is known by the queue a frame came from, not by the port id its driver
+/// wrote (a ring or memif port may carry another port's).
+#[test]
+fn a_frame_belongs_to_the_member_it_was_received_on() {
+    let mut p = Bench::new(2, "mode: active_backup");
+    p.poll(0);
+    p.arrive_as(0, &flow(1), 7);
+    p.arrive_as(1, &flow(2), 0);
+    let got = p.poll(1);
+    assert_eq!(got.len(), 1, "only the active member's frame");
+    assert_eq!((got[0].0, &got[0].1), (0, &flow(1)), "the bond's port on m0's frame");
+    assert_eq!(p.rx_count("not_collecting"), 1, "m1's frame, though it says port 0");
 }
