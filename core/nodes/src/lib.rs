@@ -222,6 +222,34 @@ pub(crate) mod tests {
     pub(crate) const PEER6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
 
     /// A private pool of `n` mbufs without cache, so `in_use` is exact.
+    /// A small deterministic generator for the random tests (xorshift; the seed must
+    /// not be zero).
+    pub(crate) struct Rng(pub(crate) u64);
+
+    impl Rng {
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        /// A number below `m`.
+        pub(crate) fn below(&mut self, m: u64) -> u64 {
+            self.next() % m
+        }
+
+        /// `n` random bytes.
+        pub(crate) fn bytes(&mut self, n: usize) -> Vec<u8> {
+            (0..n).map(|_| self.next() as u8).collect()
+        }
+
+        /// One of `xs`.
+        pub(crate) fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+            xs[(self.next() % xs.len() as u64) as usize]
+        }
+    }
+
     pub(crate) fn pool(n: u32) -> Mempool {
         Mempool::create(&MempoolConfig::new("nodes-test", n).cache_size(0).policy(MemPolicy::NoHuge))
             .expect("create mempool")

@@ -3,9 +3,9 @@
 //! Tests whose comment starts with "Fault" found one (each fixed since).
 
 use super::lacp::{self, state, Info, Lacp, Mux, Pdu, Rx, Timing, PDU_FRAME};
-use super::tests::{deliver, emit, fast, flow, Bench, Rng, HZ, SYS_A, SYS_B, SYS_C, TICK};
+use super::tests::{deliver, emit, fast, flow, Bench, HZ, SYS_A, SYS_B, SYS_C, TICK};
 use super::*;
-use crate::tests::{eth, ipv4, ipv6, udp};
+use crate::tests::{eth, ipv4, ipv6, udp, Rng};
 use ironpath_graph::testing::idle;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -4,7 +4,7 @@
 
 use super::lacp::{self, state, Info, Lacp, Mux, Pdu, Timing, PDU_FRAME};
 use super::*;
-use crate::tests::{eth, ipv4, pool, udp};
+use crate::tests::{eth, ipv4, pool, udp, Rng};
 use ironpath_eal::port::testing::{feed_rxq, sink_txq, FeedDevice, SinkDevice};
 use ironpath_eal::TxQ;
 use ironpath_graph::testing::{apply, call, idle};
@@ -236,17 +236,6 @@ fn pdus_parse_as_written_and_malformed_ones_are_refused() {
     assert_eq!(lacp::parse(&r), Ok(Pdu::MarkerResponse));
 }
 
-/// xorshift64*, for the random tests.
-pub(super) struct Rng(pub(super) u64);
-
-impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
 
 /// Random and mutated PDUs from a hostile partner on random members, with links
 /// flapping: no panic, and the machines' invariants hold after every step.

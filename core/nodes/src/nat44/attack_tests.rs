@@ -3,7 +3,7 @@
 use super::table::flags;
 use super::*;
 use crate::attack::frames::{l3, tagged, tcp};
-use crate::tests::{call, counter, eth, ipv4, pool, stats, PEER_MAC, US_MAC};
+use crate::tests::{call, counter, eth, ipv4, pool, stats, Rng, PEER_MAC, US_MAC};
 use ironpath_graph::NodeStats;
 use ironpath_wire::checksum::update16;
 use ironpath_wire::{checksum, IpProtocol, TcpControl};
@@ -157,24 +157,6 @@ fn src_of(f: &[u8]) -> Ipv4Addr {
     Ipv4Addr::new(f[off + 12], f[off + 13], f[off + 14], f[off + 15])
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, m: u64) -> u64 {
-        self.next() % m
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 // ---------------------------------------------------------------------------------
 // 1. Outside attacker: spoofed ICMP errors.

@@ -736,8 +736,8 @@ impl Table {
         let mut best: Option<u32> = None;
         for c in 0..4 {
             let mut s = self.lists[c].0;
-            // The first session of the list that may be reclaimed, among its first
-            // RECLAIM_LOOK.
+            // From the oldest end of the list, at most RECLAIM_LOOK sessions along, to
+            // one that may be reclaimed.
             let mut looked = 0;
             while s != NIL && (self.sessions[s as usize].map == keep || self.sessions[s as usize].last == now) {
                 s = self.sessions[s as usize].next;

@@ -9,7 +9,7 @@
 
 use super::*;
 use crate::l2_bridge::L2Bridge;
-use crate::tests::{call, counter, eth, ipv4, ipv6, pool, stats, udp, PEER_MAC};
+use crate::tests::{call, counter, eth, ipv4, ipv6, pool, stats, udp, Rng, PEER_MAC};
 use ironpath_graph::testing::Call;
 use ironpath_graph::NodeStats;
 use ironpath_wire::IpAddress;
@@ -696,21 +696,6 @@ fn floods_to_many_remotes_are_bounded_and_a_remote_storm_stays_on_the_lans() {
     assert_eq!(p.stats().in_use, 0);
 }
 
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-}
 
 /// Random mixes of everything above, from both sides at once, round after round:
 /// lan frames and remote frames with MACs from a small set (lan hosts, remote hosts,
