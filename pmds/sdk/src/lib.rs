@@ -34,6 +34,8 @@ mod devargs;
 mod fence;
 pub mod glue;
 #[cfg(target_os = "linux")]
+pub mod ipc;
+#[cfg(target_os = "linux")]
 pub mod linux;
 pub mod packet;
 mod pmd;

@@ -227,6 +227,18 @@ pub fn run_tx(q: &mut impl TxQueue, pkts: Vec<Packet>) -> Vec<Packet> {
     raw[taken..].iter().map(|&m| unsafe { Packet::from_raw(m) }).collect()
 }
 
+/// A blocking eventfd whose counter is at its maximum: a write(2) of 1 would wait.
+#[cfg(target_os = "linux")]
+pub fn saturated_eventfd() -> std::os::fd::OwnedFd {
+    // SAFETY: plain eventfd(2), blocking.
+    let fd: std::os::fd::OwnedFd =
+        unsafe { std::os::fd::FromRawFd::from_raw_fd(crate::ipc::cvt(libc::eventfd(0, libc::EFD_CLOEXEC)).unwrap()) };
+    let max = u64::MAX - 1;
+    // SAFETY: writes 8 bytes from a live u64.
+    assert_eq!(unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(&fd), (&max as *const u64).cast(), 8) }, 8);
+    fd
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
