@@ -300,6 +300,11 @@ impl Mapping {
     pub fn len(&self) -> u64 {
         self.len as u64
     }
+
+    /// Whether the mapping is empty (never: `mmap` refuses zero bytes).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 impl Drop for Mapping {

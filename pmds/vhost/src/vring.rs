@@ -1,0 +1,642 @@
+//! Split virtqueues in the front end's memory, walked by the queues: the guest's TX
+//! queue is our RX ([`Vring::dequeue`]), its RX queue our TX ([`Vring::enqueue`]).
+//!
+//! The guest is hostile. Everything it wrote is read once into our own variables
+//! before it is checked and used (it may change under us at any time): ring indices
+//! (an available index more than a ring ahead of ours breaks the ring: counted, the
+//! ring stopped until the front end sets it up again), descriptor indices (inside the
+//! table), chains (at most as many steps as the table has entries, so no loop; an
+//! indirect table only as a chain's first descriptor, its length a multiple of 16,
+//! at most [`MAX_INDIRECT`] entries, never nested), every buffer (whole, length
+//! included, inside one region of the memory table, see [`crate::mem`]), directions
+//! (we read only device-readable buffers and write only device-writable ones) and
+//! sizes (a packet is at most [`MAX_FRAME`] bytes over at most [`MAX_SEGS`]
+//! buffers). A bad chain is counted, its packet dropped and its head returned to
+//! the guest, so a guest that errs loses its packet, never our ring. Packets are
+//! copied both ways: no mbuf is ever in the guest's memory.
+
+use crate::mem::MemTable;
+use crate::proto::RingAddr;
+use ironpath_pmd_sdk::abi;
+use ironpath_pmd_sdk::vnet::{VnetHdr, F_NEEDS_CSUM};
+use ironpath_pmd_sdk::{Counter, Pool, RxBurst, TxBurst};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+
+/// The largest packet either way (a 64 KiB GSO frame and its Ethernet and VLAN
+/// headers), header excluded.
+pub const MAX_FRAME: usize = 65536 + 18;
+/// Most buffers one packet may span.
+pub const MAX_SEGS: usize = 64;
+/// Most entries in an indirect table.
+pub const MAX_INDIRECT: u32 = 1024;
+/// Largest ring (the split ring's limit).
+pub const MAX_RING: u32 = 32768;
+
+const DESC_NEXT: u16 = 1;
+const DESC_WRITE: u16 = 2;
+const DESC_INDIRECT: u16 = 4;
+const AVAIL_F_NO_INTERRUPT: u16 = 1;
+const USED_F_NO_NOTIFY: u16 = 1;
+
+/// What a guest did wrong, per queue (read by the xstats).
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Chains refused (bad index, address, direction, loop, indirect table, size).
+    pub bad_desc: Counter,
+    /// Rings stopped: an available index more than a ring ahead.
+    pub bad_ring_index: Counter,
+    /// TX: packets that found no guest buffer (the guest's RX ring was empty).
+    pub ring_full: Counter,
+    /// TX: packets longer than the guest's buffers (without merged buffers), or
+    /// segmentation the guest did not negotiate.
+    pub too_long: Counter,
+    /// Bursts skipped because the control thread held the ring.
+    pub busy: Counter,
+}
+
+/// What the front end negotiated that the data path follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Negotiated {
+    /// Header length: 12 with `VERSION_1` or `MRG_RXBUF`, else 10.
+    pub hdr_len: usize,
+    /// Merged receive buffers.
+    pub mrg: bool,
+    /// The guest completes partial checksums we send.
+    pub guest_csum: bool,
+    /// The guest takes TCP segments larger than its MTU.
+    pub guest_tso: bool,
+}
+
+/// One split ring and its state.
+#[derive(Debug)]
+pub struct Vring {
+    /// Entries (a power of two), 0 until `SET_VRING_NUM`.
+    pub num: u32,
+    /// The addresses the front end gave (re-translated when the memory table changes).
+    pub addr: Option<RingAddr>,
+    desc: *mut u8,
+    avail: *mut u8,
+    used: *mut u8,
+    /// The next available entry we will take; the used index we publish is the same
+    /// (every chain is returned in order, as soon as it is taken).
+    pub last_avail: u16,
+    /// `SET_VRING_KICK` came: the ring runs (until `GET_VRING_BASE`).
+    pub started: bool,
+    /// `SET_VRING_ENABLE` (or no protocol features: enabled when started).
+    pub enabled: bool,
+    /// A guest's error stopped the ring until it is set up again.
+    pub broken: bool,
+    /// The guest asked for a signal after our last update (read by the control thread).
+    pub want_call: bool,
+    /// The memory the addresses are in.
+    pub mem: Option<Arc<MemTable>>,
+    /// The negotiated header and offloads.
+    pub neg: Negotiated,
+}
+
+// SAFETY: the raw pointers address the front end's shared memory, kept mapped by
+// `mem` for as long as they are set; the ring is used under its lock only.
+unsafe impl Send for Vring {}
+
+impl Default for Vring {
+    fn default() -> Self {
+        Vring {
+            num: 0,
+            addr: None,
+            desc: std::ptr::null_mut(),
+            avail: std::ptr::null_mut(),
+            used: std::ptr::null_mut(),
+            last_avail: 0,
+            started: false,
+            enabled: false,
+            broken: false,
+            want_call: false,
+            mem: None,
+            neg: Negotiated { hdr_len: 12, ..Default::default() },
+        }
+    }
+}
+
+/// A descriptor, read once.
+#[derive(Clone, Copy)]
+struct Desc {
+    addr: u64,
+    len: u32,
+    flags: u16,
+    next: u16,
+}
+
+/// The buffers of one chain, in our address space.
+struct Chain {
+    segs: [(*mut u8, u32); MAX_SEGS],
+    n: usize,
+    total: usize,
+}
+
+impl Chain {
+    fn new() -> Self {
+        Chain { segs: [(std::ptr::null_mut(), 0); MAX_SEGS], n: 0, total: 0 }
+    }
+}
+
+/// Read a little-endian 16-bit field of guest memory once.
+///
+/// # Safety
+/// `p` points to at least 2 readable bytes.
+#[inline(always)]
+unsafe fn rd16(p: *const u8) -> u16 {
+    // SAFETY: the caller's bounds; the read is unaligned-safe (a byte array).
+    u16::from_le_bytes(unsafe { std::ptr::read_volatile(p.cast::<[u8; 2]>()) })
+}
+
+/// # Safety
+/// `p` points to 2 writable bytes.
+#[inline(always)]
+unsafe fn wr16(p: *mut u8, v: u16) {
+    // SAFETY: the caller's bounds.
+    unsafe { std::ptr::write_volatile(p.cast::<[u8; 2]>(), v.to_le_bytes()) }
+}
+
+/// # Safety
+/// `p` points to 4 writable bytes.
+#[inline(always)]
+unsafe fn wr32(p: *mut u8, v: u32) {
+    // SAFETY: the caller's bounds.
+    unsafe { std::ptr::write_volatile(p.cast::<[u8; 4]>(), v.to_le_bytes()) }
+}
+
+/// The index at `p` (2-aligned, checked when the ring was set), as an atomic.
+///
+/// # Safety
+/// `p` is 2-aligned and points to 2 bytes of the mapped ring.
+#[inline(always)]
+unsafe fn idx<'a>(p: *mut u8) -> &'a AtomicU16 {
+    // SAFETY: the caller's alignment and bounds; the guest writes it with atomics too.
+    unsafe { &*(p.cast::<AtomicU16>()) }
+}
+
+impl Vring {
+    /// Whether the queues may use the ring.
+    #[inline(always)]
+    pub fn ready(&self) -> bool {
+        !self.desc.is_null() && self.started && self.enabled && !self.broken
+    }
+
+    /// Translate the ring's addresses with its memory table: every part must lie in
+    /// one region, aligned (descriptors 16, available 2, used 4). `false` (and the
+    /// ring not ready) otherwise.
+    pub fn translate(&mut self) -> bool {
+        self.desc = std::ptr::null_mut();
+        self.avail = std::ptr::null_mut();
+        self.used = std::ptr::null_mut();
+        let (Some(a), Some(m)) = (self.addr, self.mem.as_ref()) else { return false };
+        let n = u64::from(self.num);
+        if n == 0 || !n.is_power_of_two() || n > u64::from(MAX_RING) {
+            return false;
+        }
+        let d = m.uva(a.desc, 16 * n);
+        let av = m.uva(a.avail, 6 + 2 * n);
+        let u = m.uva(a.used, 6 + 8 * n);
+        match (d, av, u) {
+            (Some(d), Some(av), Some(u))
+                if (d as usize).is_multiple_of(16)
+                    && (av as usize).is_multiple_of(2)
+                    && (u as usize).is_multiple_of(4) =>
+            {
+                (self.desc, self.avail, self.used) = (d, av, u);
+                // We poll: the guest need not kick us.
+                // SAFETY: the used ring's flags, inside the translated ring.
+                unsafe { wr16(u, USED_F_NO_NOTIFY) };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forget the memory and addresses (the connection ended or was reset); the
+    /// indices stay for a front end that reconnects without setting them.
+    pub fn clear(&mut self) {
+        self.addr = None;
+        self.mem = None;
+        self.started = false;
+        self.enabled = false;
+        self.broken = false;
+        self.want_call = false;
+        self.translate();
+    }
+
+    /// Read descriptor `i` of `table`.
+    ///
+    /// # Safety
+    /// `table` maps at least `i + 1` descriptors.
+    #[inline(always)]
+    unsafe fn desc_at(table: *const u8, i: u32) -> Desc {
+        // SAFETY: the caller's bounds.
+        let raw: [u8; 16] = unsafe { std::ptr::read_volatile(table.add(16 * i as usize).cast()) };
+        Desc {
+            addr: u64::from_le_bytes(raw[..8].try_into().unwrap_or_default()),
+            len: u32::from_le_bytes(raw[8..12].try_into().unwrap_or_default()),
+            flags: u16::from_le_bytes([raw[12], raw[13]]),
+            next: u16::from_le_bytes([raw[14], raw[15]]),
+        }
+    }
+
+    /// The buffers of the chain at `head`, all device-writable (`write`) or all
+    /// device-readable; `None` for a chain the rules refuse.
+    fn chain(&self, mem: &MemTable, head: u32, write: bool, out: &mut Chain) -> Option<()> {
+        let (mut table, mut size, mut i) = (self.desc as *const u8, self.num, head);
+        let (mut steps, mut indirect) = (0u32, false);
+        out.n = 0;
+        out.total = 0;
+        loop {
+            if i >= size || steps >= size {
+                return None;
+            }
+            steps += 1;
+            // SAFETY: `i < size`, the entries `table` maps (the ring's table, checked
+            // at `translate`, or an indirect table checked below).
+            let d = unsafe { Self::desc_at(table, i) };
+            if d.flags & DESC_INDIRECT != 0 {
+                if indirect || steps != 1 || d.flags & DESC_NEXT != 0 || d.len % 16 != 0 {
+                    return None;
+                }
+                let n = d.len / 16;
+                if n == 0 || n > MAX_INDIRECT {
+                    return None;
+                }
+                table = mem.gpa(d.addr, u64::from(d.len))?;
+                (size, i, steps, indirect) = (n, 0, 0, true);
+                continue;
+            }
+            if (d.flags & DESC_WRITE != 0) != write {
+                return None;
+            }
+            if d.len > 0 {
+                if out.n == MAX_SEGS {
+                    return None;
+                }
+                let p = mem.gpa(d.addr, u64::from(d.len))?;
+                out.segs[out.n] = (p, d.len);
+                out.n += 1;
+                out.total += d.len as usize;
+                if out.total > MAX_FRAME + 12 && !write {
+                    return None;
+                }
+            }
+            if d.flags & DESC_NEXT == 0 {
+                return Some(());
+            }
+            i = u32::from(d.next);
+        }
+    }
+
+    /// How many chains the guest made available beyond ours; `None` (the ring is
+    /// then broken, counted) for an index more than a ring ahead.
+    #[inline(always)]
+    fn avail_count(&mut self, faults: &Faults) -> Option<u16> {
+        // SAFETY: the available ring's index, 2-aligned inside the translated ring.
+        let a = unsafe { idx(self.avail.add(2)) }.load(Ordering::Acquire);
+        let n = a.wrapping_sub(self.last_avail);
+        if u32::from(n) > self.num {
+            self.broken = true;
+            faults.bad_ring_index.add(1);
+            return None;
+        }
+        Some(n)
+    }
+
+    /// The head of available entry `k` (counted from ours).
+    #[inline(always)]
+    fn head(&self, k: u16) -> u32 {
+        let slot = u32::from(self.last_avail.wrapping_add(k)) & (self.num - 1);
+        // SAFETY: `slot < num`: inside the available ring's entries.
+        u32::from(unsafe { rd16(self.avail.add(4 + 2 * slot as usize)) })
+    }
+
+    /// Write used entry `k` (counted from ours): chain `head`, `len` bytes written.
+    #[inline(always)]
+    fn put_used(&self, k: u16, head: u32, len: u32) {
+        let slot = u32::from(self.last_avail.wrapping_add(k)) & (self.num - 1);
+        // SAFETY: `slot < num`: inside the used ring's entries (8 bytes each).
+        unsafe {
+            let e = self.used.add(4 + 8 * slot as usize);
+            wr32(e, head);
+            wr32(e.add(4), len);
+        }
+    }
+
+    /// Publish `k` more used entries and note whether the guest wants a signal.
+    #[inline(always)]
+    fn publish(&mut self, k: u16) {
+        if k == 0 {
+            return;
+        }
+        self.last_avail = self.last_avail.wrapping_add(k);
+        // SAFETY: the used ring's index, 2-aligned inside the translated ring.
+        unsafe { idx(self.used.add(2)) }.store(self.last_avail, Ordering::Release);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        // SAFETY: the available ring's flags, inside the translated ring.
+        let flags = unsafe { rd16(self.avail) };
+        if flags & AVAIL_F_NO_INTERRUPT == 0 {
+            self.want_call = true;
+        }
+    }
+
+    /// Receive the guest's packets (its TX queue) into `burst`; returns (packets,
+    /// bytes, packets lost for lack of mbufs).
+    pub fn dequeue(
+        &mut self,
+        burst: &mut RxBurst<'_>,
+        pool: &Pool,
+        faults: &Faults,
+        scratch: &mut Vec<u8>,
+    ) -> (u64, u64, u64) {
+        let Some(avail) = self.avail_count(faults) else { return (0, 0, 0) };
+        let Some(mem) = self.mem.clone() else { return (0, 0, 0) };
+        let n = avail.min(burst.room().min(usize::from(u16::MAX)) as u16);
+        let (mut pkts, mut bytes, mut nombuf) = (0, 0, 0);
+        let mut ch = Chain::new();
+        let hl = self.neg.hdr_len;
+        let room = usize::from(pool.buf_len().saturating_sub(pool.headroom()));
+        let port = burst.port_id();
+        let mut taken = 0u16;
+        while taken < n {
+            let head = self.head(taken);
+            if self.chain(&mem, head, false, &mut ch).is_none() || ch.total < hl + 14 {
+                faults.bad_desc.add(1);
+                self.put_used(taken, head, 0);
+                taken += 1;
+                continue;
+            }
+            let mut h = [0u8; 12];
+            gather(&ch, 0, &mut h[..hl]);
+            let vh = VnetHdr::parse(&h[..10]).unwrap_or_default();
+            let len = ch.total - hl;
+            let got = if len <= room {
+                match burst.alloc(pool, 1) {
+                    Some(f) => {
+                        let f = &mut f[0];
+                        gather(&ch, hl, &mut f.room_mut()[..len]);
+                        f.set_len(len as u16);
+                        f.set_port(port);
+                        true
+                    }
+                    None => false,
+                }
+            } else {
+                scratch.resize(len, 0);
+                gather(&ch, hl, scratch);
+                match burst.push_bytes(pool, scratch) {
+                    Ok(p) => {
+                        p.set_port(port);
+                        true
+                    }
+                    Err(ironpath_pmd_sdk::packet::PushError::TooLong) => {
+                        faults.bad_desc.add(1);
+                        self.put_used(taken, head, 0);
+                        taken += 1;
+                        continue;
+                    }
+                    Err(_) => false,
+                }
+            };
+            if !got {
+                // No mbuf: leave the chain (and the rest) for the next burst.
+                nombuf += 1;
+                break;
+            }
+            if vh != VnetHdr::default() {
+                let p = burst.packets_mut().last_mut().expect("a packet was just received");
+                // SAFETY: the packet was just received into this burst; ours alone.
+                vh.to_mbuf(unsafe { p.mbuf_mut() });
+            }
+            self.put_used(taken, head, 0);
+            taken += 1;
+            pkts += 1;
+            bytes += len as u64;
+        }
+        self.publish(taken);
+        (pkts, bytes, nombuf)
+    }
+
+    /// Send `burst` to the guest (its RX queue): each packet taken is copied into the
+    /// guest's buffers (merged across several chains when negotiated) and freed.
+    /// Packets left in the burst found no room. Returns (packets, bytes).
+    pub fn enqueue(&mut self, burst: &mut TxBurst<'_>, faults: &Faults) -> (u64, u64) {
+        let Some(mut avail) = self.avail_count(faults) else { return (0, 0) };
+        let Some(mem) = self.mem.clone() else { return (0, 0) };
+        let neg = self.neg;
+        let (mut pkts, mut bytes) = (0, 0);
+        let mut used = 0u16;
+        let mut ch = Chain::new();
+        while let Some(p) = burst.packets().first() {
+            let m = p.mbuf();
+            let mut vh = VnetHdr::from_mbuf(m);
+            if vh.gso_type != 0 && !neg.guest_tso {
+                faults.too_long.add(1);
+                burst.free(1);
+                continue;
+            }
+            // A partial checksum the guest will not complete: completed here.
+            let fix = if vh.flags & F_NEEDS_CSUM != 0 && !neg.guest_csum {
+                let c = checksum_from(p.segments(), usize::from(vh.csum_start));
+                vh.flags = 0;
+                Some((usize::from(vh.csum_start) + usize::from(vh.csum_offset), c))
+            } else {
+                None
+            };
+            let need = neg.hdr_len + p.len() as usize;
+            // Take chains until the packet fits (one chain without merged buffers).
+            let start = used;
+            let mut chains: [(u32, usize); MAX_SEGS] = [(0, 0); MAX_SEGS];
+            let (mut nch, mut have, mut bad) = (0usize, 0usize, None);
+            let mut first = Chain::new();
+            while have < need && avail > 0 && nch < MAX_SEGS {
+                let head = self.head(used);
+                used += 1;
+                avail -= 1;
+                let c = if nch == 0 { &mut first } else { &mut ch };
+                if self.chain(&mem, head, true, c).is_none() || (nch == 0 && (c.segs[0].1 as usize) < neg.hdr_len) {
+                    bad = Some(head);
+                    break;
+                }
+                let put = (need - have).min(c.total);
+                if nch > 0 {
+                    let from = have - neg.hdr_len;
+                    scatter_packet(c, 0, p.segments(), from, put, fix.map(|(o, v)| (o, v, from)));
+                }
+                chains[nch] = (head, put);
+                nch += 1;
+                have += put;
+                if !neg.mrg {
+                    break;
+                }
+            }
+            if bad.is_some() || (have < need && nch > 0 && !neg.mrg) {
+                // A chain the rules refuse, or (without merged buffers) one too small
+                // for the packet: the packet is dropped, the chains go back empty.
+                if bad.is_some() {
+                    faults.bad_desc.add(1);
+                } else {
+                    faults.too_long.add(1);
+                }
+                for (k, &(head, _)) in chains[..nch].iter().chain(bad.map(|h| (h, 0)).iter()).enumerate() {
+                    self.put_used(start + k as u16, head, 0);
+                }
+                burst.free(1);
+                continue;
+            }
+            if have < need {
+                // The guest has no more room: its chains stay its own (nothing was
+                // published) and the packet stays in the burst.
+                used = start;
+                faults.ring_full.add(1);
+                break;
+            }
+            // The first chain: header, then the start of the frame.
+            let first_data = chains[0].1 - neg.hdr_len;
+            scatter_packet(&first, neg.hdr_len, p.segments(), 0, first_data, fix.map(|(o, v)| (o, v, 0)));
+            let mut hb = [0u8; 12];
+            hb[..10].copy_from_slice(&vh.to_bytes());
+            hb[10..12].copy_from_slice(&(nch as u16).to_le_bytes());
+            scatter(&first, 0, &hb[..neg.hdr_len]);
+            for (k, &(head, put)) in chains[..nch].iter().enumerate() {
+                self.put_used(start + k as u16, head, put as u32);
+            }
+            pkts += 1;
+            bytes += u64::from(p.len());
+            burst.free(1);
+        }
+        self.publish(used);
+        (pkts, bytes)
+    }
+}
+
+/// Copy `out.len()` bytes of the chain from byte `skip` into `out` (the chain holds
+/// them: the caller checked its total).
+fn gather(c: &Chain, mut skip: usize, out: &mut [u8]) {
+    let mut at = 0;
+    for &(p, len) in &c.segs[..c.n] {
+        let len = len as usize;
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let k = (len - skip).min(out.len() - at);
+        // SAFETY: `p` maps `len` bytes of guest memory (checked by `chain`); `skip + k
+        // <= len`; `out` has room for `k` more bytes.
+        unsafe { std::ptr::copy_nonoverlapping(p.add(skip), out.as_mut_ptr().add(at), k) };
+        at += k;
+        skip = 0;
+        if at == out.len() {
+            return;
+        }
+    }
+}
+
+/// Copy `bytes` into the chain from byte `skip` on (within its total).
+fn scatter(c: &Chain, mut skip: usize, bytes: &[u8]) {
+    let mut at = 0;
+    for &(p, len) in &c.segs[..c.n] {
+        let len = len as usize;
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let k = (len - skip).min(bytes.len() - at);
+        // SAFETY: `p` maps `len` writable bytes of guest memory (checked by `chain`).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr().add(at), p.add(skip), k) };
+        at += k;
+        skip = 0;
+        if at == bytes.len() {
+            return;
+        }
+    }
+}
+
+/// Copy `count` bytes of the packet, from its byte `from`, into the chain at byte
+/// `skip`; `fix` = (offset in the packet, checksum, `from` again) patches a
+/// checksum completed here as it passes.
+fn scatter_packet<'a>(
+    c: &Chain,
+    skip: usize,
+    segs: impl Iterator<Item = &'a [u8]>,
+    from: usize,
+    count: usize,
+    fix: Option<(usize, u16, usize)>,
+) {
+    let mut dst = skip;
+    let mut pos = 0usize;
+    let mut left = count;
+    for s in segs {
+        if left == 0 {
+            break;
+        }
+        let end = pos + s.len();
+        if end <= from {
+            pos = end;
+            continue;
+        }
+        let o = from.saturating_sub(pos);
+        let part = &s[o..];
+        let k = part.len().min(left);
+        scatter(c, dst, &part[..k]);
+        dst += k;
+        left -= k;
+        pos = end;
+    }
+    if let Some((off, v, f)) = fix {
+        let b = v.to_be_bytes();
+        for (i, byte) in b.iter().enumerate() {
+            let o = off + i;
+            if o >= f && o < f + count {
+                scatter(c, skip + (o - f), std::slice::from_ref(byte));
+            }
+        }
+    }
+}
+
+/// The completed checksum of a packet whose checksum field (at `start` +
+/// offset) holds the pseudo-header's sum, as a partial checksum does: the ones'
+/// complement of the sum of every byte from `start` on.
+pub fn checksum_from<'a>(segs: impl Iterator<Item = &'a [u8]>, start: usize) -> u16 {
+    let mut sum = 0u64;
+    let (mut pos, mut odd) = (0usize, false);
+    for s in segs {
+        let end = pos + s.len();
+        if end <= start {
+            pos = end;
+            continue;
+        }
+        let mut b = &s[start.saturating_sub(pos)..];
+        pos = end;
+        if odd && !b.is_empty() {
+            sum += u64::from(b[0]);
+            b = &b[1..];
+            odd = false;
+        }
+        let mut words = b.chunks_exact(2);
+        for w in &mut words {
+            sum += u64::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        if let [last] = words.remainder() {
+            sum += u64::from(*last) << 8;
+            odd = true;
+        }
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let c = !(sum as u16);
+    if c == 0 {
+        0xffff
+    } else {
+        c
+    }
+}
+
+/// The offloads `neg` lets the guest's packets ask of us and ours of it.
+pub fn rx_offload_capa() -> u64 {
+    abi::RX_L4_CKSUM_GOOD | abi::RX_L4_CKSUM_NONE | abi::RX_AGGREGATED
+}
