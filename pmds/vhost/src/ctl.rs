@@ -100,6 +100,13 @@ pub struct Config {
     pub features: u64,
     /// Queue pairs we serve.
     pub pairs: u16,
+    /// The port's name, for the log.
+    pub name: String,
+}
+
+/// Log `msg` at host level `level` (1 warning, 2 information), naming the port.
+fn say(cfg: &Config, level: u32, msg: &str) {
+    ironpath_pmd_sdk::log(level, &format!("net_vhost {} ({}): {msg}", cfg.name, cfg.path));
 }
 
 /// What one connection negotiated and handed over.
@@ -229,6 +236,7 @@ pub fn run(cfg: Config, shared: Arc<Shared>, listener: Option<UnixListener>) {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
                 let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
                 shared.c.connects.add(1);
+                say(&cfg, 2, "front end connected");
                 sess = Session::default();
                 let n = shared.rings.len();
                 sess.calls.resize_with(n, || None);
@@ -254,25 +262,35 @@ pub fn run(cfg: Config, shared: Arc<Shared>, listener: Option<UnixListener>) {
         signal_calls(&shared, &sess, sig.as_ref());
         if ready.get(1) == Some(&true) {
             if let Some(s) = &conn {
-                let keep = match recv(s) {
+                let was_up = shared.up.load(Ordering::Acquire);
+                let res = match recv(s) {
                     Ok(Some((request, flags, payload, fds))) => {
-                        match handle(&cfg, &shared, &mut sess, s, request, flags, &payload, fds) {
-                            Ok(()) => true,
-                            Err(_) => {
-                                shared.c.protocol_errors.add(1);
-                                false
-                            }
+                        handle(&cfg, &shared, &mut sess, s, request, flags, &payload, fds)
+                    }
+                    Ok(None) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, "")),
+                    Err(e) => Err(e),
+                };
+                match res {
+                    Ok(()) => {
+                        let up = shared.up.load(Ordering::Acquire);
+                        if up != was_up {
+                            say(
+                                &cfg,
+                                2,
+                                if up { "queue pair 0 ready: link up" } else { "queue pair 0 stopped: link down" },
+                            );
                         }
                     }
-                    Ok(None) => false,
-                    Err(_) => {
-                        shared.c.protocol_errors.add(1);
-                        false
+                    Err(e) => {
+                        if e.kind() != io::ErrorKind::ConnectionAborted {
+                            shared.c.protocol_errors.add(1);
+                            say(&cfg, 1, &format!("front end refused: {e}"));
+                        }
+                        let again = if cfg.client { ", reconnecting" } else { "" };
+                        say(&cfg, 2, &format!("front end gone: link down{again}"));
+                        conn = None;
+                        end_session(&shared, &mut sess);
                     }
-                };
-                if !keep {
-                    conn = None;
-                    end_session(&shared, &mut sess);
                 }
             }
         }

@@ -319,6 +319,7 @@ impl Pmd for Vhost {
             client: self.a.client,
             features: features(&self.a),
             pairs: self.a.pairs,
+            name: self.name.clone(),
         };
         let shared = self.shared.clone();
         let t = std::thread::Builder::new()
