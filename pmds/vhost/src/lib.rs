@@ -32,6 +32,8 @@
 #[cfg(target_endian = "big")]
 compile_error!("net_vhost supports little-endian hosts only");
 
+#[cfg(test)]
+mod attack_tests;
 pub mod ctl;
 #[cfg(test)]
 mod ctl_tests;
@@ -358,11 +360,14 @@ impl Pmd for Vhost {
             ("rx_bad_desc".to_string(), sum(&self.rx_faults, |f| f.bad_desc.get())),
             ("rx_bad_ring_index".to_string(), sum(&self.rx_faults, |f| f.bad_ring_index.get())),
             ("rx_busy".to_string(), sum(&self.rx_faults, |f| f.busy.get())),
+            ("rx_gso_packets".to_string(), sum(&self.rx_faults, |f| f.gso.get())),
+            ("rx_partial_csum".to_string(), sum(&self.rx_faults, |f| f.partial_csum.get())),
             ("tx_bad_desc".to_string(), sum(&self.tx_faults, |f| f.bad_desc.get())),
             ("tx_bad_ring_index".to_string(), sum(&self.tx_faults, |f| f.bad_ring_index.get())),
             ("tx_ring_full".to_string(), sum(&self.tx_faults, |f| f.ring_full.get())),
             ("tx_too_long".to_string(), sum(&self.tx_faults, |f| f.too_long.get())),
             ("tx_busy".to_string(), sum(&self.tx_faults, |f| f.busy.get())),
+            ("tx_gso_packets".to_string(), sum(&self.tx_faults, |f| f.gso.get())),
         ]
     }
 

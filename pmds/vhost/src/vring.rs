@@ -53,6 +53,10 @@ pub struct Faults {
     pub too_long: Counter,
     /// Bursts skipped because the control thread held the ring.
     pub busy: Counter,
+    /// Packets carrying a segmentation offload (GSO/TSO) through the header.
+    pub gso: Counter,
+    /// RX: packets whose checksum the guest left partial (`NEEDS_CSUM`).
+    pub partial_csum: Counter,
 }
 
 /// What the front end negotiated that the data path follows.
@@ -407,6 +411,12 @@ impl Vring {
                 break;
             }
             if vh != VnetHdr::default() {
+                if vh.gso_type != 0 {
+                    faults.gso.add(1);
+                }
+                if vh.flags & F_NEEDS_CSUM != 0 {
+                    faults.partial_csum.add(1);
+                }
                 let p = burst.packets_mut().last_mut().expect("a packet was just received");
                 // SAFETY: the packet was just received into this burst; ours alone.
                 vh.to_mbuf(unsafe { p.mbuf_mut() });
@@ -503,6 +513,9 @@ impl Vring {
             scatter(&first, 0, &hb[..neg.hdr_len]);
             for (k, &(head, put)) in chains[..nch].iter().enumerate() {
                 self.put_used(start + k as u16, head, put as u32);
+            }
+            if vh.gso_type != 0 {
+                faults.gso.add(1);
             }
             pkts += 1;
             bytes += u64::from(p.len());
