@@ -5,7 +5,8 @@
 //! discard service with `nc`: its TSO frames arrive as TSO (`rx_gso_packets`), its
 //! partial checksums are taken as such (`rx_partial_csum`) and our TCP counts no bad
 //! checksum; we send it TSO frames too (`tx_gso_packets`). The port's counters come
-//! from DPDK's `dpdk-telemetry.py`.
+//! from DPDK's `dpdk-telemetry.py`. `configs/vhost-bridge.yaml` bridges such a guest
+//! to a kernel interface: the guest pings and downloads from a namespace behind it.
 
 mod common;
 
@@ -14,6 +15,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
+/// TCG guests on two cores: one at a time.
+static ONE_VM_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// `ci/vm/run ARGS` with this build's `ironpath`: its whole output; fails the test if
 /// the guest did not run to its end.
@@ -56,6 +59,7 @@ fn a_guest_pings_downloads_and_uploads_over_net_vhost_with_tso_root() {
     if !ready(&["qemu-system-x86_64", "busybox", "cpio", "dpdk-telemetry.py"]) {
         return;
     }
+    let _one = ONE_VM_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new("vhost-vm");
     www(&dir.0, &[("f100m", 100 << 20)]);
     let want = sha256(&dir.0.join("f100m"));
@@ -97,4 +101,40 @@ fn a_guest_pings_downloads_and_uploads_over_net_vhost_with_tso_root() {
     // The upload reached the discard service whole.
     assert!(counter(&last, "tcp", "app_bytes_in") >= 20 << 20, "{last}");
     assert!(log.contains("queue pair 0 ready: link up"), "{log}");
+}
+
+#[test]
+fn vhost_bridge_yaml_carries_a_guests_ping_and_download_to_a_kernel_namespace_root() {
+    if !ready(&["qemu-system-x86_64", "busybox", "cpio", "python3"]) {
+        return;
+    }
+    let _one = ONE_VM_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Veth::new("vhb", 32);
+    let dir = TempDir::new("vhost-bridge");
+    www(&dir.0, &[("f8m", 8 << 20)]);
+    let want = sha256(&dir.0.join("f8m"));
+    let sock = dir.0.join("vm.sock").display().to_string();
+    // A web server in the namespace, behind the bridge.
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &v.ns, "python3", "-m", "http.server", "-b", "198.18.32.1", "80", "-d"])
+        .arg(&dir.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let env = [("IRONPATH_IFACE", v.port.clone()), ("IRONPATH_VHOST_SOCKET", sock.clone())];
+    let mut run = Run::start(&config("vhost-bridge.yaml"), &env, "vhost-bridge");
+    let out = vm(&[
+        "--nic",
+        &format!("vhost-user={sock}"),
+        "-e",
+        "ip link set eth0 up; ip addr add 198.18.32.2/24 dev eth0; ping -c 3 -W 5 198.18.32.1",
+        "-e",
+        "echo got $(wget -q -O - http://198.18.32.1/f8m | sha256sum)",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    let log = run.stop();
+    assert!(out.contains("3 packets transmitted, 3 packets received"), "{out}\n{log}");
+    assert!(out.contains(&format!("got {want}")), "the download's SHA-256\n{out}\n{log}");
 }
