@@ -5,8 +5,10 @@
 //! forwarding on both sides carries a pcap of 1000 frames of every size to us and
 //! back unchanged; a front end killed mid-run takes the link down and its return
 //! brings it back (our client reconnecting to a restarted DPDK server by itself),
-//! every mbuf back in its pool at the end. DPDK runs without hugepages, with its own
-//! file prefix; sockets are files in a directory of the test's.
+//! every mbuf back in its pool at the end. DPDK's memory cannot be sealed against
+//! shrinking: refused by default, accepted with `require-sealed=no`. DPDK runs
+//! without hugepages, with its own file prefix; sockets are files in a directory of
+//! the test's.
 
 mod common;
 
@@ -64,7 +66,7 @@ fn ours_server_with_dpdks_virtio_user_both_ways_root() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new("vhost-osdc");
     let s = dir.0.join("v.sock").display().to_string();
-    let mut o = our_testpmd(&[format!("net_vhost0,iface={s}")], "rxonly", false);
+    let mut o = our_testpmd(&[format!("net_vhost0,iface={s},require-sealed=no")], "rxonly", false);
     let base = pool_in_use(&o.ask("show mempool", "get_fails"));
     let mut d = dpdk("osdc", &[format!("net_virtio_user0,path={s},queues=1")], "txonly", true);
     assert!(d.wait_for("testpmd>", 1, 15) && o.wait_for(OURS_UP, 1, 10), "{}\n{}", d.output(), o.output());
@@ -72,6 +74,30 @@ fn ours_server_with_dpdks_virtio_user_both_ways_root() {
     no_panic(&d.quit());
     assert!(o.wait_for(OURS_GONE, 1, 10), "{}", o.output());
     assert_eq!(pool_in_use(&o.ask("show mempool", "get_fails")), base, "every mbuf back");
+    no_panic(&o.quit());
+}
+
+/// DPDK's memory (a memfd made without sealing, or hugetlbfs) could be cut under
+/// us: refused by default, with the reason in the log and the link down.
+#[test]
+fn dpdks_unsealable_memory_is_refused_by_default_root() {
+    if !ready(&["dpdk-testpmd"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("vhost-seal");
+    let s = dir.0.join("v.sock").display().to_string();
+    let mut o = our_testpmd(&[format!("net_vhost0,iface={s}")], "rxonly", false);
+    let d = dpdk("seal", &[format!("net_virtio_user0,path={s},queues=1")], "txonly", true);
+    assert!(
+        o.wait_for("memory table refused: region 0: its file is not sealed against shrinking", 1, 15),
+        "{}\n{}",
+        o.output(),
+        d.output()
+    );
+    let info = o.ask("show port info 0", "Link status");
+    assert!(info.contains("Link status: down"), "{info}");
+    no_panic(&d.quit());
     no_panic(&o.quit());
 }
 
@@ -90,7 +116,7 @@ fn dpdks_virtio_user_server_with_ours_client_both_ways_root() {
         assert!(t.elapsed() < Duration::from_secs(15), "no socket from DPDK\n{}", d.output());
         std::thread::sleep(Duration::from_millis(50));
     }
-    let mut o = our_testpmd(&[format!("net_vhost0,iface={s},client=1")], "txonly", true);
+    let mut o = our_testpmd(&[format!("net_vhost0,iface={s},client=1,require-sealed=no")], "txonly", true);
     assert!(d.wait_for("testpmd>", 1, 15) && o.wait_for(OURS_UP, 1, 10), "{}\n{}", d.output(), o.output());
     both_ways(&mut o, &mut d, "our vhost client and DPDK's virtio-user server");
     no_panic(&o.quit());
@@ -147,7 +173,7 @@ fn io_forwarding_on_both_sides_brings_every_frame_back_unchanged_root() {
     let (inp, back) = (dir.0.join("in.pcap"), dir.0.join("back.pcap"));
     write_pcap(&inp, &frames);
     // Ours reflects what arrives on its one port back out of it.
-    let mut o = our_testpmd(&[format!("net_vhost0,iface={s}")], "io", false);
+    let mut o = our_testpmd(&[format!("net_vhost0,iface={s},require-sealed=no")], "io", false);
     let base = pool_in_use(&o.ask("show mempool", "get_fails"));
     o.ask("start", "testpmd>");
     let mut d = dpdk(
@@ -194,7 +220,7 @@ fn a_killed_front_end_takes_the_link_down_and_its_return_brings_it_back_root() {
     let dir = TempDir::new("vhost-kill");
     // Our server; DPDK's virtio-user client is killed and started again.
     let s = dir.0.join("a.sock").display().to_string();
-    let mut o = our_testpmd(&[format!("net_vhost0,iface={s}")], "rxonly", false);
+    let mut o = our_testpmd(&[format!("net_vhost0,iface={s},require-sealed=no")], "rxonly", false);
     let base = pool_in_use(&o.ask("show mempool", "get_fails"));
     o.ask("start", "testpmd>");
     let client = || {
@@ -239,7 +265,7 @@ fn a_killed_front_end_takes_the_link_down_and_its_return_brings_it_back_root() {
         d
     };
     let mut d = server();
-    let mut o = our_testpmd(&[format!("net_vhost0,iface={s},client=1")], "txonly", true);
+    let mut o = our_testpmd(&[format!("net_vhost0,iface={s},client=1,require-sealed=no")], "txonly", true);
     let base = pool_in_use(&o.ask("show mempool", "get_fails"));
     assert!(d.wait_for("testpmd>", 1, 15) && o.wait_for(OURS_UP, 1, 10), "{}\n{}", d.output(), o.output());
     d.ask("start", "testpmd>");

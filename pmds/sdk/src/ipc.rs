@@ -273,7 +273,14 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Map `len` bytes of `fd` read-write, shared.
     pub fn new(fd: &OwnedFd, len: u64) -> io::Result<Mapping> {
+        Self::new_at(fd, 0, len)
+    }
+
+    /// Map `len` bytes of `fd` from file offset `offset` (a multiple of the page size,
+    /// or of the huge page size on hugetlbfs) read-write, shared.
+    pub fn new_at(fd: &OwnedFd, offset: u64, len: u64) -> io::Result<Mapping> {
         let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let offset = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         // SAFETY: a new shared mapping of a file we hold; the result is checked.
         let p = unsafe {
             libc::mmap(
@@ -282,7 +289,7 @@ impl Mapping {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
-                0,
+                offset,
             )
         };
         if p == libc::MAP_FAILED {

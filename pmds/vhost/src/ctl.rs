@@ -102,6 +102,8 @@ pub struct Config {
     pub pairs: u16,
     /// The port's name, for the log.
     pub name: String,
+    /// Refuse memory whose file could shrink under us.
+    pub require_sealed: bool,
 }
 
 /// Log `msg` at host level `level` (1 warning, 2 information), naming the port.
@@ -124,7 +126,8 @@ type Request = (u32, u32, Vec<u8>, Vec<OwnedFd>);
 
 /// Read one request: its header with the descriptors that came with it, then its
 /// payload. `Ok(None)`: the front end closed the connection.
-fn recv(s: &UnixStream) -> io::Result<Option<Request>> {
+fn recv(s: &UnixStream, stop: &AtomicBool) -> io::Result<Option<Request>> {
+    let deadline = Instant::now() + Duration::from_secs(1);
     let mut h = [0u8; proto::HDR_SIZE];
     let mut cbuf = [0u64; 32];
     let mut iov = libc::iovec { iov_base: h.as_mut_ptr().cast(), iov_len: h.len() };
@@ -164,9 +167,55 @@ fn recv(s: &UnixStream) -> io::Result<Option<Request>> {
     }
     let (request, flags, size) =
         proto::header(&h).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.as_str()))?;
+    // The payload within the message's second, whatever pace the front end reads at.
     let mut p = vec![0u8; size];
-    (&*s).read_exact(&mut p)?;
+    let mut got = 0;
+    while got < size {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stop.load(Ordering::Acquire) {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "message not complete within 1 s"));
+        }
+        if !ipc::poll(&[s.as_raw_fd()], left.as_millis().clamp(1, 1000) as i32)[0] {
+            continue;
+        }
+        match (&*s).read(&mut p[got..]) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed in a message")),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted || e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(Some((request, flags, p, fds)))
+}
+
+/// Connect to `path` without waiting: a server whose backlog is full (it never
+/// accepts) counts as one that is not there.
+fn connect_now(path: &str) -> io::Result<UnixStream> {
+    let addr = std::os::unix::net::SocketAddr::from_pathname(path)?;
+    // SAFETY: plain socket(2); the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor we own.
+    let s = unsafe { UnixStream::from_raw_fd(fd) };
+    // SAFETY: an all-zero sockaddr_un is valid; the path is copied in below.
+    let mut un: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    un.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let b = addr.as_pathname().and_then(|p| p.to_str()).unwrap_or_default().as_bytes();
+    if b.is_empty() || b.len() >= un.sun_path.len() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    for (i, &c) in b.iter().enumerate() {
+        un.sun_path[i] = c as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `un` is a valid address of `len` bytes.
+    if unsafe { libc::connect(s.as_raw_fd(), (&un as *const libc::sockaddr_un).cast(), len) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    s.set_nonblocking(false)?;
+    Ok(s)
 }
 
 /// Whether the peer runs as our user or root.
@@ -190,11 +239,13 @@ fn trusted_peer(s: &UnixStream) -> bool {
 
 /// Listen on `path` (a stale socket file is replaced; the socket is `0600`).
 pub fn listen(path: &str) -> io::Result<UnixListener> {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| {
+    let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| {
         use std::os::unix::fs::FileTypeExt as _;
         m.file_type().is_socket()
-    }) && UnixStream::connect(path).is_err()
-    {
+    });
+    // A socket file no one listens on is stale; one whose server never accepts (its
+    // backlog full) is in use.
+    if is_socket && connect_now(path).is_err_and(|e| e.raw_os_error() == Some(libc::ECONNREFUSED)) {
         let _ = std::fs::remove_file(path);
     }
     let l = UnixListener::bind(path)?;
@@ -215,7 +266,7 @@ pub fn run(cfg: Config, shared: Arc<Shared>, listener: Option<UnixListener>) {
             conn = if cfg.client {
                 if Instant::now() >= next_try {
                     next_try = Instant::now() + Duration::from_millis(500);
-                    match UnixStream::connect(&cfg.path) {
+                    match connect_now(&cfg.path) {
                         Ok(s) if trusted_peer(&s) => Some(s),
                         Ok(_) => {
                             shared.c.refused.add(1);
@@ -263,7 +314,7 @@ pub fn run(cfg: Config, shared: Arc<Shared>, listener: Option<UnixListener>) {
         if ready.get(1) == Some(&true) {
             if let Some(s) = &conn {
                 let was_up = shared.up.load(Ordering::Acquire);
-                let res = match recv(s) {
+                let res = match recv(s, &shared.stop) {
                     Ok(Some((request, flags, payload, fds))) => {
                         handle(&cfg, &shared, &mut sess, s, request, flags, &payload, fds)
                     }
@@ -398,7 +449,7 @@ fn handle(
         }
         Msg::U64(req::SET_PROTOCOL_FEATURES, f) => sess.protocol = f & proto::OFFERED_PROTOCOL,
         Msg::U64(..) => {}
-        Msg::MemTable(regions) => match MemTable::map(&regions, &fds) {
+        Msg::MemTable(regions) => match MemTable::map(&regions, &fds, !cfg.require_sealed) {
             Ok(t) => {
                 shared.c.unsealed_regions.add(t.unsealed as u64);
                 let t = Arc::new(t);
@@ -412,7 +463,10 @@ fn handle(
                 // The old table is unmapped here, once no ring holds it.
                 sess.mem = Some(t);
             }
-            Err(_) => ok = false,
+            Err(e) => {
+                say(cfg, 1, &format!("memory table refused: {e}"));
+                ok = false;
+            }
         },
         Msg::State(req::SET_VRING_NUM, i, num) => {
             let i = ring_index(i)?;

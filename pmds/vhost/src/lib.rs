@@ -59,7 +59,7 @@ use std::sync::{Arc, TryLockError};
 use std::thread::JoinHandle;
 use vring::Faults;
 
-const KEYS: &[&str] = &["iface", "path", "queues", "client", "tso", "mac"];
+const KEYS: &[&str] = &["iface", "path", "queues", "client", "tso", "mac", "require-sealed"];
 /// Most queue pairs.
 const MAX_PAIRS: u64 = 128;
 
@@ -71,6 +71,7 @@ struct Args {
     client: bool,
     tso: bool,
     mac: Option<[u8; 6]>,
+    require_sealed: bool,
 }
 
 fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
@@ -94,6 +95,7 @@ fn parse_args(a: &DevArgs) -> Result<Args, PmdError> {
         client: a.get_bool("client", false)?,
         tso: a.get_bool("tso", false)?,
         mac: a.get_mac("mac")?,
+        require_sealed: a.get_bool("require-sealed", true)?,
     })
 }
 
@@ -114,6 +116,9 @@ pub struct Vhost {
     soft: SoftState,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// `start` bound the socket file (removed at `stop`; a file another process
+    /// serves is never touched).
+    bound: bool,
     rx_faults: Vec<Arc<Faults>>,
     tx_faults: Vec<Arc<Faults>>,
 }
@@ -125,7 +130,7 @@ impl Vhost {
             let _ = t.join();
             self.shared.stop.store(false, Ordering::Release);
         }
-        if !self.a.client {
+        if std::mem::take(&mut self.bound) {
             let _ = std::fs::remove_file(&self.a.path);
         }
     }
@@ -227,7 +232,7 @@ impl TxQueue for VhostTx {
 impl Pmd for Vhost {
     const NAME: &'static CStr = c"net_vhost";
     const DEVARGS_HELP: &'static CStr =
-        c"iface=<socket path> (or path=; required),queues=<1..128> (1),client=0|1 (0),tso=0|1 (0),mac=<xx:xx:xx:xx:xx:xx>";
+        c"iface=<socket path> (or path=; required),queues=<1..128> (1),client=0|1 (0),tso=0|1 (0),mac=<xx:xx:xx:xx:xx:xx>,require-sealed=yes|no (yes: refuse guest memory that could shrink under us)";
     type Rx = VhostRx;
     type Tx = VhostTx;
 
@@ -248,6 +253,7 @@ impl Pmd for Vhost {
             soft: SoftState::new(mac, 9000),
             shared: Arc::new(shared),
             thread: None,
+            bound: false,
             rx_faults: Vec::new(),
             tx_faults: Vec::new(),
         })
@@ -322,7 +328,9 @@ impl Pmd for Vhost {
             features: features(&self.a),
             pairs: self.a.pairs,
             name: self.name.clone(),
+            require_sealed: self.a.require_sealed,
         };
+        self.bound = listener.is_some();
         let shared = self.shared.clone();
         let t = std::thread::Builder::new()
             .name(format!("vhost-{}", self.name))

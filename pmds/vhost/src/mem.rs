@@ -42,6 +42,8 @@ pub enum MapError {
     ShortFile { region: usize, file: u64, need: u64 },
     /// Two regions overlap in guest or process addresses.
     Overlap,
+    /// The file can shrink under the mapping (not sealed against it, or hugetlbfs).
+    Unsealed { region: usize },
     /// `fstat` or `mmap` failed.
     Io(std::io::Error),
 }
@@ -53,25 +55,40 @@ impl std::fmt::Display for MapError {
                 write!(f, "region {region}: its file has {file} bytes, the region needs {need}")
             }
             MapError::Overlap => f.write_str("regions overlap"),
+            MapError::Unsealed { region } => {
+                write!(f, "region {region}: its file is not sealed against shrinking (require-sealed=no accepts it)")
+            }
             MapError::Io(e) => write!(f, "{e}"),
         }
     }
 }
 
 impl MemTable {
-    /// Map `regions`, each from its file in `fds` (same order).
+    /// Map `regions`, each from its file in `fds` (same order). A region's file must
+    /// be sealed against shrinking (else a front end could cut the memory under us,
+    /// and our next access to it would fault), unless `unsealed_ok`: such regions are
+    /// then only counted. Only the region itself is mapped (from its offset rounded
+    /// down to the file's page size), never the file before it.
     #[cfg(target_os = "linux")]
-    pub fn map(regions: &[Region], fds: &[OwnedFd]) -> Result<MemTable, MapError> {
+    pub fn map(regions: &[Region], fds: &[OwnedFd], unsealed_ok: bool) -> Result<MemTable, MapError> {
         use ironpath_pmd_sdk::ipc;
         use std::os::fd::AsRawFd;
         let mut t = MemTable::default();
         for (i, (r, fd)) in regions.iter().zip(fds).enumerate() {
+            // Sealed first, then measured: a size read before the seal could change.
+            let sealed = !ipc::on_hugetlbfs(fd) && ipc::seal_shrink(fd);
+            if !sealed {
+                if !unsealed_ok {
+                    return Err(MapError::Unsealed { region: i });
+                }
+                t.unsealed += 1;
+            }
             let file = ipc::file_size(fd).map_err(MapError::Io)?;
             let need = r.offset.checked_add(r.size).ok_or(MapError::Overlap)?;
             if file < need {
                 return Err(MapError::ShortFile { region: i, file, need });
             }
-            // hugetlbfs maps whole huge pages: round the length up to its block size.
+            // hugetlbfs maps whole huge pages: offsets and lengths in its block size.
             // SAFETY: an all-zero stat is valid; fstat fills it from a descriptor we hold.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
             // SAFETY: as above.
@@ -80,13 +97,11 @@ impl MemTable {
             } else {
                 4096
             };
-            let len = need.div_ceil(blk).saturating_mul(blk);
-            let m = ipc::Mapping::new(fd, len).map_err(MapError::Io)?;
-            if ipc::on_hugetlbfs(fd) || !ipc::seal_shrink(fd) {
-                t.unsealed += 1;
-            }
-            // SAFETY: `offset + size <= len`, inside the mapping just made.
-            let host = unsafe { m.ptr().add(r.offset as usize) };
+            let start = r.offset / blk * blk;
+            let len = (need - start).div_ceil(blk).saturating_mul(blk);
+            let m = ipc::Mapping::new_at(fd, start, len).map_err(MapError::Io)?;
+            // SAFETY: `offset - start + size <= len`, inside the mapping just made.
+            let host = unsafe { m.ptr().add((r.offset - start) as usize) };
             t.regions.push(Mapped { gpa: r.gpa, uaddr: r.uaddr, size: r.size, host });
             t._maps.push(m);
         }

@@ -5,7 +5,8 @@
 //! before it is checked and used (it may change under us at any time): ring indices
 //! (an available index more than a ring ahead of ours breaks the ring: counted, the
 //! ring stopped until the front end sets it up again), descriptor indices (inside the
-//! table), chains (at most as many steps as the table has entries, so no loop; an
+//! table), chains (at most as many steps as the table has entries, so no loop, and
+//! at most [`MAX_STEPS`] descriptors in all, so a burst's cost is bounded; an
 //! indirect table only as a chain's first descriptor, its length a multiple of 16,
 //! at most [`MAX_INDIRECT`] entries, never nested), every buffer (whole, length
 //! included, inside one region of the memory table, see [`crate::mem`]), directions
@@ -32,6 +33,10 @@ pub const MAX_SEGS: usize = 64;
 pub const MAX_INDIRECT: u32 = 1024;
 /// Largest ring (the split ring's limit).
 pub const MAX_RING: u32 = 32768;
+/// Most descriptors one chain may take to walk, indirect entries included (a
+/// Linux or DPDK guest uses fewer than 20): a burst of chains costs at most its
+/// packets times this many descriptor reads, whatever the guest links.
+pub const MAX_STEPS: u32 = 256;
 
 const DESC_NEXT: u16 = 1;
 const DESC_WRITE: u16 = 2;
@@ -250,14 +255,15 @@ impl Vring {
     /// device-readable; `None` for a chain the rules refuse.
     fn chain(&self, mem: &MemTable, head: u32, write: bool, out: &mut Chain) -> Option<()> {
         let (mut table, mut size, mut i) = (self.desc as *const u8, self.num, head);
-        let (mut steps, mut indirect) = (0u32, false);
+        let (mut steps, mut walked, mut indirect) = (0u32, 0u32, false);
         out.n = 0;
         out.total = 0;
         loop {
-            if i >= size || steps >= size {
+            if i >= size || steps >= size || walked >= MAX_STEPS {
                 return None;
             }
             steps += 1;
+            walked += 1;
             // SAFETY: `i < size`, the entries `table` maps (the ring's table, checked
             // at `translate`, or an indirect table checked below).
             let d = unsafe { Self::desc_at(table, i) };
@@ -439,7 +445,11 @@ impl Vring {
         let neg = self.neg;
         let (mut pkts, mut bytes) = (0, 0);
         let mut used = 0u16;
+        // Scratch for the chains of one packet, set up once a burst (zeroing them per
+        // packet cost more than the copies of small packets).
         let mut ch = Chain::new();
+        let mut first = Chain::new();
+        let mut chains: [(u32, usize); MAX_SEGS] = [(0, 0); MAX_SEGS];
         while let Some(p) = burst.packets().first() {
             let m = p.mbuf();
             let mut vh = VnetHdr::from_mbuf(m);
@@ -459,15 +469,15 @@ impl Vring {
             let need = neg.hdr_len + p.len() as usize;
             // Take chains until the packet fits (one chain without merged buffers).
             let start = used;
-            let mut chains: [(u32, usize); MAX_SEGS] = [(0, 0); MAX_SEGS];
             let (mut nch, mut have, mut bad) = (0usize, 0usize, None);
-            let mut first = Chain::new();
             while have < need && avail > 0 && nch < MAX_SEGS {
                 let head = self.head(used);
                 used += 1;
                 avail -= 1;
                 let c = if nch == 0 { &mut first } else { &mut ch };
-                if self.chain(&mem, head, true, c).is_none() || (nch == 0 && (c.segs[0].1 as usize) < neg.hdr_len) {
+                if self.chain(&mem, head, true, c).is_none()
+                    || (nch == 0 && (c.n == 0 || (c.segs[0].1 as usize) < neg.hdr_len))
+                {
                     bad = Some(head);
                     break;
                 }
@@ -483,9 +493,10 @@ impl Vring {
                     break;
                 }
             }
-            if bad.is_some() || (have < need && nch > 0 && !neg.mrg) {
-                // A chain the rules refuse, or (without merged buffers) one too small
-                // for the packet: the packet is dropped, the chains go back empty.
+            if bad.is_some() || (have < need && nch > 0 && (!neg.mrg || nch == MAX_SEGS)) {
+                // A chain the rules refuse, or one too small for the packet (without
+                // merged buffers), or more chains than a packet may span: the packet
+                // is dropped, the chains go back empty.
                 if bad.is_some() {
                     faults.bad_desc.add(1);
                 } else {
