@@ -11,31 +11,10 @@
 mod common;
 
 use common::*;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
-/// TCG guests on two cores: one at a time.
-static ONE_VM_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// `ci/vm/run ARGS` with this build's `ironpath`: its whole output; fails the test if
-/// the guest did not run to its end.
 fn vm(args: &[&str]) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = Path::new(BIN).parent().unwrap();
-    let out = Command::new("timeout")
-        .arg("600")
-        .arg(root.join("ci/vm/run"))
-        .arg("--bin-dir")
-        .arg(dir)
-        .args(["--plugins", "", "--timeout", "240"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run ci/vm/run");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "ci/vm/run failed ({}):\n{text}", out.status);
-    text
+    vm_run("", args)
 }
 
 /// The port's xstats, by `dpdk-telemetry.py`.
@@ -59,7 +38,6 @@ fn a_guest_pings_downloads_and_uploads_over_net_vhost_with_tso_root() {
     if !ready(&["qemu-system-x86_64", "busybox", "cpio", "dpdk-telemetry.py"]) {
         return;
     }
-    let _one = ONE_VM_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new("vhost-vm");
     www(&dir.0, &[("f100m", 100 << 20)]);
     let want = sha256(&dir.0.join("f100m"));
@@ -108,7 +86,6 @@ fn vhost_bridge_yaml_carries_a_guests_ping_and_download_to_a_kernel_namespace_ro
     if !ready(&["qemu-system-x86_64", "busybox", "cpio", "python3"]) {
         return;
     }
-    let _one = ONE_VM_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let v = Veth::new("vhb", 32);
     let dir = TempDir::new("vhost-bridge");
     www(&dir.0, &[("f8m", 8 << 20)]);

@@ -72,7 +72,7 @@ impl E1000Rx {
         pool: Pool,
         stats: Arc<QueueStats>,
     ) -> Result<E1000Rx, PmdError> {
-        let ring = DmaMem::new(nic, n * DESC_SIZE, "RX descriptor ring")?;
+        let ring = DmaMem::new(&nic.f, n * DESC_SIZE, "RX descriptor ring")?;
         let mut q = E1000Rx {
             nic: nic.clone(),
             ring,

@@ -129,7 +129,7 @@ unsafe impl Send for E1000Tx {}
 impl E1000Tx {
     /// Allocate a ring of `n` descriptors and point the NIC at it (TX disabled).
     pub fn new(nic: &Arc<Nic>, n: usize, free_thresh: usize, stats: Arc<QueueStats>) -> Result<E1000Tx, PmdError> {
-        let ring = DmaMem::new(nic, n * DESC_SIZE, "TX descriptor ring")?;
+        let ring = DmaMem::new(&nic.f, n * DESC_SIZE, "TX descriptor ring")?;
         let r = &nic.regs;
         let iova = ring.iova();
         r.write(regs::TDBAL, iova as u32);

@@ -44,6 +44,8 @@ pub mod raw;
 mod soft;
 pub mod testing;
 pub mod tpacket;
+#[cfg(all(target_os = "linux", feature = "vfio"))]
+pub mod vfio;
 pub mod vnet;
 pub use devargs::DevArgs;
 pub use glue::{entry, log};

@@ -670,3 +670,35 @@ pub fn burst_of_traffic(sender: &mut Interactive, receiver: &mut Interactive, ms
     receiver.ask("stop", "Done");
     (nic_stat(&s, "TX-packets:"), nic_stat(&r, "RX-packets:"))
 }
+
+/// TCG guests on two cores: one at a time in a test binary.
+pub static ONE_VM_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `ci/vm/run --bin-dir DIR --plugins PLUGINS ARGS` with this build's `ironpath` and
+/// plugins (the directory of the test's `ironpath`, normally `target/debug`): its
+/// whole output; fails the test if the guest did not run to its end. One guest at a
+/// time.
+pub fn vm_run(plugins: &str, args: &[&str]) -> String {
+    let _one = ONE_VM_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = Path::new(BIN).parent().unwrap();
+    for p in plugins.split_whitespace() {
+        assert!(
+            dir.join(format!("libironpath_pmd_{p}.so")).exists(),
+            "libironpath_pmd_{p}.so next to ironpath: run `cargo build --workspace` first"
+        );
+    }
+    let out = Command::new("timeout")
+        .arg("600")
+        .arg(root.join("ci/vm/run"))
+        .arg("--bin-dir")
+        .arg(dir)
+        .args(["--plugins", plugins, "--timeout", "240"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ci/vm/run");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "ci/vm/run failed ({}):\n{text}", out.status);
+    text
+}
