@@ -31,12 +31,12 @@ use vring::{Faults, Negotiated, Vring};
 const GPA: u64 = 0x1_0000;
 const MEM: usize = 64 * 1024;
 
-struct Q(Vring, Pool, Faults, Vec<u8>);
+struct Q(Vring, Pool, Faults);
 
 impl RxQueue for Q {
     fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         if self.0.ready() {
-            self.0.dequeue(burst, &self.1, &self.2, &mut self.3);
+            self.0.dequeue(burst, &self.1, &self.2);
         }
     }
 }
@@ -82,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
         v.mem = Some(table.clone());
         (v.started, v.enabled, v.neg) = (true, true, neg);
         assert!(v.translate());
-        Q(v, tp.pool(), Faults::default(), Vec::new())
+        Q(v, tp.pool(), Faults::default())
     };
     let mut rx = ring(8192);
     let got = run_rx(&mut rx, 32, 0);

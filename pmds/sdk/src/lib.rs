@@ -52,7 +52,7 @@ pub use glue::{entry, log};
 pub use packet::{Fresh, Packet, PacketRing, RingConsumer, RingProducer, RxBurst, Segments, TxBurst};
 pub use pmd::{Pmd, ProbeCtx, RxQueue, TxQueue};
 pub use pool::Pool;
-pub use raw::{data, fill_chain, free_bulk, pkt_len, set_data};
+pub use raw::{copy_bytes, data, fill_chain, free_bulk, pkt_len, set_data};
 
 /// Hint the CPU to start loading the cache line at `p` (a frame or descriptor a few
 /// packets ahead of the one being copied). Never faults, whatever the address; no
@@ -63,6 +63,20 @@ pub fn prefetch(p: *const u8) {
     // SAFETY: a prefetch never faults and reads nothing the program sees.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Hint the CPU to start loading the cache line at `p` for writing (`prefetchw`:
+/// a buffer another core owns, about to be written here). Never faults; no effect
+/// off x86_64.
+#[inline(always)]
+pub fn prefetch_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and reads nothing the program sees.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;

@@ -35,19 +35,18 @@ struct Q {
     v: Vring,
     pool: Pool,
     f: Arc<Faults>,
-    scratch: Vec<u8>,
 }
 
 impl Q {
     fn new(v: Vring, tp: &TestPool) -> Q {
-        Q { v, pool: tp.pool(), f: Arc::new(Faults::default()), scratch: Vec::new() }
+        Q { v, pool: tp.pool(), f: Arc::new(Faults::default()) }
     }
 }
 
 impl RxQueue for Q {
     fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         if self.v.ready() {
-            self.v.dequeue(burst, &self.pool, &self.f, &mut self.scratch);
+            self.v.dequeue(burst, &self.pool, &self.f);
         }
     }
 }

@@ -18,13 +18,12 @@ struct Q {
     v: Vring,
     pool: Pool,
     f: Arc<Faults>,
-    scratch: Vec<u8>,
 }
 
 impl RxQueue for Q {
     fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         if self.v.ready() {
-            self.v.dequeue(burst, &self.pool, &self.f, &mut self.scratch);
+            self.v.dequeue(burst, &self.pool, &self.f);
         }
     }
 }
@@ -55,7 +54,7 @@ fn setup(tp: &TestPool, features: u64) -> (Guest, Q, Q) {
     let mut tx = g.vring(0, mem);
     rx.neg = neg(features);
     tx.neg = neg(features);
-    let q = |v| Q { v, pool: tp.pool(), f: Arc::new(Faults::default()), scratch: Vec::new() };
+    let q = |v| Q { v, pool: tp.pool(), f: Arc::new(Faults::default()) };
     (g, q(rx), q(tx))
 }
 

@@ -181,7 +181,6 @@ pub struct VhostRx {
     pool: Pool,
     stats: Arc<QueueStats>,
     faults: Arc<Faults>,
-    scratch: Vec<u8>,
 }
 
 impl RxQueue for VhostRx {
@@ -191,7 +190,7 @@ impl RxQueue for VhostRx {
         if !v.ready() {
             return;
         }
-        let (p, b, nombuf) = v.dequeue(burst, &self.pool, &self.faults, &mut self.scratch);
+        let (p, b, nombuf) = v.dequeue(burst, &self.pool, &self.faults);
         ask_call(&self.shared, self.ring, &mut v);
         drop(v);
         if p > 0 {
@@ -287,14 +286,7 @@ impl Pmd for Vhost {
 
     fn rx_queue_setup(&mut self, qid: u16, _nb: u16, pool: Pool, stats: Arc<QueueStats>) -> Result<VhostRx, PmdError> {
         let faults = fresh_faults(&mut self.rx_faults, qid);
-        Ok(VhostRx {
-            ring: 2 * usize::from(qid) + 1,
-            shared: self.shared.clone(),
-            pool,
-            stats,
-            faults,
-            scratch: Vec::new(),
-        })
+        Ok(VhostRx { ring: 2 * usize::from(qid) + 1, shared: self.shared.clone(), pool, stats, faults })
     }
 
     fn tx_queue_setup(&mut self, qid: u16, _nb: u16, stats: Arc<QueueStats>) -> Result<VhostTx, PmdError> {
