@@ -106,6 +106,8 @@ pub struct Vring {
     pub mem: Option<Arc<MemTable>>,
     /// The negotiated header and offloads.
     pub neg: Negotiated,
+    /// Used entries of the burst, written to the ring by `publish`.
+    shadow: Vec<u64>,
 }
 
 // SAFETY: the raw pointers address the front end's shared memory, kept mapped by
@@ -127,6 +129,7 @@ impl Default for Vring {
             want_call: false,
             mem: None,
             neg: Negotiated { hdr_len: 12, ..Default::default() },
+            shadow: Vec::with_capacity(256),
         }
     }
 }
@@ -169,14 +172,6 @@ unsafe fn rd16(p: *const u8) -> u16 {
 unsafe fn wr16(p: *mut u8, v: u16) {
     // SAFETY: the caller's bounds.
     unsafe { std::ptr::write_volatile(p.cast::<[u8; 2]>(), v.to_le_bytes()) }
-}
-
-/// # Safety
-/// `p` points to 4 writable bytes.
-#[inline(always)]
-unsafe fn wr32(p: *mut u8, v: u32) {
-    // SAFETY: the caller's bounds.
-    unsafe { std::ptr::write_volatile(p.cast::<[u8; 4]>(), v.to_le_bytes()) }
 }
 
 /// The index at `p` (2-aligned, checked when the ring was set), as an atomic.
@@ -350,23 +345,31 @@ impl Vring {
         }
     }
 
-    /// Write used entry `k` (counted from ours): chain `head`, `len` bytes written.
+    /// Used entry `k` (counted from ours): chain `head`, `len` bytes written; kept in
+    /// the shadow until `publish`.
     #[inline(always)]
-    fn put_used(&self, k: u16, head: u32, len: u32) {
-        let slot = u32::from(self.last_avail.wrapping_add(k)) & (self.num - 1);
-        // SAFETY: `slot < num`: inside the used ring's entries (8 bytes each).
-        unsafe {
-            let e = self.used.add(4 + 8 * slot as usize);
-            wr32(e, head);
-            wr32(e.add(4), len);
+    fn put_used(&mut self, k: u16, head: u32, len: u32) {
+        let k = usize::from(k);
+        if k >= self.shadow.len() {
+            self.shadow.resize(k + 1, 0);
         }
+        self.shadow[k] = u64::from(head) | u64::from(len) << 32;
     }
 
-    /// Publish `k` more used entries and note whether the guest wants a signal.
+    /// Publish `k` more used entries (written from the shadow in one pass, so the
+    /// guest's core, which reads them, takes their cache lines once a burst rather
+    /// than once a packet) and note whether the guest wants a signal.
     #[inline(always)]
     fn publish(&mut self, k: u16) {
         if k == 0 {
             return;
+        }
+        for (i, &e) in self.shadow[..usize::from(k)].iter().enumerate() {
+            let slot = u32::from(self.last_avail.wrapping_add(i as u16)) & (self.num - 1);
+            // SAFETY: `slot < num`: inside the used ring's entries (8 bytes each, 4-aligned).
+            unsafe {
+                std::ptr::write_volatile(self.used.add(4 + 8 * slot as usize).cast::<[u8; 8]>(), e.to_le_bytes())
+            };
         }
         self.last_avail = self.last_avail.wrapping_add(k);
         // SAFETY: the used ring's index, 2-aligned inside the translated ring.

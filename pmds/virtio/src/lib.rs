@@ -318,3 +318,22 @@ impl Drop for Virtio {
 }
 
 export_pmd!(Virtio);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<(String, bool), PmdError> {
+        args(&DevArgs::parse(s, KEYS)?, s)
+    }
+
+    #[test]
+    fn arguments_name_what_is_wrong() {
+        assert_eq!(parse("pci=00:01.0").unwrap(), ("0000:00:01.0".to_string(), false));
+        assert!(parse("pci=0000:00:01.0,tso=1").unwrap().1);
+        assert!(parse("").unwrap_err().msg.contains("pci=DDDD:BB:DD.F"));
+        assert!(parse("pci=nope").unwrap_err().msg.contains("not a PCI address"));
+        assert!(parse("pci=00:01.0,tso=2").unwrap_err().msg.contains("tso"));
+        assert!(parse("pci=00:01.0,queues=2").unwrap_err().msg.contains("queues"));
+    }
+}
