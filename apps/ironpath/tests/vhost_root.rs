@@ -5,7 +5,8 @@
 //! forwarding on both sides carries a pcap of 1000 frames of every size to us and
 //! back unchanged; a front end killed mid-run takes the link down and its return
 //! brings it back (our client reconnecting to a restarted DPDK server by itself),
-//! every mbuf back in its pool at the end. DPDK's memory cannot be sealed against
+//! every mbuf back in its pool at the end; two queue pairs both carry traffic.
+//! DPDK's memory cannot be sealed against
 //! shrinking: refused by default, accepted with `require-sealed=no`. DPDK runs
 //! without hugepages, with its own file prefix; sockets are files in a directory of
 //! the test's.
@@ -74,6 +75,43 @@ fn ours_server_with_dpdks_virtio_user_both_ways_root() {
     no_panic(&d.quit());
     assert!(o.wait_for(OURS_GONE, 1, 10), "{}", o.output());
     assert_eq!(pool_in_use(&o.ask("show mempool", "get_fails")), base, "every mbuf back");
+    no_panic(&o.quit());
+}
+
+/// Two queue pairs (`queues=2`, `VHOST_USER_PROTOCOL_F_MQ`): DPDK's virtio-user
+/// enables both through its control queue and spreads its flows; each of our RX
+/// queues receives, and every packet sent is received.
+#[test]
+fn two_queue_pairs_with_dpdks_virtio_user_root() {
+    if !ready(&["dpdk-testpmd"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("vhost-mq");
+    let s = dir.0.join("v.sock").display().to_string();
+    let mut o = our_testpmd_with(
+        &[format!("net_vhost0,iface={s},queues=2,require-sealed=no")],
+        "rxonly",
+        false,
+        &["--rxq=2", "--txq=2"],
+    );
+    let mut a = strings(&["-oL", "dpdk-testpmd", "-l", "0-1", "-n", "1", "--no-pci", "--no-huge", "-m", "512"]);
+    a.extend([
+        "--file-prefix".to_string(),
+        format!("ipv-mq-{}", std::process::id()),
+        "--main-lcore".into(),
+        "1".into(),
+    ]);
+    a.extend(["--vdev".to_string(), format!("net_virtio_user0,path={s},queues=2")]);
+    a.extend(strings(&["--", "-i", "--total-num-mbufs=8192", "--forward-mode=txonly", "--rxq=2", "--txq=2"]));
+    a.push("--txonly-multi-flow".into());
+    let mut d = Interactive::spawn("stdbuf", &a);
+    assert!(d.wait_for("testpmd>", 1, 15) && o.wait_for(OURS_UP, 1, 10), "{}\n{}", d.output(), o.output());
+    let (sent, got) = burst_of_traffic(&mut d, &mut o, 1500);
+    assert!(sent > 10_000 && sent == got, "sent {sent}, received {got}\n{}", o.output());
+    let x = o.ask("show port xstats 0", "tx_busy");
+    assert!(xstat_of(&x, "rx_q0_packets") > 1000 && xstat_of(&x, "rx_q1_packets") > 1000, "both queues: {x}");
+    no_panic(&d.quit());
     no_panic(&o.quit());
 }
 
