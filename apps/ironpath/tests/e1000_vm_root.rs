@@ -7,40 +7,11 @@
 //! The guest runs this build's `ironpath` and `libironpath_pmd_e1000.so` (the
 //! directory of the test's `ironpath`, normally `target/debug`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-
 mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ironpath");
-static ONE_VM_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// The binaries for the guest: `ironpath` and the e1000 plugin must sit side by side.
-fn bin_dir() -> Option<PathBuf> {
-    let dir = Path::new(BIN).parent()?.to_path_buf();
-    dir.join("libironpath_pmd_e1000.so").exists().then_some(dir)
-}
-
-/// Run `ci/vm/run ARGS` and return its whole output; fails the test if the guest did
-/// not run to its end.
+/// `ci/vm/run ARGS` with this build's `ironpath` and e1000 plugin.
 fn vm(args: &[&str]) -> String {
-    let _one = ONE_VM_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = bin_dir().expect("libironpath_pmd_e1000.so next to ironpath: run `cargo build --workspace` first");
-    let out = Command::new("timeout")
-        .arg("600")
-        .arg(root.join("ci/vm/run"))
-        .arg("--bin-dir")
-        .arg(&dir)
-        .args(["--timeout", "150"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run ci/vm/run");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "ci/vm/run failed ({}):\n{text}", out.status);
-    text
+    common::vm_run("e1000", args)
 }
 
 /// The number after `key` on the first line after `from` that has it.

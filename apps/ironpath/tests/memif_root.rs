@@ -153,42 +153,6 @@ fn ours_server_with_dpdks_zero_copy_client_both_ways_root() {
     no_panic(&o.quit());
 }
 
-/// A pcap file of `frames`.
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&65535u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        b.extend_from_slice(&(i as u32).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(f);
-    }
-    std::fs::write(path, b).unwrap();
-}
-
-/// The frames of a pcap file (microsecond or nanosecond, little-endian).
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let b = std::fs::read(path).unwrap_or_default();
-    let mut out = Vec::new();
-    let mut at = 24;
-    while at + 16 <= b.len() {
-        let caplen = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
-        at += 16;
-        if at + caplen > b.len() {
-            break;
-        }
-        out.push(b[at..at + caplen].to_vec());
-        at += caplen;
-    }
-    out
-}
-
 #[test]
 fn io_forwarding_through_dpdk_ours_dpdk_keeps_every_payload_root() {
     if !ready(&["dpdk-testpmd"]) {

@@ -8,15 +8,16 @@
 
 use crate::guest::{ring_off, Guest, GPA, QSIZE, SIZE, UVA};
 use crate::mem::MemTable;
-use crate::proto::{self, feat, req, Region, RingAddr, F_NEED_REPLY, HDR_SIZE};
-use crate::vring::{Faults, Negotiated, Vring, MAX_RING};
-use crate::{Vhost, VhostRx, VhostTx};
+use crate::proto::{self, feat, req, Region, RingAddr, HDR_SIZE};
+use crate::testkit::*;
+use crate::vring::{Negotiated, Vring, MAX_RING};
+use crate::Vhost;
 use ironpath_pmd_sdk::abi;
 use ironpath_pmd_sdk::ipc;
 use ironpath_pmd_sdk::testing::{run_rx, run_tx, TestPool};
 use ironpath_pmd_sdk::vnet::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
-use ironpath_pmd_sdk::{Packet, Pmd, Pool, ProbeCtx, QueueStats, RxBurst, RxQueue, TxBurst, TxQueue};
-use std::io::{Read, Write};
+use ironpath_pmd_sdk::{Packet, Pmd, ProbeCtx, QueueStats};
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,34 +31,6 @@ const INDIRECT: u16 = 4;
 // ---------------------------------------------------------------------------
 // Data path helpers (an in-process guest, as datapath_tests.rs has).
 // ---------------------------------------------------------------------------
-
-struct Q {
-    v: Vring,
-    pool: Pool,
-    f: Arc<Faults>,
-}
-
-impl Q {
-    fn new(v: Vring, tp: &TestPool) -> Q {
-        Q { v, pool: tp.pool(), f: Arc::new(Faults::default()) }
-    }
-}
-
-impl RxQueue for Q {
-    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
-        if self.v.ready() {
-            self.v.dequeue(burst, &self.pool, &self.f);
-        }
-    }
-}
-
-impl TxQueue for Q {
-    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
-        if self.v.ready() {
-            self.v.enqueue(burst, &self.f);
-        }
-    }
-}
 
 fn all_neg() -> Negotiated {
     Negotiated { hdr_len: 12, mrg: true, guest_csum: true, guest_tso: true }
@@ -704,154 +677,6 @@ fn dp_tx_a_packet_needing_more_than_64_guest_chains_is_dropped_not_kept() {
         "a packet needing more than 64 guest chains stays in the burst forever and blocks the queue \
          ({stuck} packets left after 3 bursts, counted {full} times as ring_full with 200 buffers posted)"
     );
-}
-
-// ---------------------------------------------------------------------------
-// Control socket helpers (copied from ctl_tests.rs).
-// ---------------------------------------------------------------------------
-
-struct FrontEnd(UnixStream);
-
-impl FrontEnd {
-    fn connect(path: &str) -> FrontEnd {
-        let t = Instant::now();
-        loop {
-            if let Ok(s) = UnixStream::connect(path) {
-                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                return FrontEnd(s);
-            }
-            assert!(t.elapsed() < Duration::from_secs(5), "no socket at {path}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Send `bytes` with descriptors (any number); false if not all went.
-    fn send_raw(&self, bytes: &[u8], fds: &[RawFd]) -> bool {
-        let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut _, iov_len: bytes.len() };
-        // SAFETY: CMSG_SPACE is a size computation.
-        let space = unsafe { libc::CMSG_SPACE((fds.len() * 4) as u32) } as usize;
-        let mut cbuf = vec![0u64; space / 8 + 1];
-        // SAFETY: an all-zero msghdr is valid; the buffers set below outlive the call.
-        let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
-        mh.msg_iov = &mut iov;
-        mh.msg_iovlen = 1;
-        if !fds.is_empty() {
-            mh.msg_control = cbuf.as_mut_ptr().cast();
-            mh.msg_controllen = space as _;
-            // SAFETY: the control buffer has room for one header and `fds`.
-            unsafe {
-                let c = libc::CMSG_FIRSTHDR(&mh);
-                (*c).cmsg_level = libc::SOL_SOCKET;
-                (*c).cmsg_type = libc::SCM_RIGHTS;
-                (*c).cmsg_len = libc::CMSG_LEN((fds.len() * 4) as u32) as _;
-                std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), fds.len());
-            }
-        }
-        // SAFETY: `mh` describes live buffers.
-        let n = unsafe { libc::sendmsg(self.0.as_raw_fd(), &mh, libc::MSG_NOSIGNAL) };
-        n == bytes.len() as isize
-    }
-
-    fn send(&self, request: u32, flags: u32, payload: &[u8], fds: &[RawFd]) -> bool {
-        self.send_raw(&proto::request(request, flags, payload), fds)
-    }
-
-    fn reply(&mut self) -> Option<Vec<u8>> {
-        let mut h = [0u8; HDR_SIZE];
-        self.0.read_exact(&mut h).ok()?;
-        let n = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
-        let mut p = vec![0u8; n];
-        self.0.read_exact(&mut p).ok()?;
-        Some(p)
-    }
-
-    fn closed(&mut self) -> bool {
-        let mut b = [0u8; 64];
-        loop {
-            match self.0.read(&mut b) {
-                Ok(0) | Err(_) => return true,
-                Ok(_) => continue,
-            }
-        }
-    }
-
-    /// Ask for an acknowledgement of `request`: Some(0) success, Some(1) failure,
-    /// None: the connection closed.
-    fn acked(&mut self, request: u32, payload: &[u8], fds: &[RawFd]) -> Option<u64> {
-        if !self.send(request, F_NEED_REPLY, payload, fds) {
-            return None;
-        }
-        self.reply().map(|p| u64::from_le_bytes(p[..8].try_into().unwrap()))
-    }
-
-    fn setup(&mut self, g: &Guest, kick: &OwnedFd, calls: [&OwnedFd; 2]) {
-        assert!(self.send(req::GET_FEATURES, 0, &[], &[]));
-        let f = u64::from_le_bytes(self.reply().unwrap()[..8].try_into().unwrap());
-        assert!(self.send(req::SET_PROTOCOL_FEATURES, 0, &proto::OFFERED_PROTOCOL.to_le_bytes(), &[]));
-        for (r, p, fd) in Guest::setup_requests(f) {
-            let fds: Vec<RawFd> = match (fd, r) {
-                (false, _) => vec![],
-                (true, req::SET_MEM_TABLE) => vec![g.fd.as_raw_fd()],
-                (true, req::SET_VRING_KICK) => vec![kick.as_raw_fd()],
-                (true, _) => vec![calls[usize::from(p[0] != 0)].as_raw_fd()],
-            };
-            assert!(self.send(r, F_NEED_REPLY, &p, &fds), "request {r}");
-            assert_eq!(self.reply(), Some(0u64.to_le_bytes().to_vec()), "request {r} acknowledged");
-        }
-    }
-}
-
-struct Dev {
-    d: Vhost,
-    rx: VhostRx,
-    tx: VhostTx,
-    path: String,
-}
-
-fn sock_path(tag: &str) -> String {
-    std::env::temp_dir().join(format!("vhost-atk-{tag}-{}.sock", std::process::id())).display().to_string()
-}
-
-fn dev_with(tp: &TestPool, path: String, extra: &str) -> Dev {
-    let args = format!("iface={path},tso=1{extra}");
-    let mut d = Vhost::probe(&ProbeCtx { name: "net_vhost0", args: &args }).unwrap();
-    let rx = d.rx_queue_setup(0, 256, tp.pool(), Arc::new(QueueStats::default())).unwrap();
-    let tx = d.tx_queue_setup(0, 256, Arc::new(QueueStats::default())).unwrap();
-    d.start().unwrap();
-    Dev { d, rx, tx, path }
-}
-
-fn dev(tp: &TestPool, tag: &str) -> Dev {
-    dev_with(tp, sock_path(tag), "")
-}
-
-fn xstat(d: &Vhost, name: &str) -> u64 {
-    d.xstats().into_iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no xstat {name}")).1
-}
-
-fn wait(what: &str, f: impl Fn() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < Duration::from_secs(5), "waited in vain for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn round_trip(g: &mut Guest, d: &mut Dev, n: usize) -> usize {
-    for k in 0..n {
-        g.send(&[0; 12], &frame(200, k as u8), 2048);
-    }
-    g.post_rx(n, 2048);
-    let mut got = Vec::new();
-    for _ in 0..20 {
-        got.extend(run_rx(&mut d.rx, 32, 0));
-        if got.len() >= n {
-            break;
-        }
-    }
-    drop(run_tx(&mut d.tx, got));
-    g.used(1);
-    g.recv().len()
 }
 
 /// Bursts both ways on the device's queues, whatever the rings hold.

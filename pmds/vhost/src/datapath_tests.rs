@@ -3,38 +3,17 @@
 
 use crate::guest::{Guest, BUF, GPA, QSIZE, SIZE};
 use crate::proto::feat;
-use crate::vring::{checksum_from, Faults, Negotiated, Vring};
+use crate::testkit::Q;
+use crate::vring::{checksum_from, Faults, Negotiated};
 use ironpath_pmd_sdk::abi;
 use ironpath_pmd_sdk::testing::{run_rx, run_tx, TestPool};
 use ironpath_pmd_sdk::vnet::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
-use ironpath_pmd_sdk::{Packet, Pool, RxBurst, RxQueue, TxBurst, TxQueue};
+use ironpath_pmd_sdk::Packet;
 use std::sync::Arc;
 
 const NEXT: u16 = 1;
 const WRITE: u16 = 2;
 const INDIRECT: u16 = 4;
-
-struct Q {
-    v: Vring,
-    pool: Pool,
-    f: Arc<Faults>,
-}
-
-impl RxQueue for Q {
-    fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
-        if self.v.ready() {
-            self.v.dequeue(burst, &self.pool, &self.f);
-        }
-    }
-}
-
-impl TxQueue for Q {
-    fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
-        if self.v.ready() {
-            self.v.enqueue(burst, &self.f);
-        }
-    }
-}
 
 fn neg(features: u64) -> Negotiated {
     let has = |b| crate::proto::has(features, b);

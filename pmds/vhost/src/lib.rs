@@ -43,6 +43,8 @@ mod datapath_tests;
 mod guest;
 pub mod mem;
 pub mod proto;
+#[cfg(test)]
+mod testkit;
 pub mod vring;
 
 use ctl::{Config, Shared};

@@ -623,24 +623,9 @@ impl Vring {
 
 /// Copy `out.len()` bytes of the chain from byte `skip` into `out` (the chain holds
 /// them: the caller checked its total).
-fn gather(c: &Chain, mut skip: usize, out: &mut [u8]) {
-    let mut at = 0;
-    for &(p, len) in &c.segs[..c.n] {
-        let len = len as usize;
-        if skip >= len {
-            skip -= len;
-            continue;
-        }
-        let k = (len - skip).min(out.len() - at);
-        // SAFETY: `p` maps `len` bytes of guest memory (checked by `chain`); `skip + k
-        // <= len`; `out` has room for `k` more bytes.
-        unsafe { ironpath_pmd_sdk::copy_bytes(out.as_mut_ptr().add(at), p.add(skip), k) };
-        at += k;
-        skip = 0;
-        if at == out.len() {
-            return;
-        }
-    }
+fn gather(c: &Chain, skip: usize, out: &mut [u8]) {
+    // SAFETY: `out` has room for its length; the caller checked the chain's total.
+    unsafe { gather_raw(c, skip, out.as_mut_ptr(), out.len()) }
 }
 
 /// Copy `len` bytes of the chain from byte `skip` to `dst`.
