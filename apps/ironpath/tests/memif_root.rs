@@ -22,10 +22,6 @@ use std::time::Duration;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn strings(a: &[&str]) -> Vec<String> {
-    a.iter().map(|s| s.to_string()).collect()
-}
-
 /// DPDK's testpmd with ports `vdevs`; `zero_copy` runs it in hugepage memory with
 /// single-file segments (what its zero-copy memif needs).
 fn dpdk(tag: &str, vdevs: &[String], mode: &str, other_core: bool, zero_copy: bool) -> Interactive {
@@ -49,24 +45,6 @@ fn dpdk(tag: &str, vdevs: &[String], mode: &str, other_core: bool, zero_copy: bo
 
 const DPDK_UP: &str = "memif_connect(): Connected.";
 const OURS_UP: &str = "connected to";
-
-/// Both directions over one connection: `a` sends to `b`, then `b` to `a`.
-fn both_ways(a: &mut Interactive, b: &mut Interactive, what: &str) {
-    a.send("set fwd txonly");
-    b.send("set fwd rxonly");
-    let (sent, got) = burst_of_traffic(a, b, 1500);
-    assert!(sent > 10_000, "{what}, first way: only {sent} sent\n{}\n{}", a.output(), b.output());
-    assert_eq!(sent, got, "{what}, first way: every packet sent is received");
-    a.send("set fwd rxonly");
-    b.send("set fwd txonly");
-    let (sent, got) = burst_of_traffic(b, a, 1500);
-    assert!(sent > 10_000, "{what}, second way: only {sent} sent\n{}\n{}", a.output(), b.output());
-    assert_eq!(sent, got, "{what}, second way: every packet sent is received");
-}
-
-fn no_panic(out: &str) {
-    assert!(!out.contains("panicked") && !out.contains("fenced off"), "{out}");
-}
 
 #[test]
 fn ours_server_with_dpdk_client_both_ways_root() {

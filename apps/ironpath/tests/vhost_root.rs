@@ -20,10 +20,6 @@ use std::time::Duration;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn strings(a: &[&str]) -> Vec<String> {
-    a.iter().map(|s| s.to_string()).collect()
-}
-
 /// DPDK's testpmd with ports `vdevs`, forwarding on lcore 0 (1 with `other_core`).
 fn dpdk(tag: &str, vdevs: &[String], mode: &str, other_core: bool) -> Interactive {
     let mut a = strings(&["-oL", "dpdk-testpmd", "-l", "0-1", "-n", "1", "--no-pci", "--no-huge", "-m", "512"]);
@@ -40,24 +36,6 @@ fn dpdk(tag: &str, vdevs: &[String], mode: &str, other_core: bool) -> Interactiv
 
 const OURS_UP: &str = "queue pair 0 ready: link up";
 const OURS_GONE: &str = "front end gone: link down";
-
-fn no_panic(out: &str) {
-    assert!(!out.contains("panicked") && !out.contains("fenced off"), "{out}");
-}
-
-/// Both directions over one connection: `a` sends to `b`, then `b` to `a`.
-fn both_ways(a: &mut Interactive, b: &mut Interactive, what: &str) {
-    a.send("set fwd txonly");
-    b.send("set fwd rxonly");
-    let (sent, got) = burst_of_traffic(a, b, 1500);
-    assert!(sent > 10_000, "{what}, first way: only {sent} sent\n{}\n{}", a.output(), b.output());
-    assert_eq!(sent, got, "{what}, first way: every packet sent is received");
-    a.send("set fwd rxonly");
-    b.send("set fwd txonly");
-    let (sent, got) = burst_of_traffic(b, a, 1500);
-    assert!(sent > 10_000, "{what}, second way: only {sent} sent\n{}\n{}", a.output(), b.output());
-    assert_eq!(sent, got, "{what}, second way: every packet sent is received");
-}
 
 #[test]
 fn ours_server_with_dpdks_virtio_user_both_ways_root() {

@@ -92,18 +92,6 @@ fn frame(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
-/// One bad chain from the guest, then a good frame: (chains counted bad, good
-/// frames received).
-fn bad_then_good(g: &mut Guest, rx: &mut Q, bad: impl FnOnce(&mut Guest)) -> (u64, usize) {
-    let before = rx.f.bad_desc.get();
-    bad(g);
-    g.send(&[0; 12], &frame(100, 7), 2048);
-    let got = run_rx(rx, 32, 0);
-    assert!(!rx.v.broken);
-    let ok = got.iter().filter(|p| p.len() == 100).count();
-    (rx.f.bad_desc.get() - before, ok)
-}
-
 // ---------------------------------------------------------------------------
 // Descriptor chains.
 // ---------------------------------------------------------------------------

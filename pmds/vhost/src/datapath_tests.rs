@@ -3,7 +3,7 @@
 
 use crate::guest::{Guest, BUF, GPA, QSIZE, SIZE};
 use crate::proto::feat;
-use crate::testkit::Q;
+use crate::testkit::{bad_then_good, Q};
 use crate::vring::{checksum_from, Faults, Negotiated};
 use ironpath_pmd_sdk::abi;
 use ironpath_pmd_sdk::testing::{run_rx, run_tx, TestPool};
@@ -153,18 +153,6 @@ fn offloads_map_both_ways_and_a_checksum_the_guest_refused_is_completed_here() {
     assert!(run_tx(&mut tx, vec![p]).is_empty());
     assert_eq!(tx.f.too_long.get(), 1);
     assert_eq!(tp.in_use(), 0);
-}
-
-/// One bad chain from the guest, then a good frame: the bad one is counted and
-/// returned, the good one arrives.
-fn bad_then_good(g: &mut Guest, rx: &mut Q, bad: impl FnOnce(&mut Guest)) -> (u64, usize) {
-    let before = rx.f.bad_desc.get();
-    bad(g);
-    g.send(&[0; 12], &frame(100, 7), 2048);
-    let got = run_rx(rx, 32, 0);
-    assert!(!rx.v.broken);
-    let ok = got.iter().filter(|p| p.len() == 100).count();
-    (rx.f.bad_desc.get() - before, ok)
 }
 
 #[test]

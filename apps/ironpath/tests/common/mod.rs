@@ -738,3 +738,27 @@ pub fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     }
     out
 }
+
+/// Owned copies of `a`.
+pub fn strings(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// Both directions over one connection: `a` sends to `b`, then `b` to `a`.
+pub fn both_ways(a: &mut Interactive, b: &mut Interactive, what: &str) {
+    a.send("set fwd txonly");
+    b.send("set fwd rxonly");
+    let (sent, got) = burst_of_traffic(a, b, 1500);
+    assert!(sent > 10_000, "{what}, first way: only {sent} sent\n{}\n{}", a.output(), b.output());
+    assert_eq!(sent, got, "{what}, first way: every packet sent is received");
+    a.send("set fwd rxonly");
+    b.send("set fwd txonly");
+    let (sent, got) = burst_of_traffic(b, a, 1500);
+    assert!(sent > 10_000, "{what}, second way: only {sent} sent\n{}\n{}", a.output(), b.output());
+    assert_eq!(sent, got, "{what}, second way: every packet sent is received");
+}
+
+/// A testpmd's output shows no driver panic and no fenced-off queue.
+pub fn no_panic(out: &str) {
+    assert!(!out.contains("panicked") && !out.contains("fenced off"), "{out}");
+}
