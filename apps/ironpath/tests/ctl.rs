@@ -135,12 +135,18 @@ impl Drop for Proc {
     }
 }
 
-/// Waits up to `secs` for `ok` to hold on the answer to `args`; returns the last answer.
+/// Waits up to `secs` for `args` to succeed with an answer on which `ok` holds; returns
+/// the last answer. A command the shell has been sent may not have run yet, so a failed
+/// answer is retried too until the time is up.
 fn wait_answer(p: &Proc, args: &[&str], secs: u64, ok: impl Fn(&str) -> bool) -> String {
     let t = Instant::now();
     loop {
-        let a = p.ok(args);
-        if ok(&a) || t.elapsed() > Duration::from_secs(secs) {
+        if t.elapsed() > Duration::from_secs(secs) {
+            return p.ok(args);
+        }
+        let o = p.ctl(args);
+        let a = String::from_utf8_lossy(&o.stdout).into_owned();
+        if o.status.success() && ok(&a) {
             return a;
         }
         std::thread::sleep(Duration::from_millis(200));
