@@ -516,6 +516,7 @@ impl Vring {
         let mut ch = Chain::new();
         let mut first = Chain::new();
         let mut chains: [(u32, usize); MAX_SEGS] = [(0, 0); MAX_SEGS];
+        let mut later = Deferred::new();
         self.prefetch_buffers(&mem, avail.min(burst.len().min(RX_BURST) as u16), true);
         // Packets are freed together at the end: `done` from the front were sent or
         // dropped.
@@ -592,14 +593,13 @@ impl Vring {
             hb[10..12].copy_from_slice(&(nch as u16).to_le_bytes());
             let (b0, l0) = first.segs[0];
             if fix.is_none() && m.nb_segs == 1 && first_data == p.len() as usize && need <= l0 as usize {
-                // The common case: one segment into one buffer, header and frame.
+                // The common case: one segment into one buffer, header and frame,
+                // copied once the burst's chains are all walked.
                 let d = p.data();
                 // SAFETY: `b0` maps `l0 >= need` writable bytes of guest memory
-                // (checked by `chain`).
-                unsafe {
-                    ironpath_pmd_sdk::copy_bytes(b0, hb.as_ptr(), neg.hdr_len);
-                    ironpath_pmd_sdk::copy_bytes(b0.add(neg.hdr_len), d.as_ptr(), d.len());
-                }
+                // (checked by `chain`); the packet's data stays until the burst frees
+                // it, after `later` is done.
+                unsafe { later.push(b0, hb, neg.hdr_len, d.as_ptr(), d.len()) };
             } else {
                 scatter_packet(&first, neg.hdr_len, p.segments(), 0, first_data, fix.map(|(o, v)| (o, v, 0)));
                 scatter(&first, 0, &hb[..neg.hdr_len]);
@@ -614,10 +614,62 @@ impl Vring {
             bytes += u64::from(p.len());
             done += 1;
         }
+        // SAFETY: as at `push`: the packets are not freed yet.
+        unsafe { later.run() };
         burst.free(done);
         self.mem = Some(mem);
         self.publish(used);
         (pkts, bytes)
+    }
+}
+
+/// Most copies [`Deferred`] holds before it must run them.
+const DEFERRED: usize = 64;
+
+/// Copies of whole small packets into the guest's buffers, run at the end of a burst
+/// (as DPDK's vhost batches its copies): the burst's descriptors are all read first,
+/// so those loads (lines the guest's core just wrote) are not held up behind stores
+/// into lines it owns, and the stores then go out together.
+struct Deferred {
+    n: usize,
+    items: [(*mut u8, [u8; 12], usize, *const u8, usize); DEFERRED],
+}
+
+impl Deferred {
+    fn new() -> Self {
+        Deferred { n: 0, items: [(std::ptr::null_mut(), [0; 12], 0, std::ptr::null(), 0); DEFERRED] }
+    }
+
+    /// Copy header `hdr[..hl]` to `dst`, then `len` bytes from `src` after it (the
+    /// copies run at the latest when the table is full).
+    ///
+    /// # Safety
+    /// `dst` is writable for `hl + len` bytes and `src` readable for `len` until
+    /// [`Deferred::run`] is called; `hl <= 12`.
+    #[inline(always)]
+    unsafe fn push(&mut self, dst: *mut u8, hdr: [u8; 12], hl: usize, src: *const u8, len: usize) {
+        if self.n == DEFERRED {
+            // SAFETY: the caller's contract for the copies held.
+            unsafe { self.run() };
+        }
+        self.items[self.n] = (dst, hdr, hl, src, len);
+        self.n += 1;
+    }
+
+    /// Run the copies held.
+    ///
+    /// # Safety
+    /// As at [`Deferred::push`], for every copy held.
+    #[inline(always)]
+    unsafe fn run(&mut self) {
+        for (dst, hdr, hl, src, len) in &self.items[..self.n] {
+            // SAFETY: the ranges `push`'s caller vouched for.
+            unsafe {
+                ironpath_pmd_sdk::copy_bytes(*dst, hdr.as_ptr(), *hl);
+                ironpath_pmd_sdk::copy_bytes(dst.add(*hl), *src, *len);
+            }
+        }
+        self.n = 0;
     }
 }
 
