@@ -33,7 +33,7 @@ const INDIRECT: u16 = 4;
 // ---------------------------------------------------------------------------
 
 fn all_neg() -> Negotiated {
-    Negotiated { hdr_len: 12, mrg: true, guest_csum: true, guest_tso: true }
+    Negotiated { hdr_len: 12, mrg: true, guest_csum: true, guest_tso: true, in_order: true }
 }
 
 /// The guest, our RX queue on its TX ring (1) and our TX queue on its RX ring (0).

@@ -396,6 +396,7 @@ fn negotiated(features: u64) -> Negotiated {
         mrg,
         guest_csum: has(features, feat::GUEST_CSUM),
         guest_tso: has(features, feat::GUEST_TSO4) && has(features, feat::GUEST_TSO6),
+        in_order: has(features, feat::IN_ORDER),
     }
 }
 

@@ -22,6 +22,7 @@ fn neg(features: u64) -> Negotiated {
         mrg: has(feat::MRG_RXBUF),
         guest_csum: has(feat::GUEST_CSUM),
         guest_tso: has(feat::GUEST_TSO4) && has(feat::GUEST_TSO6),
+        in_order: has(feat::IN_ORDER),
     }
 }
 
@@ -74,6 +75,23 @@ fn frames_cross_both_ways_whole_with_merged_buffers() {
     }
     assert_eq!(tp.in_use(), 0, "every mbuf back");
     assert_eq!((rx.f.bad_desc.get(), tx.f.bad_desc.get()), (0, 0));
+}
+
+#[test]
+fn in_order_a_burst_of_guest_chains_goes_back_as_its_last_used_entry() {
+    for in_order in [false, true] {
+        let tp = TestPool::new(64, 2048 + 128, 128);
+        let f = if in_order { ALL } else { ALL & !(1 << feat::IN_ORDER) };
+        let (mut g, mut rx, _tx) = setup(&tp, f);
+        for k in 0..3 {
+            g.send(&[0; 12], &frame(100, k), 2048);
+        }
+        assert_eq!(run_rx(&mut rx, 32, 0).len(), 3);
+        // Chains 0, 1, 2 (one descriptor each); the guest's used ring was zeroed.
+        let want = if in_order { vec![(0, 0), (0, 0), (2, 0)] } else { vec![(0, 0), (1, 0), (2, 0)] };
+        assert_eq!(g.used(1), want, "in_order {in_order}");
+        assert_eq!(tp.in_use(), 0);
+    }
 }
 
 #[test]

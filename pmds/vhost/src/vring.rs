@@ -79,6 +79,9 @@ pub struct Negotiated {
     pub guest_csum: bool,
     /// The guest takes TCP segments larger than its MTU.
     pub guest_tso: bool,
+    /// `VIRTIO_F_IN_ORDER`: a batch of used chains the guest sent may be returned
+    /// as one used entry, its last.
+    pub in_order: bool,
 }
 
 /// One split ring and its state.
@@ -358,13 +361,16 @@ impl Vring {
 
     /// Publish `k` more used entries (written from the shadow in one pass, so the
     /// guest's core, which reads them, takes their cache lines once a burst rather
-    /// than once a packet) and note whether the guest wants a signal.
+    /// than once a packet) and note whether the guest wants a signal. With `batch`
+    /// (chains the guest sent, in order, so no length it needs), only the last entry
+    /// is written, as the in-order rules allow.
     #[inline(always)]
-    fn publish(&mut self, k: u16) {
+    fn publish(&mut self, k: u16, batch: bool) {
         if k == 0 {
             return;
         }
-        for (i, &e) in self.shadow[..usize::from(k)].iter().enumerate() {
+        let first = if batch && self.neg.in_order { usize::from(k) - 1 } else { 0 };
+        for (i, &e) in self.shadow[..usize::from(k)].iter().enumerate().skip(first) {
             let slot = u32::from(self.last_avail.wrapping_add(i as u16)) & (self.num - 1);
             // SAFETY: `slot < num`: inside the used ring's entries (8 bytes each, 4-aligned).
             unsafe {
@@ -397,6 +403,9 @@ impl Vring {
         let (mut n, mut nf) = (0usize, 0usize);
         let (mut pkts, mut bytes, mut nombuf) = (0, 0, 0);
         let mut ch = Chain::new();
+        // Packets in one buffer each, copied after the walk (see `Deferred`).
+        let mut later = [(std::ptr::null_mut::<abi::Mbuf>(), std::ptr::null_mut::<u8>(), 0usize); RX_BURST];
+        let mut nl = 0usize;
         let hl = self.neg.hdr_len;
         let room = usize::from(pool.buf_len().saturating_sub(pool.headroom()));
         let port = burst.port_id();
@@ -422,10 +431,25 @@ impl Vring {
                 taken += 1;
                 continue;
             }
+            let len = ch.total - hl;
+            if len <= room && ch.n == 1 && nl < RX_BURST {
+                // The common case, one buffer into one mbuf: read and copied once the
+                // burst's chains are all walked.
+                let m = fresh[nf];
+                nf += 1;
+                later[nl] = (m, ch.segs[0].0, len);
+                nl += 1;
+                out[filled] = m;
+                filled += 1;
+                self.put_used(taken, head, 0);
+                taken += 1;
+                pkts += 1;
+                bytes += len as u64;
+                continue;
+            }
             let mut h = [0u8; 12];
             gather(&ch, 0, &mut h[..hl]);
             let vh = VnetHdr::parse(&h[..10]).unwrap_or_default();
-            let len = ch.total - hl;
             let m = if len <= room {
                 let m = fresh[nf];
                 nf += 1;
@@ -471,18 +495,7 @@ impl Vring {
                 segs[0]
             };
             // SAFETY: the packet just filled, ours until the burst takes it.
-            unsafe {
-                (*m).port = port;
-                if vh != VnetHdr::default() {
-                    if vh.gso_type != 0 {
-                        faults.gso.add(1);
-                    }
-                    if vh.flags & F_NEEDS_CSUM != 0 {
-                        faults.partial_csum.add(1);
-                    }
-                    vh.to_mbuf(&mut *m);
-                }
-            }
+            rx_offloads(unsafe { &mut *m }, port, &vh, faults);
             out[filled] = m;
             filled += 1;
             self.put_used(taken, head, 0);
@@ -490,8 +503,23 @@ impl Vring {
             pkts += 1;
             bytes += len as u64;
         }
+        for &(m, src, len) in &later[..nl] {
+            // SAFETY: `src` maps the chain's one buffer of `hl + len` readable bytes
+            // (checked by `chain`), still the guest's to reuse only after `publish`;
+            // `m` is a fresh mbuf whose room holds `len`, ours until the burst takes it.
+            let (r, h) = unsafe {
+                let mut h = [0u8; 12];
+                ironpath_pmd_sdk::copy_bytes(h.as_mut_ptr(), src, hl);
+                let r = &mut *m;
+                ironpath_pmd_sdk::copy_bytes(r.buf_addr.add(usize::from(r.data_off)), src.add(hl), len);
+                r.data_len = len as u16;
+                r.pkt_len = len as u32;
+                (r, h)
+            };
+            rx_offloads(r, port, &VnetHdr::parse(&h[..10]).unwrap_or_default(), faults);
+        }
         self.mem = Some(mem);
-        self.publish(taken);
+        self.publish(taken, true);
         if nf < n {
             // SAFETY: fresh mbufs no packet took.
             unsafe { ironpath_pmd_sdk::free_bulk(&fresh[nf..n]) };
@@ -618,7 +646,7 @@ impl Vring {
         unsafe { later.run() };
         burst.free(done);
         self.mem = Some(mem);
-        self.publish(used);
+        self.publish(used, false);
         (pkts, bytes)
     }
 }
@@ -670,6 +698,21 @@ impl Deferred {
             }
         }
         self.n = 0;
+    }
+}
+
+/// Set a received packet's port and the offloads its header asks for (counted).
+#[inline(always)]
+fn rx_offloads(m: &mut abi::Mbuf, port: u16, vh: &VnetHdr, faults: &Faults) {
+    m.port = port;
+    if *vh != VnetHdr::default() {
+        if vh.gso_type != 0 {
+            faults.gso.add(1);
+        }
+        if vh.flags & F_NEEDS_CSUM != 0 {
+            faults.partial_csum.add(1);
+        }
+        vh.to_mbuf(m);
     }
 }
 
