@@ -162,19 +162,19 @@ impl Chain {
 /// Read a little-endian 16-bit field of guest memory once.
 ///
 /// # Safety
-/// `p` points to at least 2 readable bytes.
+/// `p` is 2-aligned and points to at least 2 readable bytes.
 #[inline(always)]
 unsafe fn rd16(p: *const u8) -> u16 {
-    // SAFETY: the caller's bounds; the read is unaligned-safe (a byte array).
-    u16::from_le_bytes(unsafe { std::ptr::read_volatile(p.cast::<[u8; 2]>()) })
+    // SAFETY: the caller's bounds and alignment.
+    u16::from_le(unsafe { std::ptr::read_volatile(p.cast::<u16>()) })
 }
 
 /// # Safety
-/// `p` points to 2 writable bytes.
+/// `p` is 2-aligned and points to 2 writable bytes.
 #[inline(always)]
 unsafe fn wr16(p: *mut u8, v: u16) {
-    // SAFETY: the caller's bounds.
-    unsafe { std::ptr::write_volatile(p.cast::<[u8; 2]>(), v.to_le_bytes()) }
+    // SAFETY: the caller's bounds and alignment.
+    unsafe { std::ptr::write_volatile(p.cast::<u16>(), v.to_le()) }
 }
 
 /// The index at `p` (2-aligned, checked when the ring was set), as an atomic.
@@ -243,14 +243,21 @@ impl Vring {
     /// `table` maps at least `i + 1` descriptors.
     #[inline(always)]
     unsafe fn desc_at(table: *const u8, i: u32) -> Desc {
-        // SAFETY: the caller's bounds.
-        let raw: [u8; 16] = unsafe { std::ptr::read_volatile(table.add(16 * i as usize).cast()) };
-        Desc {
-            addr: u64::from_le_bytes(raw[..8].try_into().unwrap_or_default()),
-            len: u32::from_le_bytes(raw[8..12].try_into().unwrap_or_default()),
-            flags: u16::from_le_bytes([raw[12], raw[13]]),
-            next: u16::from_le_bytes([raw[14], raw[15]]),
-        }
+        let p = table.wrapping_add(16 * i as usize);
+        let (a, b) = if (p as usize).is_multiple_of(8) {
+            // The ring's table (16-aligned) and aligned indirect tables: two loads.
+            // SAFETY: the caller's bounds; 8-aligned.
+            unsafe { (std::ptr::read_volatile(p.cast::<u64>()), std::ptr::read_volatile(p.add(8).cast::<u64>())) }
+        } else {
+            // SAFETY: the caller's bounds; byte arrays need no alignment.
+            let raw: [u8; 16] = unsafe { std::ptr::read_volatile(p.cast()) };
+            (
+                u64::from_ne_bytes(raw[..8].try_into().unwrap_or_default()),
+                u64::from_ne_bytes(raw[8..].try_into().unwrap_or_default()),
+            )
+        };
+        let (a, b) = (u64::from_le(a), u64::from_le(b));
+        Desc { addr: a, len: b as u32, flags: (b >> 32) as u16, next: (b >> 48) as u16 }
     }
 
     /// The buffers of the chain at `head`, all device-writable (`write`) or all
@@ -372,9 +379,12 @@ impl Vring {
         let first = if batch && self.neg.in_order { usize::from(k) - 1 } else { 0 };
         for (i, &e) in self.shadow[..usize::from(k)].iter().enumerate().skip(first) {
             let slot = u32::from(self.last_avail.wrapping_add(i as u16)) & (self.num - 1);
-            // SAFETY: `slot < num`: inside the used ring's entries (8 bytes each, 4-aligned).
+            // SAFETY: `slot < num`: inside the used ring's entries (8 bytes each,
+            // 4-aligned): id, then length.
             unsafe {
-                std::ptr::write_volatile(self.used.add(4 + 8 * slot as usize).cast::<[u8; 8]>(), e.to_le_bytes())
+                let p = self.used.add(4 + 8 * slot as usize).cast::<u32>();
+                std::ptr::write_volatile(p, (e as u32).to_le());
+                std::ptr::write_volatile(p.add(1), ((e >> 32) as u32).to_le());
             };
         }
         self.last_avail = self.last_avail.wrapping_add(k);
