@@ -262,6 +262,7 @@ impl Vring {
 
     /// The buffers of the chain at `head`, all device-writable (`write`) or all
     /// device-readable; `None` for a chain the rules refuse.
+    #[inline(always)]
     fn chain(&self, mem: &MemTable, head: u32, write: bool, out: &mut Chain) -> Option<()> {
         let (mut table, mut size, mut i) = (self.desc as *const u8, self.num, head);
         let (mut steps, mut walked, mut indirect) = (0u32, 0u32, false);
