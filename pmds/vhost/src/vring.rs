@@ -334,28 +334,6 @@ impl Vring {
         u32::from(unsafe { rd16(self.avail.add(4 + 2 * slot as usize)) })
     }
 
-    /// Start loading the first buffer of each of the next `k` available chains (the
-    /// guest wrote them on another core): their misses overlap instead of coming one
-    /// per packet. Only hints: nothing is read, whatever the descriptors say.
-    #[inline(always)]
-    fn prefetch_buffers(&self, mem: &MemTable, k: u16, write: bool) {
-        for j in 0..k {
-            let head = self.head(j);
-            if head >= self.num {
-                continue;
-            }
-            // SAFETY: `head < num`: inside the ring's table.
-            let d = unsafe { Self::desc_at(self.desc, head) };
-            if d.flags & DESC_INDIRECT == 0 {
-                if let Some(p) = mem.gpa(d.addr, u64::from(d.len.min(128))) {
-                    let f = if write { ironpath_pmd_sdk::prefetch_write } else { ironpath_pmd_sdk::prefetch };
-                    f(p);
-                    f(p.wrapping_add(64));
-                }
-            }
-        }
-    }
-
     /// Used entry `k` (counted from ours): chain `head`, `len` bytes written; kept in
     /// the shadow until `publish`.
     #[inline(always)]
@@ -423,7 +401,6 @@ impl Vring {
         // SAFETY: the burst's free slots; the first `filled` hold packets we received.
         let out = unsafe { burst.raw_rest() };
         let (mut filled, mut taken) = (0usize, 0u16);
-        self.prefetch_buffers(&mem, total.min(RX_BURST) as u16, false);
         while usize::from(taken) < total {
             if nf == n {
                 // The next mbufs, RX_BURST at a time in one bulk allocation.
@@ -445,7 +422,8 @@ impl Vring {
             let len = ch.total - hl;
             if len <= room && ch.n == 1 && nl < RX_BURST {
                 // The common case, one buffer into one mbuf: read and copied once the
-                // burst's chains are all walked.
+                // burst's chains are all walked (its lines loading meanwhile).
+                prefetch_lines(ch.segs[0].0, hl + len, false);
                 let m = fresh[nf];
                 nf += 1;
                 later[nl] = (m, ch.segs[0].0, len);
@@ -556,7 +534,6 @@ impl Vring {
         let mut first = Chain::new();
         let mut chains: [(u32, usize); MAX_SEGS] = [(0, 0); MAX_SEGS];
         let mut later = Deferred::new();
-        self.prefetch_buffers(&mem, avail.min(burst.len().min(RX_BURST) as u16), true);
         // Packets are freed together at the end: `done` from the front were sent or
         // dropped.
         let mut done = 0;
@@ -633,8 +610,10 @@ impl Vring {
             let (b0, l0) = first.segs[0];
             if fix.is_none() && m.nb_segs == 1 && first_data == p.len() as usize && need <= l0 as usize {
                 // The common case: one segment into one buffer, header and frame,
-                // copied once the burst's chains are all walked.
+                // copied once the burst's chains are all walked (its lines loading
+                // meanwhile).
                 let d = p.data();
+                prefetch_lines(b0, need, true);
                 // SAFETY: `b0` maps `l0 >= need` writable bytes of guest memory
                 // (checked by `chain`); the packet's data stays until the burst frees
                 // it, after `later` is done.
@@ -709,6 +688,17 @@ impl Deferred {
             }
         }
         self.n = 0;
+    }
+}
+
+/// Start loading the cache lines of `len` bytes (at most two lines) at `p`, for
+/// reading or writing: only a hint, nothing is accessed.
+#[inline(always)]
+fn prefetch_lines(p: *mut u8, len: usize, write: bool) {
+    let f = if write { ironpath_pmd_sdk::prefetch_write } else { ironpath_pmd_sdk::prefetch };
+    f(p);
+    if (p as usize & 63) + len > 64 {
+        f(p.wrapping_add(64));
     }
 }
 
