@@ -496,16 +496,17 @@ impl Vring {
             // SAFETY: `src` maps the chain's one buffer of `hl + len` readable bytes
             // (checked by `chain`), still the guest's to reuse only after `publish`;
             // `m` is a fresh mbuf whose room holds `len`, ours until the burst takes it.
-            let (r, h) = unsafe {
-                let mut h = [0u8; 12];
-                ironpath_pmd_sdk::copy_bytes(h.as_mut_ptr(), src, hl);
+            let (r, lo, hi) = unsafe {
+                // The header's 10 bytes as two words, read once.
+                let lo = u64::from_le(std::ptr::read_unaligned(src.cast::<u64>()));
+                let hi = u16::from_le(std::ptr::read_unaligned(src.add(8).cast::<u16>()));
                 let r = &mut *m;
                 ironpath_pmd_sdk::copy_bytes(r.buf_addr.add(usize::from(r.data_off)), src.add(hl), len);
                 r.data_len = len as u16;
                 r.pkt_len = len as u32;
-                (r, h)
+                (r, lo, hi)
             };
-            rx_offloads(r, port, &VnetHdr::parse(&h[..10]).unwrap_or_default(), faults);
+            rx_offloads(r, port, &VnetHdr::from_words(lo, hi), faults);
         }
         self.mem = Some(mem);
         self.publish(taken, true);
@@ -604,9 +605,6 @@ impl Vring {
             }
             // The first chain: header, then the start of the frame.
             let first_data = chains[0].1 - neg.hdr_len;
-            let mut hb = [0u8; 12];
-            hb[..10].copy_from_slice(&vh.to_bytes());
-            hb[10..12].copy_from_slice(&(nch as u16).to_le_bytes());
             let (b0, l0) = first.segs[0];
             if fix.is_none() && m.nb_segs == 1 && first_data == p.len() as usize && need <= l0 as usize {
                 // The common case: one segment into one buffer, header and frame,
@@ -617,8 +615,11 @@ impl Vring {
                 // SAFETY: `b0` maps `l0 >= need` writable bytes of guest memory
                 // (checked by `chain`); the packet's data stays until the burst frees
                 // it, after `later` is done.
-                unsafe { later.push(b0, hb, neg.hdr_len, d.as_ptr(), d.len()) };
+                unsafe { later.push(b0, vh.to_words(), nch as u16, neg.hdr_len, d.as_ptr(), d.len()) };
             } else {
+                let mut hb = [0u8; 12];
+                hb[..10].copy_from_slice(&vh.to_bytes());
+                hb[10..12].copy_from_slice(&(nch as u16).to_le_bytes());
                 scatter_packet(&first, neg.hdr_len, p.segments(), 0, first_data, fix.map(|(o, v)| (o, v, 0)));
                 scatter(&first, 0, &hb[..neg.hdr_len]);
             }
@@ -650,27 +651,41 @@ const DEFERRED: usize = 64;
 /// into lines it owns, and the stores then go out together.
 struct Deferred {
     n: usize,
-    items: [(*mut u8, [u8; 12], usize, *const u8, usize); DEFERRED],
+    items: [Copy; DEFERRED],
+}
+
+/// One deferred copy: to `dst`, the header (as words, and `num_buffers`) in its `hl`
+/// bytes, then `len` bytes from `src`.
+#[derive(Clone, Copy)]
+struct Copy {
+    dst: *mut u8,
+    hdr: (u64, u16),
+    nbuf: u16,
+    hl: usize,
+    src: *const u8,
+    len: usize,
 }
 
 impl Deferred {
     fn new() -> Self {
-        Deferred { n: 0, items: [(std::ptr::null_mut(), [0; 12], 0, std::ptr::null(), 0); DEFERRED] }
+        let none = Copy { dst: std::ptr::null_mut(), hdr: (0, 0), nbuf: 0, hl: 0, src: std::ptr::null(), len: 0 };
+        Deferred { n: 0, items: [none; DEFERRED] }
     }
 
-    /// Copy header `hdr[..hl]` to `dst`, then `len` bytes from `src` after it (the
-    /// copies run at the latest when the table is full).
+    /// Write header `hdr` (with `nbuf` as `num_buffers` when `hl` is 12, else 10
+    /// bytes) to `dst`, then copy `len` bytes from `src` after it (the copies run at
+    /// the latest when the table is full).
     ///
     /// # Safety
     /// `dst` is writable for `hl + len` bytes and `src` readable for `len` until
-    /// [`Deferred::run`] is called; `hl <= 12`.
+    /// [`Deferred::run`] is called; `hl` is 10 or 12.
     #[inline(always)]
-    unsafe fn push(&mut self, dst: *mut u8, hdr: [u8; 12], hl: usize, src: *const u8, len: usize) {
+    unsafe fn push(&mut self, dst: *mut u8, hdr: (u64, u16), nbuf: u16, hl: usize, src: *const u8, len: usize) {
         if self.n == DEFERRED {
             // SAFETY: the caller's contract for the copies held.
             unsafe { self.run() };
         }
-        self.items[self.n] = (dst, hdr, hl, src, len);
+        self.items[self.n] = Copy { dst, hdr, nbuf, hl, src, len };
         self.n += 1;
     }
 
@@ -680,11 +695,18 @@ impl Deferred {
     /// As at [`Deferred::push`], for every copy held.
     #[inline(always)]
     unsafe fn run(&mut self) {
-        for (dst, hdr, hl, src, len) in &self.items[..self.n] {
-            // SAFETY: the ranges `push`'s caller vouched for.
+        for c in &self.items[..self.n] {
+            // SAFETY: the ranges `push`'s caller vouched for; word stores need no
+            // alignment when unaligned.
             unsafe {
-                ironpath_pmd_sdk::copy_bytes(*dst, hdr.as_ptr(), *hl);
-                ironpath_pmd_sdk::copy_bytes(dst.add(*hl), *src, *len);
+                std::ptr::write_unaligned(c.dst.cast::<u64>(), c.hdr.0.to_le());
+                if c.hl == 12 {
+                    let w = u32::from(c.hdr.1) | u32::from(c.nbuf) << 16;
+                    std::ptr::write_unaligned(c.dst.add(8).cast::<u32>(), w.to_le());
+                } else {
+                    std::ptr::write_unaligned(c.dst.add(8).cast::<u16>(), c.hdr.1.to_le());
+                }
+                ironpath_pmd_sdk::copy_bytes(c.dst.add(c.hl), c.src, c.len);
             }
         }
         self.n = 0;
