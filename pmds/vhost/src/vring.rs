@@ -80,7 +80,7 @@ pub struct Negotiated {
     /// The guest takes TCP segments larger than its MTU.
     pub guest_tso: bool,
     /// `VIRTIO_F_IN_ORDER`: a batch of used chains the guest sent may be returned
-    /// as one used entry, its last.
+    /// as one used entry (the last chain's id, in the batch's first slot).
     pub in_order: bool,
 }
 
@@ -348,15 +348,18 @@ impl Vring {
     /// Publish `k` more used entries (written from the shadow in one pass, so the
     /// guest's core, which reads them, takes their cache lines once a burst rather
     /// than once a packet) and note whether the guest wants a signal. With `batch`
-    /// (chains the guest sent, in order, so no length it needs), only the last entry
-    /// is written, as the in-order rules allow.
+    /// (chains the guest sent, in order, so no length it needs), only one entry is
+    /// written, as the in-order rules have it: the last chain's, in the batch's
+    /// first slot (the driver counts the batch from that id).
     #[inline(always)]
     fn publish(&mut self, k: u16, batch: bool) {
         if k == 0 {
             return;
         }
-        let first = if batch && self.neg.in_order { usize::from(k) - 1 } else { 0 };
-        for (i, &e) in self.shadow[..usize::from(k)].iter().enumerate().skip(first) {
+        let one = batch && self.neg.in_order;
+        let entries =
+            if one { &self.shadow[usize::from(k) - 1..usize::from(k)] } else { &self.shadow[..usize::from(k)] };
+        for (i, &e) in entries.iter().enumerate() {
             let slot = u32::from(self.last_avail.wrapping_add(i as u16)) & (self.num - 1);
             // SAFETY: `slot < num`: inside the used ring's entries (8 bytes each,
             // 4-aligned): id, then length.
@@ -606,11 +609,12 @@ impl Vring {
             // The first chain: header, then the start of the frame.
             let first_data = chains[0].1 - neg.hdr_len;
             let (b0, l0) = first.segs[0];
-            if fix.is_none() && m.nb_segs == 1 && first_data == p.len() as usize && need <= l0 as usize {
+            let d = p.data();
+            if fix.is_none() && d.len() == p.len() as usize && first_data == d.len() && need <= l0 as usize {
                 // The common case: one segment into one buffer, header and frame,
                 // copied once the burst's chains are all walked (its lines loading
-                // meanwhile).
-                let d = p.data();
+                // meanwhile). The segment's own length is the one checked against the
+                // buffer, whatever the mbuf's other fields say.
                 prefetch_lines(b0, need, true);
                 // SAFETY: `b0` maps `l0 >= need` writable bytes of guest memory
                 // (checked by `chain`); the packet's data stays until the burst frees
