@@ -42,13 +42,24 @@ run() {
     # The node targets' builds keep a target directory of their own (switching
     # sanitizers would rebuild everything twice a run).
     if [ "$san" = none ]; then dir=(--target-dir fuzz/target-nosan --no-trace-compares); fi
+    mkdir -p fuzz/target
+    local log="fuzz/target/run-$t.log"
+    local rc=0
     cargo fuzz run "$t" --release --debug-assertions -s "$san" "${dir[@]}" "fuzz/corpus/$t" "${seeds[@]}" -- \
-        -max_total_time="$s" -rss_limit_mb=2048 -print_final_stats=1 "$@" 2>&1 |
-        grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec|==[0-9]+==|SUMMARY|thread .* panicked)" || true
+        -max_total_time="$s" -rss_limit_mb=2048 -print_final_stats=1 "$@" >"$log" 2>&1 || rc=$?
+    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec|==[0-9]+==|SUMMARY|thread .* panicked)" "$log" || true
     if [ -n "$(ls -A "fuzz/artifacts/$t" 2>/dev/null)" ]; then
         echo "fuzz target $t found a crash: fuzz/artifacts/$t" >&2
         exit 1
     fi
+    # A target that does not build (or stops without a crash file) fails the run
+    # too: it would otherwise pass without having fuzzed anything.
+    if [ "$rc" != 0 ] || ! grep -q "^stat::number_of_executed_units" "$log"; then
+        echo "fuzz target $t did not run (exit $rc):" >&2
+        tail -40 "$log" >&2
+        exit 1
+    fi
+    rm -f "$log"
 }
 
 for t in $(cargo fuzz list); do
