@@ -274,8 +274,11 @@ fn lacp_with_dpdk_net_bonding_forms_spreads_flows_and_fails_over_under_a_downloa
     let other_before = ib(&b, other);
     let removed = dpdk.ask(&format!("remove bonding slave {} 3", k + 1), "testpmd>");
     sh(&format!("ip link set {} down", n.d[k]));
+    // DPDK's LACP may take the member out of the aggregate before our link poll
+    // sees the carrier go: wait for both.
     let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(3) && carrying(&run.ctl("show bond", true)) != 1 {
+    let gone = |show: &str| carrying(show) == 1 && members(show).get(k).is_some_and(|m| m.0 == "down");
+    while t.elapsed() < Duration::from_secs(3) && !gone(&run.ctl("show bond", true)) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let failover = t.elapsed();
