@@ -172,6 +172,31 @@ impl Transport {
         unsafe { std::ptr::read_volatile(self.device.at(off, 1)) }
     }
 
+    /// The 16-bit field at `off` of the device-specific configuration (`None` when
+    /// the device's structure is too short to hold it).
+    pub fn dev16(&self, off: usize) -> Option<u16> {
+        if !(self.device.ptr as usize + off).is_multiple_of(2) || off + 2 > self.device.len {
+            return None;
+        }
+        // SAFETY: inside the device window (checked above and by `at`), aligned.
+        Some(u16::from_le(unsafe { std::ptr::read_volatile(self.device.at(off, 2).cast::<u16>()) }))
+    }
+
+    /// The 32-bit field at `off` of the device-specific configuration (`None` when
+    /// the device's structure is too short to hold it).
+    pub fn dev32(&self, off: usize) -> Option<u32> {
+        if !(self.device.ptr as usize + off).is_multiple_of(4) || off + 4 > self.device.len {
+            return None;
+        }
+        // SAFETY: as `dev16`.
+        Some(u32::from_le(unsafe { std::ptr::read_volatile(self.device.at(off, 4).cast::<u32>()) }))
+    }
+
+    /// Byte `off` of the device-specific configuration, `None` past its end.
+    pub fn dev8_opt(&self, off: usize) -> Option<u8> {
+        (off < self.device.len).then(|| self.dev8(off))
+    }
+
     /// The device's features.
     pub fn device_features(&self) -> u64 {
         self.w32(common::DFSELECT, 0);

@@ -134,6 +134,83 @@ impl Ring {
     }
 }
 
+/// Bytes of the control queue's command buffer: the class and command at 0, the
+/// command's data from [`CTRL_DATA`], the device's acknowledgement in the last byte.
+const CTRL_BUF: usize = 4096;
+const CTRL_DATA: usize = 64;
+const CTRL_ACK: usize = CTRL_BUF - 1;
+/// The acknowledgement of a command the device carried out.
+const CTRL_OK: u8 = 0;
+
+/// The control queue (`VIRTIO_NET_F_CTRL_VQ`): one command at a time, sent from the
+/// control thread (start, an RSS change) and waited for. A device that does not
+/// answer within a second makes the queue unusable (the command's descriptors stay
+/// posted): later commands are refused rather than racing the late answer.
+pub struct Ctrl {
+    r: Ring,
+    buf: DmaMem,
+    dead: bool,
+}
+
+// SAFETY: the ring and buffer are the port's own, used by one thread at a time.
+unsafe impl Send for Ctrl {}
+
+impl Ctrl {
+    /// Set up the control queue, virtqueue `q` (after the queue pairs).
+    pub fn new(t: &Transport, f: &Arc<Function>, q: u16) -> Result<Ctrl, PmdError> {
+        let r = Ring::new(t, f, q, 8)?;
+        let buf = DmaMem::new(f, CTRL_BUF, "virtio control queue")?;
+        Ok(Ctrl { r, buf, dead: false })
+    }
+
+    /// Send command `cmd` of class `class` with `data` and wait for the device's
+    /// answer: an error names the command when the device refuses it or does not
+    /// answer, or when its answer names a chain we did not post.
+    pub fn command(&mut self, class: u8, cmd: u8, data: &[u8], what: &str) -> Result<(), PmdError> {
+        if self.dead {
+            return Err(PmdError::new(errno::EIO, format!("{what}: the device's control queue stopped answering")));
+        }
+        if data.is_empty() || data.len() > CTRL_ACK - CTRL_DATA {
+            return Err(PmdError::invalid(format!("{what}: {} bytes of command data", data.len())));
+        }
+        let (p, a) = (self.buf.ptr(), self.buf.iova());
+        // SAFETY: every write inside the command buffer (`CTRL_BUF` bytes, checked
+        // above for the data), which the device reads only once the chain is posted.
+        unsafe {
+            std::ptr::write_volatile(p, class);
+            std::ptr::write_volatile(p.add(1), cmd);
+            for (i, &b) in data.iter().enumerate() {
+                std::ptr::write_volatile(p.add(CTRL_DATA + i), b);
+            }
+            std::ptr::write_volatile(p.add(CTRL_ACK), 0xff);
+        }
+        self.r.set_desc(0, a, 2, NEXT, 1);
+        self.r.set_desc(1, a + CTRL_DATA as u64, data.len() as u32, NEXT, 2);
+        self.r.set_desc(2, a + CTRL_ACK as u64, 1, WRITE, 0);
+        self.r.push(0);
+        self.r.publish();
+        let t = std::time::Instant::now();
+        while self.r.used_count() == 0 {
+            if t.elapsed() > std::time::Duration::from_secs(1) {
+                self.dead = true;
+                return Err(PmdError::new(errno::EIO, format!("{what}: the device did not answer in 1 s")));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        let (id, _) = self.r.used_at(0);
+        self.r.last_used = self.r.last_used.wrapping_add(1);
+        if id != 0 {
+            return Err(PmdError::new(errno::EIO, format!("{what}: the device answered for chain {id}, not ours")));
+        }
+        // SAFETY: the acknowledgement byte inside the command buffer.
+        let ack = unsafe { std::ptr::read_volatile(p.add(CTRL_ACK)) };
+        if ack != CTRL_OK {
+            return Err(PmdError::new(errno::EIO, format!("{what}: the device refused it (status {ack})")));
+        }
+        Ok(())
+    }
+}
+
 /// The segments of packet `p`, as mbufs.
 fn segments(p: &Packet) -> impl Iterator<Item = *mut Mbuf> + '_ {
     let mut s = p.as_ptr();
