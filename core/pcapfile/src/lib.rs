@@ -1,6 +1,6 @@
 //! `ironpath-pcapfile`: capture files, the one place that knows their format.
 //!
-//! * [`read`] loads a whole pcap or pcapng file of Ethernet frames into memory
+//! * [`read`] (and [`read_from`], from any byte source) loads a whole pcap or pcapng file of Ethernet frames into memory
 //!   (microsecond or nanosecond pcap, any pcapng timestamp resolution and offset;
 //!   parsed with `pcap-parser`). A broken file is refused with an [`Error`] that
 //!   names the record where it breaks.
@@ -77,8 +77,13 @@ pub struct Packet {
 
 /// Read every packet of a pcap or pcapng file of Ethernet frames.
 pub fn read(path: &Path) -> Result<Vec<Packet>, Error> {
-    let f = File::open(path)?;
-    let mut reader = match create_reader(1 << 20, f) {
+    read_from(File::open(path)?, 1 << 20)
+}
+
+/// [`read`] from any byte source, through a buffer of `capacity` bytes (the
+/// longest block it can hold; a longer one is refused as corrupt).
+pub fn read_from(src: impl std::io::Read + Send, capacity: usize) -> Result<Vec<Packet>, Error> {
+    let mut reader = match create_reader(capacity, src) {
         Ok(r) => r,
         Err(PcapError::HeaderNotRecognized) => return Err(Error::NotACapture),
         Err(e) => return Err(Error::Header(format!("cannot read the file header: {e:?}"))),

@@ -93,6 +93,8 @@ pub struct Virtio {
     /// (virtio hash types, queue pairs) the device was last told to use (after a
     /// reset: none, one).
     sent: (u32, u16),
+    /// RX and TX queues configured.
+    queues: (u16, u16),
 }
 
 /// The device's RSS limits (its configuration, with `VIRTIO_NET_F_RSS`).
@@ -261,7 +263,9 @@ impl Pmd for Virtio {
             want |= bit(feat::HOST_TSO4) | bit(feat::HOST_TSO6);
         }
         // Several queue pairs (and RSS over them) are set through the control queue.
-        let multi = offered & bit(feat::CTRL_VQ) != 0 && offered & (bit(feat::MQ) | bit(feat::RSS)) != 0;
+        // (RSS only beside MQ: without it, a device whose RSS we cannot use would
+        // leave no valid way to set the queue count.)
+        let multi = offered & bit(feat::CTRL_VQ) != 0 && offered & bit(feat::MQ) != 0;
         if multi {
             want |= bit(feat::CTRL_VQ) | bit(feat::MQ) | bit(feat::RSS);
         }
@@ -273,7 +277,17 @@ impl Pmd for Virtio {
             return Err(PmdError::new(errno::EIO, format!("PCI device {addr} refused our features {features:#x}")));
         }
         t.w16(common::MSIX, 0xffff);
-        let max_pairs = if multi { t.dev16(8).unwrap_or(1).clamp(1, MAX_PAIRS) } else { 1 };
+        // The control queue follows every queue pair the device has; we use at most
+        // `MAX_PAIRS` of them.
+        let dev_pairs = if multi { t.dev16(8).unwrap_or(0) } else { 1 };
+        if !(1..=0x7fff).contains(&dev_pairs) {
+            t.add_status(status::FAILED);
+            return Err(PmdError::new(
+                errno::EIO,
+                format!("PCI device {addr}: max_virtqueue_pairs {dev_pairs} is outside 1..=32767 (its control queue would have no index)"),
+            ));
+        }
+        let max_pairs = dev_pairs.min(MAX_PAIRS);
         let rss = (features & bit(feat::RSS) != 0).then(|| RssCaps {
             key_len: t.dev8_opt(17).unwrap_or(0),
             table_len: t.dev16(18).unwrap_or(0),
@@ -281,13 +295,13 @@ impl Pmd for Virtio {
         });
         // The spec's minimum key is 40 bytes; a table is a power of two (at most 128
         // entries used).
-        let rss = rss.filter(|c| c.key_len >= 40 && c.table_len >= 1).map(|c| RssCaps {
+        let rss = rss.filter(|c| c.key_len >= 40 && c.table_len >= 1 && c.hash_types & 0x3f != 0).map(|c| RssCaps {
             key_len: 40,
             table_len: 1 << (15 - c.table_len.min(128).leading_zeros()),
             hash_types: c.hash_types,
         });
         let ctrl = if multi {
-            match Ctrl::new(&t, &f, 2 * max_pairs) {
+            match Ctrl::new(&t, &f, (2 * u32::from(dev_pairs)) as u16) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     t.add_status(status::FAILED);
@@ -317,6 +331,7 @@ impl Pmd for Virtio {
             rss,
             rss_hf: None,
             sent: (0, 1),
+            queues: (1, 1),
         })
     }
 
@@ -337,6 +352,23 @@ impl Pmd for Virtio {
                 | if tso && csum { abi::TX_TCP_SEG } else { 0 },
             ..Default::default()
         }
+    }
+
+    fn configure(&mut self, conf: &abi::DevConf) -> Result<(), PmdError> {
+        if self.started {
+            return Err(PmdError::new(errno::EBUSY, "stop the port before configuring it"));
+        }
+        self.check_qid(conf.nb_rx_queues.max(conf.nb_tx_queues).max(1) - 1)?;
+        if self.rss.is_none() && self.max_pairs > 1 && conf.nb_tx_queues > conf.nb_rx_queues {
+            // Without RSS the device spreads frames over as many RX queues as queue
+            // pairs run: one without buffers would lose them.
+            return Err(PmdError::invalid(format!(
+                "net_virtio without RSS: {} TX queues need as many RX queues (got {})",
+                conf.nb_tx_queues, conf.nb_rx_queues
+            )));
+        }
+        self.queues = (conf.nb_rx_queues.max(1), conf.nb_tx_queues.max(1));
+        Ok(())
     }
 
     fn rx_queue_setup(&mut self, qid: u16, nb: u16, pool: Pool, stats: Arc<QueueStats>) -> Result<VirtioRx, PmdError> {
@@ -403,7 +435,8 @@ impl Pmd for Virtio {
     }
 
     fn link(&self) -> abi::Link {
-        let up = if self.features & bit(feat::STATUS) != 0 { self.t.dev8(6) & 1 != 0 } else { true };
+        let up =
+            if self.features & bit(feat::STATUS) != 0 { self.t.dev8_opt(6).is_some_and(|s| s & 1 != 0) } else { true };
         abi::Link {
             speed_mbps: 10000,
             up: u8::from(up && !self.soft.link_down),
@@ -491,15 +524,17 @@ impl Virtio {
     /// RSS hash functions in use: those asked for, else every one the device has
     /// once the port has more than one RX queue.
     fn rss_hf_now(&self, capa: u64) -> u64 {
-        self.rss_hf.unwrap_or(if self.rx_notify.len() > 1 { capa } else { 0 }) & capa
+        self.rss_hf.unwrap_or(if self.queues.0 > 1 { capa } else { 0 }) & capa
     }
 
     /// Tell the device how many queue pairs run and, with RSS, how flows spread over
     /// the RX queues (through the control queue; nothing when that is what it
-    /// already does).
+    /// already does). With RSS and no hash function asked for, while several pairs
+    /// run, every frame is steered to queue 0 (a table of zeros): the device would
+    /// otherwise spread them by its own choice, onto queues that may have no buffers.
     fn apply_queues(&mut self) -> Result<(), PmdError> {
-        let rx = self.rx_notify.len() as u16;
-        let pairs = rx.max(self.tx_faults.len() as u16).max(1);
+        let (rx, tx) = self.queues;
+        let pairs = rx.max(tx);
         let Some(ctrl) = self.ctrl.as_mut() else { return Ok(()) };
         let want = match self.rss {
             Some(c) => {
@@ -514,7 +549,8 @@ impl Virtio {
         }
         match self.rss {
             Some(c) => {
-                let body = rss_config(want.0, c.table_len, rx, pairs, &RSS_KEY[..usize::from(c.key_len)]);
+                let (types, over) = if want.0 == 0 { (c.hash_types & 0x3f, 1) } else { (want.0, rx) };
+                let body = rss_config(types, c.table_len, over, pairs, &RSS_KEY[..usize::from(c.key_len)]);
                 ctrl.command(CTRL_MQ, CTRL_MQ_RSS_CONFIG, &body, "net_virtio: RSS configuration")?;
             }
             None => {

@@ -60,7 +60,7 @@ impl Ring {
         if max == 0 {
             return Err(PmdError::new(errno::EINVAL, format!("virtio queue {q} does not exist")));
         }
-        let n = want.clamp(8, max);
+        let n = want.max(8).min(max);
         let n = if n.is_power_of_two() { n } else { 1 << (15 - n.leading_zeros()) };
         let nn = usize::from(n);
         let used_off = (16 * nn + 6 + 2 * nn).next_multiple_of(4096);
@@ -152,13 +152,13 @@ pub struct Ctrl {
     dead: bool,
 }
 
-// SAFETY: the ring and buffer are the port's own, used by one thread at a time.
-unsafe impl Send for Ctrl {}
-
 impl Ctrl {
     /// Set up the control queue, virtqueue `q` (after the queue pairs).
     pub fn new(t: &Transport, f: &Arc<Function>, q: u16) -> Result<Ctrl, PmdError> {
         let r = Ring::new(t, f, q, 8)?;
+        if r.n < 4 {
+            return Err(PmdError::new(errno::EINVAL, format!("virtio control queue {q}: {} entries, 3 needed", r.n)));
+        }
         let buf = DmaMem::new(f, CTRL_BUF, "virtio control queue")?;
         Ok(Ctrl { r, buf, dead: false })
     }
@@ -198,9 +198,17 @@ impl Ctrl {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
         let (id, _) = self.r.used_at(0);
-        self.r.last_used = self.r.last_used.wrapping_add(1);
-        if id != 0 {
-            return Err(PmdError::new(errno::EIO, format!("{what}: the device answered for chain {id}, not ours")));
+        let more = self.r.used_count();
+        self.r.last_used = self.r.last_used.wrapping_add(more);
+        if id != 0 || more != 1 {
+            // The chain may still be the device's: no further command reuses it.
+            self.dead = true;
+            return Err(PmdError::new(
+                errno::EIO,
+                format!(
+                    "{what}: the device answered {more} time(s), for chain {id}: its control queue is not used again"
+                ),
+            ));
         }
         // SAFETY: the acknowledgement byte inside the command buffer.
         let ack = unsafe { std::ptr::read_volatile(p.add(CTRL_ACK)) };
