@@ -1582,3 +1582,55 @@ fn dp_garbage_vnet_headers_both_ways() {
     }
     assert_eq!(tp.in_use(), 0);
 }
+
+// ---------------------------------------------------------------------------
+// Sleeping RX queues: woken by the guest's kick.
+// ---------------------------------------------------------------------------
+
+/// The guest TX ring's used flags (1: do not kick).
+fn guest_tx_used_flags(g: &Guest) -> u16 {
+    u16::from_le_bytes(g.read(ring_off(1).2, 2).try_into().unwrap())
+}
+
+/// An RX queue about to sleep asks the guest to kick its TX ring; the kick wakes the
+/// queue's eventfd through the control thread and the frame is there; disarmed, the
+/// guest is told not to kick again. A front end whose kick descriptor is a pipe
+/// gets a queue that keeps polling (the pipe is never read).
+#[test]
+fn a_sleeping_rx_queue_is_woken_by_the_guests_kick_and_never_by_a_pipe() {
+    use ironpath_pmd_sdk::RxQueue;
+    let tp = TestPool::new(1024, 2048 + 128, 128);
+    let mut d = dev(&tp, "wake");
+    let mut fe = FrontEnd::connect(&d.path);
+    let mut g = Guest::new();
+    let (kick, c0, c1) = eventfds();
+    fe.setup(&g, &kick, [&c0, &c1]);
+    wait("the link", || d.d.link().up == 1);
+    assert_eq!(guest_tx_used_flags(&g), 1, "polling: no kicks wanted");
+    let wfd = d.rx.wake_fd().expect("a wake-up source");
+    for round in 0..3 {
+        assert!(d.rx.wake_arm(true), "round {round}: armed");
+        assert_eq!(guest_tx_used_flags(&g), 0, "armed: kicks wanted");
+        ipc::drain(wfd);
+        assert!(!ipc::poll(&[wfd], 200)[0], "round {round}: woken with nothing sent");
+        g.send(&[0; 12], &[round as u8; 100], 2048);
+        ipc::poke(kick.as_raw_fd());
+        assert!(ipc::poll(&[wfd], 2000)[0], "round {round}: the kick did not wake the queue");
+        assert!(d.rx.wake_arm(false));
+        assert_eq!(guest_tx_used_flags(&g), 1, "disarmed: no kicks wanted");
+        assert_eq!(run_rx(&mut d.rx, 32, 0).len(), 1, "round {round}: the frame");
+    }
+    assert!(xstat(&d.d, "kick_wakeups") >= 3);
+    drop(fe);
+    wait("the link down", || d.d.link().up == 0);
+
+    // A pipe as the kick: kept, never read; the queue cannot sleep.
+    let mut fe = FrontEnd::connect(&d.path);
+    let g = Guest::new();
+    let (r, _w) = pipe();
+    fe.setup(&g, &r, [&c0, &c1]);
+    wait("the link", || d.d.link().up == 1);
+    assert!(!d.rx.wake_arm(true), "armed on a pipe");
+    assert_eq!(guest_tx_used_flags(&g), 1);
+    assert_eq!(xstat(&d.d, "bad_kick_fds"), 2, "the pipe kicks both rings");
+}

@@ -49,6 +49,10 @@ pub struct CtlCounters {
     pub bad_call_fds: Counter,
     /// Signals sent to the guest.
     pub calls: Counter,
+    /// Kicks that woke a sleeping RX queue.
+    pub kick_wakeups: Counter,
+    /// Kick descriptors that are not eventfds (kept; such a ring's queue polls).
+    pub bad_kick_fds: Counter,
     /// Connection attempts of a client that failed.
     pub connect_failures: Counter,
 }
@@ -62,6 +66,15 @@ pub struct Shared {
     pub call_pending: Vec<AtomicBool>,
     /// Our eventfd, poked by a queue that marked a ring.
     pub wake: OwnedFd,
+    /// Per queue pair: the wake-up source of our RX queue (an eventfd of ours, the
+    /// same across connections), which the thread writes when the guest kicks that
+    /// ring while the queue's lcore sleeps.
+    pub rx_wake: Vec<OwnedFd>,
+    /// Per queue pair: its RX queue's lcore is about to sleep (kicks are watched).
+    pub rx_armed: Vec<AtomicBool>,
+    /// Per ring: the front end gave an eventfd to kick it with (one the thread can
+    /// read without waiting).
+    pub kickable: Vec<AtomicBool>,
     /// The link: a front end set up the first queue pair.
     pub up: AtomicBool,
     /// Ask the thread to end.
@@ -77,6 +90,9 @@ impl Shared {
             rings: (0..n).map(|_| Mutex::new(Vring::default())).collect(),
             call_pending: (0..n).map(|_| AtomicBool::new(false)).collect(),
             wake: ipc::eventfd()?,
+            rx_wake: (0..pairs).map(|_| ipc::eventfd()).collect::<io::Result<_>>()?,
+            rx_armed: (0..pairs).map(|_| AtomicBool::new(false)).collect(),
+            kickable: (0..n).map(|_| AtomicBool::new(false)).collect(),
             up: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             c: CtlCounters::default(),
@@ -306,11 +322,24 @@ pub fn run(cfg: Config, shared: Arc<Shared>, listener: Option<UnixListener>) {
         } else if let Some(l) = &listener {
             fds.push(l.as_raw_fd());
         }
+        // The kicks of the rings whose RX queue sleeps, after the fixed two.
+        let watched = watched_kicks(&shared, &sess);
+        if fds.len() == 1 {
+            fds.push(-1);
+        }
+        fds.extend(watched.iter().map(|&(_, fd)| fd));
         let ready = ipc::poll(&fds, 100);
         if ready[0] {
             ipc::drain(shared.wake.as_raw_fd());
         }
         signal_calls(&shared, &sess, sig.as_ref());
+        for (&(q, fd), _) in watched.iter().zip(&ready[2..]).filter(|(_, &r)| r) {
+            // The guest kicked: its count taken (never waiting, whatever it did to
+            // the file's flags), the sleeping queue woken.
+            let _ = ipc::read_nowait(fd);
+            shared.c.kick_wakeups.add(1);
+            ipc::poke(shared.rx_wake[q].as_raw_fd());
+        }
         if ready.get(1) == Some(&true) {
             if let Some(s) = &conn {
                 let was_up = shared.up.load(Ordering::Acquire);
@@ -321,6 +350,9 @@ pub fn run(cfg: Config, shared: Arc<Shared>, listener: Option<UnixListener>) {
                     Ok(None) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, "")),
                     Err(e) => Err(e),
                 };
+                // Whatever the request changed (a ring set up again, its memory
+                // moved), a sleeping queue looks again.
+                wake_armed(&shared);
                 match res {
                     Ok(()) => {
                         let up = shared.up.load(Ordering::Acquire);
@@ -368,9 +400,35 @@ fn end_session(shared: &Shared, sess: &mut Session) {
     shared.up.store(false, Ordering::Release);
     for i in 0..shared.rings.len() {
         shared.ring(i).clear();
+        shared.kickable[i].store(false, Ordering::Release);
     }
     shared.c.disconnects.add(1);
     *sess = Session::default();
+}
+
+/// (queue pair, kick descriptor) of the RX queues about to sleep whose guest TX
+/// ring has a kick eventfd.
+fn watched_kicks(shared: &Shared, sess: &Session) -> Vec<(usize, RawFd)> {
+    let mut w = Vec::new();
+    for (q, armed) in shared.rx_armed.iter().enumerate() {
+        let r = 2 * q + 1;
+        if armed.load(Ordering::Acquire) && shared.kickable[r].load(Ordering::Acquire) {
+            if let Some(Some(fd)) = sess.kicks.get(r) {
+                w.push((q, fd.as_raw_fd()));
+            }
+        }
+    }
+    w
+}
+
+/// Wake every RX queue about to sleep (it polls once and sleeps again if nothing
+/// came).
+fn wake_armed(shared: &Shared) {
+    for (q, armed) in shared.rx_armed.iter().enumerate() {
+        if armed.load(Ordering::Acquire) {
+            ipc::poke(shared.rx_wake[q].as_raw_fd());
+        }
+    }
 }
 
 /// Signal the rings whose queue asked.
@@ -493,6 +551,7 @@ fn handle(
             };
             sess.calls[i] = None;
             sess.kicks[i] = None;
+            shared.kickable[i].store(false, Ordering::Release);
             update_link(shared);
             return w.write_all(&proto::reply_state(request, i as u32, u32::from(base)));
         }
@@ -515,6 +574,13 @@ fn handle(
             let fd = fds.into_iter().next();
             match kind {
                 req::SET_VRING_KICK => {
+                    // Only an eventfd we can read without waiting wakes a queue
+                    // (a pipe or a file in its place is kept, never read).
+                    let ok = fd.as_ref().is_some_and(ipc::is_eventfd) && ipc::nowait_reads();
+                    if fd.is_some() && !ok {
+                        shared.c.bad_kick_fds.add(1);
+                    }
+                    shared.kickable[i].store(ok, Ordering::Release);
                     sess.kicks[i] = fd;
                     let mut r = shared.ring(i);
                     r.started = true;

@@ -179,6 +179,11 @@ fn ask_call(shared: &Shared, i: usize, v: &mut vring::Vring) {
 /// An RX queue: the guest's TX ring of its queue pair.
 pub struct VhostRx {
     ring: usize,
+    /// About to sleep: the guest was asked to kick (`wake_arm`).
+    armed: bool,
+    /// Disarmed while the control thread held the ring: its used flags still ask
+    /// for kicks, set back at the next burst.
+    restore: bool,
     shared: Arc<Shared>,
     pool: Pool,
     stats: Arc<QueueStats>,
@@ -189,6 +194,10 @@ impl RxQueue for VhostRx {
     #[inline]
     fn rx_burst(&mut self, burst: &mut RxBurst<'_>) {
         let Some(mut v) = try_ring(&self.shared, self.ring, &self.faults) else { return };
+        if self.restore {
+            v.want_kicks(false);
+            self.restore = false;
+        }
         if !v.ready() {
             return;
         }
@@ -202,6 +211,56 @@ impl RxQueue for VhostRx {
         if nombuf > 0 {
             self.stats.nombuf.add(nombuf);
         }
+    }
+
+    /// Our eventfd for the queue pair, which the control thread writes when the
+    /// guest kicks its TX ring while we sleep (the same across connections).
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.shared.rx_wake[self.ring / 2].as_raw_fd())
+    }
+
+    /// Arming asks the guest to kick its TX ring (its used flags) and the control
+    /// thread to watch the kick; disarming asks the guest to stop. No arming while
+    /// the front end gave no kick eventfd (nothing would wake us) or the control
+    /// thread holds the ring (the host polls and tries again).
+    fn wake_arm(&mut self, on: bool) -> bool {
+        let q = self.ring / 2;
+        if !on {
+            if self.armed {
+                self.shared.rx_armed[q].store(false, Ordering::Release);
+                match self.shared.rings[self.ring].try_lock() {
+                    Ok(mut v) => v.want_kicks(false),
+                    Err(TryLockError::Poisoned(e)) => e.into_inner().want_kicks(false),
+                    Err(TryLockError::WouldBlock) => self.restore = true,
+                }
+                self.armed = false;
+            }
+            return true;
+        }
+        if self.armed {
+            return true;
+        }
+        if !self.shared.kickable[self.ring].load(Ordering::Acquire) {
+            return false;
+        }
+        let mut v = match self.shared.rings[self.ring].try_lock() {
+            Ok(v) => v,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        v.want_kicks(true);
+        self.restore = false;
+        drop(v);
+        self.shared.rx_armed[q].store(true, Ordering::Release);
+        // The flags stored before the host's last poll loads the guest's index (a
+        // store then a load: a full fence), the guest having its own between its
+        // index store and its flags load: either that poll finds the packet, or the
+        // guest sees the flags clear and kicks.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        // The control thread adds the kick to what it waits on.
+        ipc::poke(self.shared.wake.as_raw_fd());
+        self.armed = true;
+        true
     }
 }
 
@@ -288,7 +347,15 @@ impl Pmd for Vhost {
 
     fn rx_queue_setup(&mut self, qid: u16, _nb: u16, pool: Pool, stats: Arc<QueueStats>) -> Result<VhostRx, PmdError> {
         let faults = fresh_faults(&mut self.rx_faults, qid);
-        Ok(VhostRx { ring: 2 * usize::from(qid) + 1, shared: self.shared.clone(), pool, stats, faults })
+        Ok(VhostRx {
+            ring: 2 * usize::from(qid) + 1,
+            armed: false,
+            restore: false,
+            shared: self.shared.clone(),
+            pool,
+            stats,
+            faults,
+        })
     }
 
     fn tx_queue_setup(&mut self, qid: u16, _nb: u16, stats: Arc<QueueStats>) -> Result<VhostTx, PmdError> {
@@ -358,6 +425,8 @@ impl Pmd for Vhost {
             ("unknown_requests".to_string(), c.unknown_requests.get()),
             ("unsealed_regions".to_string(), c.unsealed_regions.get()),
             ("bad_call_fds".to_string(), c.bad_call_fds.get()),
+            ("bad_kick_fds".to_string(), c.bad_kick_fds.get()),
+            ("kick_wakeups".to_string(), c.kick_wakeups.get()),
             ("calls".to_string(), c.calls.get()),
             ("rx_bad_desc".to_string(), sum(&self.rx_faults, |f| f.bad_desc.get())),
             ("rx_bad_ring_index".to_string(), sum(&self.rx_faults, |f| f.bad_ring_index.get())),

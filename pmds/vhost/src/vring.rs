@@ -111,6 +111,9 @@ pub struct Vring {
     pub neg: Negotiated,
     /// Used entries of the burst, written to the ring by `publish`.
     shadow: Vec<u64>,
+    /// The guest should kick us after adding buffers (an RX queue's lcore is about
+    /// to sleep); else its used flags tell it not to (we poll).
+    kicks_wanted: bool,
 }
 
 // SAFETY: the raw pointers address the front end's shared memory, kept mapped by
@@ -133,6 +136,7 @@ impl Default for Vring {
             mem: None,
             neg: Negotiated { hdr_len: 12, ..Default::default() },
             shadow: Vec::with_capacity(256),
+            kicks_wanted: false,
         }
     }
 }
@@ -216,12 +220,26 @@ impl Vring {
                     && (u as usize).is_multiple_of(4) =>
             {
                 (self.desc, self.avail, self.used) = (d, av, u);
-                // We poll: the guest need not kick us.
-                // SAFETY: the used ring's flags, inside the translated ring.
-                unsafe { wr16(u, USED_F_NO_NOTIFY) };
+                self.write_used_flags();
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Whether the guest should kick us when it adds buffers (written to the ring's
+    /// used flags now if it is translated, and again whenever it is).
+    pub fn want_kicks(&mut self, on: bool) {
+        self.kicks_wanted = on;
+        self.write_used_flags();
+    }
+
+    /// The used flags: no kicks while we poll.
+    fn write_used_flags(&mut self) {
+        if !self.used.is_null() {
+            let f = if self.kicks_wanted { 0 } else { USED_F_NO_NOTIFY };
+            // SAFETY: the used ring's flags, inside the translated ring.
+            unsafe { wr16(self.used, f) };
         }
     }
 
