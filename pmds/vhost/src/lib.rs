@@ -14,8 +14,10 @@
 //!   `q`: our RX reads the guest's TX ring (`2q + 1`), our TX fills its RX ring
 //!   (`2q`). The virtio-net header maps to mbuf offload flags and back (partial
 //!   checksums, GSO); a partial checksum the guest did not agree to complete is
-//!   completed here. We poll, so we ask the guest not to kick us; when the guest asks
-//!   for a signal, the control thread sends it.
+//!   completed here. While we poll, we ask the guest not to kick us; an RX queue
+//!   whose lcore is about to sleep asks for kicks, which the control thread turns
+//!   into a write to the queue's own eventfd (its wake-up source). When the guest
+//!   asks for a signal, the control thread sends it.
 //! * The guest is not trusted: every address, index, chain and size it gives is
 //!   checked before a byte moves ([`vring`] lists the rules); a bad chain is counted
 //!   and dropped, a bad ring index stops that ring (counted), a protocol error closes
