@@ -105,7 +105,7 @@ struct RssCaps {
     hash_types: u32,
 }
 
-/// Most queue pairs used (a device may offer up to 32,768).
+/// Most queue pairs used (a device may offer up to 32,767).
 const MAX_PAIRS: u16 = 64;
 
 /// Control classes and commands (virtio-net 5.1.6.5).
