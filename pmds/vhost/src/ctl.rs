@@ -336,7 +336,11 @@ pub fn run(cfg: Config, shared: Arc<Shared>, listener: Option<UnixListener>) {
         for (&(q, fd), _) in watched.iter().zip(&ready[2..]).filter(|(_, &r)| r) {
             // The guest kicked: its count taken (never waiting, whatever it did to
             // the file's flags), the sleeping queue woken.
+            // One wake-up per arming: the kick is not watched again until the queue
+            // arms again (a front end that fills a semaphore eventfd, each read
+            // taking 1, would otherwise keep this thread busy).
             let _ = ipc::read_nowait(fd);
+            shared.rx_armed[q].store(false, Ordering::Release);
             shared.c.kick_wakeups.add(1);
             ipc::poke(shared.rx_wake[q].as_raw_fd());
         }
@@ -424,6 +428,9 @@ fn watched_kicks(shared: &Shared, sess: &Session) -> Vec<(usize, RawFd)> {
 /// Wake every RX queue about to sleep (it polls once and sleeps again if nothing
 /// came).
 fn wake_armed(shared: &Shared) {
+    // The ring's lock released (a store) before the armed flags are read: a queue
+    // that armed while we held it either polls after this or is woken here.
+    std::sync::atomic::fence(Ordering::SeqCst);
     for (q, armed) in shared.rx_armed.iter().enumerate() {
         if armed.load(Ordering::Acquire) {
             ipc::poke(shared.rx_wake[q].as_raw_fd());

@@ -239,9 +239,8 @@ impl RxQueue for VhostRx {
             }
             return true;
         }
-        if self.armed {
-            return true;
-        }
+        // Arming again is allowed (the control thread disarms the pair after the
+        // one wake-up it sends).
         if !self.shared.kickable[self.ring].load(Ordering::Acquire) {
             return false;
         }
