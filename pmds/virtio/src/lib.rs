@@ -535,15 +535,11 @@ impl Virtio {
     fn apply_queues(&mut self) -> Result<(), PmdError> {
         let (rx, tx) = self.queues;
         let pairs = rx.max(tx);
-        let Some(ctrl) = self.ctrl.as_mut() else { return Ok(()) };
         let want = match self.rss {
-            Some(c) => {
-                let capa = from_virtio_hash(c.hash_types);
-                let hf = self.rss_hf.unwrap_or(if rx > 1 { capa } else { 0 }) & capa;
-                (to_virtio_hash(hf) & c.hash_types, pairs)
-            }
+            Some(c) => (to_virtio_hash(self.rss_hf_now(from_virtio_hash(c.hash_types))) & c.hash_types, pairs),
             None => (0, pairs),
         };
+        let Some(ctrl) = self.ctrl.as_mut() else { return Ok(()) };
         if want == self.sent {
             return Ok(());
         }
