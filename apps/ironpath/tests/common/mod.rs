@@ -490,9 +490,14 @@ pub fn download_100mib(server: &str, client: &str, addr: &str, tag: &str) {
 
 /// An interactive program (a testpmd, ours or DPDK's) fed commands on stdin, its
 /// output (stdout and stderr) gathered in the background; killed on drop.
+///
+/// Each stream is also kept on its own and searched on its own: a prompt written
+/// to stdout in pieces can have a stderr line land in its middle in the merged
+/// output (DPDK's "test" + "Error during enabling promiscuous mode" + "pmd> ").
 pub struct Interactive {
     child: Child,
     out: std::sync::Arc<std::sync::Mutex<String>>,
+    streams: [std::sync::Arc<std::sync::Mutex<String>>; 2],
     readers: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -507,10 +512,11 @@ impl Interactive {
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {prog}: {e}"));
         let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let streams: [std::sync::Arc<std::sync::Mutex<String>>; 2] = Default::default();
         let mut readers = Vec::new();
         let pipes: Vec<Box<dyn std::io::Read + Send>> =
             vec![Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
-        for mut p in pipes {
+        for (mut p, own) in pipes.into_iter().zip(streams.iter().cloned()) {
             let out = out.clone();
             readers.push(std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
@@ -518,11 +524,15 @@ impl Interactive {
                     if n == 0 {
                         break;
                     }
-                    out.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    // Both locks at once, so the two views never disagree.
+                    let mut all = out.lock().unwrap();
+                    own.lock().unwrap().push_str(&text);
+                    all.push_str(&text);
                 }
             }));
         }
-        Interactive { child, out, readers }
+        Interactive { child, out, streams, readers }
     }
 
     /// Send one command line.
@@ -538,11 +548,17 @@ impl Interactive {
         self.out.lock().unwrap().clone()
     }
 
+    /// How many times `needle` appears in stdout and in stderr, each searched on
+    /// its own.
+    fn count(&self, needle: &str) -> usize {
+        self.streams.iter().map(|s| s.lock().unwrap().matches(needle).count()).sum()
+    }
+
     /// Wait up to `secs` for `needle` to appear `count` times in the output.
     pub fn wait_for(&self, needle: &str, count: usize, secs: u64) -> bool {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(secs) {
-            if self.output().matches(needle).count() >= count {
+            if self.count(needle) >= count {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -553,8 +569,12 @@ impl Interactive {
     /// Send `line`, then wait (up to 10 s) until `needle` has appeared once more than
     /// before; returns the output from the command on.
     pub fn ask(&mut self, line: &str, needle: &str) -> String {
-        let before = self.output();
-        let n = before.matches(needle).count();
+        let (before, n) = {
+            // The reader threads take `out` first, then their own stream: the
+            // same order here, so both views are of the same moment.
+            let all = self.out.lock().unwrap();
+            (all.clone(), self.count(needle))
+        };
         self.send(line);
         self.wait_for(needle, n + 1, 10);
         std::thread::sleep(Duration::from_millis(50));
