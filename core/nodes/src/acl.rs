@@ -482,13 +482,47 @@ pub struct Acl {
     default: Action,
     /// The control-plane half, until the graph takes it.
     ctl: Option<AclCtl>,
+    /// A chunk's keys and results, kept between bursts (clearing 4 KiB of arrays on
+    /// the stack each burst cost as much as a tenth of the lookups).
+    scratch: Box<Scratch>,
+}
+
+/// What [`Acl::process`] works in, a chunk of packets at a time; each array is
+/// written before it is read.
+struct Scratch {
+    /// Plain IPv4 frames' keys, straight from their bytes, and their packets.
+    v4: [trie::V4Key; CHUNK],
+    v4_at: [usize; CHUNK],
+    v4_found: [u32; CHUNK],
+    /// The other frames' keys, parsed whole, and their packets; then every packet's.
+    keys: [[u128; FIELDS]; CHUNK],
+    at: [usize; CHUNK],
+    found: [Option<usize>; CHUNK],
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            v4: [[0; 16]; CHUNK],
+            v4_at: [0; CHUNK],
+            v4_found: [MISS; CHUNK],
+            keys: [[0; FIELDS]; CHUNK],
+            at: [0; CHUNK],
+            found: [None; CHUNK],
+        }
+    }
 }
 
 impl Acl {
     /// An ACL of `rules` (first match wins), `default` for packets none matches.
     pub fn new(rules: Vec<Rule>, default: Action) -> Self {
         let texts = rules.iter().map(rule_text).collect();
-        Acl { rules: Classifier::new(rules), default, ctl: Some(AclCtl { rules: texts, default }) }
+        Acl {
+            rules: Classifier::new(rules),
+            default,
+            ctl: Some(AclCtl { rules: texts, default }),
+            scratch: Box::default(),
+        }
     }
 }
 
@@ -637,15 +671,9 @@ impl Controller for AclCtl {
 impl Node for Acl {
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, next: &mut [u16; MAX_BURST]) -> Dispatch {
         let mut n = [0u64; AclCounter::SPECS.len()];
-        // A chunk of keys at a time: arrays for a whole MAX_BURST would cost more to
-        // clear than a lookup.
-        // Plain IPv4 frames straight to the tries' keys; the rest parsed whole.
-        let mut v4 = [[0u8; 16]; CHUNK];
-        let mut v4_at = [0usize; CHUNK];
-        let mut v4_found = [MISS; CHUNK];
-        let mut keys = [[0u128; FIELDS]; CHUNK];
-        let mut at = [0usize; CHUNK];
-        let mut found = [None; CHUNK];
+        // A chunk of keys at a time. Plain IPv4 frames straight to the tries' keys;
+        // the rest parsed whole.
+        let Scratch { v4, v4_at, v4_found, keys, at, found } = &mut *self.scratch;
         for start in (0..pkts.len()).step_by(CHUNK) {
             let (mut k, mut f) = (0, 0);
             let end = pkts.len().min(start + CHUNK);
@@ -679,7 +707,7 @@ impl Node for Acl {
             }
             self.rules.lookup_burst(&keys[..k], &mut found[..k]);
             at[k..k + f].copy_from_slice(&v4_at[..f]);
-            self.decide(&at[..k + f], &found[..k + f], next, &mut n);
+            decide(&self.rules, self.default, &at[..k + f], &found[..k + f], next, &mut n);
         }
         for (k, &v) in n.iter().enumerate() {
             if v > 0 {
@@ -708,25 +736,31 @@ impl Node for Acl {
     }
 }
 
-impl Acl {
-    /// The edge of packets `at` whose first matching rules are `found`, counted in `n`.
-    fn decide(&self, at: &[usize], found: &[Option<usize>], next: &mut [u16; MAX_BURST], n: &mut [u64]) {
-        for (&i, &found) in at.iter().zip(found) {
-            let (action, counter) = match found {
-                Some(r) => {
-                    let a = self.rules.rule(r).action;
-                    (a, match a {
-                        Action::Permit => AclCounter::Permitted,
-                        Action::Deny => AclCounter::Denied,
-                        Action::Count => AclCounter::Counted,
-                    })
-                }
-                None if self.default == Action::Deny => (Action::Deny, AclCounter::DefaultDeny),
-                None => (Action::Permit, AclCounter::DefaultPermit),
-            };
-            n[counter as usize] += 1;
-            next[i] = if action == Action::Deny { DROP } else { 0 };
-        }
+/// The edge of packets `at` whose first matching rules in `rules` are `found`,
+/// counted in `n`.
+fn decide(
+    rules: &Classifier,
+    default: Action,
+    at: &[usize],
+    found: &[Option<usize>],
+    next: &mut [u16; MAX_BURST],
+    n: &mut [u64],
+) {
+    for (&i, &found) in at.iter().zip(found) {
+        let (action, counter) = match found {
+            Some(r) => {
+                let a = rules.rule(r).action;
+                (a, match a {
+                    Action::Permit => AclCounter::Permitted,
+                    Action::Deny => AclCounter::Denied,
+                    Action::Count => AclCounter::Counted,
+                })
+            }
+            None if default == Action::Deny => (Action::Deny, AclCounter::DefaultDeny),
+            None => (Action::Permit, AclCounter::DefaultPermit),
+        };
+        n[counter as usize] += 1;
+        next[i] = if action == Action::Deny { DROP } else { 0 };
     }
 }
 

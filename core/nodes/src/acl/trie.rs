@@ -38,8 +38,8 @@ pub type V4Key = [u8; 16];
 const FIELD_AT: [(usize, u32); FIELDS] = [(0, 4), (4, 4), (12, 1), (8, 2), (10, 2)];
 /// Tries a rule set may be compiled into.
 pub const MAX_TRIES: usize = 8;
-/// Nodes all of a classifier's tries may hold (32 bytes each; 10,000 firewall rules
-/// take about 100,000).
+/// Nodes all of a classifier's tries may hold (up to 16 bytes of interval starts each;
+/// 10,000 firewall rules take about 100,000).
 const MAX_NODES: usize = 1 << 20;
 /// Child slots all of a classifier's tries may hold (4 bytes each).
 const MAX_CHILDREN: usize = 1 << 22;
@@ -53,14 +53,20 @@ const NODES_PER_RULE: usize = 32;
 /// Keys walked in lock step.
 const GROUP: usize = 8;
 
-/// The `rule` of a node that is not a result.
+/// The `rule` of a state that is not a result (while building).
 const INNER: u32 = u32::MAX;
 /// The `rule` of the result "no rule matches".
 pub const MISS: u32 = u32::MAX - 1;
-/// `shape` of a node with 256 children.
-const FULL: u32 = 1 << 8;
-/// Where in `shape` the key byte a node reads is.
-const AT_SHIFT: u32 = 16;
+/// Bits of a link that hold the node's offset (in words).
+const OFFSET_BITS: u32 = 22;
+/// Where a link's shape (how many interval starts, 0..=16, or [`FULL`]) is.
+const SHAPE_SHIFT: u32 = OFFSET_BITS;
+/// Where a link's key byte (the byte its node reads, or [`RESULT`]) is.
+const AT_SHIFT: u32 = 28;
+/// The shape of a node with 256 children.
+const FULL: u32 = 31;
+/// The key byte of a result (a byte no key uses): the walk stops there.
+const RESULT: u32 = 15;
 /// What unused interval starts hold (255, stored as compared: `^ 0x80`).
 const PAD: u8 = 0x7f;
 
@@ -160,16 +166,34 @@ fn field_max(f: usize) -> u32 {
     u32::MAX >> (32 - 8 * FIELD_AT[f].1)
 }
 
-/// Words of a node before its children: the interval starts after the first (which
-/// starts at 0), ascending, each `^ 0x80` (for a signed compare), unused ones [`PAD`]
-/// (4 words: byte `i` is `word[i / 4] >> 8 * (i % 4)`); the shape (how many starts,
-/// 0..=16, or [`FULL`]); the rule of a result ([`MISS`]), or [`INNER`]. The children
-/// (their nodes' offsets) follow: one per interval, or 256 by key byte. A node and its
-/// children share one or two cache lines: one miss per step of a walk.
-const HEAD: usize = 6;
+/// A node as a walk reaches it is a link, one word: the node's offset in the trie's
+/// words (the low [`OFFSET_BITS`]), its shape and the key byte it reads. The node is
+/// the links of its children, one per interval (`shape + 1`), then its interval
+/// starts after the first (which starts at 0), ascending, each `^ 0x80` (for a signed
+/// compare), packed 4 to a word (byte `i` is `word[i / 4] >> 8 * (i % 4)`); or the
+/// links of 256 children by key byte, and no starts. A result is its own link (it
+/// leads to itself, whatever the byte) and its rule ([`MISS`] for none). Everything a
+/// step needs before its memory read is in the link, and the node is one read (a node
+/// of up to 16 words never crosses a cache line).
+type Link = u32;
+
+/// Words a step may read from a node's offset on (the trie's words end with as many
+/// of padding).
+const WINDOW: usize = 256;
+
+/// Words of a node of `shape` after its children.
+#[inline(always)]
+fn start_words(shape: u32) -> usize {
+    if shape == FULL {
+        0
+    } else {
+        (shape as usize).div_ceil(4)
+    }
+}
 
 /// Which interval of a node key byte `v` (`^ 0x80`) falls in: the first start above it
-/// (the starts ascend), in one SIMD compare where there is one.
+/// (the starts ascend; bytes past the node's starts are its children, above `shape`),
+/// in one SIMD compare where there is one.
 #[inline(always)]
 fn interval(bounds: [u64; 2], shape: u32, v: u8) -> usize {
     (simd::signed_bytes_above(bounds, v) | 1 << (shape & 31)).trailing_zeros() as usize
@@ -181,41 +205,54 @@ fn interval_portable(bounds: [u64; 2], shape: u32, v: u8) -> usize {
     (simd::signed_bytes_above_portable(bounds, v) | 1 << (shape & 31)).trailing_zeros() as usize
 }
 
+/// Words of a trie's table: every offset a link can hold, and a window after it.
+const TABLE: usize = (1 << OFFSET_BITS) + WINDOW;
+
 /// One trie over a group of rules: its nodes laid out in one array of words (a node's
-/// offset is its name), 16-byte aligned.
+/// offset is its name). The table has room for every offset a link can name (a walk
+/// checks no bounds); only the pages the nodes take are ever touched (the rest stays
+/// zero pages the system has not backed).
 #[derive(Debug)]
 pub struct Trie {
-    flat: Vec<u32>,
+    flat: Box<[u32; TABLE]>,
+    /// Words the nodes take.
+    words: usize,
     nodes: usize,
-    root: u32,
-}
-
-/// A node's head as a walk reads it: starts, shape, rule.
-#[inline(always)]
-fn head(flat: &[u32], s: u32) -> ([u64; 2], u32, u32) {
-    let h: [u32; HEAD] = flat[s as usize..s as usize + HEAD].try_into().unwrap_or_default();
-    ([u64::from(h[0]) | u64::from(h[1]) << 32, u64::from(h[2]) | u64::from(h[3]) << 32], h[4], h[5])
+    root: Link,
 }
 
 impl Trie {
+    /// The link a walk takes from link `t` with key `k`.
     #[inline(always)]
-    fn step(flat: &[u32], s: u32, k: &V4Key, pick: fn([u64; 2], u32, u8) -> usize) -> (u32, u32) {
-        let (bounds, shape, rule) = head(flat, s);
-        let v = k[(shape >> AT_SHIFT) as usize & 15];
-        let i = std::hint::select_unpredictable(shape & FULL != 0, usize::from(v), pick(bounds, shape, v));
-        (flat[s as usize + HEAD + i], rule)
+    fn step(flat: &[u32; TABLE], t: Link, k: &V4Key, pick: fn([u64; 2], u32, u8) -> usize) -> Link {
+        let off = (t & ((1 << OFFSET_BITS) - 1)) as usize;
+        let shape = t >> SHAPE_SHIFT & 31;
+        let v = k[(t >> AT_SHIFT) as usize];
+        // No bounds to check: `off` has OFFSET_BITS bits, and every word a step reads
+        // is within WINDOW of it.
+        let node: &[u32; WINDOW] = flat[off..off + WINDOW].try_into().unwrap_or(&[0; WINDOW]);
+        let at = shape as usize + 1;
+        let bounds = [u64::from(node[at]) | u64::from(node[at + 1]) << 32, u64::from(node[at + 2]) | u64::from(node[at + 3]) << 32];
+        let i = std::hint::select_unpredictable(shape == FULL, usize::from(v), pick(bounds, shape, v));
+        node[i % WINDOW]
+    }
+
+    /// The rule of result link `t`.
+    #[inline(always)]
+    fn rule(flat: &[u32; TABLE], t: Link) -> u32 {
+        flat[(t & ((1 << OFFSET_BITS) - 1)) as usize + 1]
     }
 
     /// The first rule (index) of this trie matching `k`, or [`MISS`].
     pub fn lookup(&self, k: &V4Key) -> u32 {
-        let mut s = self.root;
+        let mut t = self.root;
         for _ in 0..KEY_LEN {
-            if head(&self.flat, s).2 != INNER {
+            if t >> AT_SHIFT == RESULT {
                 break;
             }
-            s = Self::step(&self.flat, s, k, interval).0;
+            t = Self::step(&self.flat, t, k, interval);
         }
-        head(&self.flat, s).2
+        Self::rule(&self.flat, t)
     }
 
     /// For each key, the smaller of `best` and the first rule of this trie matching it.
@@ -232,31 +269,49 @@ impl Trie {
 
     #[inline(always)]
     fn burst_with(&self, keys: &[V4Key], best: &mut [u32], pick: fn([u64; 2], u32, u8) -> usize) {
-        let flat = self.flat.as_slice();
-        for (keys, best) in keys.chunks(GROUP).zip(best.chunks_mut(GROUP)) {
-            let mut s = [self.root; GROUP];
-            // A path reads each key byte at most once: KEY_LEN steps reach a result.
-            for _ in 0..KEY_LEN {
-                // INNER is the largest `rule`: the group is done when no key's is.
-                let mut top = 0;
-                for (s, k) in s.iter_mut().zip(keys) {
-                    let (next, rule) = Self::step(flat, *s, k, pick);
-                    top = top.max(rule);
-                    *s = next;
-                }
-                if top != INNER {
-                    break;
-                }
+        let mut groups = keys.chunks_exact(GROUP);
+        let mut bests = best.chunks_exact_mut(GROUP);
+        for (keys, best) in (&mut groups).zip(&mut bests) {
+            self.group(keys.try_into().unwrap_or(&[[0; 16]; GROUP]), best, pick);
+        }
+        let (keys, best) = (groups.remainder(), bests.into_remainder());
+        if !keys.is_empty() {
+            // The last keys padded to a group with copies of the first.
+            let mut k = [keys[0]; GROUP];
+            let mut b = [u32::MAX; GROUP];
+            k[..keys.len()].copy_from_slice(keys);
+            b[..best.len()].copy_from_slice(best);
+            self.group(&k, &mut b, pick);
+            best.copy_from_slice(&b[..best.len()]);
+        }
+    }
+
+    /// [`Trie::lookup_burst`] of one group of keys, walked in lock step.
+    #[inline(always)]
+    fn group(&self, keys: &[V4Key; GROUP], best: &mut [u32], pick: fn([u64; 2], u32, u8) -> usize) {
+        let flat = &*self.flat;
+        let mut t = [self.root; GROUP];
+        // A path reads each key byte at most once: KEY_LEN steps reach a result.
+        for _ in 0..KEY_LEN {
+            // A result's key byte is all ones: the group is done when every key's
+            // link has it.
+            let mut all = Link::MAX;
+            for (t, k) in t.iter_mut().zip(keys) {
+                all &= *t;
+                *t = Self::step(flat, *t, k, pick);
             }
-            for (b, s) in best.iter_mut().zip(s) {
-                *b = (*b).min(head(flat, s).2);
+            if all >> AT_SHIFT == RESULT {
+                break;
             }
+        }
+        for (b, &t) in best.iter_mut().zip(&t) {
+            *b = (*b).min(Self::rule(flat, t));
         }
     }
 
     /// Bytes its tables take.
     pub fn bytes(&self) -> usize {
-        self.flat.len() * 4
+        self.words * 4
     }
 
     /// Nodes.
@@ -267,13 +322,20 @@ impl Trie {
     /// Whether it has a 256-way node (for tests).
     #[cfg(test)]
     pub fn has_full_node(&self) -> bool {
-        let mut o = 0;
-        while o < self.flat.len() {
-            let shape = self.flat[o + 4];
-            if shape & FULL != 0 {
+        // Every node reachable from the root, each link followed once.
+        let mut seen = std::collections::HashSet::from([self.root]);
+        let mut todo = vec![self.root];
+        while let Some(t) = todo.pop() {
+            let shape = t >> SHAPE_SHIFT & 31;
+            if shape == FULL {
                 return true;
             }
-            o += (HEAD + (shape & 31) as usize + 1).next_multiple_of(4);
+            let off = (t & ((1 << OFFSET_BITS) - 1)) as usize;
+            for &c in &self.flat[off..off + shape as usize + 1] {
+                if seen.insert(c) {
+                    todo.push(c);
+                }
+            }
         }
         false
     }
@@ -516,48 +578,70 @@ impl Trie {
         // Work spent counts whether or not the trie fits: failed builds are bounded too.
         budget.work = budget.work.saturating_sub(b.work);
         let root = built?;
-        // Lay the states out in state order, each node 16-byte aligned.
-        let size = |st: &State| (HEAD + if st.starts.len() > 16 { 256 } else { st.starts.len() + 1 }).next_multiple_of(4);
-        let mut offset = Vec::with_capacity(b.states.len());
+        // Lay the states out in state order; a node of up to 16 words never
+        // crosses a 64-byte line (a step reads a node once).
+        let shape = |st: &State| match st.starts.len() {
+            n if n > 16 => FULL,
+            n => n as u32,
+        };
+        let size = |st: &State| match (st.rule, shape(st)) {
+            (INNER, FULL) => 256,
+            (INNER, sh) => st.children.len() + start_words(sh),
+            // Its link and its rule.
+            _ => 2,
+        };
+        let mut link = Vec::with_capacity(b.states.len());
         let mut words = 0usize;
         for st in &b.states {
-            offset.push(words as u32);
-            words += size(st);
+            let n = size(st);
+            if n <= 16 && words % 16 + n > 16 {
+                words = words.next_multiple_of(16);
+            }
+            if words >= 1 << OFFSET_BITS {
+                return Err(Over);
+            }
+            let at = if st.rule == INNER { u32::from(st.at) } else { RESULT };
+            let sh = if st.rule == INNER { shape(st) } else { 0 };
+            link.push(words as u32 | sh << SHAPE_SHIFT | at << AT_SHIFT);
+            words += n;
         }
-        let mut flat = vec![0u32; words];
-        for (st, &o) in b.states.iter().zip(&offset) {
-            let node = &mut flat[o as usize..o as usize + size(st)];
-            let full = st.starts.len() > 16;
-            let mut bytes = [PAD; 16];
-            if !full {
-                for (b, &v) in bytes.iter_mut().zip(&st.starts) {
-                    *b = v ^ 0x80;
-                }
+        // Zeroed by the allocator: pages past `words` are never written.
+        let mut flat: Box<[u32; TABLE]> = vec![0u32; TABLE].into_boxed_slice().try_into().map_err(|_| Over)?;
+        for (st, &l) in b.states.iter().zip(&link) {
+            let o = (l & ((1 << OFFSET_BITS) - 1)) as usize;
+            let node = &mut flat[o..o + size(st)];
+            if st.rule != INNER {
+                node[0] = l;
+                node[1] = st.rule;
+                continue;
             }
-            for (w, c) in node[..4].iter_mut().zip(bytes.chunks(4)) {
-                *w = u32::from_le_bytes(c.try_into().unwrap_or_default());
-            }
-            node[4] = if full { FULL } else { st.starts.len() as u32 } | u32::from(st.at) << AT_SHIFT;
-            node[5] = st.rule;
-            let kids = &mut node[HEAD..];
-            if full {
+            let sh = shape(st);
+            let kids = if sh == FULL {
                 // Indexed by the key byte as the walk has it (`^ 0x80`).
                 let mut at = 0;
+                let mut kids = [0u32; 256];
                 for v in 0..=255u8 {
                     if st.starts.get(at) == Some(&v) {
                         at += 1;
                     }
-                    kids[usize::from(v ^ 0x80)] = offset[st.children[at] as usize];
+                    kids[usize::from(v ^ 0x80)] = link[st.children[at] as usize];
                 }
+                kids.to_vec()
             } else {
-                for (k, &c) in kids.iter_mut().zip(&st.children) {
-                    *k = offset[c as usize];
+                let mut bytes = [PAD; 16];
+                for (b, &v) in bytes.iter_mut().zip(&st.starts) {
+                    *b = v ^ 0x80;
                 }
-            }
+                for (w, c) in node[st.children.len()..].iter_mut().zip(bytes.chunks(4)) {
+                    *w = u32::from_le_bytes(c.try_into().unwrap_or_default());
+                }
+                st.children.iter().map(|&c| link[c as usize]).collect()
+            };
+            node[..kids.len()].copy_from_slice(&kids);
         }
         budget.nodes -= b.states.len();
         budget.children -= b.children;
-        Ok(Trie { flat, nodes: b.states.len(), root: offset[root as usize] })
+        Ok(Trie { flat, words, nodes: b.states.len(), root: link[root as usize] })
     }
 }
 
