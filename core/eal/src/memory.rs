@@ -185,6 +185,47 @@ impl Drop for MemRegion {
     }
 }
 
+/// `N` words, zeroed, on an anonymous mapping of their own (page-aligned): pages
+/// never written take no memory, and dropping the table gives the mapping back at
+/// once. For a table sized to every index its users can form (so that reads need no
+/// bounds checks) of which only a part is used: from the heap, a block of megabytes
+/// may be cleared whole, and stay resident, when the allocator reuses memory.
+pub struct ZeroTable<const N: usize> {
+    region: MemRegion,
+}
+
+impl<const N: usize> ZeroTable<N> {
+    /// Map it.
+    pub fn new() -> Result<Self, MemError> {
+        let region = MemRegion::new(N * std::mem::size_of::<u32>(), MemPolicy::NoHuge)?;
+        Ok(Self { region })
+    }
+}
+
+impl<const N: usize> std::ops::Deref for ZeroTable<N> {
+    type Target = [u32; N];
+
+    fn deref(&self) -> &[u32; N] {
+        // SAFETY: the region is at least `N` words (rounded up to pages), page-aligned
+        // (so aligned for `u32`), zero-filled by `mmap` (a valid `u32` pattern) and
+        // written only through `deref_mut`, and it lives as long as `self`.
+        unsafe { &*self.region.as_ptr().cast::<[u32; N]>() }
+    }
+}
+
+impl<const N: usize> std::ops::DerefMut for ZeroTable<N> {
+    fn deref_mut(&mut self) -> &mut [u32; N] {
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference.
+        unsafe { &mut *self.region.as_ptr().cast::<[u32; N]>() }
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for ZeroTable<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ZeroTable<{N}>")
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -213,6 +254,16 @@ mod tests {
         assert!(s.iter().all(|b| *b == 0));
         s[0] = 1;
         s[r.len() - 1] = 2;
+    }
+
+    #[test]
+    fn a_zero_table_is_zeroed_page_aligned_and_writable_at_both_ends() {
+        let mut t = ZeroTable::<{ 1 << 20 }>::new().unwrap();
+        assert_eq!(t.as_ptr() as usize % 4096, 0);
+        assert!(t[..4096].iter().chain(&t[(1 << 20) - 4096..]).all(|&w| w == 0));
+        t[0] = 1;
+        t[(1 << 20) - 1] = 2;
+        assert_eq!((t[0], t[(1 << 20) - 1]), (1, 2));
     }
 
     #[test]
