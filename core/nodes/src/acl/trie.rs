@@ -177,9 +177,15 @@ fn field_max(f: usize) -> u32 {
 /// of up to 16 words never crosses a cache line).
 type Link = u32;
 
-/// Words a step may read from a node's offset on (the trie's words end with as many
-/// of padding).
+/// Words a step may read from a node's offset on (the table holds as many past the
+/// last offset a link can name).
 const WINDOW: usize = 256;
+
+/// The offset (in words) of link `t`'s node.
+#[inline(always)]
+fn offset(t: Link) -> usize {
+    (t & ((1 << OFFSET_BITS) - 1)) as usize
+}
 
 /// Words of a node of `shape` after its children.
 #[inline(always)]
@@ -225,7 +231,7 @@ impl Trie {
     /// The link a walk takes from link `t` with key `k`.
     #[inline(always)]
     fn step(flat: &[u32; TABLE], t: Link, k: &V4Key, pick: fn([u64; 2], u32, u8) -> usize) -> Link {
-        let off = (t & ((1 << OFFSET_BITS) - 1)) as usize;
+        let off = offset(t);
         let shape = t >> SHAPE_SHIFT & 31;
         let v = k[(t >> AT_SHIFT) as usize];
         // No bounds to check: `off` has OFFSET_BITS bits, and every word a step reads
@@ -240,7 +246,7 @@ impl Trie {
     /// The rule of result link `t`.
     #[inline(always)]
     fn rule(flat: &[u32; TABLE], t: Link) -> u32 {
-        flat[(t & ((1 << OFFSET_BITS) - 1)) as usize + 1]
+        flat[offset(t) + 1]
     }
 
     /// The first rule (index) of this trie matching `k`, or [`MISS`].
@@ -330,7 +336,7 @@ impl Trie {
             if shape == FULL {
                 return true;
             }
-            let off = (t & ((1 << OFFSET_BITS) - 1)) as usize;
+            let off = offset(t);
             for &c in &self.flat[off..off + shape as usize + 1] {
                 if seen.insert(c) {
                     todo.push(c);
@@ -611,36 +617,35 @@ impl Trie {
         // pages past `words` are never written.
         let mut flat = ZeroTable::<TABLE>::new().map_err(|_| Over)?;
         for (st, &l) in b.states.iter().zip(&link) {
-            let o = (l & ((1 << OFFSET_BITS) - 1)) as usize;
+            let o = offset(l);
             let node = &mut flat[o..o + size(st)];
             if st.rule != INNER {
                 node[0] = l;
                 node[1] = st.rule;
                 continue;
             }
-            let sh = shape(st);
-            let kids = if sh == FULL {
+            if shape(st) == FULL {
                 // Indexed by the key byte as the walk has it (`^ 0x80`).
                 let mut at = 0;
-                let mut kids = [0u32; 256];
                 for v in 0..=255u8 {
                     if st.starts.get(at) == Some(&v) {
                         at += 1;
                     }
-                    kids[usize::from(v ^ 0x80)] = link[st.children[at] as usize];
+                    node[usize::from(v ^ 0x80)] = link[st.children[at] as usize];
                 }
-                kids.to_vec()
-            } else {
-                let mut bytes = [PAD; 16];
-                for (b, &v) in bytes.iter_mut().zip(&st.starts) {
-                    *b = v ^ 0x80;
-                }
-                for (w, c) in node[st.children.len()..].iter_mut().zip(bytes.chunks(4)) {
-                    *w = u32::from_le_bytes(c.try_into().unwrap_or_default());
-                }
-                st.children.iter().map(|&c| link[c as usize]).collect()
-            };
-            node[..kids.len()].copy_from_slice(&kids);
+                continue;
+            }
+            let (kids, starts) = node.split_at_mut(st.children.len());
+            for (k, &c) in kids.iter_mut().zip(&st.children) {
+                *k = link[c as usize];
+            }
+            let mut bytes = [PAD; 16];
+            for (b, &v) in bytes.iter_mut().zip(&st.starts) {
+                *b = v ^ 0x80;
+            }
+            for (w, c) in starts.iter_mut().zip(bytes.chunks(4)) {
+                *w = u32::from_le_bytes(c.try_into().unwrap_or_default());
+            }
         }
         budget.nodes -= b.states.len();
         budget.children -= b.children;
