@@ -175,8 +175,11 @@ fn io_forwarding_on_both_sides_brings_every_frame_back_unchanged_root() {
         true,
     );
     assert!(d.wait_for("testpmd>", 1, 15) && o.wait_for(OURS_UP, 1, 10), "{}\n{}", d.output(), o.output());
-    // A TX burst a full ring refuses is retried (DPDK's io engine drops it otherwise).
+    // A TX burst a full ring refuses is retried (DPDK's io engine drops it otherwise),
+    // for up to 100 ms: ours sleeps until the guest's kick wakes it (rx mode adaptive),
+    // which on a loaded machine takes longer than DPDK's default 64 retries of 1 us.
     d.ask("set fwd io retry", "testpmd>");
+    d.ask("set burst tx delay 100 retry 1000", "testpmd>");
     d.ask("start", "testpmd>");
     let t = std::time::Instant::now();
     while t.elapsed() < Duration::from_secs(10) {
