@@ -192,13 +192,50 @@ impl Drop for MemRegion {
 /// may be cleared whole, and stay resident, when the allocator reuses memory.
 pub struct ZeroTable<const N: usize> {
     region: MemRegion,
+    /// Where word 0 is in the region, in bytes (0, or up to a huge page's worth of
+    /// padding before a 2 MiB boundary).
+    at: usize,
 }
+
+/// From how many bytes of a [`ZeroTable`]'s front in use the table asks for
+/// transparent huge pages there: 64 pages of 4 KiB are what a first-level data TLB
+/// holds, so a table read at random over more takes a TLB miss on most reads; on
+/// 2 MiB pages one entry covers it. The price is up to one huge page less what is
+/// used, resident.
+pub const ZERO_TABLE_HUGE_FROM: usize = 256 << 10;
 
 impl<const N: usize> ZeroTable<N> {
     /// Map it.
     pub fn new() -> Result<Self, MemError> {
-        let region = MemRegion::new(N * std::mem::size_of::<u32>(), MemPolicy::NoHuge)?;
-        Ok(Self { region })
+        Self::with_front(0)
+    }
+
+    /// Map it for a user that will write and read at random its first `front`
+    /// words: when they take [`ZERO_TABLE_HUGE_FROM`] bytes or more and the kernel
+    /// gives transparent huge pages, word 0 is on a 2 MiB boundary and those pages
+    /// (rounded up to whole huge pages) are asked to be huge before they are first
+    /// touched. The rest is as [`ZeroTable::new`].
+    pub fn with_front(front: usize) -> Result<Self, MemError> {
+        const HUGE: usize = 2 << 20;
+        let bytes = N * std::mem::size_of::<u32>();
+        let front = front.min(N) * std::mem::size_of::<u32>();
+        if front < ZERO_TABLE_HUGE_FROM || !transparent_huge_pages() {
+            return Ok(Self { region: MemRegion::new(bytes, MemPolicy::NoHuge)?, at: 0 });
+        }
+        let region = MemRegion::new(bytes + HUGE, MemPolicy::NoHuge)?;
+        let start = region.as_ptr() as usize;
+        let at = start.next_multiple_of(HUGE) - start;
+        let span = front.next_multiple_of(HUGE).min(region.len() - at);
+        // SAFETY: [start + at, start + at + span) lies inside the region (at < HUGE
+        // and span <= len - at), which nothing has touched yet; MADV_HUGEPAGE changes
+        // no content, only how the pages are backed, and a refusal is harmless.
+        unsafe { libc::madvise((start + at) as *mut libc::c_void, span, libc::MADV_HUGEPAGE) };
+        Ok(Self { region, at })
+    }
+
+    fn words(&self) -> *mut [u32; N] {
+        // The region holds `at + N` words' bytes, whichever constructor made it.
+        self.region.as_ptr().wrapping_add(self.at).cast::<[u32; N]>()
     }
 }
 
@@ -206,17 +243,18 @@ impl<const N: usize> std::ops::Deref for ZeroTable<N> {
     type Target = [u32; N];
 
     fn deref(&self) -> &[u32; N] {
-        // SAFETY: the region is at least `N` words (rounded up to pages), page-aligned
-        // (so aligned for `u32`), zero-filled by `mmap` (a valid `u32` pattern) and
-        // written only through `deref_mut`, and it lives as long as `self`.
-        unsafe { &*self.region.as_ptr().cast::<[u32; N]>() }
+        // SAFETY: from `at`, the region holds at least `N` words (rounded up to
+        // pages); it is page-aligned and `at` a multiple of 2 MiB (so aligned for
+        // `u32`), zero-filled by `mmap` (a valid `u32` pattern) and written only
+        // through `deref_mut`, and it lives as long as `self`.
+        unsafe { &*self.words() }
     }
 }
 
 impl<const N: usize> std::ops::DerefMut for ZeroTable<N> {
     fn deref_mut(&mut self) -> &mut [u32; N] {
         // SAFETY: as in `deref`; `&mut self` makes this the only reference.
-        unsafe { &mut *self.region.as_ptr().cast::<[u32; N]>() }
+        unsafe { &mut *self.words() }
     }
 }
 
@@ -264,6 +302,19 @@ mod tests {
         t[0] = 1;
         t[(1 << 20) - 1] = 2;
         assert_eq!((t[0], t[(1 << 20) - 1]), (1, 2));
+    }
+
+    #[test]
+    fn a_zero_table_with_a_large_front_starts_on_a_huge_page_boundary() {
+        let mut t = ZeroTable::<{ 3 << 20 }>::with_front(ZERO_TABLE_HUGE_FROM / 4).unwrap();
+        let huge = transparent_huge_pages();
+        assert_eq!(t.as_ptr() as usize % if huge { 2 << 20 } else { 4096 }, 0);
+        assert!(t.iter().step_by(1021).all(|&w| w == 0));
+        t[0] = 1;
+        t[(3 << 20) - 1] = 2;
+        assert_eq!((t[0], t[(3 << 20) - 1]), (1, 2));
+        let small = ZeroTable::<{ 3 << 20 }>::with_front(ZERO_TABLE_HUGE_FROM / 4 - 1).unwrap();
+        assert_eq!(small.at, 0);
     }
 
     #[test]

@@ -212,7 +212,9 @@ fn check(c: &Classifier, rules: &[Rule], keys: &[[u128; FIELDS]], what: &str) {
         let (mut a, mut b) = (vec![MISS; v4s.len()], vec![MISS; v4s.len()]);
         t.lookup_burst(&v4s, &mut a);
         t.lookup_burst_portable(&v4s, &mut b);
-        assert_eq!(a, b, "{what}: SSE2 and portable walks differ");
+        assert_eq!(a, b, "{what}: AVX2 (where the CPU has it) and portable walks differ");
+        t.lookup_burst_sse2(&v4s, &mut b);
+        assert_eq!(a, b, "{what}: AVX2 (where the CPU has it) and SSE2 walks differ");
         for (k, &r) in v4s.iter().zip(&a) {
             assert_eq!(t.lookup(k), r, "{what}: one key and a burst differ");
         }
