@@ -11,7 +11,7 @@ fn fwd(s: &mut Stream, set: &FwdSettings) {
     if rx(s, set) == 0 {
         return;
     }
-    s.burst.for_each_data_mut(swap_macs);
+    s.burst.swap_mac_addresses();
     tx_all(s, set);
 }
 
