@@ -186,7 +186,8 @@ impl Drop for MemRegion {
 }
 
 /// `N` words, zeroed, on an anonymous mapping of their own (page-aligned): pages
-/// never written take no memory, and dropping the table gives the mapping back at
+/// never written take no memory (on huge pages, see [`ZeroTable::with_front`], a
+/// written page holds 2 MiB), and dropping the table gives the mapping back at
 /// once. For a table sized to every index its users can form (so that reads need no
 /// bounds checks) of which only a part is used: from the heap, a block of megabytes
 /// may be cleared whole, and stay resident, when the allocator reuses memory.
@@ -214,7 +215,8 @@ impl<const N: usize> ZeroTable<N> {
     /// words: when they take [`ZERO_TABLE_HUGE_FROM`] bytes or more and the kernel
     /// gives transparent huge pages, word 0 is on a 2 MiB boundary and those pages
     /// (rounded up to whole huge pages) are asked to be huge before they are first
-    /// touched. The rest is as [`ZeroTable::new`].
+    /// touched: the table then holds whole 2 MiB pages resident (a front of 272 KiB
+    /// takes 2 MiB). The rest is as [`ZeroTable::new`].
     pub fn with_front(front: usize) -> Result<Self, MemError> {
         const HUGE: usize = 2 << 20;
         let bytes = N * std::mem::size_of::<u32>();
@@ -234,7 +236,7 @@ impl<const N: usize> ZeroTable<N> {
     }
 
     fn words(&self) -> *mut [u32; N] {
-        // The region holds `at + N` words' bytes, whichever constructor made it.
+        // The region holds `at` bytes and then `N` words, whichever constructor made it.
         self.region.as_ptr().wrapping_add(self.at).cast::<[u32; N]>()
     }
 }
@@ -243,9 +245,9 @@ impl<const N: usize> std::ops::Deref for ZeroTable<N> {
     type Target = [u32; N];
 
     fn deref(&self) -> &[u32; N] {
-        // SAFETY: from `at`, the region holds at least `N` words (rounded up to
-        // pages); it is page-aligned and `at` a multiple of 2 MiB (so aligned for
-        // `u32`), zero-filled by `mmap` (a valid `u32` pattern) and written only
+        // SAFETY: from `at` bytes on, the region holds at least `N` words (rounded
+        // up to pages); it is page-aligned and `at` a multiple of the page size (so
+        // word 0 is aligned for `u32`), zero-filled by `mmap` (a valid `u32` pattern) and written only
         // through `deref_mut`, and it lives as long as `self`.
         unsafe { &*self.words() }
     }

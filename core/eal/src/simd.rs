@@ -40,7 +40,10 @@ pub trait Kernel {
 #[inline(always)]
 pub fn with_avx2<K: Kernel>(k: K) -> K::Output {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi2") {
+    if std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+    {
         // SAFETY: the CPU has every feature `avx2_body` is compiled for (detected
         // just above); `k.run()` itself is safe code.
         return unsafe { avx2_body(k) };

@@ -232,7 +232,8 @@ const TABLE: usize = (1 << OFFSET_BITS) + WINDOW;
 /// One trie over a group of rules: its nodes laid out in one array of words (a node's
 /// offset is its name). The table has room for every offset a link can name (a walk
 /// checks no bounds), on a mapping of its own: only the pages the nodes take are
-/// ever written, and so backed.
+/// ever written, and so backed (whole 2 MiB pages for a trie of 256 KiB or more,
+/// where the kernel gives transparent huge pages).
 #[derive(Debug)]
 pub struct Trie {
     flat: ZeroTable<TABLE>,
@@ -339,7 +340,8 @@ impl Trie {
         }
     }
 
-    /// Bytes its tables take.
+    /// Bytes its nodes take (resident: rounded up to 4 KiB pages, or to 2 MiB
+    /// ones for a trie of 256 KiB or more on transparent huge pages).
     pub fn bytes(&self) -> usize {
         self.words * 4
     }
