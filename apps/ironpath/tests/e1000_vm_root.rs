@@ -176,7 +176,8 @@ fn serve_1mib_to_curl(extra: &str, then: &str) -> String {
         "printf '%s\\n' {} > /tmp/http.yaml",
         HTTP_YAML.iter().map(|l| format!("'{l}'")).collect::<Vec<_>>().join(" ")
     );
-    let run = format!("ironpath run /tmp/http.yaml --no-huge --duration 45 --stats-period 5 {extra}");
+    // Stopped as soon as the host is done (`until_host`); 45 s is the bound.
+    let run = format!("until_host ironpath run /tmp/http.yaml --no-huge --duration 45 --stats-period 5 {extra}");
     let host = format!(
         "for i in $(seq 60); do ping -c 1 -W 1 198.18.30.2 >/dev/null && break; done; {then} \
          curl -sS --max-time 120 -o /tmp/ironpath-e1000-1m http://198.18.30.2/1m; echo curl rc=$?; \

@@ -71,7 +71,7 @@ fn http_server_yaml_on_net_virtio_serves_100_mib_to_curl_root() {
             "mkdir -p /tmp/www && dd if=/dev/urandom of=/tmp/www/f100m bs=1M count=100 2>/dev/null && \
              echo want $(sha256sum < /tmp/www/f100m | cut -d' ' -f1)",
             "-e",
-            "IRONPATH_DRIVER=net_virtio IRONPATH_PORT_ARGS=pci=0000:00:01.0 IRONPATH_IPV4=198.18.30.2 \
+            "until_host env IRONPATH_DRIVER=net_virtio IRONPATH_PORT_ARGS=pci=0000:00:01.0 IRONPATH_IPV4=198.18.30.2 \
              IRONPATH_WWW=/tmp/www ironpath run /opt/ironpath/http-server.yaml --no-huge --duration 45 --stats-period 10",
         ],
     );
