@@ -47,12 +47,16 @@ echo "== AddressSanitizer: core runtime, SDK and plugins"
 export RUSTC_BOOTSTRAP=1
 export RUSTFLAGS="-Zsanitizer=address -Clink-arg=-Wl,--export-dynamic"
 export RUST_BACKTRACE=0 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
-# Built: the crates tested and the plugins their tests load (core/eal/tests/plugins.rs),
-# not the whole workspace (the app, the nodes and the other PMDs would take minutes of
-# CI and run nothing here).
+# Built: the runtime and every package under pmds/ (the SDK, each PMD plugin, which the
+# loader tests load and probe, and the test plugins), not the app and the nodes, which
+# would take minutes of CI and run nothing here.
 target=x86_64-unknown-linux-gnu
-asan_pkgs=(-p ironpath-eal -p ironpath-pmd-sdk -p ironpath-pmd-null -p ironpath-pmd-ring
-    -p ironpath-testpmd-abi-major -p ironpath-testpmd-no-entry -p ironpath-testpmd-panic-probe)
+mapfile -t asan_pkgs < <(cargo metadata --format-version 1 --no-deps --locked | python3 -c '
+import json, os, sys
+m = json.load(sys.stdin)
+for p in m["packages"]:
+    if os.path.relpath(p["manifest_path"], m["workspace_root"]).startswith("pmds/") or p["name"] == "ironpath-eal":
+        print("-p"); print(p["name"])')
 cargo build "${asan_pkgs[@]}" --locked --target "$target" --target-dir target/asan
 cargo test -p ironpath-eal -p ironpath-pmd-sdk --locked --target "$target" --target-dir target/asan
 

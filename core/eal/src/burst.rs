@@ -226,46 +226,45 @@ impl Burst {
 
     /// Swap the Ethernet destination and source addresses of every packet whose
     /// first segment is not shared (testpmd's `macswap`, a reflector's turn-around);
-    /// a frame shorter than the two (12 bytes) is left as it is. Where the CPU has
-    /// SSSE3 (detected at run time) a frame of 16 bytes or more takes one 16-byte
-    /// load, byte shuffle and store; else, and for 12 to 15 bytes,
-    /// [`ironpath_wire::ethernet::swap_addresses`] (two loads and stores in
+    /// a frame shorter than the two (12 bytes) is left as it is, and counted: the
+    /// result. Where the CPU has SSSE3 (detected at run time) a frame of 16 bytes or
+    /// more takes one 16-byte load, byte shuffle and store; else, and for 12 to 15
+    /// bytes, [`ironpath_wire::ethernet::swap_addresses`] (two loads and stores in
     /// registers).
     #[inline(always)]
-    pub fn swap_mac_addresses(&mut self) {
+    pub fn swap_mac_addresses(&mut self) -> usize {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("ssse3") {
             // SAFETY: the CPU has SSSE3 (detected just above).
-            unsafe { self.swap_mac_addresses_ssse3() };
-            return;
+            return unsafe { self.swap_mac_addresses_ssse3() };
         }
-        self.swap_mac_addresses_scalar();
+        self.swap_mac_addresses_scalar()
     }
 
     /// [`Burst::swap_mac_addresses`] without SIMD (the fallback, tested against it).
     #[inline(always)]
-    pub fn swap_mac_addresses_scalar(&mut self) {
-        self.for_each_data_mut(|d| {
-            ironpath_wire::ethernet::swap_addresses(d);
-        });
+    pub fn swap_mac_addresses_scalar(&mut self) -> usize {
+        let mut short = 0;
+        self.for_each_data_mut(|d| short += usize::from(!ironpath_wire::ethernet::swap_addresses(d)));
+        short
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "ssse3")]
-    fn swap_mac_addresses_ssse3(&mut self) {
+    fn swap_mac_addresses_ssse3(&mut self) -> usize {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_setr_epi8, _mm_shuffle_epi8, _mm_storeu_si128};
         // Byte i of the result is byte SWAP[i] of the frame: source, destination, rest.
         let swap = _mm_setr_epi8(6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 12, 13, 14, 15);
+        let mut short = 0;
         self.for_each_data_mut(|d| match d.first_chunk_mut::<16>() {
             Some(h) => {
                 let p = h.as_mut_ptr().cast::<__m128i>();
                 // SAFETY: `p` is 16 writable bytes (`h`); both accesses are unaligned ones.
                 unsafe { _mm_storeu_si128(p, _mm_shuffle_epi8(_mm_loadu_si128(p), swap)) };
             }
-            None => {
-                ironpath_wire::ethernet::swap_addresses(d);
-            }
+            None => short += usize::from(!ironpath_wire::ethernet::swap_addresses(d)),
         });
+        short
     }
 
     /// Hint the CPU to load the first data cache line of packet `i` (no-op when out
@@ -649,8 +648,9 @@ mod tests {
         // Shared: one frame the SIMD path would take (16 bytes), one the register
         // swap would (13).
         let held = [a.share(15), a.share(12)];
-        a.swap_mac_addresses();
-        b.swap_mac_addresses_scalar();
+        // Frames of 1 to 11 bytes are short: 22 of the 40, none of them shared.
+        assert_eq!(a.swap_mac_addresses(), 22);
+        assert_eq!(b.swap_mac_addresses_scalar(), 22);
         for (i, f) in before.iter().enumerate() {
             let mut want = f.clone();
             if f.len() >= 12 {

@@ -21,13 +21,7 @@ ironpath_graph::counters! {
 impl Node for MacSwap {
     #[inline]
     fn process(&mut self, cx: &mut NodeCx<'_>, pkts: &mut Burst, _next: &mut [u16; MAX_BURST]) -> Dispatch {
-        let mut short = 0u64;
-        pkts.for_each_data_mut(|d| {
-            if !ironpath_wire::ethernet::swap_addresses(d) {
-                short += 1;
-            }
-        });
-        if short > 0 {
+        if pkts.swap_mac_addresses() > 0 {
             drop_runts(cx, pkts);
         }
         Dispatch::All(0)

@@ -157,6 +157,9 @@ fn interactive_tty(app: &Mutex<App>) -> i32 {
 /// DPDK's non-interactive mode: start, report every `--stats-period`, and stop on
 /// Ctrl-C, `--duration`, or (without either of those) a line or end of input.
 fn non_interactive(app: &Mutex<App>) -> i32 {
+    // Before `start`, which prints the line a supervisor waits for before it may
+    // interrupt us.
+    let intr = interrupt_flag();
     let (duration, stats_period) = {
         let mut a = lock(app);
         let start = if a.p.tx_first { "start tx_first" } else { "start" };
@@ -165,7 +168,6 @@ fn non_interactive(app: &Mutex<App>) -> i32 {
         }
         (a.p.duration, a.p.stats_period)
     };
-    let intr = interrupt_flag();
     let started = Instant::now();
     let deadline = duration.map(|d| started + Duration::from_secs_f64(d));
     if deadline.is_none() && stats_period.is_none() {

@@ -11,6 +11,7 @@ fn fwd(s: &mut Stream, set: &FwdSettings) {
     if rx(s, set) == 0 {
         return;
     }
+    // A frame shorter than the two addresses is forwarded unchanged.
     s.burst.swap_mac_addresses();
     tx_all(s, set);
 }
