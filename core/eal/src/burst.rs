@@ -253,7 +253,7 @@ impl Burst {
     #[target_feature(enable = "ssse3")]
     fn swap_mac_addresses_ssse3(&mut self) -> usize {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_setr_epi8, _mm_shuffle_epi8, _mm_storeu_si128};
-        // Byte i of the result is byte SWAP[i] of the frame: source, destination, rest.
+        // Byte i of the result is byte `swap[i]` of the frame: source, destination, rest.
         let swap = _mm_setr_epi8(6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 12, 13, 14, 15);
         let mut short = 0;
         self.for_each_data_mut(|d| match d.first_chunk_mut::<16>() {

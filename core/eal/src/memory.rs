@@ -247,8 +247,9 @@ impl<const N: usize> std::ops::Deref for ZeroTable<N> {
     fn deref(&self) -> &[u32; N] {
         // SAFETY: from `at` bytes on, the region holds at least `N` words (rounded
         // up to pages); it is page-aligned and `at` a multiple of the page size (so
-        // word 0 is aligned for `u32`), zero-filled by `mmap` (a valid `u32` pattern) and written only
-        // through `deref_mut`, and it lives as long as `self`.
+        // word 0 is aligned for `u32`); it is zero-filled by `mmap` (a valid `u32`
+        // pattern) and written only through `deref_mut`, and it lives as long as
+        // `self`.
         unsafe { &*self.words() }
     }
 }
