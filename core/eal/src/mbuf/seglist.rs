@@ -94,6 +94,38 @@ impl SegList {
         Ok(())
     }
 
+    /// [`Mbuf::keep`] then [`SegList::push`] in one step, with one set of checks:
+    /// keep bytes `off..off + len` of `m`, a one-segment packet held only by us,
+    /// and link it at the end. Given back unchanged if it has more segments, is
+    /// shared, is shorter than `off + len`, or the list is full. (Receive
+    /// aggregation links each merged segment's payload this way.)
+    #[inline(always)]
+    pub fn push_part(&mut self, m: Mbuf, off: usize, len: usize) -> Result<(), Mbuf> {
+        let h = m.hdr();
+        if h.nb_segs != 1 || m.refcnt() > 1 || off + len > usize::from(h.data_len) || self.count >= u32::from(u16::MAX)
+        {
+            return Err(m);
+        }
+        let p = m.into_raw();
+        // SAFETY: `p` is a one-segment packet we now own (its `next` is null) and
+        // `off + len` lies within its data; `last`, when set, is our last segment,
+        // owned by the list.
+        unsafe {
+            (*p).data_off += off as u16;
+            (*p).data_len = len as u16;
+            (*p).pkt_len = len as u32;
+            if self.first.is_null() {
+                self.first = p;
+            } else {
+                (*self.last).next = p;
+            }
+        }
+        self.last = p;
+        self.count += 1;
+        self.bytes += len as u32;
+        Ok(())
+    }
+
     /// Move every segment of `other` to the end of this list. Refused (both
     /// unchanged) if the result would hold more than `u16::MAX` segments.
     #[inline]
@@ -299,6 +331,33 @@ mod tests {
         assert_eq!(p.stats().in_use, 0);
         c.push(Mbuf::from_slice(&p, b"r").unwrap()).unwrap();
         drop(c);
+        assert_eq!(p.stats().in_use, 0);
+    }
+
+    /// `push_part` keeps the asked bytes and links them, and gives back unchanged
+    /// a chained, shared or too-short packet.
+    #[test]
+    fn push_part_keeps_the_part_or_gives_the_packet_back() {
+        let p = pool(32, 256);
+        let mut a = SegList::new();
+        a.push_part(Mbuf::from_slice(&p, b"HHHdePAD").unwrap(), 3, 2).unwrap();
+        a.push_part(Mbuf::from_slice(&p, b"HHfgh").unwrap(), 2, 3).unwrap();
+        a.push_part(Mbuf::from_slice(&p, b"i").unwrap(), 0, 1).unwrap();
+        let short = a.push_part(Mbuf::from_slice(&p, b"HHjk").unwrap(), 2, 3).unwrap_err();
+        assert_eq!(short.to_vec(), b"HHjk");
+        let shared = Mbuf::from_slice(&p, b"HHs").unwrap();
+        let other = shared.share();
+        let shared = a.push_part(shared, 2, 1).unwrap_err();
+        assert_eq!(shared.to_vec(), b"HHs");
+        let mut two = Mbuf::from_slice(&p, b"HHxy").unwrap();
+        two.chain(Mbuf::from_slice(&p, b"z").unwrap()).unwrap();
+        let two = a.push_part(two, 2, 2).unwrap_err();
+        assert_eq!((a.len(), a.bytes()), (3, 6));
+        let mut head = Mbuf::from_slice(&p, b"abc").unwrap();
+        head.chain_list(&mut a).unwrap();
+        assert_eq!((head.nb_segs(), head.pkt_len()), (4, 9));
+        assert_eq!(head.to_vec(), b"abcdefghi");
+        drop((head, short, shared, other, two));
         assert_eq!(p.stats().in_use, 0);
     }
 }

@@ -289,7 +289,7 @@ pub(super) fn head_padded(r: &Run) -> bool {
 /// copies it into the large buffer. False (and the run unchanged) if the packet
 /// could not be cut or copied.
 #[inline(always)]
-pub(super) fn push_seg(run: &mut Run, mut m: Mbuf, s: &Pkt) -> bool {
+pub(super) fn push_seg(run: &mut Run, m: Mbuf, s: &Pkt) -> bool {
     let odd = run.bytes & 1 == 1;
     let hdr = usize::from(s.l2) + usize::from(s.l3) + usize::from(s.l4);
     let len = usize::from(s.payload);
@@ -301,13 +301,8 @@ pub(super) fn push_seg(run: &mut Run, mut m: Mbuf, s: &Pkt) -> bool {
         if !copied {
             return false;
         }
-    } else {
-        if m.keep(hdr, len).is_err() {
-            return false;
-        }
-        if run.tails.push(m).is_err() {
-            return false;
-        }
+    } else if run.tails.push_part(m, hdr, len).is_err() {
+        return false;
     }
     run.psum = u32::from(add_sum(run.psum as u16, s.psum, odd));
     run.segs += 1;

@@ -106,6 +106,10 @@ pub struct Seg {
     pub payload: u16,
     /// Ones-complement sum of the payload (16-bit, folded).
     pub psum: u16,
+    /// The TCP checksum field is the segment's full checksum (verified by the port
+    /// or here), so an aggregate's can be derived from it by correction. False when
+    /// the field holds only the pseudo-header sum (`RX_L4_CKSUM_NONE`).
+    pub csum_ok: bool,
 }
 
 /// What a held run keeps of its first segment: header lengths, IP version, payload
@@ -124,13 +128,26 @@ pub struct Hdr {
     pub payload: u16,
     /// IPv4 identification (0 for IPv6).
     pub ip_id: u16,
+    /// Ones-complement sum of the first segment's payload.
+    pub psum: u16,
+    /// The first segment's TCP checksum field is a full checksum ([`Seg::csum_ok`]).
+    pub csum_ok: bool,
 }
 
 impl Seg {
     /// The part of the view a held run keeps.
     #[inline(always)]
     pub fn hdr(&self) -> Hdr {
-        Hdr { l2: self.l2, l3: self.l3, l4: self.l4, v6: self.v6, payload: self.payload, ip_id: self.ip_id }
+        Hdr {
+            l2: self.l2,
+            l3: self.l3,
+            l4: self.l4,
+            v6: self.v6,
+            payload: self.payload,
+            ip_id: self.ip_id,
+            psum: self.psum,
+            csum_ok: self.csum_ok,
+        }
     }
 }
 
@@ -257,6 +274,8 @@ pub struct Pkt {
     pub l4: u8,
     /// IPv6 (else IPv4).
     pub v6: bool,
+    /// The TCP checksum field is a full checksum ([`Seg::csum_ok`]).
+    pub csum_ok: bool,
     /// Which path read it.
     pub kind: Kind,
 }
@@ -272,6 +291,8 @@ impl Pkt {
             v6: self.v6,
             payload: self.payload,
             ip_id: self.ip_id,
+            psum: self.psum,
+            csum_ok: self.csum_ok,
         }
     }
 
@@ -289,6 +310,7 @@ impl Pkt {
             l3: s.l3 as u8,
             l4: s.l4 as u8,
             v6: s.v6,
+            csum_ok: s.csum_ok,
             kind,
         }
     }
@@ -385,6 +407,7 @@ pub fn parse_fast_pkt(frame: &[u8], ol_flags: u64, p: &mut Pkt) -> bool {
         l3: 20,
         l4: l4 as u8,
         v6: false,
+        csum_ok: true,
         kind: Kind::Fast,
     };
     true
@@ -602,6 +625,8 @@ fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip>
         opt_len: (l4 - 20) as u8,
         payload: payload.len() as u16,
         psum,
+        // A field the port called good is taken as whole (as `psum` above takes it).
+        csum_ok: ol_flags & abi::RX_L4_CKSUM_GOOD != 0 || ol_flags & abi::RX_L4_CKSUM_NONE == 0,
     };
     Ok(())
 }
@@ -609,42 +634,69 @@ fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip>
 /// Rewrite the headers of an aggregate whose first segment is `frame`: lengths,
 /// IPv4 header checksum, PSH/FIN of the last segment, and the TCP checksum from
 /// the payload sum `psum` of all segments (`tcp_payload` bytes).
+///
+/// The checksums are corrected, not summed again (RFC 1624, eqn. 3: the new field
+/// is the complement of the old field's complement plus, for every word that
+/// changes, the old word's complement and the new word): the IPv4 header's for the
+/// total length; the TCP checksum, when the first segment's was whole
+/// ([`Hdr::csum_ok`]), for the TCP length in the pseudo header, the flags word and
+/// the payload (the first segment's sum out, all segments' in). Otherwise the TCP
+/// header and pseudo header are summed as they are. Every sum here is positive, so
+/// it folds to the same value as a sum from scratch.
 pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u8, psum: u16) {
-    // The sums are taken over the headers as they are and then corrected for the
-    // fields rewritten (RFC 1624: plus the complement of the old value, plus the
-    // new): summing bytes just stored would stall on store forwarding. Every sum
-    // here is positive, so it folds to the same value as a sum from scratch.
     let (l2, l3, l4) = (usize::from(s.l2), usize::from(s.l3), usize::from(s.l4));
+    let Some(hdrs) = frame.get_mut(l2..l2 + l3 + l4) else { return };
+    let (ip, tcp) = hdrs.split_at_mut(l3);
     let tcp_len = l4 as u32 + tcp_payload;
+    let old_len = l4 as u32 + u32::from(s.payload);
     let pseudo = if s.v6 {
-        let ip = &mut frame[l2..];
         ip[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
-        let mut a = [0u8; 16];
-        a.copy_from_slice(&ip[8..24]);
-        let src = Ipv6Addr::from(a);
-        a.copy_from_slice(&ip[24..40]);
-        checksum::pseudo_header_v6(&src, &Ipv6Addr::from(a), IpProtocol::TCP, tcp_len)
+        if s.csum_ok {
+            0
+        } else {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&ip[8..24]);
+            let src = Ipv6Addr::from(a);
+            a.copy_from_slice(&ip[24..40]);
+            checksum::pseudo_header_v6(&src, &Ipv6Addr::from(a), IpProtocol::TCP, tcp_len)
+        }
     } else {
-        let ip = &mut frame[l2..l2 + l3];
         let total = (l3 as u32 + tcp_len) as u16;
-        // Total length replaced, checksum field counted as zero.
-        let sum = header_sum(ip) + u32::from(!be16(ip, 2)) + u32::from(!be16(ip, 10)) + u32::from(total);
-        // checksum::pseudo_header_v4, from the header's bytes.
-        let pseudo = u32::from(be16(ip, 12))
-            + u32::from(be16(ip, 14))
-            + u32::from(be16(ip, 16))
-            + u32::from(be16(ip, 18))
-            + u32::from(IpProtocol::TCP.0)
-            + u32::from(tcp_len as u16);
+        // The total length replaced (the header's checksum was verified or
+        // trusted when the segment was read).
+        let sum = u32::from(!be16(ip, 10)) + u32::from(!be16(ip, 2)) + u32::from(total);
+        let pseudo = if s.csum_ok {
+            0
+        } else {
+            // checksum::pseudo_header_v4, from the header's bytes.
+            u32::from(be16(ip, 12))
+                + u32::from(be16(ip, 14))
+                + u32::from(be16(ip, 16))
+                + u32::from(be16(ip, 18))
+                + u32::from(IpProtocol::TCP.0)
+                + u32::from(tcp_len as u16)
+        };
         ip[2..4].copy_from_slice(&total.to_be_bytes());
         ip[10..12].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
         pseudo
     };
-    let tcp = &mut frame[l2 + l3..l2 + l3 + l4];
-    // The last segment's PSH/FIN in the flags byte (13), checksum field as zero.
+    // The last segment's PSH/FIN in the flags byte (13).
     let old = be16(tcp, 12);
     let new = old | u16::from(last_flags & END_MERGE);
-    let sum = header_sum(tcp) + u32::from(!old) + u32::from(new) + u32::from(!be16(tcp, 16)) + pseudo + u32::from(psum);
+    let flags = u32::from(!old) + u32::from(new);
+    let sum = if s.csum_ok {
+        // From the first segment's checksum: its payload and TCP length out, the
+        // aggregate's in.
+        u32::from(!be16(tcp, 16))
+            + u32::from(!s.psum)
+            + u32::from(!(old_len as u16))
+            + tcp_len
+            + flags
+            + u32::from(psum)
+    } else {
+        // The checksum field counted as zero.
+        header_sum(tcp) + flags + u32::from(!be16(tcp, 16)) + pseudo + u32::from(psum)
+    };
     tcp[13] = new as u8;
     tcp[16..18].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
 }
@@ -707,10 +759,10 @@ mod tests {
 
     const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
 
-    type PktView = ((u32, u32), (u16, u16, u16), u8, (u8, u8, u8, bool));
+    type PktView = ((u32, u32), (u16, u16, u16), u8, (u8, u8, u8, bool, bool));
 
     fn pkt_view(p: &Pkt) -> PktView {
-        ((p.hash, p.seq), (p.ip_id, p.payload, p.psum), p.flags, (p.l2, p.l3, p.l4, p.v6))
+        ((p.hash, p.seq), (p.ip_id, p.payload, p.psum), p.flags, (p.l2, p.l3, p.l4, p.v6, p.csum_ok))
     }
 
     /// The fast reading gives exactly the general path's view (hash, lengths,
@@ -803,28 +855,42 @@ mod tests {
         assert!(differ > 100);
     }
 
-    /// The rewritten headers of a one-segment "aggregate" carry the same lengths
-    /// and checksums as the packet had (computed by correction, not from scratch).
+    /// The headers finish_headers writes for a first segment of `p` payload bytes
+    /// standing for `p + q` bytes are those of one segment of `p + q` bytes (the same
+    /// payload pattern) with PSH set: by correction when the first segment's TCP
+    /// checksum is whole, summed again when it holds only the pseudo header's
+    /// (`RX_L4_CKSUM_NONE`; the TCP checksum field scrambled to show it is not
+    /// read). The IPv4 header checksum is always corrected.
     #[test]
     fn finished_headers_verify() {
-        for tcp_opts in [0, 12, 40] {
-            for payload in [1, 2, 1447, 1448] {
-                let f = frame(false, 0, tcp_opts, payload, 0, 0x10);
-                let mut s = Seg::default();
-                parse_into(&f, f.len(), 0, &mut s).unwrap();
-                let mut g = f.clone();
-                // Scramble what finish_headers rewrites.
-                g[16] ^= 0x5a;
-                g[24] ^= 0xff;
-                g[34 + 16] ^= 0x33;
-                finish_headers(&mut g, &s.hdr(), u32::from(s.payload), 0x08, s.psum);
-                let mut want = f.clone();
-                want[34 + 13] |= 0x08;
-                let (src, dst) =
-                    (IpAddress::V4(Ipv4Addr::new(198, 18, 3, 4)), IpAddress::V4(Ipv4Addr::new(198, 18, 0, 2)));
-                TcpPacket::new_unchecked(&mut want[34..]).fill_checksum(&src, &dst);
-                assert_eq!(g, want, "tcp+{tcp_opts} {payload}B");
-                assert!(Ipv4Packet::new_checked(&g[14..]).unwrap().verify_checksum());
+        for ip_opts in [0, 8] {
+            for tcp_opts in [0, 12, 40] {
+                for (p, q) in [(1, 0), (2, 0), (1447, 0), (1448, 0), (1448, 1448), (1447, 1), (1448, 30000), (3, 7)] {
+                    let f = frame(false, ip_opts, tcp_opts, p, 0, 0x10);
+                    let big = frame(false, ip_opts, tcp_opts, p + q, 0, 0x10);
+                    let hdr = 14 + 20 + ip_opts + 20 + tcp_opts;
+                    let psum = checksum::fold(checksum::sum(&big[hdr..]));
+                    let mut want = big[..hdr].to_vec();
+                    want[14 + 20 + ip_opts + 13] |= 0x08;
+                    let (src, dst) =
+                        (IpAddress::V4(Ipv4Addr::new(198, 18, 3, 4)), IpAddress::V4(Ipv4Addr::new(198, 18, 0, 2)));
+                    let mut w = want.clone();
+                    w.extend_from_slice(&big[hdr..]);
+                    TcpPacket::new_unchecked(&mut w[14 + 20 + ip_opts..]).fill_checksum(&src, &dst);
+                    want.copy_from_slice(&w[..hdr]);
+                    for ol in [0, GOOD, abi::RX_L4_CKSUM_NONE] {
+                        let mut s = Seg::default();
+                        parse_into(&f, f.len(), ol, &mut s).unwrap();
+                        assert_eq!(s.csum_ok, ol != abi::RX_L4_CKSUM_NONE);
+                        let mut g = f.clone();
+                        if !s.csum_ok {
+                            g[14 + 20 + ip_opts + 16] ^= 0x33; // TCP checksum
+                        }
+                        finish_headers(&mut g, &s.hdr(), (p + q) as u32, 0x08, psum);
+                        assert_eq!(g[..hdr], want[..], "ip+{ip_opts} tcp+{tcp_opts} {p}+{q}B ol {ol:#x}");
+                        assert!(Ipv4Packet::new_checked(&w[14..]).unwrap().verify_checksum());
+                    }
+                }
             }
         }
     }
