@@ -1,13 +1,14 @@
 //! Arbitrary frames through receive aggregation (GRO and LRO, burst and timeout
 //! flush) and then GSO. Input: byte 0 selects the mode and settings, byte 1 the
-//! checksum flags the "NIC" claims (bit 0 IP good, bit 1 L4 good, bit 2 L4 partial);
+//! checksum flags the "NIC" claims (bits 0-1: none, IP good, L4 good or L4
+//! partial; bit 2 adds IP good);
 //! then frames, each a little-endian u16 length and its bytes (cut to 9000 and to
 //! what is left), at most 256, fed in bursts of up to 32.
 //!
 //! No panic; every aggregate carries valid IPv4 and TCP checksums (those the
-//! "NIC" did not vouch for) and consistent lengths; the aggregator accounts for every packet (in = out when nothing is
-//! held, minus merged segments plus aggregates); once everything is freed no mbuf
-//! is in use.
+//! "NIC" did not vouch for) and consistent lengths; the aggregator accounts for
+//! every packet (in = out when nothing is held, minus merged segments plus
+//! aggregates); once everything is freed no mbuf is in use.
 #![no_main]
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, MemPolicy, Mempool, MempoolConfig};

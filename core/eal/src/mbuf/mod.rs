@@ -368,8 +368,9 @@ impl Mbuf {
         }
         let h = self.header_mut();
         let have = h.data_len as usize;
-        if h.nb_segs != 1 || off + len > have {
-            return Err(MbufError::NoRoom { op: "keep", want: off + len, have });
+        // (`len > have - off`, not `off + len > have`: a sum that wraps would pass.)
+        if h.nb_segs != 1 || off > have || len > have - off {
+            return Err(MbufError::NoRoom { op: "keep", want: off.saturating_add(len), have });
         }
         h.data_off += off as u16;
         h.data_len = len as u16;

@@ -102,8 +102,9 @@ impl SegList {
     #[inline(always)]
     pub fn push_part(&mut self, m: Mbuf, off: usize, len: usize) -> Result<(), Mbuf> {
         let h = m.hdr();
-        if h.nb_segs != 1 || m.refcnt() > 1 || off + len > usize::from(h.data_len) || self.count >= u32::from(u16::MAX)
-        {
+        let have = usize::from(h.data_len);
+        // (`len > have - off`, not `off + len > have`: a sum that wraps would pass.)
+        if h.nb_segs != 1 || m.refcnt() > 1 || off > have || len > have - off || self.count >= u32::from(u16::MAX) {
             return Err(m);
         }
         let p = m.into_raw();
@@ -344,6 +345,8 @@ mod tests {
         a.push_part(Mbuf::from_slice(&p, b"HHfgh").unwrap(), 2, 3).unwrap();
         a.push_part(Mbuf::from_slice(&p, b"i").unwrap(), 0, 1).unwrap();
         let short = a.push_part(Mbuf::from_slice(&p, b"HHjk").unwrap(), 2, 3).unwrap_err();
+        assert_eq!(short.to_vec(), b"HHjk");
+        let short = a.push_part(short, usize::MAX - 1, 3).unwrap_err(); // the sum wraps
         assert_eq!(short.to_vec(), b"HHjk");
         let shared = Mbuf::from_slice(&p, b"HHs").unwrap();
         let other = shared.share();

@@ -113,7 +113,9 @@ pub struct Seg {
 }
 
 /// What a held run keeps of its first segment: header lengths, IP version, payload
-/// length (the run's MSS) and IPv4 ID. A fraction of a [`Seg`], cheap to move.
+/// length (the run's MSS), IPv4 ID, and what corrects its checksums at flush (its
+/// payload sum, whether its TCP checksum field is whole). A fraction of a [`Seg`],
+/// cheap to move.
 #[derive(Clone, Copy, Default)]
 pub struct Hdr {
     /// L2 header length (Ethernet and VLAN tags).
@@ -643,8 +645,13 @@ fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip>
 /// the payload (the first segment's sum out, all segments' in). Otherwise the TCP
 /// header and pseudo header are summed as they are. Every sum here is positive, so
 /// it folds to the same value as a sum from scratch.
+/// Headers shorter than IPv4's, IPv6's or TCP's least (never from the parser) or
+/// beyond the frame are left alone.
 pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u8, psum: u16) {
     let (l2, l3, l4) = (usize::from(s.l2), usize::from(s.l3), usize::from(s.l4));
+    if l3 < if s.v6 { 40 } else { 20 } || l4 < 20 {
+        return;
+    }
     let Some(hdrs) = frame.get_mut(l2..l2 + l3 + l4) else { return };
     let (ip, tcp) = hdrs.split_at_mut(l3);
     let tcp_len = l4 as u32 + tcp_payload;
@@ -888,7 +895,9 @@ mod tests {
                         }
                         finish_headers(&mut g, &s.hdr(), (p + q) as u32, 0x08, psum);
                         assert_eq!(g[..hdr], want[..], "ip+{ip_opts} tcp+{tcp_opts} {p}+{q}B ol {ol:#x}");
-                        assert!(Ipv4Packet::new_checked(&w[14..]).unwrap().verify_checksum());
+                        let mut out = g[..hdr].to_vec();
+                        out.extend_from_slice(&big[hdr..]);
+                        assert!(Ipv4Packet::new_checked(&out[14..]).unwrap().verify_checksum());
                     }
                 }
             }
