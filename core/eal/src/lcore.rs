@@ -112,12 +112,14 @@ pub fn unregister_thread() {
 }
 
 /// Parse a DPDK lcore list such as `0-1`, `0,2-3` or `3`. Sorted, no duplicates.
+/// (A set of bits: a list of many overlapping ranges costs one step a range.)
 pub fn parse_lcore_list(s: &str) -> Result<Vec<u32>, LcoreError> {
+    const _: () = assert!(MAX_LCORES <= 128, "the lcore set is one u128");
     let bad = |why: &str| LcoreError::BadList { list: s.to_string(), why: why.to_string() };
-    let mut out = Vec::new();
     if s.trim().is_empty() {
         return Err(bad("empty"));
     }
+    let mut set = 0u128;
     for part in s.split(',') {
         let part = part.trim();
         let (a, b) = match part.split_once('-') {
@@ -132,11 +134,10 @@ pub fn parse_lcore_list(s: &str) -> Result<Vec<u32>, LcoreError> {
         if b as usize >= MAX_LCORES {
             return Err(LcoreError::OutOfRange(b));
         }
-        out.extend(a..=b);
+        // Bits a..=b (b < 128).
+        set |= (u128::MAX >> (127 - b)) & (u128::MAX << a);
     }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+    Ok((0..MAX_LCORES as u32).filter(|&c| set >> c & 1 == 1).collect())
 }
 
 /// Pin the calling thread to `cpu`.
@@ -299,6 +300,15 @@ mod tests {
         assert!(matches!(parse_lcore_list("a"), Err(LcoreError::BadList { .. })));
         assert!(matches!(parse_lcore_list(""), Err(LcoreError::BadList { .. })));
         assert_eq!(parse_lcore_list("0-500"), Err(LcoreError::OutOfRange(500)));
+        // The ends of the set, and against a list written out.
+        assert_eq!(parse_lcore_list("127").unwrap(), vec![127]);
+        assert_eq!(parse_lcore_list("0").unwrap(), vec![0]);
+        assert_eq!(parse_lcore_list("0-127").unwrap(), (0..128).collect::<Vec<u32>>());
+        assert_eq!(
+            parse_lcore_list("120-127, 5 ,6-6,63-65").unwrap(),
+            vec![5, 6, 63, 64, 65, 120, 121, 122, 123, 124, 125, 126, 127]
+        );
+        assert_eq!(parse_lcore_list("128"), Err(LcoreError::OutOfRange(128)));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub(crate) use merge::same_template;
 use merge::*;
 
 use ironpath_eal::abi;
-use ironpath_eal::{Burst, Mbuf, Mempool, SegList};
+use ironpath_eal::{prefetch, Burst, Mbuf, Mempool, SegList};
 use parse::{
     add_sum, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words, same_tpl,
     tpl_matches, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
@@ -245,10 +245,6 @@ pub struct Aggregator {
     first_tsc: Vec<u64>,
     /// Bytes an LRO buffer holds after its headroom.
     lro_room: u32,
-    /// The burst being processed: every packet's view, and the full views of
-    /// those not of the usual layout (`Kind::Slow`, at the same index).
-    views: Vec<Pkt>,
-    segs: Vec<Seg>,
     /// The burst's packets while they are placed (kept for its capacity; a
     /// [`Burst::drain`] would copy the whole pointer array).
     input: Vec<Mbuf>,
@@ -288,8 +284,6 @@ impl Aggregator {
             hashes: Vec::with_capacity(cfg.max_flows),
             first_tsc: Vec::with_capacity(cfg.max_flows),
             lro_room,
-            views: Vec::new(),
-            segs: Vec::new(),
             input: Vec::new(),
             pending: VecDeque::new(),
             held_segs: 0,
@@ -311,8 +305,9 @@ impl Aggregator {
     /// packets, aggregates, and any held ones that are due). `now_tsc` drives
     /// timeouts.
     pub fn process(&mut self, pkts: &mut Burst, now_tsc: u64) {
-        // First read every packet's headers (the packets' loads overlap; and the
-        // views are in memory well before they are used).
+        // One pass: each packet's headers are read and the packet placed at once
+        // (its view stays in registers; the headers of the packets a few places on
+        // start loading meanwhile).
         let n = pkts.len();
         // Held runs (timeout flushing) take segments at their cold end: start
         // loading those ends now (a few flows only: this is for the common case).
@@ -321,41 +316,18 @@ impl Aggregator {
                 r.tails.prefetch_tail();
             }
         }
-        let mut views = std::mem::take(&mut self.views);
-        let mut segs = std::mem::take(&mut self.segs);
-        if views.len() < n {
-            views.resize(n, Pkt::default());
+        for i in 0..4 {
+            pkts.prefetch_data(i);
         }
-        // Counted per burst (a counter in memory bumped per packet is a chain of
-        // loads and stores through the whole burst).
-        let mut tcp = n as u64;
-        for (i, p) in views.iter_mut().enumerate().take(n) {
-            // The headers of a packet a few places on start loading meanwhile.
-            pkts.prefetch_data(i + 4);
-            let h = pkts.header(i);
-            let frame = pkts.data(i);
-            if !writable_single(h) || frame.len() != h.pkt_len as usize {
-                p.kind = Kind::Skip(Skip::NotTcp);
-                tcp -= 1;
-            } else if !parse_fast_pkt(frame, h.ol_flags, p) {
-                if segs.len() < n {
-                    segs.resize(n, Seg::default());
-                }
-                match parse_into(frame, frame.len(), h.ol_flags, &mut segs[i]) {
-                    Ok(()) => *p = Pkt::of(&segs[i], Kind::Slow),
-                    Err(why) => {
-                        p.kind = Kind::Skip(why);
-                        tcp -= 1;
-                    }
-                }
-            }
-        }
-        self.stats.packets_in += n as u64;
-        self.stats.tcp_in += tcp;
+        // The full view of a packet not of the usual layout (`Kind::Slow`).
+        let mut seg = Seg::default();
         let mut input = std::mem::take(&mut self.input);
         pkts.take_into(&mut input);
         let mut pending = std::mem::take(&mut self.pending);
         let mut n_out = 0;
+        // Counted per burst (a counter in memory bumped per packet is a chain of
+        // loads and stores through the whole burst).
+        let mut tcp = n as u64;
         {
             let mut out = Out { pkts, pending: &mut pending, n: &mut n_out };
             // Outputs that did not fit last time go first.
@@ -366,13 +338,35 @@ impl Aggregator {
                     *out.n -= 1; // counted when first emitted
                 }
             }
-            for (i, (m, p)) in input.drain(..).zip(&views).enumerate() {
-                match p.kind {
-                    Kind::Fast => self.one_fast(m, p, now_tsc, &mut out),
-                    Kind::Slow => self.one_slow(m, &segs[i], p, now_tsc, &mut out),
-                    Kind::Skip(why) => self.skip(m, why, &mut out),
+            let mut it = input.drain(..);
+            while let Some(m) = it.next() {
+                if let Some(ahead) = it.as_slice().get(3) {
+                    if let Some(b) = ahead.data().first() {
+                        prefetch(b);
+                    }
+                }
+                let h = m.header();
+                let frame = m.data();
+                let mut p = Pkt::default();
+                if !writable_single(h) || frame.len() != h.pkt_len as usize {
+                    tcp -= 1;
+                    self.skip(m, Skip::NotTcp, &mut out);
+                } else if parse_fast_pkt(frame, h.ol_flags, &mut p) {
+                    self.one_fast(m, &p, now_tsc, &mut out);
+                } else {
+                    match parse_into(frame, frame.len(), h.ol_flags, &mut seg) {
+                        Ok(()) => {
+                            let p = Pkt::of(&seg, Kind::Slow);
+                            self.one_slow(m, &seg, &p, now_tsc, &mut out);
+                        }
+                        Err(why) => {
+                            tcp -= 1;
+                            self.skip(m, why, &mut out);
+                        }
+                    }
                 }
             }
+            drop(it);
             match self.cfg.flush {
                 Flush::Burst => self.flush_all(Why::Burst, &mut out),
                 Flush::Timeout => {
@@ -381,10 +375,10 @@ impl Aggregator {
                 }
             }
         }
+        self.stats.packets_in += n as u64;
+        self.stats.tcp_in += tcp;
         self.pending = pending;
         self.input = input;
-        self.views = views;
-        self.segs = segs;
         self.stats.packets_out += n_out;
     }
 

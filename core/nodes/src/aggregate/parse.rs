@@ -239,7 +239,7 @@ fn fold_le(mut t: u64) -> u32 {
     u32::from((t as u16).swap_bytes())
 }
 
-/// How a packet of a burst was read in the aggregator's first pass.
+/// Which path read a segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Kind {
     /// The usual layout ([`parse_fast_pkt`]): only the [`Pkt`] was written; its
@@ -248,12 +248,10 @@ pub enum Kind {
     Fast,
     /// Any other TCP segment: the full [`Seg`] was written too.
     Slow,
-    /// Not aggregated.
-    Skip(Skip),
 }
 
 /// What the aggregator needs of a segment to place it in a run of its flow
-/// (small: written for every packet of a burst and read back once).
+/// (small: it lives in registers while the segment is placed).
 #[derive(Clone, Copy, Default)]
 pub struct Pkt {
     /// Hash of the flow key ([`Seg::hash`]).
