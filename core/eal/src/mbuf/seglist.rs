@@ -78,9 +78,19 @@ impl SegList {
             return Err(m);
         }
         let len = m.hdr().pkt_len;
-        let p = m.into_raw();
-        // SAFETY: `p` is a one-segment packet we now own (its `next` is null);
-        // `last`, when set, is our last segment, owned by the list.
+        // SAFETY: a one-segment packet (checked), ours now.
+        unsafe { self.link(m.into_raw(), len) };
+        Ok(())
+    }
+
+    /// Link `p` at the end and count it.
+    ///
+    /// # Safety
+    /// `p` is a one-segment packet (its `next` is null) whose one reference the
+    /// caller gives to the list; the list holds at most `u16::MAX - 1` segments.
+    #[inline(always)]
+    unsafe fn link(&mut self, p: *mut RawMbuf, len: u32) {
+        // SAFETY: `last`, when set, is our last segment, owned by the list.
         unsafe {
             if self.first.is_null() {
                 self.first = p;
@@ -91,7 +101,6 @@ impl SegList {
         self.last = p;
         self.count += 1;
         self.bytes += len;
-        Ok(())
     }
 
     /// [`Mbuf::keep`] then [`SegList::push`] in one step, with one set of checks:
@@ -108,22 +117,14 @@ impl SegList {
             return Err(m);
         }
         let p = m.into_raw();
-        // SAFETY: `p` is a one-segment packet we now own (its `next` is null) and
-        // `off + len` lies within its data; `last`, when set, is our last segment,
-        // owned by the list.
+        // SAFETY: `p` is a one-segment packet we now own and `off + len` lies
+        // within its data (checked), so it may be linked.
         unsafe {
             (*p).data_off += off as u16;
             (*p).data_len = len as u16;
             (*p).pkt_len = len as u32;
-            if self.first.is_null() {
-                self.first = p;
-            } else {
-                (*self.last).next = p;
-            }
+            self.link(p, len as u32);
         }
-        self.last = p;
-        self.count += 1;
-        self.bytes += len as u32;
         Ok(())
     }
 
