@@ -115,7 +115,7 @@ impl Aggregator {
         f.nruns = last;
         let (held, rest) = f.runs.split_at_mut(last);
         let (ra, rb) = (&mut held[a], &mut rest[0]);
-        let odd = ra.bytes & 1 == 1;
+        let odd = ra.bytes & 1;
         let hdr = usize::from(rb.seg.l2 + rb.seg.l3 + rb.seg.l4);
         let ok = match rb.head.take() {
             None => false,
@@ -137,7 +137,7 @@ impl Aggregator {
             }
         };
         if ok {
-            ra.psum = u32::from(add_sum(ra.psum as u16, rb.psum as u16, odd));
+            ra.acc += sum_at_offset(rb.head_sum + rb.acc, odd);
             ra.segs += rb.segs;
             ra.bytes += rb.bytes;
             ra.next = rb.next;
@@ -233,7 +233,7 @@ pub(super) fn finish(stats: &mut AggrStats, run: &mut Run, out: &mut Out<'_>) {
         return;
     }
     if let Ok(d) = head.data_mut() {
-        finish_headers(d, &run.seg, run.bytes, run.last_flags as u8, run.psum as u16);
+        finish_headers(d, &run.seg, run.bytes, run.last_flags as u8, run.head_sum, run.acc);
     }
     if head.chain_list(&mut run.tails).is_err() {
         run.tails.clear();
@@ -290,7 +290,7 @@ pub(super) fn head_padded(r: &Run) -> bool {
 /// could not be cut or copied.
 #[inline(always)]
 pub(super) fn push_seg(run: &mut Run, m: Mbuf, s: &Pkt) -> bool {
-    let odd = run.bytes & 1 == 1;
+    let odd = run.bytes & 1;
     let hdr = usize::from(s.l2) + usize::from(s.l3) + usize::from(s.l4);
     let len = usize::from(s.payload);
     if run.copied {
@@ -304,7 +304,7 @@ pub(super) fn push_seg(run: &mut Run, m: Mbuf, s: &Pkt) -> bool {
     } else if run.tails.push_part(m, hdr, len).is_err() {
         return false;
     }
-    run.psum = u32::from(add_sum(run.psum as u16, s.psum, odd));
+    run.acc += at_offset(s.sum, odd);
     run.segs += 1;
     run.bytes += u32::from(s.payload);
     run.next = run.next.wrapping_add(u32::from(s.payload));

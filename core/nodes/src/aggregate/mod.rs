@@ -38,7 +38,7 @@ use merge::*;
 use ironpath_eal::abi;
 use ironpath_eal::{prefetch, Burst, Mbuf, Mempool, SegList};
 use parse::{
-    add_sum, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words, same_tpl,
+    fast_words, finish_headers, sum_at_offset, key_of_words, parse_fast_pkt, at_offset, parse_into, same_key_words, same_tpl,
     tpl_matches, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
 };
 use std::collections::VecDeque;
@@ -144,7 +144,10 @@ struct Run {
     last_id: u32,
     segs: u32,
     bytes: u32,
-    psum: u32,
+    /// The first segment's payload sum ([`Pkt::sum`]).
+    head_sum: u64,
+    /// The other segments' payload sums at their offsets ([`parse::at_offset`]).
+    acc: u64,
     last_flags: u32,
     /// Payload bytes of the last segment. Only the last segment of a run may be
     /// shorter than the first (the MSS): nothing joins after a short one. So
@@ -171,7 +174,8 @@ impl Run {
             last_id: 0,
             segs: 0,
             bytes: 0,
-            psum: 0,
+            head_sum: 0,
+            acc: 0,
             last_flags: 0,
             last_len: 0,
             cap: 0,
@@ -535,7 +539,8 @@ impl Aggregator {
         r.last_id = u32::from(s.ip_id);
         r.segs = 1;
         r.bytes = u32::from(s.payload);
-        r.psum = u32::from(s.psum);
+        r.head_sum = s.sum;
+        r.acc = 0;
         r.last_flags = u32::from(s.flags);
         r.last_len = u32::from(s.payload);
         r.cap = cap;

@@ -113,8 +113,8 @@ pub struct Seg {
 }
 
 /// What a held run keeps of its first segment: header lengths, IP version, payload
-/// length (the run's MSS), IPv4 ID, and what corrects its checksums at flush (its
-/// payload sum, whether its TCP checksum field is whole). A fraction of a [`Seg`],
+/// length (the run's MSS), IPv4 ID, and whether its TCP checksum field is whole
+/// (the aggregate's is then corrected from it at flush). A fraction of a [`Seg`],
 /// cheap to move.
 #[derive(Clone, Copy, Default)]
 pub struct Hdr {
@@ -130,8 +130,6 @@ pub struct Hdr {
     pub payload: u16,
     /// IPv4 identification (0 for IPv6).
     pub ip_id: u16,
-    /// Ones-complement sum of the first segment's payload.
-    pub psum: u16,
     /// The first segment's TCP checksum field is a full checksum ([`Seg::csum_ok`]).
     pub csum_ok: bool,
 }
@@ -147,7 +145,6 @@ impl Seg {
             v6: self.v6,
             payload: self.payload,
             ip_id: self.ip_id,
-            psum: self.psum,
             csum_ok: self.csum_ok,
         }
     }
@@ -228,6 +225,28 @@ fn halves(w: u64) -> u64 {
     (w & 0xffff_ffff) + (w >> 32)
 }
 
+/// A multiple of 0xffff (so 0 in ones-complement arithmetic) larger than any
+/// header sum `t` of [`parse_fast_pkt`] (at most five sums of two 32-bit halves
+/// and a 16-bit length: < 2^35.4): `NEG_BASE - t` (< 2^36) is `-t` as a positive
+/// sum.
+const NEG_BASE: u64 = 0xffff << 20;
+
+/// A segment's payload sum `sum` ([`Pkt::sum`], < 2^36) as it adds to the sum
+/// of a stream in which it starts at an odd offset (`odd` 1) or an even one (0):
+/// its bytes swapped, which is a product by 2^8 modulo 0xffff. Below 2^44, so
+/// a run adds up to 2^16 of them (at most one a payload byte) without overflow.
+#[inline(always)]
+pub fn at_offset(sum: u64, odd: u32) -> u64 {
+    sum << (odd * 8)
+}
+
+/// [`at_offset`] for a sum of any size below 2^63 (a run's, folded to 33 bits
+/// first).
+#[inline(always)]
+pub fn sum_at_offset(sum: u64, odd: u32) -> u64 {
+    at_offset(halves(sum), odd)
+}
+
 /// Reduce a sum of little-endian words to the folded big-endian sum (see
 /// [`header_sum`]).
 #[inline(always)]
@@ -262,8 +281,10 @@ pub struct Pkt {
     pub ip_id: u16,
     /// Payload bytes.
     pub payload: u16,
-    /// Ones-complement sum of the payload.
-    pub psum: u16,
+    /// The payload's sum as a positive sum of little-endian words below 2^36, not
+    /// folded ([`Pkt::psum`] folds it): a run adds its segments' with one
+    /// addition each ([`at_offset`]).
+    pub sum: u64,
     /// TCP flags byte.
     pub flags: u8,
     /// L2 header length (<= [`MAX_L2`]).
@@ -291,9 +312,14 @@ impl Pkt {
             v6: self.v6,
             payload: self.payload,
             ip_id: self.ip_id,
-            psum: self.psum,
             csum_ok: self.csum_ok,
         }
+    }
+
+    /// Ones-complement sum of the payload (16-bit, folded).
+    #[inline(always)]
+    pub fn psum(&self) -> u16 {
+        fold_le(self.sum) as u16
     }
 
     /// The fields of a full view (its header lengths fit: L2 <= [`MAX_L2`], IP
@@ -304,7 +330,7 @@ impl Pkt {
             seq: s.seq,
             ip_id: s.ip_id,
             payload: s.payload,
-            psum: s.psum,
+            sum: u64::from(s.psum.swap_bytes()),
             flags: s.flags,
             l2: s.l2 as u8,
             l3: s.l3 as u8,
@@ -401,7 +427,9 @@ pub fn parse_fast_pkt(frame: &[u8], ol_flags: u64, p: &mut Pkt) -> bool {
         seq: be32(h, 38),
         ip_id: be16(h, 18),
         payload: (tcp_len - l4) as u16,
-        psum: !(fold_le(t) as u16),
+        // header + pseudo + payload folds to 0xffff: payload = -(header + pseudo),
+        // kept positive by a multiple of 0xffff above any `t`.
+        sum: NEG_BASE - t,
         flags: h[47],
         l2: 14,
         l3: 20,
@@ -633,19 +661,21 @@ fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip>
 
 /// Rewrite the headers of an aggregate whose first segment is `frame`: lengths,
 /// IPv4 header checksum, PSH/FIN of the last segment, and the TCP checksum from
-/// the payload sum `psum` of all segments (`tcp_payload` bytes).
+/// the payload sums (as [`Pkt::sum`] holds them: positive sums of little-endian
+/// words below 2^63) of the first segment (`head`) and of the others at their
+/// offsets in the aggregate's payload (`rest`; `tcp_payload` bytes in all).
 ///
 /// The checksums are corrected, not summed again (RFC 1624, eqn. 3: the new field
 /// is the complement of the old field's complement plus, for every word that
 /// changes, the old word's complement and the new word): the IPv4 header's for the
 /// total length; the TCP checksum, when the first segment's was whole
 /// ([`Hdr::csum_ok`]), for the TCP length in the pseudo header, the flags word and
-/// the payload (the first segment's sum out, all segments' in). Otherwise the TCP
-/// header and pseudo header are summed as they are. Every sum here is positive, so
+/// the payload (the other segments' sums in). Otherwise the TCP header and pseudo
+/// header are summed as they are, with every segment's payload sum. Every sum here is positive, so
 /// it folds to the same value as a sum from scratch.
 /// Headers shorter than IPv4's, IPv6's or TCP's least (never from the parser) or
 /// beyond the frame are left alone.
-pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u8, psum: u16) {
+pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u8, head: u64, rest: u64) {
     let (l2, l3, l4) = (usize::from(s.l2), usize::from(s.l3), usize::from(s.l4));
     if l3 < if s.v6 { 40 } else { 20 } || l4 < 20 {
         return;
@@ -690,29 +720,15 @@ pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u
     let new = old | u16::from(last_flags & END_MERGE);
     let flags = u32::from(!old) + u32::from(new);
     let sum = if s.csum_ok {
-        // From the first segment's checksum: its payload and TCP length out, the
-        // aggregate's in.
-        u32::from(!be16(tcp, 16))
-            + u32::from(!s.psum)
-            + u32::from(!(old_len as u16))
-            + tcp_len
-            + flags
-            + u32::from(psum)
+        // From the first segment's checksum (which holds its payload): its TCP
+        // length out, the aggregate's and the other segments' payload in.
+        u32::from(!be16(tcp, 16)) + u32::from(!(old_len as u16)) + tcp_len + flags + fold_le(rest)
     } else {
         // The checksum field counted as zero.
-        header_sum(tcp) + flags + u32::from(!be16(tcp, 16)) + pseudo + u32::from(psum)
+        header_sum(tcp) + flags + u32::from(!be16(tcp, 16)) + pseudo + fold_le(halves(head) + halves(rest))
     };
     tcp[13] = new as u8;
     tcp[16..18].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
-}
-
-/// Add the sum `b` of bytes that start at an odd offset of the stream to `a`
-/// (a byte-swapped contribution), or at an even one.
-#[inline(always)]
-pub fn add_sum(a: u16, b: u16, odd_offset: bool) -> u16 {
-    let b = if odd_offset { b.swap_bytes() } else { b };
-    let t = u32::from(a) + u32::from(b); // <= 0x1fffe: one end-around carry folds it
-    ((t & 0xffff) + (t >> 16)) as u16
 }
 
 #[cfg(test)]
@@ -767,7 +783,8 @@ mod tests {
     type PktView = ((u32, u32), (u16, u16, u16), u8, (u8, u8, u8, bool, bool));
 
     fn pkt_view(p: &Pkt) -> PktView {
-        ((p.hash, p.seq), (p.ip_id, p.payload, p.psum), p.flags, (p.l2, p.l3, p.l4, p.v6, p.csum_ok))
+        // (0 and 0xffff are the same ones-complement sum.)
+        ((p.hash, p.seq), (p.ip_id, p.payload, p.psum() % 0xffff), p.flags, (p.l2, p.l3, p.l4, p.v6, p.csum_ok))
     }
 
     /// The fast reading gives exactly the general path's view (hash, lengths,
@@ -874,7 +891,11 @@ mod tests {
                     let f = frame(false, ip_opts, tcp_opts, p, 0, 0x10);
                     let big = frame(false, ip_opts, tcp_opts, p + q, 0, 0x10);
                     let hdr = 14 + 20 + ip_opts + 20 + tcp_opts;
-                    let psum = checksum::fold(checksum::sum(&big[hdr..]));
+                    // The other segments' payload sum: the whole payload's less the
+                    // first's.
+                    let all = checksum::fold(checksum::sum(&big[hdr..]));
+                    let first = checksum::fold(checksum::sum(&f[hdr..]));
+                    let rest = u64::from(checksum::fold(u32::from(all) + u32::from(!first)).swap_bytes());
                     let mut want = big[..hdr].to_vec();
                     want[14 + 20 + ip_opts + 13] |= 0x08;
                     let (src, dst) =
@@ -891,7 +912,7 @@ mod tests {
                         if !s.csum_ok {
                             g[14 + 20 + ip_opts + 16] ^= 0x33; // TCP checksum
                         }
-                        finish_headers(&mut g, &s.hdr(), (p + q) as u32, 0x08, psum);
+                        finish_headers(&mut g, &s.hdr(), (p + q) as u32, 0x08, Pkt::of(&s, Kind::Slow).sum, rest);
                         assert_eq!(g[..hdr], want[..], "ip+{ip_opts} tcp+{tcp_opts} {p}+{q}B ol {ol:#x}");
                         let mut out = g[..hdr].to_vec();
                         out.extend_from_slice(&big[hdr..]);
