@@ -38,8 +38,8 @@ use merge::*;
 use ironpath_eal::abi;
 use ironpath_eal::{prefetch, Burst, Mbuf, Mempool, SegList};
 use parse::{
-    fast_words, finish_headers, sum_at_offset, key_of_words, parse_fast_pkt, at_offset, parse_into, same_key_words, same_tpl,
-    tpl_matches, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
+    fast_hash, fast_words, finish_headers, sum_at_offset, key_of_words, parse_fast_pkt, at_offset, parse_into, same_key_words, same_tpl,
+    tpl_matches, tpl_may_match, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -243,6 +243,14 @@ pub struct Aggregator {
     live: usize,
     /// `hashes[i]` is the hash of `flows[i]`'s key (`live` entries), scanned first.
     hashes: Vec<u32>,
+    /// The flow the last segment of the usual layout joined or started. Any
+    /// index: it is checked against `live` and the template.
+    hint: usize,
+    /// The last two segments of the usual layout joined the same flow (`hint`):
+    /// the next is tried against it before its hash is computed and scanned (a
+    /// burst's segments come in trains of one flow; flows taking turns skip the
+    /// try).
+    train: bool,
     /// `first_tsc[i]`: when `flows[i]`'s first segment arrived. Beside the hashes,
     /// not in the flows: the timeout and eviction scans read them all, and a
     /// thousand held flows' slots are out of the cache.
@@ -286,6 +294,8 @@ impl Aggregator {
             flows: Vec::with_capacity(cfg.max_flows),
             live: 0,
             hashes: Vec::with_capacity(cfg.max_flows),
+            hint: 0,
+            train: false,
             first_tsc: Vec::with_capacity(cfg.max_flows),
             lro_room,
             input: Vec::new(),
@@ -356,7 +366,7 @@ impl Aggregator {
                     tcp -= 1;
                     self.skip(m, Skip::NotTcp, &mut out);
                 } else if parse_fast_pkt(frame, h.ol_flags, &mut p) {
-                    self.one_fast(m, &p, now_tsc, &mut out);
+                    self.one_fast(m, &mut p, now_tsc, &mut out);
                 } else {
                     match parse_into(frame, frame.len(), h.ol_flags, &mut seg) {
                         Ok(()) => {
@@ -441,8 +451,34 @@ impl Aggregator {
 
     /// A segment of the usual layout: its flow and template are found by comparing
     /// header words with each held flow of the same hash.
-    fn one_fast(&mut self, m: Mbuf, p: &Pkt, now: u64, out: &mut Out<'_>) {
-        let found = self.find_fast(m.data(), p);
+    fn one_fast(&mut self, m: Mbuf, p: &mut Pkt, now: u64, out: &mut Out<'_>) {
+        let frame = m.data();
+        let i = self.hint;
+        let found = match self.flows.get(i) {
+            // The flow of the last segment: only one held flow has a given key,
+            // so a match is the one the hash scan would find.
+            Some(f)
+                if self.train
+                    && i < self.live
+                    && f.fast
+                    && tpl_may_match(&f.words, frame)
+                    && tpl_matches(&f.words, frame, p.l4) =>
+            {
+                p.hash = self.hashes[i];
+                Some((i, true))
+            }
+            _ => {
+                p.hash = fast_hash(frame);
+                self.find_fast(frame, p)
+            }
+        };
+        match found {
+            Some((j, true)) => {
+                self.train = j == i;
+                self.hint = j;
+            }
+            _ => self.train = false,
+        }
         self.place(m, p, Tpl::Fast(p.l4), found, now, out);
     }
 
@@ -561,6 +597,7 @@ impl Aggregator {
         if i == self.flows.len() {
             self.flows.push(Flow::empty());
         }
+        self.hint = i;
         let f = &mut self.flows[i];
         match t {
             Tpl::Fast(l4) => {

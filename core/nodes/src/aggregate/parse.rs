@@ -400,10 +400,25 @@ fn fast_key(h: &[u8; 54]) -> [u64; KEY_LEN / 8] {
     [le64_at(h, 0), le64_at(h, 8) & 0xffff_ffff_ffff, 14 << 56, le64_at(h, 26), 0, 0, 0, le64_at(h, 34) & 0xffff_ffff]
 }
 
+/// The flow hash of a frame of the usual layout ([`Seg::hash`]); 0 for a frame
+/// too short for it.
+#[inline(always)]
+pub fn fast_hash(frame: &[u8]) -> u32 {
+    frame.first_chunk::<54>().map_or(0, |h| hash(&fast_key(h)))
+}
+
+/// Whether a frame of the usual layout may be of the flow whose template words
+/// are `t` ([`tpl_words`]): its addresses' last bytes and ports are. One word
+/// compared, to try a likely flow before [`tpl_matches`] confirms it.
+#[inline(always)]
+pub fn tpl_may_match(t: &[u64; TPL_WORDS], frame: &[u8]) -> bool {
+    frame.first_chunk::<54>().is_some_and(|h| (le64_at(h, 32) & TPL_MASK_BARE[4]) == t[4])
+}
+
 /// Read a segment of the usual layout (`fast_layout`) whose IPv4 and TCP
 /// checksums the port verified into `p`: everything but the key and template,
-/// which stay in the frame ([`tpl_words`]). False (nothing written) for any
-/// other packet.
+/// which stay in the frame ([`tpl_words`]), and the hash ([`fast_hash`]).
+/// False (nothing written) for any other packet.
 #[inline(always)]
 pub fn parse_fast_pkt(frame: &[u8], ol_flags: u64, p: &mut Pkt) -> bool {
     const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
@@ -423,7 +438,7 @@ pub fn parse_fast_pkt(frame: &[u8], ol_flags: u64, p: &mut Pkt) -> bool {
         t += halves(le64_at(h, 34)) + halves(le64_at(h, 42)) + (le64_at(h, 46) >> 32);
     }
     *p = Pkt {
-        hash: hash(&fast_key(h)),
+        hash: 0, // (`fast_hash`, when the flow is looked up by it)
         seq: be32(h, 38),
         ip_id: be16(h, 18),
         payload: (tcp_len - l4) as u16,
@@ -819,6 +834,7 @@ mod tests {
                                         let rb = parse_general(d, ol, &mut b);
                                         if parse_fast_pkt(d, ol, &mut a) {
                                             fast_taken += 1;
+                                            a.hash = fast_hash(d);
                                             assert_eq!(rb, Ok(()), "fast path took a frame the general one rejects");
                                             assert_eq!(
                                                 pkt_view(&a),
@@ -828,6 +844,7 @@ mod tests {
                                             let w = tpl_words(d, a.l4).unwrap();
                                             assert!(key_of_words(&w) == b.key);
                                             assert_eq!(fast_words(d), Some(w));
+                                            assert!(tpl_may_match(&w, d));
                                         }
                                     }
                                 }
