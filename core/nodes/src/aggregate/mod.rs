@@ -352,11 +352,22 @@ impl Aggregator {
                     *out.n -= 1; // counted when first emitted
                 }
             }
+            let timeout = self.cfg.flush == Flush::Timeout;
             let mut it = input.drain(..);
             while let Some(m) = it.next() {
                 if let Some(ahead) = it.as_slice().get(3) {
                     if let Some(b) = ahead.data().first() {
                         prefetch(b);
+                    }
+                    // Its header's second line (`next`): written when the next
+                    // segment of its flow links on behind it, and touched by
+                    // nothing before. Segments held across bursts make the pool's
+                    // working set many times larger, so that line is long out of
+                    // the cache (timeout mode: 17% of the cycles at 16 flows);
+                    // flushed every burst, a freed packet is soon allocated again
+                    // with it still in the cache (and the prefetch costs 1-2%).
+                    if timeout {
+                        prefetch(&ahead.header().next);
                     }
                 }
                 let h = m.header();
