@@ -394,3 +394,58 @@ fn an_aggregate_carries_its_segment_count_mss_and_flags() {
     assert_eq!(pool.stats().in_use, 0);
     assert_eq!(big.stats().in_use, 0);
 }
+
+/// Payload sums at odd offsets, a run joined behind a segment that came late, and
+/// an aggregate whose first segment's TCP checksum field is not whole: IPv4
+/// segments of 7 bytes (every other one starts at an odd offset of the aggregate's
+/// payload) arriving 1, 2, 0, 3, ... in one burst, the last with PSH. Segment 0
+/// comes after 1 and 2 and becomes their run's head (the run of two joined behind
+/// it at offset 7). Its checksum flags are "good" (its sums read from the headers),
+/// or `RX_L4_CKSUM_NONE` with a field that is not a checksum (a kernel peer's
+/// partial checksum: the aggregate's is then summed from its headers and every
+/// payload sum). Either way one aggregate with valid checksums comes out.
+#[test]
+fn odd_offsets_a_late_head_and_a_partial_first_checksum_give_one_valid_aggregate() {
+    const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
+    let (pool, big) = pools();
+    for mode in [Mode::Gro, Mode::Lro] {
+        for head_flags in [GOOD, abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_NONE] {
+            let f = FlowSpec {
+                v6: false,
+                n: 5,
+                seq0: 1000,
+                id0: 77,
+                mss: 7,
+                data: (0..7 * 20).map(|i| (i * 37 + 11) as u8).collect(),
+                ack_every: usize::MAX,
+            };
+            let order: Vec<usize> = [1, 2, 0].into_iter().chain(3..20).collect();
+            let mut agg = Aggregator::new(AggrConfig { mode, ..AggrConfig::default() }, Some(big.clone()));
+            let mut b = Burst::new();
+            for &k in &order {
+                let mut d = frame(&f, k, if k == 19 { PSH } else { 0 });
+                let mut flags = GOOD;
+                if k == 0 {
+                    flags = head_flags;
+                    if head_flags & abi::RX_L4_CKSUM_NONE != 0 {
+                        d[14 + 20 + 16..14 + 20 + 18].copy_from_slice(&[0xde, 0xad]);
+                    }
+                }
+                let mut m = Mbuf::from_slice(&pool, &d).unwrap();
+                m.header_mut().ol_flags |= flags;
+                b.push(m).unwrap();
+            }
+            agg.process(&mut b, 1);
+            let what = format!("{mode:?}, first segment's flags {head_flags:#x}");
+            assert_eq!(b.len(), 1, "{what}: one aggregate");
+            assert_eq!(agg.stats.reordered, 1, "{what}: segment 0 came late");
+            assert_eq!(b.header(0).aggr_segs, 20, "{what}");
+            let v: Vec<u8> = b.segments(0).flatten().copied().collect();
+            let got = payloads(&[v]); // (checks both checksums)
+            let want = payloads(&(0..20).map(|k| frame(&f, k, 0)).collect::<Vec<_>>());
+            assert!(got == want, "{what}: bytes differ");
+        }
+    }
+    assert_eq!(pool.stats().in_use, 0);
+    assert_eq!(big.stats().in_use, 0);
+}

@@ -38,8 +38,9 @@ use merge::*;
 use ironpath_eal::abi;
 use ironpath_eal::{prefetch, Burst, Mbuf, Mempool, SegList};
 use parse::{
-    fast_hash, fast_words, finish_headers, sum_at_offset, key_of_words, parse_fast_pkt, at_offset, parse_into, same_key_words, same_tpl,
-    tpl_matches, tpl_may_match, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE, TPL_WORDS,
+    at_offset, fast_hash, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words,
+    same_tpl, sum_at_offset, tpl_matches, tpl_may_match, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE,
+    TPL_WORDS,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -243,7 +244,7 @@ pub struct Aggregator {
     live: usize,
     /// `hashes[i]` is the hash of `flows[i]`'s key (`live` entries), scanned first.
     hashes: Vec<u32>,
-    /// The flow the last segment of the usual layout joined or started. Any
+    /// The flow the last segment joined (of the usual layout) or started. Any
     /// index: it is checked against `live` and the template.
     hint: usize,
     /// The last two segments of the usual layout joined the same flow (`hint`):
@@ -461,7 +462,8 @@ impl Aggregator {
     }
 
     /// A segment of the usual layout: its flow and template are found by comparing
-    /// header words with each held flow of the same hash.
+    /// header words with the flow of the train it continues ([`Aggregator::hint`]),
+    /// else with each held flow of the same hash.
     fn one_fast(&mut self, m: Mbuf, p: &mut Pkt, now: u64, out: &mut Out<'_>) {
         let frame = m.data();
         let i = self.hint;

@@ -408,8 +408,9 @@ pub fn fast_hash(frame: &[u8]) -> u32 {
 }
 
 /// Whether a frame of the usual layout may be of the flow whose template words
-/// are `t` ([`tpl_words`]): its addresses' last bytes and ports are. One word
-/// compared, to try a likely flow before [`tpl_matches`] confirms it.
+/// are `t` ([`tpl_words`]): its destination address's last two bytes and its
+/// ports are. One word compared, to try a likely flow before [`tpl_matches`]
+/// confirms it.
 #[inline(always)]
 pub fn tpl_may_match(t: &[u64; TPL_WORDS], frame: &[u8]) -> bool {
     frame.first_chunk::<54>().is_some_and(|h| (le64_at(h, 32) & TPL_MASK_BARE[4]) == t[4])
