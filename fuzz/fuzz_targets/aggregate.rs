@@ -25,9 +25,8 @@ fn pools() -> &'static (Mempool, Mempool) {
     static P: OnceLock<(Mempool, Mempool)> = OnceLock::new();
     P.get_or_init(|| {
         let small = Mempool::create(&MempoolConfig::new("fz-agg", 4096).cache_size(0).policy(MemPolicy::NoHuge));
-        let big = Mempool::create(
-            &MempoolConfig::new("fz-lro", 64).cache_size(0).data_room(65535).policy(MemPolicy::NoHuge),
-        );
+        let big =
+            Mempool::create(&MempoolConfig::new("fz-lro", 64).cache_size(0).data_room(65535).policy(MemPolicy::NoHuge));
         (small.expect("pool"), big.expect("lro pool"))
     })
 }

@@ -22,8 +22,8 @@ use ironpath_graph::{Dispatch, Node, NodeStats, DROP};
 use ironpath_nodes::acl::sample::{random_rules, Lcg};
 use ironpath_nodes::acl::{key_of, Classifier, Rule};
 use ironpath_nodes::handoff::Handoff;
-use ironpath_nodes::vlan::{Action, Untagged, Vlan, VlanConfig};
 use ironpath_nodes::l2_bridge::{parse_vlans, L2Bridge};
+use ironpath_nodes::vlan::{Action, Untagged, Vlan, VlanConfig};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
@@ -65,7 +65,8 @@ fuzz_target!(|data: &[u8]| {
     let mut push = Vlan::new(vcfg(Action::Push { tpid: 0x88a8, tci: 0x2064 }), p.clone());
     let mut pop = Vlan::new(vcfg(Action::Pop), p.clone());
     let (pst, vst) = (NodeStats::new(push.counters()), NodeStats::new(pop.counters()));
-    let mut br = L2Bridge::new(&PORTS, &[((0, [0x02, 0, 0, 0, 0, 0x99]), 1)], MAX_ENTRIES, 100, data.len() % 2 == 0, [3; 16]);
+    let mut br =
+        L2Bridge::new(&PORTS, &[((0, [0x02, 0, 0, 0, 0, 0x99]), 1)], MAX_ENTRIES, 100, data.len() % 2 == 0, [3; 16]);
     let members = data.len() % 4 == 0;
     if members {
         br = br.with_members(0, parse_vlans("0,5-9,100").expect("vlans"));
@@ -105,7 +106,8 @@ fuzz_target!(|data: &[u8]| {
         // Push, then pop: the frames that went through both are unchanged.
         let before: Vec<Vec<u8>> = (0..b.len()).map(|i| b.data(i).to_vec()).collect();
         let c = call(&mut push, &pst, &mut b, now);
-        let kept: Vec<bool> = (0..b.len()).map(|i| !matches!(c.dispatch, Dispatch::Each) || c.next[i] != DROP).collect();
+        let kept: Vec<bool> =
+            (0..b.len()).map(|i| !matches!(c.dispatch, Dispatch::Each) || c.next[i] != DROP).collect();
         keep(&mut b, &c);
         let c = call(&mut pop, &vst, &mut b, now);
         keep(&mut b, &c);
@@ -117,7 +119,8 @@ fuzz_target!(|data: &[u8]| {
         }
         for i in 0..b.len() {
             if let Ok(k) = key_of(b.data(i)) {
-                let want = linear.iter().position(|r| r.ranges.iter().zip(&k).all(|(&(lo, hi), &x)| lo <= x && x <= hi));
+                let want =
+                    linear.iter().position(|r| r.ranges.iter().zip(&k).all(|(&(lo, hi), &x)| lo <= x && x <= hi));
                 assert_eq!(acl.lookup(&k), want, "key {k:x?}");
             }
         }

@@ -22,8 +22,10 @@ fn pool() -> &'static Mempool {
     static POOL: OnceLock<Mempool> = OnceLock::new();
     // 128 bytes of headroom and 128 of data: chains come quickly.
     POOL.get_or_init(|| {
-        Mempool::create(&MempoolConfig::new("fuzz-mbuf", POOL_SIZE).cache_size(0).data_room(256).policy(MemPolicy::NoHuge))
-            .expect("create mempool")
+        Mempool::create(
+            &MempoolConfig::new("fuzz-mbuf", POOL_SIZE).cache_size(0).data_room(256).policy(MemPolicy::NoHuge),
+        )
+        .expect("create mempool")
     })
 }
 

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use ironpath_tcp::testing::Bytes;
 use ironpath_tcp::{
-    Config, Connection, Endpoint, IsnGenerator, Keepalive, Listener, Payload, Segment, State, Time, TimeWait, TimeWaitReply,
+    Config, Connection, Endpoint, IsnGenerator, Keepalive, Listener, Payload, Segment, State, Time, TimeWait,
+    TimeWaitReply,
 };
 use ironpath_wire::{IpAddress, TcpControl, TcpPacket, TcpRepr};
 use libfuzzer_sys::fuzz_target;

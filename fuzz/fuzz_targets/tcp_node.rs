@@ -118,8 +118,20 @@ fn config(flags: u8) -> TcpConfig {
                 backlog,
                 bytes: 0,
                 root: Some(www().clone()),
-                objects: "/empty=0,/obj=5000".into(), congestion: None, dotfiles: false },
-            ListenCfg { port: 7, app: ServerApp::Echo, backlog, bytes: 0, root: None, objects: String::new(), congestion: None, dotfiles: false },
+                objects: "/empty=0,/obj=5000".into(),
+                congestion: None,
+                dotfiles: false,
+            },
+            ListenCfg {
+                port: 7,
+                app: ServerApp::Echo,
+                backlog,
+                bytes: 0,
+                root: None,
+                objects: String::new(),
+                congestion: None,
+                dotfiles: false,
+            },
         ],
         connect: Vec::new(),
         max_connections: if tight { 2 } else { 8 },
@@ -128,11 +140,7 @@ fn config(flags: u8) -> TcpConfig {
         tx_inflight_limit: if tight { 4096 } else { 0 },
         memory_limit: if small { 8192 } else { 0 },
         max_time_wait: if small { 2 } else { 262_144 },
-        limits: TcpLimits {
-            file_threads: 0,
-            file_cache: if small { 0 } else { 1 << 20 },
-            ..Default::default()
-        },
+        limits: TcpLimits { file_threads: 0, file_cache: if small { 0 } else { 1 << 20 }, ..Default::default() },
     }
 }
 

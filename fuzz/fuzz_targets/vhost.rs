@@ -74,7 +74,13 @@ fuzz_target!(|data: &[u8]| {
     let table = std::sync::Arc::new(unsafe { mem::MemTable::from_raw(&[(region, bytes.as_mut_ptr())]) }.unwrap());
     let num = 1u32 << (cfg >> 3 & 7);
     let tp = TestPool::new(128, 2048 + 128, 128);
-    let neg = Negotiated { hdr_len: if cfg & 0x40 != 0 { 10 } else { 12 }, mrg: cfg & 0x80 != 0, guest_csum: cfg & 1 != 0, guest_tso: cfg & 2 != 0, in_order: cfg & 4 != 0 };
+    let neg = Negotiated {
+        hdr_len: if cfg & 0x40 != 0 { 10 } else { 12 },
+        mrg: cfg & 0x80 != 0,
+        guest_csum: cfg & 1 != 0,
+        guest_tso: cfg & 2 != 0,
+        in_order: cfg & 4 != 0,
+    };
     let ring = |avail_at: u64| {
         let mut v = Vring::default();
         v.num = num;

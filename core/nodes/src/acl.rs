@@ -151,9 +151,13 @@ impl Classifier {
     fn build_trees(rules: &[Rule], ids: &[u32]) -> Vec<Tree> {
         let mut groups: Vec<(u8, Vec<u32>)> = Vec::new();
         for (i, r) in ids.iter().map(|&i| (i as usize, &rules[i as usize])) {
-            let g = r.ranges.iter().zip(WIDE).enumerate().take(GROUP_FIELDS).fold(0u8, |g, (f, (&(lo, hi), w))| {
-                g | (u8::from(hi - lo >= w - 1) << f)
-            });
+            let g = r
+                .ranges
+                .iter()
+                .zip(WIDE)
+                .enumerate()
+                .take(GROUP_FIELDS)
+                .fold(0u8, |g, (f, (&(lo, hi), w))| g | (u8::from(hi - lo >= w - 1) << f));
             match groups.iter_mut().find(|x| x.0 == g) {
                 Some(x) => x.1.push(i as u32),
                 None => groups.push((g, vec![i as u32])),
@@ -280,11 +284,7 @@ impl Tree {
                 }
                 TreeNode::Leaf { start, len } => {
                     let ids = &self.leaf_rules[start as usize..(start + len) as usize];
-                    return ids
-                        .iter()
-                        .map(|&i| i as usize)
-                        .take_while(|&i| i < below)
-                        .find(|&i| rules[i].matches(key));
+                    return ids.iter().map(|&i| i as usize).take_while(|&i| i < below).find(|&i| rules[i].matches(key));
                 }
             }
         }
@@ -292,7 +292,9 @@ impl Tree {
 
     fn depth(&self, n: usize) -> usize {
         match self.nodes.get(n) {
-            Some(TreeNode::Split { left, right, .. }) => 1 + self.depth(*left as usize).max(self.depth(*right as usize)),
+            Some(TreeNode::Split { left, right, .. }) => {
+                1 + self.depth(*left as usize).max(self.depth(*right as usize))
+            }
             _ => 0,
         }
     }
@@ -314,7 +316,8 @@ impl Tree {
                 let (mut lb, mut rb) = (bounds, bounds);
                 lb[field].1 = at - 1;
                 rb[field].0 = at;
-                let left_ids: Vec<u32> = ids.iter().copied().filter(|&i| rules[i as usize].ranges[field].0 < at).collect();
+                let left_ids: Vec<u32> =
+                    ids.iter().copied().filter(|&i| rules[i as usize].ranges[field].0 < at).collect();
                 let right_ids: Vec<u32> =
                     ids.iter().copied().filter(|&i| rules[i as usize].ranges[field].1 >= at).collect();
                 let left = self.build(rules, &left_ids, lb, depth + 1);
@@ -426,7 +429,8 @@ pub fn parse_prefix(s: &str) -> Result<(u128, u128), String> {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
     };
-    let addr: IpAddr = addr.parse().map_err(|_| format!("`{s}`: not an address or prefix (e.g. 198.18.0.0/15, fd00::/8, any)"))?;
+    let addr: IpAddr =
+        addr.parse().map_err(|_| format!("`{s}`: not an address or prefix (e.g. 198.18.0.0/15, fd00::/8, any)"))?;
     let (bits, max) = match addr {
         IpAddr::V4(a) => (u128::from(a.to_ipv6_mapped()), 32u32),
         IpAddr::V6(a) => (u128::from(a), 128u32),
@@ -621,11 +625,16 @@ impl Controller for AclCtl {
         let mut rules = self.rules.clone();
         let what = match words {
             ["show", "acl"] => {
-                let mut s = format!("{n} rules, first match wins; default {}
-", self.default.name());
+                let mut s = format!(
+                    "{n} rules, first match wins; default {}
+",
+                    self.default.name()
+                );
                 for (i, r) in self.rules.iter().enumerate() {
-                    s.push_str(&format!("{i:>6}: {r}
-"));
+                    s.push_str(&format!(
+                        "{i:>6}: {r}
+"
+                    ));
                 }
                 return Ok(s);
             }
@@ -651,10 +660,8 @@ impl Controller for AclCtl {
             _ => return Err(format!("usage: {}", ACL_GRAMMAR.iter().map(|g| g.0).collect::<Vec<_>>().join(" | "))),
         };
         let start = std::time::Instant::now();
-        let parsed: Vec<Rule> = rules
-            .iter()
-            .map(|t| parse_rule(&t.split_whitespace().collect::<Vec<_>>()))
-            .collect::<Result<_, _>>()?;
+        let parsed: Vec<Rule> =
+            rules.iter().map(|t| parse_rule(&t.split_whitespace().collect::<Vec<_>>())).collect::<Result<_, _>>()?;
         let old = remote.call(Box::new(Classifier::new(parsed)))?;
         if old.downcast::<Classifier>().is_err() {
             return Err("the node did not take the new rule set (it panicked): nothing changed".into());
@@ -750,11 +757,14 @@ fn decide(
         let (action, counter) = match found {
             Some(r) => {
                 let a = rules.rule(r).action;
-                (a, match a {
-                    Action::Permit => AclCounter::Permitted,
-                    Action::Deny => AclCounter::Denied,
-                    Action::Count => AclCounter::Counted,
-                })
+                (
+                    a,
+                    match a {
+                        Action::Permit => AclCounter::Permitted,
+                        Action::Deny => AclCounter::Denied,
+                        Action::Count => AclCounter::Counted,
+                    },
+                )
             }
             None if default == Action::Deny => (Action::Deny, AclCounter::DefaultDeny),
             None => (Action::Permit, AclCounter::DefaultPermit),
@@ -766,7 +776,9 @@ fn decide(
 
 const RULE: &[ParamSpec] = &[
     ParamSpec::new("action", ParamKind::Enum(Action::NAMES)).required().doc("what to do with a match"),
-    ParamSpec::new("src", ParamKind::Str).default("any").doc("source: a prefix (198.18.0.0/15, fd00::/8), an address, or any"),
+    ParamSpec::new("src", ParamKind::Str)
+        .default("any")
+        .doc("source: a prefix (198.18.0.0/15, fd00::/8), an address, or any"),
     ParamSpec::new("dst", ParamKind::Str).default("any").doc("destination, as src"),
     ParamSpec::new("proto", ParamKind::Str).default("any").doc("tcp, udp, icmp, icmpv6, sctp, a number, or any"),
     ParamSpec::new("sport", ParamKind::Str).default("any").doc("source port: a port, LO-HI, or any"),
@@ -897,7 +909,13 @@ pub mod sample {
     /// A random key in the space of [`random_rules`].
     pub fn random_key(g: &mut Lcg) -> [u128; FIELDS] {
         let a = |g: &mut Lcg| v4_key(Ipv4Addr::from(((g.next_u64() as u32) & 0x0f0f_ffff) | 0xc000_0000));
-        [a(g), a(g), [6, 17, 1][(g.next_u64() % 3) as usize], u128::from(g.next_u64() % 65536), u128::from(g.next_u64() % 2000)]
+        [
+            a(g),
+            a(g),
+            [6, 17, 1][(g.next_u64() % 3) as usize],
+            u128::from(g.next_u64() % 65536),
+            u128::from(g.next_u64() % 2000),
+        ]
     }
 }
 
@@ -947,7 +965,8 @@ mod tests {
                 }
                 if v6 && g.next_u64().is_multiple_of(4) {
                     let f = (g.next_u64() % 2) as usize;
-                    k[f] = [0xfd00 << 112 | u128::from(g.next_u64()), m_lo - 1, m_hi + 1, m_lo, m_hi][g.next_u64() as usize % 5];
+                    k[f] = [0xfd00 << 112 | u128::from(g.next_u64()), m_lo - 1, m_hi + 1, m_lo, m_hi]
+                        [g.next_u64() as usize % 5];
                 }
                 k
             })
@@ -980,7 +999,9 @@ mod tests {
     #[test]
     fn the_tries_and_trees_find_the_first_match_as_a_linear_scan_does() {
         let mut g = Lcg(11);
-        for (n, dense) in [(0, false), (1, false), (2, true), (7, true), (40, true), (300, false), (300, true), (2000, false)] {
+        for (n, dense) in
+            [(0, false), (1, false), (2, true), (7, true), (40, true), (300, false), (300, true), (2000, false)]
+        {
             let rules = random_rules(&mut g, n, dense);
             let keys = edge_keys(&mut g, &rules, 3000, false);
             let c = Classifier::new(rules.clone());
@@ -1040,7 +1061,10 @@ mod tests {
         assert_eq!(parse_prefix("any").unwrap(), (0, u128::MAX));
         let (lo, hi) = parse_prefix("198.18.0.0/15").unwrap();
         assert_eq!((lo, hi), (v4_key(Ipv4Addr::new(198, 18, 0, 0)), v4_key(Ipv4Addr::new(198, 19, 255, 255))));
-        assert_eq!(parse_prefix("fd00::1").unwrap(), (v6_key("fd00::1".parse().unwrap()), v6_key("fd00::1".parse().unwrap())));
+        assert_eq!(
+            parse_prefix("fd00::1").unwrap(),
+            (v6_key("fd00::1".parse().unwrap()), v6_key("fd00::1".parse().unwrap()))
+        );
         assert!(parse_prefix("198.18.0.1/15").unwrap_err().contains("past the prefix"));
         assert!(parse_prefix("198.18.0.0/33").unwrap_err().contains("0..=32"));
         assert!(parse_prefix("example").is_err());
@@ -1070,11 +1094,11 @@ mod tests {
         let st = stats(&acl);
         let p = pool(16);
         let frames = [
-            udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 53),   // denied (first rule wins)
-            udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 80),   // counted
+            udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 53), // denied (first rule wins)
+            udp([198, 18, 7, 1], [198, 18, 0, 2], 5000, 80), // counted
             udp([198, 18, 1, 1], [198, 18, 0, 2], 5000, 8080), // permitted
-            udp([198, 18, 1, 1], [198, 18, 0, 2], 5000, 80),   // default: deny
-            eth([0xff; 6], PEER_MAC, 0x0806, &[0; 28]),        // not IP: passed
+            udp([198, 18, 1, 1], [198, 18, 0, 2], 5000, 80), // default: deny
+            eth([0xff; 6], PEER_MAC, 0x0806, &[0; 28]),      // not IP: passed
         ];
         let mut b = burst(&p, &frames);
         let c = call(&mut acl, &st, &mut b, 0);
@@ -1123,7 +1147,8 @@ mod tests {
             let mut f = base.clone();
             for _ in 0..g.next_u64() % 4 {
                 let at = 12 + g.next_u64() as usize % 30;
-                f[at] = [g.next_u64() as u8, 0x45, 0x46, 0x4f, 0x08, 0x00, 1, 6, 17, 132, 0x20, 0x3f][(g.next_u64() % 12) as usize];
+                f[at] = [g.next_u64() as u8, 0x45, 0x46, 0x4f, 0x08, 0x00, 1, 6, 17, 132, 0x20, 0x3f]
+                    [(g.next_u64() % 12) as usize];
             }
             if i % 3 == 0 {
                 f.truncate(g.next_u64() as usize % (base.len() + 1));
@@ -1236,7 +1261,10 @@ mod tests {
 
     #[test]
     fn rules_added_replaced_and_removed_while_the_node_runs_and_bad_ones_refused() {
-        let acl = Acl::new(vec![parse_rule(&["deny", "src", "198.18.0.0/15", "proto", "udp", "dport", "53"]).unwrap()], Action::Permit);
+        let acl = Acl::new(
+            vec![parse_rule(&["deny", "src", "198.18.0.0/15", "proto", "udp", "dport", "53"]).unwrap()],
+            Action::Permit,
+        );
         crate::tests::running(Box::new(acl), &["out"], |info| {
             let ok = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_or_else(|e| panic!("{l}: {e}"));
             let err = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_err();
@@ -1246,7 +1274,11 @@ mod tests {
             assert!(ok("acl rule replace 2 deny dst fd00::/16").contains("rule 2 replaced"));
             assert!(ok("acl rule del 1").contains("rule 1 removed: 2 rules"));
             let shown = ok("show acl");
-            assert_eq!(shown.lines().skip(1).collect::<Vec<_>>(), ["     0: count proto 6", "     1: deny dst fd00::/16"], "{shown}");
+            assert_eq!(
+                shown.lines().skip(1).collect::<Vec<_>>(),
+                ["     0: count proto 6", "     1: deny dst fd00::/16"],
+                "{shown}"
+            );
             assert!(err("acl rule add allow src any").contains("not an action"));
             assert!(err("acl rule add deny src 198.18.0.0/33").contains("`src`"));
             assert!(err("acl rule add deny color red").contains("unknown field"));

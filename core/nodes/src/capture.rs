@@ -92,8 +92,12 @@ pub const KIND: NodeKind = NodeKind {
         doc: "write the packets passing through to a pcap file (nanosecond timestamps), pass them on",
         params: &[
             ParamSpec::new("file", ParamKind::Path).required().doc("output file (created or truncated)"),
-            ParamSpec::new("snaplen", ParamKind::Uint { min: 64, max: 262_144 }).default("65535").doc("bytes kept per packet"),
-            ParamSpec::new("max_packets", ParamKind::Uint { min: 0, max: u64::MAX }).default("0").doc("stop capturing after this many (0: no limit)"),
+            ParamSpec::new("snaplen", ParamKind::Uint { min: 64, max: 262_144 })
+                .default("65535")
+                .doc("bytes kept per packet"),
+            ParamSpec::new("max_packets", ParamKind::Uint { min: 0, max: u64::MAX })
+                .default("0")
+                .doc("stop capturing after this many (0: no limit)"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         ..NodeSpec::DEFAULT

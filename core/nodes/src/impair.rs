@@ -276,13 +276,23 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "impair",
         doc: "a bad link on purpose (as netem): seeded loss, delay with jitter (reordering), duplication, corruption",
         params: &[
-            ParamSpec::new("seed", ParamKind::Uint { min: 0, max: u64::MAX }).default("1").doc("generator seed (same seed, same decisions)"),
-            ParamSpec::new("loss", ParamKind::Str).default("0%").doc("probability a packet is dropped (`1%`, `0.1%` or a fraction like `0.01`)"),
+            ParamSpec::new("seed", ParamKind::Uint { min: 0, max: u64::MAX })
+                .default("1")
+                .doc("generator seed (same seed, same decisions)"),
+            ParamSpec::new("loss", ParamKind::Str)
+                .default("0%")
+                .doc("probability a packet is dropped (`1%`, `0.1%` or a fraction like `0.01`)"),
             ParamSpec::new("duplicate", ParamKind::Str).default("0%").doc("probability a packet is sent twice"),
-            ParamSpec::new("corrupt", ParamKind::Str).default("0%").doc("probability one bit (past the Ethernet header) is flipped"),
+            ParamSpec::new("corrupt", ParamKind::Str)
+                .default("0%")
+                .doc("probability one bit (past the Ethernet header) is flipped"),
             ParamSpec::new("delay", ParamKind::Duration).default("0us").doc("base delay"),
-            ParamSpec::new("jitter", ParamKind::Duration).default("0us").doc("each packet's delay is uniform in delay ± jitter (reorders)"),
-            ParamSpec::new("max_held", ParamKind::Uint { min: 1, max: 1_000_000 }).default("65536").doc("most packets waiting (beyond: dropped, counted)"),
+            ParamSpec::new("jitter", ParamKind::Duration)
+                .default("0us")
+                .doc("each packet's delay is uniform in delay ± jitter (reorders)"),
+            ParamSpec::new("max_held", ParamKind::Uint { min: 1, max: 1_000_000 })
+                .default("65536")
+                .doc("most packets waiting (beyond: dropped, counted)"),
             MEMPOOL,
         ],
         nexts: Nexts::Fixed(&["out"]),

@@ -291,7 +291,9 @@ fn carries(members: &[Option<Box<VlanSet>>], port: u16, vid: u16) -> bool {
 /// (`"0,10,20-29"`; 0 is untagged).
 pub fn parse_vlans(s: &str) -> Result<VlanSet, String> {
     let mut set = [0u64; 64];
-    let bad = |item: &str| format!("`{item}` is not a VLAN id or range of ids in 0..=4095 (e.g. \"0,10,20-29\"; 0: untagged)");
+    let bad = |item: &str| {
+        format!("`{item}` is not a VLAN id or range of ids in 0..=4095 (e.g. \"0,10,20-29\"; 0: untagged)")
+    };
     for item in s.split(',').map(str::trim) {
         let (lo, hi) = match item.split_once('-') {
             Some((a, b)) => (a.trim(), b.trim()),
@@ -617,7 +619,11 @@ impl BridgeCtl {
     /// A static entry for `key` on port `port`, if the port carries its VLAN.
     fn add(&self, key: Key, port: u16) -> Result<MacChange, String> {
         if !carries(&self.members, port, key.0) {
-            return Err(format!("port `{}` does not carry VLAN {} (its `members` entry)", self.ports[usize::from(port)], key.0));
+            return Err(format!(
+                "port `{}` does not carry VLAN {} (its `members` entry)",
+                self.ports[usize::from(port)],
+                key.0
+            ));
         }
         Ok(MacChange::Add(key, port))
     }
@@ -631,14 +637,19 @@ impl BridgeCtl {
     }
 
     fn key(&self, mac: &str, vlan: Option<&str>) -> Result<Key, String> {
-        let m = ironpath_config::parse_mac(mac).ok_or_else(|| format!("`{mac}` is not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
+        let m = ironpath_config::parse_mac(mac)
+            .ok_or_else(|| format!("`{mac}` is not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
         if m[0] & 1 != 0 {
             return Err(format!("{mac} is a multicast address: it is never a frame's source"));
         }
         let vid = match vlan {
             None => 0,
             Some(v) if !self.vlan_aware => return Err(format!("vlan {v}: the bridge is not vlan_aware")),
-            Some(v) => v.parse::<u16>().ok().filter(|v| *v <= 4095).ok_or_else(|| format!("`{v}` is not a VLAN id (0..=4095)"))?,
+            Some(v) => v
+                .parse::<u16>()
+                .ok()
+                .filter(|v| *v <= 4095)
+                .ok_or_else(|| format!("`{v}` is not a VLAN id (0..=4095)"))?,
         };
         Ok((vid, m))
     }
@@ -656,7 +667,9 @@ impl Controller for BridgeCtl {
     fn command(&mut self, words: &[&str], remote: &Remote) -> Result<String, String> {
         let change = match words {
             ["bridge", "mac", "add", mac, "port", port] => self.add(self.key(mac, None)?, self.port(port)?)?,
-            ["bridge", "mac", "add", mac, "port", port, "vlan", v] => self.add(self.key(mac, Some(v))?, self.port(port)?)?,
+            ["bridge", "mac", "add", mac, "port", port, "vlan", v] => {
+                self.add(self.key(mac, Some(v))?, self.port(port)?)?
+            }
             ["bridge", "mac", "del" | "delete", mac] => MacChange::Del(self.key(mac, None)?),
             ["bridge", "mac", "del" | "delete", mac, "vlan", v] => MacChange::Del(self.key(mac, Some(v))?),
             ["bridge", "mac", "flush"] => MacChange::Flush(None, 0),
@@ -691,7 +704,10 @@ impl Controller for BridgeCtl {
                 for ((vid, m), port, fixed) in &all {
                     let mac = m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
                     let name = self.ports.get(usize::from(*port)).map_or("?", String::as_str);
-                    s.push_str(&format!("{mac:<18} {vid:>5} {name:<12} {}\n", if *fixed { "static" } else { "learned" }));
+                    s.push_str(&format!(
+                        "{mac:<18} {vid:>5} {name:<12} {}\n",
+                        if *fixed { "static" } else { "learned" }
+                    ));
                 }
                 if total > all.len() {
                     s.push_str(&format!("... {} more\n", total - all.len()));
@@ -708,13 +724,17 @@ impl Controller for BridgeCtl {
 
 const STATIC: &[ParamSpec] = &[
     ParamSpec::new("mac", ParamKind::Mac).required().doc("the MAC address"),
-    ParamSpec::new("vid", ParamKind::Uint { min: 0, max: 4095 }).default("0").doc("its VLAN (vlan_aware bridges; 0: untagged)"),
+    ParamSpec::new("vid", ParamKind::Uint { min: 0, max: 4095 })
+        .default("0")
+        .doc("its VLAN (vlan_aware bridges; 0: untagged)"),
     ParamSpec::new("port", ParamKind::Port).required().doc("the port it is on (one of the bridge's next edges)"),
 ];
 
 const MEMBER: &[ParamSpec] = &[
     ParamSpec::new("port", ParamKind::Port).required().doc("a port of the bridge (one of its next edges)"),
-    ParamSpec::new("vlans", ParamKind::Str).required().doc("the VLAN ids it carries: ids and ranges, e.g. \"0,10,20-29\" (0: untagged frames)"),
+    ParamSpec::new("vlans", ParamKind::Str)
+        .required()
+        .doc("the VLAN ids it carries: ids and ranges, e.g. \"0,10,20-29\" (0: untagged frames)"),
 ];
 
 /// A refusal of `check`: where, and why.
@@ -733,7 +753,8 @@ fn members_of(p: &ironpath_config::Params) -> Result<Vec<(String, VlanSet)>, Che
         if out.iter().any(|(q, _)| q == port) {
             return Err((r.loc("port"), format!("port `{port}` is listed twice in `members`")));
         }
-        let vlans = parse_vlans(r.str("vlans").unwrap_or_default()).map_err(|e| (r.loc("vlans"), format!("`vlans`: {e}")))?;
+        let vlans =
+            parse_vlans(r.str("vlans").unwrap_or_default()).map_err(|e| (r.loc("vlans"), format!("`vlans`: {e}")))?;
         out.push((port.to_owned(), vlans));
     }
     Ok(out)
@@ -835,7 +856,13 @@ mod tests {
 
     /// Run `br` on frames that came in on port ids `from` (one per frame); returns
     /// (next edge, tag byte) per output packet and frees them.
-    fn run(br: &mut L2Bridge, st: &ironpath_graph::NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec<u8>)]) -> Vec<(u16, u8)> {
+    fn run(
+        br: &mut L2Bridge,
+        st: &ironpath_graph::NodeStats,
+        p: &Mempool,
+        now: u64,
+        frames: &[(u16, Vec<u8>)],
+    ) -> Vec<(u16, u8)> {
         let fs: Vec<Vec<u8>> = frames.iter().map(|f| f.1.clone()).collect();
         let mut b = burst(p, &fs);
         for (i, f) in frames.iter().enumerate() {
@@ -843,7 +870,10 @@ mod tests {
         }
         let c: Call = call(br, st, &mut b, now);
         assert!(matches!(c.dispatch, Dispatch::Each));
-        let out = (0..b.len()).map(|i| (c.next[i], b.data(i).get(14).copied().unwrap_or(0))).filter(|x| x.0 != DROP).collect();
+        let out = (0..b.len())
+            .map(|i| (c.next[i], b.data(i).get(14).copied().unwrap_or(0)))
+            .filter(|x| x.0 != DROP)
+            .collect();
         b.free_all();
         out
     }
@@ -1026,12 +1056,18 @@ mod tests {
         for (params, at, wants) in [
             ("{members: [{port: a, vlans: \"5\"}]}", "b.yaml:4:", "vlan_aware: true"),
             ("{vlan_aware: true, members: [{port: a, vlans: \"5-x\"}]}", "b.yaml:4:", "`5-x` is not a VLAN id"),
-            ("{vlan_aware: true, members: [{port: a, vlans: \"5\"}, {port: a, vlans: \"6\"}]}", "b.yaml:4:", "listed twice"),
+            (
+                "{vlan_aware: true, members: [{port: a, vlans: \"5\"}, {port: a, vlans: \"6\"}]}",
+                "b.yaml:4:",
+                "listed twice",
+            ),
         ] {
             let yaml = format!(
                 "ports: [{{name: a, driver: net_null}}, {{name: b, driver: net_null}}]\nlcores: [{{id: 0}}]\nnodes:\n  - {{name: br, type: l2_bridge, lcore: 0, params: {params}}}\n"
             );
-            let e = ironpath_config::parse_str(&yaml, std::path::Path::new("b.yaml"), &catalog).expect_err(params).to_string();
+            let e = ironpath_config::parse_str(&yaml, std::path::Path::new("b.yaml"), &catalog)
+                .expect_err(params)
+                .to_string();
             assert!(e.contains(at) && e.contains(wants), "{params}: {e}");
         }
     }
@@ -1068,13 +1104,21 @@ mod tests {
     #[test]
     fn static_entries_added_removed_and_learned_ones_flushed_while_the_bridge_runs() {
         let mut br = bridge(4, 0);
-        br.ctl = Some(BridgeCtl { ports: vec!["left".into(), "right".into()], vlan_aware: false, members: vec![None, None] });
+        br.ctl = Some(BridgeCtl {
+            ports: vec!["left".into(), "right".into()],
+            vlan_aware: false,
+            members: vec![None, None],
+        });
         crate::tests::running(Box::new(br), &["left", "right"], |info| {
             let ok = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_or_else(|e| panic!("{l}: {e}"));
             let err = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_err();
             assert!(ok("show bridge mac").starts_with("0 entries"));
             assert!(ok("bridge mac add 02:00:00:00:00:0a port right").contains("added"));
-            assert!(ok("show bridge mac").contains("02:00:00:00:00:0a      0 right        static"), "{}", ok("show bridge mac"));
+            assert!(
+                ok("show bridge mac").contains("02:00:00:00:00:0a      0 right        static"),
+                "{}",
+                ok("show bridge mac")
+            );
             assert!(err("bridge mac add 02:00:00:00:00:0b port middle").contains("not on the bridge"));
             assert!(err("bridge mac add 03:00:00:00:00:0b port left").contains("multicast"));
             assert!(err("bridge mac add 02:00:00:00:00:0b port left vlan 5").contains("not vlan_aware"));
@@ -1109,7 +1153,11 @@ mod tests {
             let b = k.to_be_bytes();
             br.table.insert((0, [0x02, 0, b[0], b[1], b[2], b[3]]), (k % 2) as u16, 1, State::Learned);
         }
-        br.ctl = Some(BridgeCtl { ports: vec!["left".into(), "right".into(), "third".into()], vlan_aware: false, members: vec![None; 3] });
+        br.ctl = Some(BridgeCtl {
+            ports: vec!["left".into(), "right".into(), "third".into()],
+            vlan_aware: false,
+            members: vec![None; 3],
+        });
         crate::tests::running(Box::new(br), &["left", "right", "third"], |info| {
             let ok = |l: &str| crate::tests::ctl(info, l).unwrap().unwrap_or_else(|e| panic!("{l}: {e}"));
             let shown = ok("show bridge mac");

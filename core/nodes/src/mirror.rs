@@ -90,7 +90,9 @@ pub const KIND: NodeKind = NodeKind {
         type_name: "mirror",
         doc: "send every packet on `out` and a copy of it on `copy` (a shared reference, or a copy of its own)",
         params: &[
-            ParamSpec::new("mode", ParamKind::Enum(MirrorMode::NAMES)).default("share").doc("share: a second reference, read-only on both branches; copy: buffers of its own from `mempool`"),
+            ParamSpec::new("mode", ParamKind::Enum(MirrorMode::NAMES))
+                .default("share")
+                .doc("share: a second reference, read-only on both branches; copy: buffers of its own from `mempool`"),
             MEMPOOL,
         ],
         nexts: Nexts::Fixed(&["out", "copy"]),

@@ -55,8 +55,8 @@ use ironpath_eal::abi::{self, Mbuf as RawMbuf};
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, DROP};
 use ironpath_wire::checksum;
-use std::hash::{BuildHasher, Hasher};
 use ironpath_wire::ethernet::{l3_offset, EtherType};
+use std::hash::{BuildHasher, Hasher};
 
 ironpath_config::choice! {
     /// `policer`'s `algorithm`.
@@ -175,7 +175,9 @@ impl Profile {
         hz: u64,
     ) -> Result<Profile, String> {
         if hz == 0 || hz > MAX_HZ {
-            return Err(format!("a TSC of {hz} Hz is outside what the policer's arithmetic is sized for (1..={MAX_HZ})"));
+            return Err(format!(
+                "a TSC of {hz} Hz is outside what the policer's arithmetic is sized for (1..={MAX_HZ})"
+            ));
         }
         let per_unit = match unit {
             RateUnit::Bps => 8 * hz,
@@ -437,13 +439,19 @@ impl PolicerConfig {
         let (pir, ebs) = match algorithm {
             Algorithm::Srtcm => {
                 if let Some(name) = [("pir", pir), ("pbs", pbs)].iter().find(|(_, v)| v.is_some()).map(|(n, _)| *n) {
-                    return refuse(name, "is for `algorithm: trtcm`; srtcm has a committed rate and two bursts (cbs, ebs)".into());
+                    return refuse(
+                        name,
+                        "is for `algorithm: trtcm`; srtcm has a committed rate and two bursts (cbs, ebs)".into(),
+                    );
                 }
                 (0, ebs.unwrap_or(0))
             }
             Algorithm::Trtcm => {
                 if ebs.is_some() {
-                    return refuse("ebs", "is for `algorithm: srtcm`; trtcm's second bucket is the peak one (pir, pbs)".into());
+                    return refuse(
+                        "ebs",
+                        "is for `algorithm: srtcm`; trtcm's second bucket is the peak one (pir, pbs)".into(),
+                    );
                 }
                 let Some(pir) = pir else {
                     return refuse("pir", "`algorithm: trtcm` needs its peak rate, at least cir".into());
@@ -479,7 +487,9 @@ impl PolicerConfig {
                 (ColorAction::Remark, None) => {
                     return refuse(name, "its colour's action is remark: give the DSCP (0..=63) to write".into())
                 }
-                (_, Some(_)) => return refuse(name, "is the DSCP a remark writes: that colour's action is not remark".into()),
+                (_, Some(_)) => {
+                    return refuse(name, "is the DSCP a remark writes: that colour's action is not remark".into())
+                }
                 (_, None) => {}
             }
         }

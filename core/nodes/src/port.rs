@@ -215,7 +215,9 @@ pub const PORT_RX: NodeKind = NodeKind {
     build: |b, env| {
         let p = b.params();
         let port = p.port("port")?;
-        Ok(Box::new(PortRx::new(env.rx_queue(port, p.int("queue")?)?, p.int("burst")?).with_admin(env.admin_state(port))))
+        Ok(Box::new(
+            PortRx::new(env.rx_queue(port, p.int("queue")?)?, p.int("burst")?).with_admin(env.admin_state(port)),
+        ))
     },
 };
 
@@ -227,7 +229,9 @@ pub const PORT_TX: NodeKind = NodeKind {
         params: &[
             PORT,
             QUEUE,
-            ParamSpec::new("retries", ParamKind::Uint { min: 0, max: 1024 }).default("0").doc("retries of a full queue before dropping"),
+            ParamSpec::new("retries", ParamKind::Uint { min: 0, max: 1024 })
+                .default("0")
+                .doc("retries of a full queue before dropping"),
         ],
         queue: QueueUse::Tx,
         ..NodeSpec::DEFAULT

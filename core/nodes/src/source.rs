@@ -184,13 +184,19 @@ pub const KIND: NodeKind = NodeKind {
             MEMPOOL,
             ParamSpec::new("size", ParamKind::Uint { min: 42, max: 9000 }).default("60").doc("frame bytes without FCS"),
             ParamSpec::new("burst", ParamKind::Uint { min: 1, max: 256 }).default("32").doc("packets per poll"),
-            ParamSpec::new("flows", ParamKind::Uint { min: 1, max: 65535 }).default("1").doc("distinct UDP source ports"),
+            ParamSpec::new("flows", ParamKind::Uint { min: 1, max: 65535 })
+                .default("1")
+                .doc("distinct UDP source ports"),
             ParamSpec::new("src_mac", ParamKind::Mac).default("02:00:00:00:00:01").doc("Ethernet source"),
             ParamSpec::new("dst_mac", ParamKind::Mac).default("02:00:00:00:00:02").doc("Ethernet destination"),
             ParamSpec::new("src_ip", ParamKind::Ipv4).default("198.18.0.1").doc("IPv4 source"),
             ParamSpec::new("dst_ip", ParamKind::Ipv4).default("198.18.0.2").doc("IPv4 destination"),
-            ParamSpec::new("rate_pps", ParamKind::Uint { min: 0, max: 1_000_000_000 }).default("0").doc("packets per second (0: unlimited)"),
-            ParamSpec::new("count", ParamKind::Uint { min: 0, max: u64::MAX }).default("0").doc("packets in all (0: unlimited)"),
+            ParamSpec::new("rate_pps", ParamKind::Uint { min: 0, max: 1_000_000_000 })
+                .default("0")
+                .doc("packets per second (0: unlimited)"),
+            ParamSpec::new("count", ParamKind::Uint { min: 0, max: u64::MAX })
+                .default("0")
+                .doc("packets in all (0: unlimited)"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         source: true,

@@ -712,7 +712,11 @@ mod tests {
         h.l2_len = 14;
         let c = call(&mut node, &st, &mut b, 0);
         let h = b.header(0);
-        assert_eq!(h.ol_flags & (abi::TX_IPV4 | abi::TX_IP_CKSUM), abi::TX_IPV4 | abi::TX_IP_CKSUM, "offload requests kept");
+        assert_eq!(
+            h.ol_flags & (abi::TX_IPV4 | abi::TX_IP_CKSUM),
+            abi::TX_IPV4 | abi::TX_IP_CKSUM,
+            "offload requests kept"
+        );
         let meta = (h.ol_flags & RX_VLAN_STRIPPED, h.vlan_tci, h.l2_len);
         let mut out = outputs(&c, &mut b);
         (out.remove(0), meta, st)
@@ -770,7 +774,11 @@ mod tests {
             h.ol_flags = abi::TX_IPV4 | abi::TX_IP_CKSUM;
             call(&mut node, &st, &mut b, 0);
             let h = b.header(0);
-            assert_eq!((h.l2_len, h.l3_len, h.ol_flags), (after, 20, abi::TX_IPV4 | abi::TX_IP_CKSUM), "{action:?} {before}");
+            assert_eq!(
+                (h.l2_len, h.l3_len, h.ol_flags),
+                (after, 20, abi::TX_IPV4 | abi::TX_IP_CKSUM),
+                "{action:?} {before}"
+            );
             b.free_all();
         }
         assert_eq!(p.stats().in_use, 0);
@@ -907,7 +915,8 @@ mod tests {
         ] {
             // Refused by the pipeline check, at the parameter, as `run` would refuse it.
             let catalog = ironpath_config::Catalog { nodes: &[KIND.spec], drivers: None };
-            let yaml = format!("lcores: [{{id: 0}}]\nnodes:\n  - {{name: v, type: vlan, lcore: 0, params: {params}}}\n");
+            let yaml =
+                format!("lcores: [{{id: 0}}]\nnodes:\n  - {{name: v, type: vlan, lcore: 0, params: {params}}}\n");
             let e = ironpath_config::parse_str(&yaml, std::path::Path::new("v.yaml"), &catalog)
                 .expect_err(params)
                 .to_string();

@@ -134,7 +134,8 @@ impl VxlanConfig {
     /// The settings from the validated parameters.
     pub fn from_params(p: Values<'_>) -> Result<Self, NodeError> {
         let refuse = |param, reason: String| Err(NodeError::Param { param, reason });
-        let IpAddr::V4(local) = p.raw().ip_list("local").and_then(|l| l.first().copied()).ok_or(NodeError::Missing("local"))?
+        let IpAddr::V4(local) =
+            p.raw().ip_list("local").and_then(|l| l.first().copied()).ok_or(NodeError::Missing("local"))?
         else {
             return refuse("local", "the underlay is IPv4: give an IPv4 address".into());
         };
@@ -787,16 +788,24 @@ impl Controller for VxlanCtl {
                     }
                 }
                 let list: Vec<String> = remotes.iter().map(|r| r.to_string()).collect();
-                let mut s = format!("{}
+                let mut s = format!(
+                    "{}
 remotes: {}
 {total} learned MACs
-", self.about, list.join(", "));
+",
+                    self.about,
+                    list.join(", ")
+                );
                 if !macs.is_empty() {
                     s.push_str(&format!("{:<18} {:<16} {}\n", "MAC", "remote", "seen (s ago)"));
                 }
                 for (m, r, ago) in &macs {
                     let mac = m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
-                    s.push_str(&format!("{mac:<18} {:<16} {:.1}\n", r.to_string(), *ago as f64 / self.hz.max(1) as f64));
+                    s.push_str(&format!(
+                        "{mac:<18} {:<16} {:.1}\n",
+                        r.to_string(),
+                        *ago as f64 / self.hz.max(1) as f64
+                    ));
                 }
                 if total > macs.len() {
                     s.push_str(&format!("... {} more\n", total - macs.len()));
@@ -818,7 +827,9 @@ fn gso_too_big(h: &abi::Mbuf, mtu: usize) -> bool {
     let seg = h.ol_flags & abi::TX_TCP_SEG != 0
         || h.ol_flags & (abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE) == abi::RX_AGGREGATED | abi::RX_L4_CKSUM_NONE;
     let hdr = usize::from(h.l2_len) + usize::from(h.l3_len) + usize::from(h.l4_len);
-    seg && h.tso_segsz > 0 && (h.pkt_len as usize) > hdr + usize::from(h.tso_segsz) && hdr + usize::from(h.tso_segsz) + OVERHEAD - ETH > mtu
+    seg && h.tso_segsz > 0
+        && (h.pkt_len as usize) > hdr + usize::from(h.tso_segsz)
+        && hdr + usize::from(h.tso_segsz) + OVERHEAD - ETH > mtu
 }
 
 /// Whether an inner packet went from one host to one host (unicast MAC, neither
@@ -861,12 +872,16 @@ fn inner_ip(d: &[u8]) -> Option<(usize, u32)> {
 /// segments) verifies.
 fn udp_checksum_ok(m: &Mbuf, off: usize, ihl: usize, udp_len: usize) -> bool {
     let d = m.data();
-    let (src, dst) = (Ipv4Addr::new(d[off + 12], d[off + 13], d[off + 14], d[off + 15]), Ipv4Addr::new(d[off + 16], d[off + 17], d[off + 18], d[off + 19]));
+    let (src, dst) = (
+        Ipv4Addr::new(d[off + 12], d[off + 13], d[off + 14], d[off + 15]),
+        Ipv4Addr::new(d[off + 16], d[off + 17], d[off + 18], d[off + 19]),
+    );
     let mut b = vec![0u8; udp_len];
     if m.copy_to(off + ihl, &mut b) != udp_len {
         return false;
     }
-    let sum = checksum::pseudo_header_v4(&src, &dst, ironpath_wire::IpProtocol::UDP, udp_len as u16) + checksum::sum(&b);
+    let sum =
+        checksum::pseudo_header_v4(&src, &dst, ironpath_wire::IpProtocol::UDP, udp_len as u16) + checksum::sum(&b);
     checksum::fold(sum) == 0xffff
 }
 
@@ -983,7 +998,8 @@ pub const KIND: NodeKind = NodeKind {
 };
 
 #[cfg(test)]
+mod bridge_attack_tests;
+#[cfg(test)]
 mod ctl_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)] mod bridge_attack_tests;

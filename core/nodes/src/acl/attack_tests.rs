@@ -44,7 +44,8 @@ fn addr_range(g: &mut Lcg) -> (u128, u128) {
         }
         7 => parse_prefix("::fffe:0:0/95").unwrap(),
         8 => parse_prefix("::/0").unwrap(),
-        9 => parse_prefix(pick(g, &["::ffff:c000:0/112", "::ffff:0:0/97", "::ffff:8000:0/97", "::ffff:ffff:ff00/120"])).unwrap(),
+        9 => parse_prefix(pick(g, &["::ffff:c000:0/112", "::ffff:0:0/97", "::ffff:8000:0/97", "::ffff:ffff:ff00/120"]))
+            .unwrap(),
         10 => {
             // A range, not a prefix, often across a byte boundary.
             let a = base(g);
@@ -54,7 +55,7 @@ fn addr_range(g: &mut Lcg) -> (u128, u128) {
         11 => (g.next_u64() as u128 % M, v4(base(g))), // from below the mapped space into it
         12 => (v4(base(g)), M + (1 << 32) + g.next_u64() as u128 % 1000), // from inside past it
         13 => parse_prefix(pick(g, &["::/96", "fd00::/8", "::fffe:0:0/96", "::1:0:0:0/80", "::/1"])).unwrap(),
-        14 => (M - 1, M), // one address below, one inside
+        14 => (M - 1, M),                      // one address below, one inside
         _ => (M | 0xffff_ffff, M + (1 << 32)), // the last inside, the first above
     }
 }
@@ -96,7 +97,22 @@ fn port_range(g: &mut Lcg) -> (u128, u128) {
 
 fn proto_range(g: &mut Lcg) -> (u128, u128) {
     match g.next_u64() % 3 {
-        0 => pick(g, &[(0, 255), (0, 0), (255, 255), (6, 6), (17, 17), (0, 1), (254, 255), (1, 254), (127, 128), (128, 128), (127, 127)]),
+        0 => pick(
+            g,
+            &[
+                (0, 255),
+                (0, 0),
+                (255, 255),
+                (6, 6),
+                (17, 17),
+                (0, 1),
+                (254, 255),
+                (1, 254),
+                (127, 128),
+                (128, 128),
+                (127, 127),
+            ],
+        ),
         1 => {
             let p = u128::from(g.next_u64() % 256);
             (p, p)
@@ -140,12 +156,12 @@ fn adversarial_rules(g: &mut Lcg, n: usize) -> Vec<Rule> {
 }
 
 const EDGE_ADDRS: [u128; 10] = [
-    M,                    // ::ffff:0.0.0.0
-    M | 0xffff_ffff,      // ::ffff:255.255.255.255
-    M - 1,                // just below
-    M + (1 << 32),        // just above
-    0,                    // ::
-    0xffff_ffff,          // ::255.255.255.255 (v4-compatible)
+    M,               // ::ffff:0.0.0.0
+    M | 0xffff_ffff, // ::ffff:255.255.255.255
+    M - 1,           // just below
+    M + (1 << 32),   // just above
+    0,               // ::
+    0xffff_ffff,     // ::255.255.255.255 (v4-compatible)
     u128::MAX,
     0xfffe_ffff_ffff,
     0xfd00 << 112 | 0x1234,
@@ -200,11 +216,8 @@ fn check(c: &Classifier, rules: &[Rule], keys: &[[u128; FIELDS]], what: &str) {
     for (i, k) in keys.iter().enumerate() {
         assert_eq!(found[i], want[i], "{what}: lookup_burst {k:x?}\nrules {rules:?}");
     }
-    let (v4s, v4want): (Vec<V4Key>, Vec<u32>) = keys
-        .iter()
-        .zip(&want)
-        .filter_map(|(k, w)| v4_key(k).map(|b| (b, w.map_or(MISS, |i| i as u32))))
-        .unzip();
+    let (v4s, v4want): (Vec<V4Key>, Vec<u32>) =
+        keys.iter().zip(&want).filter_map(|(k, w)| v4_key(k).map(|b| (b, w.map_or(MISS, |i| i as u32)))).unzip();
     let mut got = vec![0u32; v4s.len()];
     c.lookup_v4_burst(&v4s, &mut got);
     assert_eq!(got, v4want, "{what}: lookup_v4_burst\nrules {rules:?}");
@@ -226,7 +239,8 @@ fn check(c: &Classifier, rules: &[Rule], keys: &[[u128; FIELDS]], what: &str) {
 /// the tries, with the IPv4 rules it does not match and without the IPv6 rules it does.
 #[test]
 fn an_ipv6_address_that_ends_like_a_mapped_one_is_not_ipv4() {
-    let rule = Rule { ranges: [parse_prefix("192.0.2.1").unwrap(), ANY[1], ANY[2], ANY[3], ANY[4]], action: Action::Deny };
+    let rule =
+        Rule { ranges: [parse_prefix("192.0.2.1").unwrap(), ANY[1], ANY[2], ANY[3], ANY[4]], action: Action::Deny };
     let src = 0x2001_0db8u128 << 96 | 0xffff_c000_0201;
     let k = [src, v4(0x0a00_0001), 6, 1234, 80];
     assert!(!rule.matches(&k));
@@ -245,11 +259,17 @@ fn an_ipv6_address_that_ends_like_a_mapped_one_is_not_ipv4() {
 fn an_ipv6_deny_rule_is_not_bypassed_by_a_mapped_looking_address() {
     use crate::tests::{burst, call, eth, ipv6, pool, stats, udp, PEER_MAC, US_MAC};
     use ironpath_wire::IpAddress;
-    let deny = Rule { ranges: [parse_prefix("2001:db8::/32").unwrap(), ANY[1], ANY[2], ANY[3], ANY[4]], action: Action::Deny };
+    let deny =
+        Rule { ranges: [parse_prefix("2001:db8::/32").unwrap(), ANY[1], ANY[2], ANY[3], ANY[4]], action: Action::Deny };
     let permit = Rule { ranges: ANY, action: Action::Permit };
     let src: std::net::Ipv6Addr = "2001:db8::ffff:a00:1".parse().unwrap();
     let dst: std::net::Ipv6Addr = "2001:db8::ffff:a00:2".parse().unwrap();
-    let frame = eth(US_MAC, PEER_MAC, 0x86dd, &ipv6(src, dst, 17, 64, &udp(IpAddress::V6(src), IpAddress::V6(dst), 1, 2, &[0; 8])));
+    let frame = eth(
+        US_MAC,
+        PEER_MAC,
+        0x86dd,
+        &ipv6(src, dst, 17, 64, &udp(IpAddress::V6(src), IpAddress::V6(dst), 1, 2, &[0; 8])),
+    );
     let k = super::super::key_of(&frame).unwrap();
     let rules = vec![deny, permit];
     assert_eq!(scan(&rules, &k), Some(0));
@@ -332,7 +352,12 @@ fn adversarial_larger_rule_sets_and_small_budgets_agree_with_a_linear_scan() {
         let c = Classifier::new(rules.clone());
         check(&c, &rules, &keys, &format!("{n} rules"));
         let (nodes, _) = c.trie_size();
-        for budget in [Budget::new(nodes, usize::MAX), Budget::new(nodes / 3, usize::MAX), Budget::new(usize::MAX, 64), Budget::new(8, 8)] {
+        for budget in [
+            Budget::new(nodes, usize::MAX),
+            Budget::new(nodes / 3, usize::MAX),
+            Budget::new(usize::MAX, 64),
+            Budget::new(8, 8),
+        ] {
             let s = Classifier::compile(rules.clone(), Some(budget));
             check(&s, &rules, &keys, &format!("{n} rules, budget {budget:?}: {} tries", s.tries()));
         }
@@ -355,7 +380,12 @@ fn thousands_of_overlapping_rules() {
     let keys = adversarial_keys(&mut g, &rules, 2000, true);
     let t = std::time::Instant::now();
     let c = Classifier::new(rules.clone());
-    eprintln!("3000 overlapping rules: {} tries, {:?} nodes/bytes, compiled in {:?}", c.tries(), c.trie_size(), t.elapsed());
+    eprintln!(
+        "3000 overlapping rules: {} tries, {:?} nodes/bytes, compiled in {:?}",
+        c.tries(),
+        c.trie_size(),
+        t.elapsed()
+    );
     check(&c, &rules, &keys, "3000 overlapping");
 }
 
@@ -403,7 +433,11 @@ fn interval_search_sse2_and_portable_agree() {
         let shape = (round % 17) as u32;
         let mut starts: Vec<u8> = Vec::new();
         while starts.len() < shape as usize {
-            let v = if g.next_u64().is_multiple_of(4) { pick(&mut g, &[1u8, 127, 128, 129, 254, 255]) } else { 1 + g.next_u64() as u8 % 255 };
+            let v = if g.next_u64().is_multiple_of(4) {
+                pick(&mut g, &[1u8, 127, 128, 129, 254, 255])
+            } else {
+                1 + g.next_u64() as u8 % 255
+            };
             if v != 0 && !starts.contains(&v) {
                 starts.push(v);
             }
@@ -413,7 +447,8 @@ fn interval_search_sse2_and_portable_agree() {
         for (b, &s) in bytes.iter_mut().zip(&starts) {
             *b = s ^ 0x80;
         }
-        let bounds = [u64::from_le_bytes(bytes[..8].try_into().unwrap()), u64::from_le_bytes(bytes[8..].try_into().unwrap())];
+        let bounds =
+            [u64::from_le_bytes(bytes[..8].try_into().unwrap()), u64::from_le_bytes(bytes[8..].try_into().unwrap())];
         for v in 0..=255u8 {
             let want = starts.iter().filter(|&&s| s <= v).count();
             assert_eq!(interval(bounds, shape, v ^ 0x80), want, "{starts:?} {v}");
@@ -428,7 +463,10 @@ fn interval_search_sse2_and_portable_agree() {
 fn full_nodes_every_protocol_and_port_byte() {
     let mut rules = Vec::new();
     for p in (0..=255u128).step_by(7) {
-        rules.push(Rule { ranges: [ANY[0], ANY[1], (p, p), ANY[3], (p * 256 + 255, p * 256 + 256)], action: Action::Deny });
+        rules.push(Rule {
+            ranges: [ANY[0], ANY[1], (p, p), ANY[3], (p * 256 + 255, p * 256 + 256)],
+            action: Action::Deny,
+        });
     }
     rules.push(Rule { ranges: [ANY[0], ANY[1], (255, 255), (65535, 65535), ANY[4]], action: Action::Count });
     rules.push(Rule { ranges: [ANY[0], ANY[1], (0, 0), (0, 0), (0, 0)], action: Action::Count });
@@ -436,7 +474,17 @@ fn full_nodes_every_protocol_and_port_byte() {
     assert!(c.tries.iter().flatten().any(|t| t.has_full_node()), "no 256-way node");
     let mut keys = Vec::new();
     for proto in 0..=255u128 {
-        for port in [0u128, 255, 256, 257, proto * 256 + 254, proto * 256 + 255, (proto * 256 + 256).min(65535), (proto * 256 + 257).min(65535), 65535] {
+        for port in [
+            0u128,
+            255,
+            256,
+            257,
+            proto * 256 + 254,
+            proto * 256 + 255,
+            (proto * 256 + 256).min(65535),
+            (proto * 256 + 257).min(65535),
+            65535,
+        ] {
             keys.push([v4(1), v4(2), proto, port, port]);
             keys.push([v4(1), v4(2), proto, 65535 - port, port]);
         }
@@ -478,8 +526,21 @@ fn ipv6_rules_over_the_mapped_space() {
         r(p("::/0"), p("0.0.0.0/1"), Action::Permit),
     ];
     let addrs = [
-        M, M | 0xffff_ffff, M - 1, M + (1 << 32), 0, 0xffff_ffff, v4(0xc000_0000), v4(0xc000_ffff), v4(0xc001_0000), v4(0x0a00_0000),
-        v4(0x7fff_ffff), v4(0x8000_0000), 0xfffe_c000_0001, 0xfd00 << 112, u128::MAX,
+        M,
+        M | 0xffff_ffff,
+        M - 1,
+        M + (1 << 32),
+        0,
+        0xffff_ffff,
+        v4(0xc000_0000),
+        v4(0xc000_ffff),
+        v4(0xc001_0000),
+        v4(0x0a00_0000),
+        v4(0x7fff_ffff),
+        v4(0x8000_0000),
+        0xfffe_c000_0001,
+        0xfd00 << 112,
+        u128::MAX,
     ];
     let mut keys = Vec::new();
     for &a in &addrs {

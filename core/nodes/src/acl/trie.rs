@@ -84,7 +84,9 @@ pub fn v4_key(k: &[u128; FIELDS]) -> Option<V4Key> {
     // Two words in memory order: the addresses, then the ports and the protocol.
     let flip = 0x8080_8080_8080_8080u64;
     let addrs = u64::from((k[0] as u32).swap_bytes()) | u64::from((k[1] as u32).swap_bytes()) << 32;
-    let rest = u64::from((k[3] as u16).swap_bytes()) | u64::from((k[4] as u16).swap_bytes()) << 16 | (k[2] as u64 & 0xff) << 32;
+    let rest = u64::from((k[3] as u16).swap_bytes())
+        | u64::from((k[4] as u16).swap_bytes()) << 16
+        | (k[2] as u64 & 0xff) << 32;
     let mut b = [0u8; 16];
     b[..8].copy_from_slice(&(addrs ^ flip).to_le_bytes());
     b[8..].copy_from_slice(&(rest ^ flip).to_le_bytes());
@@ -254,7 +256,10 @@ impl Trie {
         // is within WINDOW of it.
         let node: &[u32; WINDOW] = flat[off..off + WINDOW].try_into().unwrap_or(&[0; WINDOW]);
         let at = shape as usize + 1;
-        let bounds = [u64::from(node[at]) | u64::from(node[at + 1]) << 32, u64::from(node[at + 2]) | u64::from(node[at + 3]) << 32];
+        let bounds = [
+            u64::from(node[at]) | u64::from(node[at + 1]) << 32,
+            u64::from(node[at + 2]) | u64::from(node[at + 3]) << 32,
+        ];
         let i = std::hint::select_unpredictable(shape == FULL, usize::from(v), pick(bounds, shape, v));
         node[i % WINDOW]
     }
@@ -586,10 +591,8 @@ impl Trie {
                 d += 1;
             }
         }
-        let open_from = rules
-            .iter()
-            .map(|r| (0..FIELDS).rev().take_while(|&p| r.open(fields[p])).fold(FIELDS, |_, p| p))
-            .collect();
+        let open_from =
+            rules.iter().map(|r| (0..FIELDS).rev().take_while(|&p| r.open(fields[p])).fold(FIELDS, |_, p| p)).collect();
         let mut b = Builder {
             rules,
             steps,

@@ -297,7 +297,9 @@ pub const GSO: NodeKind = NodeKind {
             "split aggregated TCP packets back into segments of their MSS (headers copied, payload shared by reference)",
         params: &[
             MEMPOOL,
-            ParamSpec::new("mss", ParamKind::Uint { min: 0, max: 65535 }).default("0").doc("segment payload size (0: each aggregate's own, tso_segsz)"),
+            ParamSpec::new("mss", ParamKind::Uint { min: 0, max: 65535 })
+                .default("0")
+                .doc("segment payload size (0: each aggregate's own, tso_segsz)"),
         ],
         nexts: Nexts::Fixed(&["out"]),
         ..NodeSpec::DEFAULT

@@ -63,7 +63,14 @@ impl Info {
         let u16at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
         let mut system = [0; 6];
         system.copy_from_slice(&b[2..8]);
-        Info { system_priority: u16at(0), system, key: u16at(8), port_priority: u16at(10), port: u16at(12), state: b[14] }
+        Info {
+            system_priority: u16at(0),
+            system,
+            key: u16at(8),
+            port_priority: u16at(10),
+            port: u16at(12),
+            state: b[14],
+        }
     }
 
     fn write(&self, b: &mut [u8]) {

@@ -176,7 +176,8 @@ impl Bond {
             let flag = |f: &Option<Arc<AtomicBool>>| f.as_ref().is_none_or(|l| l.load(Ordering::Relaxed));
             // A member carries traffic only while its link and its port are up.
             let up = flag(&m.link) && flag(&m.admin);
-            if up != self.members[i].up || self.lacp.as_ref().is_some_and(|l| l.ports[i].rx == lacp::Rx::Disabled && up) {
+            if up != self.members[i].up || self.lacp.as_ref().is_some_and(|l| l.ports[i].rx == lacp::Rx::Disabled && up)
+            {
                 self.members[i].up = up;
                 if let Some(l) = &mut self.lacp {
                     l.set_enabled(i, up, now);
@@ -683,7 +684,9 @@ pub fn flow_hash(d: &[u8], h: Hash) -> u64 {
             let frag = rd(ip + 6, 2) & 0x3fff != 0;
             (mix(rd(ip + 12, 4), rd(ip + 16, 4)), if frag { 0 } else { d[ip + 9] }, ip + ihl)
         }
-        0x86dd if d.len() >= ip + 40 => (mix(mix(rd(ip + 8, 8), rd(ip + 16, 8)), mix(rd(ip + 24, 8), rd(ip + 32, 8))), d[ip + 6], ip + 40),
+        0x86dd if d.len() >= ip + 40 => {
+            (mix(mix(rd(ip + 8, 8), rd(ip + 16, 8)), mix(rd(ip + 24, 8), rd(ip + 32, 8))), d[ip + 6], ip + 40)
+        }
         _ => return l2,
     };
     match h {
@@ -910,6 +913,6 @@ pub const BOND_TX: NodeKind = NodeKind {
 };
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod attack_tests;
+#[cfg(test)]
+mod tests;

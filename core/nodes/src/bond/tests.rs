@@ -236,7 +236,6 @@ fn pdus_parse_as_written_and_malformed_ones_are_refused() {
     assert_eq!(lacp::parse(&r), Ok(Pdu::MarkerResponse));
 }
 
-
 /// Random and mutated PDUs from a hostile partner on random members, with links
 /// flapping: no panic, and the machines' invariants hold after every step.
 #[test]
@@ -465,7 +464,12 @@ impl Bench {
 pub(super) fn flow(k: u32) -> Vec<u8> {
     let src = Ipv4Addr::from(0xc612_0000 + k);
     let dst = Ipv4Addr::new(198, 19, 0, 1);
-    eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 0x0800, &ipv4(src, dst, 17, 64, &udp(src.into(), dst.into(), 1000 + k as u16, 53, b"q")))
+    eth(
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        0x0800,
+        &ipv4(src, dst, 17, 64, &udp(src.into(), dst.into(), 1000 + k as u16, 53, b"q")),
+    )
 }
 
 #[test]
@@ -557,7 +561,10 @@ fn lacp_through_the_nodes_forms_the_aggregate_with_a_partner() {
             for f in p.sent(m).1 {
                 let Ok(Pdu::Lacp { actor, partner: us }) = lacp::parse(&f) else { panic!("{f:02x?}") };
                 assert_eq!(&f[6..12], &[2, 0x0a, 0, 0, 0, m as u8], "a LACPDU from the member's own MAC");
-                assert_eq!((actor.system, actor.system_priority, actor.key, actor.port), ([2, 0x0a, 0, 0, 0, 0], 10, 3, m as u16 + 1));
+                assert_eq!(
+                    (actor.system, actor.system_priority, actor.key, actor.port),
+                    ([2, 0x0a, 0, 0, 0, 0], 10, 3, m as u16 + 1)
+                );
                 partner.received(m, &actor, &us, p.now);
             }
         }
@@ -571,7 +578,12 @@ fn lacp_through_the_nodes_forms_the_aggregate_with_a_partner() {
     }
     let (a, b) = (p.sent(0).0.len(), p.sent(1).0.len());
     assert!(a + b == 400 && a > 100 && b > 100, "{a} + {b}");
-    assert!(p.rx_count("lacpdu_in") >= 12 && p.rx_count("lacpdu_out") >= 12, "{} in, {} out", p.rx_count("lacpdu_in"), p.rx_count("lacpdu_out"));
+    assert!(
+        p.rx_count("lacpdu_in") >= 12 && p.rx_count("lacpdu_out") >= 12,
+        "{} in, {} out",
+        p.rx_count("lacpdu_in"),
+        p.rx_count("lacpdu_out")
+    );
     // A marker on m1 is answered on m1 with the same fields; the sixth within a
     // second is not.
     let mut m = vec![0u8; PDU_FRAME];
@@ -625,7 +637,8 @@ fn bond_tx_counts_as_port_tx_first() {
 
 #[test]
 fn check_refuses_a_bond_tx_without_its_bond_and_a_member_taken_twice() {
-    let catalog = ironpath_config::Catalog { nodes: &[BOND.spec, BOND_TX.spec, crate::port::PORT_RX.spec], drivers: None };
+    let catalog =
+        ironpath_config::Catalog { nodes: &[BOND.spec, BOND_TX.spec, crate::port::PORT_RX.spec], drivers: None };
     let parse = |nodes: &str| {
         let yaml = format!(
             "ports: [{{name: m0, driver: net_null}}, {{name: m1, driver: net_null}}]\nlcores: [{{id: 0}}]\nnodes:\n{nodes}"

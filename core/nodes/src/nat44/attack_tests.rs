@@ -9,7 +9,8 @@ use ironpath_wire::checksum::update16;
 use ironpath_wire::{checksum, IpProtocol, TcpControl};
 
 use super::tests::{
-    cfg, dump, icmp_error, node, parts, ping, run, run_ol, tcp_frame, udp_frame, v4, A, B, HZ, LAN, PUB, PUB2, R, S, WAN,
+    cfg, dump, icmp_error, node, parts, ping, run, run_ol, tcp_frame, udp_frame, v4, A, B, HZ, LAN, PUB, PUB2, R, S,
+    WAN,
 };
 
 const C: Ipv4Addr = Ipv4Addr::new(198, 18, 70, 4);
@@ -25,11 +26,6 @@ fn is_inside(a: Ipv4Addr) -> bool {
     in_prefix(u32::from(a), n, l)
 }
 
-
-
-
-
-
 /// Run packets already built (chained, shared): every segment of what goes on.
 fn run_mbufs(n: &mut Nat44, st: &NodeStats, now: u64, ms: Vec<Mbuf>) -> Vec<Vec<u8>> {
     let mut b = Burst::new();
@@ -42,15 +38,11 @@ fn run_mbufs(n: &mut Nat44, st: &NodeStats, now: u64, ms: Vec<Mbuf>) -> Vec<Vec<
         Dispatch::Each => c.next[i] == OUT,
         Dispatch::Consumed => false,
     };
-    let out = (0..b.len()).filter(|&i| kept(i)).map(|i| b.segments(i).flat_map(|s| s.iter().copied()).collect()).collect();
+    let out =
+        (0..b.len()).filter(|&i| kept(i)).map(|i| b.segments(i).flat_map(|s| s.iter().copied()).collect()).collect();
     b.free_all();
     out
 }
-
-
-
-
-
 
 /// Recompute the IPv4 header checksum of the header at `ip`.
 fn fix_ip(ip: &mut [u8]) {
@@ -110,7 +102,6 @@ fn ip_opts(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, ttl: u8, opts: &[u8], id: u1
     h
 }
 
-
 /// Make a quote's checksums right again after changing it: its IPv4 header's, and
 /// its transport one when it is quoted whole.
 fn fix_quote(q: &mut [u8]) {
@@ -134,7 +125,6 @@ fn fix_quote(q: &mut [u8]) {
     }
 }
 
-
 /// The quoted packet's source and destination (ports or echo id) of an ICMP error.
 fn quote_of(f: &[u8]) -> (u8, (Ipv4Addr, u16), (Ipv4Addr, u16)) {
     let (off, _) = l3(f).unwrap();
@@ -156,7 +146,6 @@ fn src_of(f: &[u8]) -> Ipv4Addr {
     let (off, _) = l3(f).unwrap();
     Ipv4Addr::new(f[off + 12], f[off + 13], f[off + 14], f[off + 15])
 }
-
 
 // ---------------------------------------------------------------------------------
 // 1. Outside attacker: spoofed ICMP errors.
@@ -868,7 +857,8 @@ fn bogus_tcp_options_in_syns_with_mss_clamp() {
         }
         // Only the values of MSS options may change, to the clamp.
         for i in (54..o.len()).filter(|&i| o[i] != f[i]) {
-            let clamped = |v: usize| v >= 56 && o[v - 2] == 2 && o[v - 1] == 4 && o.get(v..v + 2) == Some(&[0x04, 0xb0][..]);
+            let clamped =
+                |v: usize| v >= 56 && o[v - 2] == 2 && o[v - 1] == 4 && o.get(v..v + 2) == Some(&[0x04, 0xb0][..]);
             assert!(clamped(i) || clamped(i - 1), "round {round}: byte {i} changed outside an MSS value");
         }
     }
@@ -1207,7 +1197,11 @@ fn a_session_past_its_timeout_lets_nothing_in_whatever_the_expiry_budget() {
     let late_frame = udp_frame((S, 53), (PUB, 10299), b"late");
     let got = run(&mut n, &st, &p, late, &[(WAN, late_frame.clone())]);
     // Untranslated (to the router's own address) at most: never to A.
-    assert!(got.iter().all(|f| *f == late_frame), "a session idle 301 s (timeout 300 s) let a packet in ({})", dump(&st));
+    assert!(
+        got.iter().all(|f| *f == late_frame),
+        "a session idle 301 s (timeout 300 s) let a packet in ({})",
+        dump(&st)
+    );
 }
 
 /// A port comes back when its mapping's sessions expire, and another host gets it

@@ -149,7 +149,9 @@ pub const FORWARD: &[ParamSpec] = &[
     ParamSpec::new("proto", ParamKind::Enum(ForwardProto::NAMES)).required().doc("tcp or udp"),
     ParamSpec::new("port", ParamKind::Uint { min: 1, max: 65535 }).required().doc("the outside port"),
     ParamSpec::new("to", ParamKind::Ipv4).required().doc("the inside host"),
-    ParamSpec::new("to_port", ParamKind::Uint { min: 0, max: 65535 }).default("0").doc("its port (0: the same as `port`)"),
+    ParamSpec::new("to_port", ParamKind::Uint { min: 0, max: 65535 })
+        .default("0")
+        .doc("its port (0: the same as `port`)"),
     ParamSpec::new("address", ParamKind::Ipv4).doc("the outside address (one of `addresses`; default: the first)"),
 ];
 
@@ -201,7 +203,9 @@ impl NatConfig {
                 x => x,
             };
             let addr = match r.raw().ipv4("address") {
-                Some(a) if !addresses.contains(&a) => return refuse("forwards", format!("{a} is not one of `addresses`")),
+                Some(a) if !addresses.contains(&a) => {
+                    return refuse("forwards", format!("{a} is not one of `addresses`"))
+                }
                 Some(a) => a,
                 None => addresses[0],
             };
@@ -279,11 +283,8 @@ impl Nat44 {
     pub fn new(cfg: NatConfig, outside: u16, pool: Mempool, hz: u64, key: [u8; 16]) -> Result<Self, NodeError> {
         // In 128 bits: 7,440 s in µs times a 3 GHz TSC is past 2^64.
         let tick = |us: u64| (u128::from(us) * u128::from(hz) / 1_000_000).min(u128::from(u64::MAX)) as u64;
-        let limits = Limits {
-            max_sessions: cfg.max_sessions,
-            per_host: cfg.per_host,
-            timeout: cfg.timeout_us.map(tick),
-        };
+        let limits =
+            Limits { max_sessions: cfg.max_sessions, per_host: cfg.per_host, timeout: cfg.timeout_us.map(tick) };
         let mut table = Table::new(cfg.addresses.iter().map(|a| u32::from(*a)).collect(), limits, cfg.filtering, key);
         for f in &cfg.forwards {
             table.add_forward(f.proto, f.outside, f.inside).map_err(NodeError::Refused)?;
@@ -302,7 +303,15 @@ impl Nat44 {
     }
 
     /// One packet (its first segment `d`, writable).
-    fn handle(&mut self, d: &mut [u8], ol: u64, pkt_len: usize, from_outside: bool, now: u64, n: &mut Counts) -> Verdict {
+    fn handle(
+        &mut self,
+        d: &mut [u8],
+        ol: u64,
+        pkt_len: usize,
+        from_outside: bool,
+        now: u64,
+        n: &mut Counts,
+    ) -> Verdict {
         let Ok((EtherType::IPV4, off)) = l3_offset(d) else {
             count(n, NatCounter::Passed);
             return Verdict::Keep;
@@ -311,7 +320,11 @@ impl Nat44 {
             count(n, NatCounter::Malformed);
             return Verdict::Drop;
         };
-        let sum = if ol & (abi::RX_L4_CKSUM_NONE | abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM) != 0 { Sum::Partial } else { Sum::Full };
+        let sum = if ol & (abi::RX_L4_CKSUM_NONE | abi::TX_TCP_CKSUM | abi::TX_UDP_CKSUM) != 0 {
+            Sum::Partial
+        } else {
+            Sum::Full
+        };
         if from_outside {
             self.inbound(d, &ip, sum, now, n)
         } else {
@@ -341,7 +354,9 @@ impl Nat44 {
         };
         let mut ev = Events::default();
         let (proto, outside, remote, flags) = match l4 {
-            L4::Ports { sport, dport, flags } => (ip.proto, Endpoint::new(ip.dst, dport), Endpoint::new(ip.src, sport), flags),
+            L4::Ports { sport, dport, flags } => {
+                (ip.proto, Endpoint::new(ip.dst, dport), Endpoint::new(ip.src, sport), flags)
+            }
             L4::Echo { ty: 0, id } => (ICMP, Endpoint::new(ip.dst, id), Endpoint::new(ip.src, 0), 0),
             L4::Error => return self.error_inbound(d, ip, n),
             // Echo requests and anything else to our addresses: the router's.
@@ -446,7 +461,9 @@ impl Nat44 {
         }
         let mut ev = Events::default();
         let (proto, inside, remote, flags) = match l4 {
-            L4::Ports { sport, dport, flags } => (ip.proto, Endpoint::new(ip.src, sport), Endpoint::new(ip.dst, dport), flags),
+            L4::Ports { sport, dport, flags } => {
+                (ip.proto, Endpoint::new(ip.src, sport), Endpoint::new(ip.dst, dport), flags)
+            }
             L4::Echo { ty: 8, id } => (ICMP, Endpoint::new(ip.src, id), Endpoint::new(ip.dst, 0), 0),
             L4::Error => return self.error_outbound(d, ip, n),
             _ => {
@@ -522,18 +539,32 @@ impl Nat44 {
             return Verdict::Drop;
         }
         let t = &self.table;
-        let target = t.by_inside(q.proto, q.dst).copied().filter(|m| ip.dst == q.src.addr && t.has_session(q.proto, m.inside, remote_of(&q, q.src)));
+        let target = t
+            .by_inside(q.proto, q.dst)
+            .copied()
+            .filter(|m| ip.dst == q.src.addr && t.has_session(q.proto, m.inside, remote_of(&q, q.src)));
         let Some(target) = target else {
             count(n, NatCounter::NoSession);
             return Verdict::Drop;
         };
         if t.is_outside(ip.dst) {
-            let sender = t.by_outside(q.proto, q.src).copied().filter(|s| t.has_session(q.proto, s.inside, remote_of(&q, target.outside)));
+            let sender = t
+                .by_outside(q.proto, q.src)
+                .copied()
+                .filter(|s| t.has_session(q.proto, s.inside, remote_of(&q, target.outside)));
             let Some(sender) = sender else {
                 count(n, NatCounter::NoSession);
                 return Verdict::Drop;
             };
-            packet::rewrite_error(d, ip, &q, Some(target.outside.addr), Some(sender.inside.addr), Some(sender.inside), Some(target.outside));
+            packet::rewrite_error(
+                d,
+                ip,
+                &q,
+                Some(target.outside.addr),
+                Some(sender.inside.addr),
+                Some(sender.inside),
+                Some(target.outside),
+            );
         } else {
             packet::rewrite_error(d, ip, &q, Some(target.outside.addr), None, None, Some(target.outside));
         }
@@ -587,9 +618,9 @@ impl Nat44 {
                 if !self.is_inside_net(f.inside.addr) {
                     Err(format!("{}: not in an inside network", Ipv4Addr::from(f.inside.addr)))
                 } else {
-                    self.table.add_forward(f.proto, f.outside, f.inside).map(|()| {
-                        format!("forward {} {} -> {} added", proto_name(f.proto), f.outside, f.inside)
-                    })
+                    self.table
+                        .add_forward(f.proto, f.outside, f.inside)
+                        .map(|()| format!("forward {} {} -> {} added", proto_name(f.proto), f.outside, f.inside))
                 }
             }
             NatChange::DelForward(p, o) => self.table.del_forward(p, o),
@@ -627,7 +658,10 @@ impl Nat44 {
 
 /// The commands of a `nat44` node.
 const NAT_GRAMMAR: &[(&str, &str)] = &[
-    ("nat44 forward add tcp|udp <OUTSIDE-IPV4>:<PORT> <INSIDE-IPV4>:<PORT>", "forward an outside port to an inside host"),
+    (
+        "nat44 forward add tcp|udp <OUTSIDE-IPV4>:<PORT> <INSIDE-IPV4>:<PORT>",
+        "forward an outside port to an inside host",
+    ),
     ("nat44 forward del tcp|udp <OUTSIDE-IPV4>:<PORT>", "remove a forward and its sessions"),
     ("nat44 session flush", "end every session (static forwards stay)"),
     ("show nat44", "addresses, bounds, forwards and sessions (protocol, inside, outside, remote, class, seconds idle)"),

@@ -206,7 +206,11 @@ pub fn clamp_mss(d: &mut [u8], ip: &Ip, clamp: u16, sum: Sum) -> bool {
                     if sum == Sum::Full {
                         // A word at an odd offset of the segment adds to the sum
                         // with its bytes swapped (2^16 is 1 modulo 0xffff).
-                        let (o, c) = if (v - l4).is_multiple_of(2) { (mss, clamp) } else { (mss.swap_bytes(), clamp.swap_bytes()) };
+                        let (o, c) = if (v - l4).is_multiple_of(2) {
+                            (mss, clamp)
+                        } else {
+                            (mss.swap_bytes(), clamp.swap_bytes())
+                        };
                         let at = l4 + 16;
                         let cs = update16(u16::from_be_bytes([d[at], d[at + 1]]), o, c);
                         d[at..at + 2].copy_from_slice(&cs.to_be_bytes());
@@ -279,7 +283,15 @@ pub fn icmp_sum_ok(d: &[u8], ip: &Ip) -> bool {
 /// `outer_dst`) and the quoted packet's source (`q_src`) or destination (`q_dst`)
 /// endpoint, every checksum updated (the quoted ones incrementally where quoted,
 /// the ICMP one computed again).
-pub fn rewrite_error(d: &mut [u8], ip: &Ip, q: &Quoted, outer_src: Option<u32>, outer_dst: Option<u32>, q_src: Option<Endpoint>, q_dst: Option<Endpoint>) {
+pub fn rewrite_error(
+    d: &mut [u8],
+    ip: &Ip,
+    q: &Quoted,
+    outer_src: Option<u32>,
+    outer_dst: Option<u32>,
+    q_src: Option<Endpoint>,
+    q_dst: Option<Endpoint>,
+) {
     let qa = q.at;
     let ql4 = qa + q.ihl;
     let qend = qa + q.len;

@@ -29,7 +29,6 @@ const NIL: u32 = u32::MAX;
 /// Sessions of a list looked at, at most, for one to reclaim.
 const RECLAIM_LOOK: usize = 64;
 
-
 /// An address and a port (an ICMP query id for ICMP).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Endpoint {
@@ -669,7 +668,8 @@ impl Table {
         if let Some(s) = existing {
             if proto == TCP {
                 let mut st = self.sessions[s as usize].tcp;
-                let closing = st & seen::RST != 0 || st & (seen::FIN_OUT | seen::FIN_IN) == seen::FIN_OUT | seen::FIN_IN;
+                let closing =
+                    st & seen::RST != 0 || st & (seen::FIN_OUT | seen::FIN_IN) == seen::FIN_OUT | seen::FIN_IN;
                 if closing && tcp_flags & (flags::SYN | flags::ACK) == flags::SYN {
                     // A new connection on the same endpoints (TIME_WAIT reuse).
                     st = 0;
@@ -882,8 +882,13 @@ impl Table {
 
     /// Static forwards: (proto, outside, inside).
     pub fn forwards(&self) -> Vec<(u8, Endpoint, Endpoint)> {
-        let mut v: Vec<_> =
-            self.by_outside.values().map(|&i| &self.maps[i as usize]).filter(|m| m.fixed).map(|m| (m.proto, m.outside, m.inside)).collect();
+        let mut v: Vec<_> = self
+            .by_outside
+            .values()
+            .map(|&i| &self.maps[i as usize])
+            .filter(|m| m.fixed)
+            .map(|m| (m.proto, m.outside, m.inside))
+            .collect();
         v.sort();
         v
     }
@@ -944,7 +949,8 @@ impl Table {
         assert_eq!(self.by_inside.len(), self.by_outside.len());
         let used: u32 = self.ports.iter().flat_map(|p| p.iter()).map(|p| 65536 - p.free).sum();
         let reserved: u32 = self.ports.len() as u32 * (1 + 2 * u32::from(FIRST_PORT));
-        let dynamic_range = self.maps_live().filter(|m| m.outside.port >= if m.proto == ICMP { 1 } else { FIRST_PORT }).count();
+        let dynamic_range =
+            self.maps_live().filter(|m| m.outside.port >= if m.proto == ICMP { 1 } else { FIRST_PORT }).count();
         assert_eq!(used - reserved, dynamic_range as u32, "a port taken for each mapping in the dynamic range");
     }
 }

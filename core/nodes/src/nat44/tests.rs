@@ -23,7 +23,11 @@ pub(super) fn cfg() -> NatConfig {
         addresses: vec![PUB],
         inside: vec![(u32::from(Ipv4Addr::new(198, 18, 70, 0)), 24)],
         filtering: Filtering::AddressPortDependent,
-        forwards: vec![Forward { proto: TCP, outside: Endpoint::new(u32::from(PUB), 8080), inside: Endpoint::new(u32::from(B), 80) }],
+        forwards: vec![Forward {
+            proto: TCP,
+            outside: Endpoint::new(u32::from(PUB), 8080),
+            inside: Endpoint::new(u32::from(B), 80),
+        }],
         max_sessions: 1000,
         per_host: 100,
         timeout_us: [300_000_000, 60_000_000, 240_000_000, 7_440_000_000],
@@ -38,7 +42,11 @@ pub(super) fn node(p: &Mempool, c: NatConfig) -> (Nat44, NodeStats) {
 }
 
 pub(super) fn dump(st: &NodeStats) -> String {
-    NatCounter::SPECS.iter().map(|c| format!("{}={} ", c.name, counter(st, c.name))).filter(|s| !s.ends_with("=0 ")).collect()
+    NatCounter::SPECS
+        .iter()
+        .map(|c| format!("{}={} ", c.name, counter(st, c.name)))
+        .filter(|s| !s.ends_with("=0 "))
+        .collect()
 }
 
 /// Run `frames` (each from a port) through at time `now`: the frames that go on.
@@ -47,7 +55,14 @@ pub(super) fn run(n: &mut Nat44, st: &NodeStats, p: &Mempool, now: u64, frames: 
 }
 
 /// [`run`] with offload flags `ol` on every packet.
-pub(super) fn run_ol(n: &mut Nat44, st: &NodeStats, p: &Mempool, now: u64, frames: &[(u16, Vec<u8>)], ol: u64) -> Vec<Vec<u8>> {
+pub(super) fn run_ol(
+    n: &mut Nat44,
+    st: &NodeStats,
+    p: &Mempool,
+    now: u64,
+    frames: &[(u16, Vec<u8>)],
+    ol: u64,
+) -> Vec<Vec<u8>> {
     let fr: Vec<Vec<u8>> = frames.iter().map(|(_, f)| f.clone()).collect();
     let mut b = burst(p, &fr);
     for (i, (port, _)) in frames.iter().enumerate() {
@@ -129,7 +144,6 @@ pub(super) fn verify_quote(q: &[u8]) {
     }
 }
 
-
 pub(super) fn v4(a: Ipv4Addr) -> IpAddress {
     IpAddress::V4(a)
 }
@@ -139,7 +153,13 @@ pub(super) fn udp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u
     eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.0, dst.0, 17, 64, &u))
 }
 
-pub(super) fn tcp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), c: TcpControl, ack: Option<u32>, options: bool) -> Vec<u8> {
+pub(super) fn tcp_frame(
+    src: (Ipv4Addr, u16),
+    dst: (Ipv4Addr, u16),
+    c: TcpControl,
+    ack: Option<u32>,
+    options: bool,
+) -> Vec<u8> {
     let t = tcp((v4(src.0), v4(dst.0)), (src.1, dst.1), (1000, ack), c, options, b"hello");
     eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src.0, dst.0, 6, 64, &t))
 }
@@ -147,7 +167,6 @@ pub(super) fn tcp_frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), c: TcpContro
 pub(super) fn ping(src: Ipv4Addr, dst: Ipv4Addr, reply: bool, id: u16) -> Vec<u8> {
     eth(US_MAC, PEER_MAC, 0x0800, &ipv4(src, dst, 1, 64, &icmp4_echo(reply, id, 1, b"abcdefgh")))
 }
-
 
 #[test]
 fn udp_out_and_back_with_the_inside_port_kept_and_checksums_right() {
@@ -233,7 +252,8 @@ fn tcp_states_follow_the_handshake_and_close() {
     assert_eq!(n.table().sessions(), 0);
     assert_eq!(n.table().mappings(), 1, "the forward stays");
     // An unsolicited ACK from outside opens nothing, to a mapping or a forward.
-    let x = run(&mut n, &st, &p, 6 + 241 * HZ, &[(WAN, tcp_frame((S, 80), (PUB, 8080), TcpControl::None, Some(1), false))]);
+    let x =
+        run(&mut n, &st, &p, 6 + 241 * HZ, &[(WAN, tcp_frame((S, 80), (PUB, 8080), TcpControl::None, Some(1), false))]);
     assert!(x.is_empty());
     assert_eq!(counter(&st, "not_syn"), 1, "{}", dump(&st));
     n.table().check();
@@ -316,7 +336,11 @@ fn icmp_errors_are_translated_with_what_they_quote_both_ways() {
     // The forward's host refuses a datagram: its port unreachable goes out as from
     // the outside address, quoting the packet as the remote sent it.
     let mut nf = cfg();
-    nf.forwards.push(Forward { proto: UDP, outside: Endpoint::new(u32::from(PUB), 5000), inside: Endpoint::new(u32::from(B), 5000) });
+    nf.forwards.push(Forward {
+        proto: UDP,
+        outside: Endpoint::new(u32::from(PUB), 5000),
+        inside: Endpoint::new(u32::from(B), 5000),
+    });
     let (mut n, st) = node(&p, nf);
     let inb = run(&mut n, &st, &p, 1, &[(WAN, udp_frame((S, 7000), (PUB, 5000), b"hi"))]);
     assert_eq!(parts(&inb[0]).2, (B, 5000));
@@ -490,7 +514,8 @@ fn the_table_keeps_its_promises_under_random_traffic() {
             x ^= x << 17;
             x % m
         };
-        let filtering = [Filtering::EndpointIndependent, Filtering::AddressDependent, Filtering::AddressPortDependent][seed as usize % 3];
+        let filtering = [Filtering::EndpointIndependent, Filtering::AddressDependent, Filtering::AddressPortDependent]
+            [seed as usize % 3];
         let limits = Limits { max_sessions: 40, per_host: 12, timeout: [300, 60, 240, 7440] };
         let mut t = Table::new(vec![1000, 1001], limits, filtering, [seed as u8; 16]);
         t.add_forward(TCP, Endpoint::new(1000, 80), Endpoint::new(1, 8080)).unwrap();
@@ -507,7 +532,8 @@ fn the_table_keeps_its_promises_under_random_traffic() {
             let host = 1 + rnd(5) as u32;
             let inside = Endpoint::new(host, if proto == ICMP { rnd(3) as u16 + 1 } else { 2000 + rnd(6) as u16 });
             let remote = Endpoint::new(50 + rnd(3) as u32, if proto == ICMP { 0 } else { 53 + rnd(2) as u16 });
-            let fl = [flags::SYN, flags::SYN | flags::ACK, flags::ACK, flags::FIN | flags::ACK, flags::RST][rnd(5) as usize];
+            let fl =
+                [flags::SYN, flags::SYN | flags::ACK, flags::ACK, flags::FIN | flags::ACK, flags::RST][rnd(5) as usize];
             if rnd(2) == 0 {
                 let before: HashSet<Endpoint> = t.by_inside(proto, inside).map(|m| m.outside).into_iter().collect();
                 if let Ok(o) = t.outbound(proto, inside, remote, fl, now, &mut ev) {

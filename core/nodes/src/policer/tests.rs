@@ -1,6 +1,8 @@
 use super::*;
-use crate::tests::{burst, call, counter, eth, ipv4, ipv6, outputs, pool, stats, udp, PEER4, PEER6, PEER_MAC, US4, US6, US_MAC};
 use crate::tests::PoolEnv;
+use crate::tests::{
+    burst, call, counter, eth, ipv4, ipv6, outputs, pool, stats, udp, PEER4, PEER6, PEER_MAC, US4, US6, US_MAC,
+};
 use ironpath_graph::NodeStats;
 use ironpath_util::testing::XorShift;
 use ironpath_wire::IpAddress;
@@ -253,7 +255,13 @@ fn color_aware_keeps_the_arrival_colour_and_remarks_both_families() {
     assert_eq!(out[5], (OUT, other));
     assert!(out.iter().all(|(e, _)| *e == OUT));
     assert_eq!(
-        [counter(&st, "green"), counter(&st, "yellow"), counter(&st, "red"), counter(&st, "remarked"), counter(&st, "not_ip")],
+        [
+            counter(&st, "green"),
+            counter(&st, "yellow"),
+            counter(&st, "red"),
+            counter(&st, "remarked"),
+            counter(&st, "not_ip")
+        ],
         [3, 2, 1, 5, 1]
     );
     assert_eq!(p.stats().in_use, 0);

@@ -36,7 +36,18 @@ impl Router {
         d[6..12].copy_from_slice(&mac);
         let a = &mut d[ETH..ETH + 28];
         a[7] = 2;
-        a[18..28].copy_from_slice(&[sha[0], sha[1], sha[2], sha[3], sha[4], sha[5], spa.octets()[0], spa.octets()[1], spa.octets()[2], spa.octets()[3]]);
+        a[18..28].copy_from_slice(&[
+            sha[0],
+            sha[1],
+            sha[2],
+            sha[3],
+            sha[4],
+            sha[5],
+            spa.octets()[0],
+            spa.octets()[1],
+            spa.octets()[2],
+            spa.octets()[3],
+        ]);
         a[8..14].copy_from_slice(&mac);
         a[14..18].copy_from_slice(&tpa.octets());
         cx.count(C::ArpReplies, 1);

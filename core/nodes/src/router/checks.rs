@@ -122,7 +122,8 @@ impl Router {
         }
         let src = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap_or_default());
         let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap_or_default());
-        let p = Parsed { key: u128::from(dst), ip_len: 40 + plen as u32, ttl: ip[7], v6: true, df: true, group: eth_group };
+        let p =
+            Parsed { key: u128::from(dst), ip_len: 40 + plen as u32, ttl: ip[7], v6: true, df: true, group: eth_group };
         if from.is_none() {
             return Ok(p);
         }
@@ -131,7 +132,9 @@ impl Router {
             // multicast is routed.
             let s = dst.segments();
             let ours = s[0] == 0xff02
-                && (dst == ALL_NODES || dst == ALL_ROUTERS || (s[1..5] == [0, 0, 0, 0] && s[5] == 1 && s[6] >> 8 == 0xff));
+                && (dst == ALL_NODES
+                    || dst == ALL_ROUTERS
+                    || (s[1..5] == [0, 0, 0, 0] && s[5] == 1 && s[6] >> 8 == 0xff));
             return Err(if ours { Step::Slow(Slow::Local) } else { Step::Drop(C::Multicast) });
         }
         if src.is_multicast() || src.is_loopback() || self.local6.contains(&src) {
@@ -140,7 +143,8 @@ impl Router {
         if self.local6.contains(&dst) || self.ifaces.iter().any(|f| f.ll6 == dst) {
             return Err(Step::Slow(Slow::Local));
         }
-        if src.is_unspecified() || dst.is_unspecified() || dst.is_loopback() || is_link_local(src) || is_link_local(dst) {
+        if src.is_unspecified() || dst.is_unspecified() || dst.is_loopback() || is_link_local(src) || is_link_local(dst)
+        {
             return Err(Step::Drop(C::Martian));
         }
         Ok(p)

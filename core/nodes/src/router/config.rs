@@ -23,22 +23,30 @@ ironpath_config::choice! {
 /// Fields of an `interfaces` record.
 pub const INTERFACE: &[ParamSpec] = &[
     ParamSpec::new("port", ParamKind::Port).required().doc("the port (one of the router's next edges)"),
-    ParamSpec::new("addresses", ParamKind::Str).required().doc("its addresses with prefix lengths, space- or comma-separated: 198.18.1.1/24 fd00:1::1/64"),
+    ParamSpec::new("addresses", ParamKind::Str)
+        .required()
+        .doc("its addresses with prefix lengths, space- or comma-separated: 198.18.1.1/24 fd00:1::1/64"),
     ParamSpec::new("mtu", ParamKind::Uint { min: 68, max: 65535 }).default("1500").doc("largest IP packet sent on it"),
 ];
 
 /// Fields of a `routes` record.
 pub const ROUTE: &[ParamSpec] = &[
-    ParamSpec::new("prefix", ParamKind::Str).required().doc("the destination: 198.18.3.0/24, fd00:3::/64, 0.0.0.0/0, ::/0"),
+    ParamSpec::new("prefix", ParamKind::Str)
+        .required()
+        .doc("the destination: 198.18.3.0/24, fd00:3::/64, 0.0.0.0/0, ::/0"),
     ParamSpec::new("via", ParamKind::Str).doc("the next hop's address (on one of the interfaces' subnets)"),
     ParamSpec::new("port", ParamKind::Port).doc("the interface (for a route without `via`: destinations on its link)"),
-    ParamSpec::new("type", ParamKind::Enum(RouteType::NAMES)).default("forward").doc("forward, unreachable, prohibit or blackhole"),
+    ParamSpec::new("type", ParamKind::Enum(RouteType::NAMES))
+        .default("forward")
+        .doc("forward, unreachable, prohibit or blackhole"),
 ];
 
 /// Fields of a `static_neighbours` record.
 pub const NEIGHBOUR: &[ParamSpec] = &[
     ParamSpec::new("port", ParamKind::Port).required().doc("the interface"),
-    ParamSpec::new("address", ParamKind::Str).required().doc("the neighbour's IPv4 or IPv6 address (on the interface's subnet)"),
+    ParamSpec::new("address", ParamKind::Str)
+        .required()
+        .doc("the neighbour's IPv4 or IPv6 address (on the interface's subnet)"),
     ParamSpec::new("mac", ParamKind::Mac).required().doc("its MAC address"),
 ];
 
@@ -99,9 +107,13 @@ pub fn parse_cidr(s: &str, strict: bool) -> Result<(IpAddr, u8), String> {
     let (a, len) = s.split_once('/').ok_or_else(|| format!("`{s}`: expected ADDRESS/LENGTH"))?;
     let a: IpAddr = a.trim().parse().map_err(|_| format!("`{s}`: `{a}` is not an IPv4 or IPv6 address"))?;
     let max = if a.is_ipv4() { 32 } else { 128 };
-    let len: u8 = len.trim().parse().ok().filter(|l| *l <= max).ok_or_else(|| format!("`{s}`: the length must be 0..={max}"))?;
+    let len: u8 =
+        len.trim().parse().ok().filter(|l| *l <= max).ok_or_else(|| format!("`{s}`: the length must be 0..={max}"))?;
     if strict && prefix_of(a, len).bits != prefix_of(a, max).bits {
-        return Err(format!("`{s}`: bits set past the length (the prefix is {}/{len})", addr_of(prefix_of(a, len), a.is_ipv4())));
+        return Err(format!(
+            "`{s}`: bits set past the length (the prefix is {}/{len})",
+            addr_of(prefix_of(a, len), a.is_ipv4())
+        ));
     }
     Ok((a, len))
 }
@@ -146,7 +158,9 @@ pub(super) fn route_line(line: &str) -> Result<(String, Option<String>, Option<S
             "prohibit" => kind = RouteType::Prohibit,
             "blackhole" => kind = RouteType::Blackhole,
             other => {
-                return Err(format!("unknown word `{other}`; accepted: via ADDRESS, port NAME, unreachable, prohibit, blackhole"))
+                return Err(format!(
+                    "unknown word `{other}`; accepted: via ADDRESS, port NAME, unreachable, prohibit, blackhole"
+                ))
             }
         }
     }
@@ -182,7 +196,12 @@ pub fn router_cfg(p: &Params) -> Result<RouterCfg, Error> {
         let at = format!("route {i}");
         let prefix = r.str("prefix").unwrap_or_default();
         lines.push(line_of(
-            (prefix.to_owned(), r.str("via").map(str::to_owned), r.port("port").map(str::to_owned), r.choice("type").unwrap_or(RouteType::Forward)),
+            (
+                prefix.to_owned(),
+                r.str("via").map(str::to_owned),
+                r.port("port").map(str::to_owned),
+                r.choice("type").unwrap_or(RouteType::Forward),
+            ),
             at,
             r.loc("prefix"),
         )?);
@@ -206,9 +225,11 @@ pub fn router_cfg(p: &Params) -> Result<RouterCfg, Error> {
         let (port, text) = (r.port("port").unwrap_or_default(), r.str("address").unwrap_or_default());
         let at = format!("static neighbour {i}");
         let a: IpAddr = text.parse().map_err(|_| (r.loc("address"), format!("{at}: `{text}` is not an address")))?;
-        let k = cfg.ifaces.iter().position(|f| f.port == port).ok_or_else(|| {
-            (r.loc("port"), format!("{at}: port `{port}` is not a router interface"))
-        })?;
+        let k = cfg
+            .ifaces
+            .iter()
+            .position(|f| f.port == port)
+            .ok_or_else(|| (r.loc("port"), format!("{at}: port `{port}` is not a router interface")))?;
         let link_local = matches!(a, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80);
         if !link_local && on_link(&cfg.ifaces[k..=k], a).is_none() {
             return Err((r.loc("address"), format!("{at}: {a} is not on a subnet of interface `{port}`")));
@@ -217,7 +238,10 @@ pub fn router_cfg(p: &Params) -> Result<RouterCfg, Error> {
         if per_iface.insert(a) && per_iface.len() > super::neigh::MAX_PERMANENT {
             return Err((
                 r.loc("address"),
-                format!("{at}: interface `{port}` has {} static neighbours, the most it takes", super::neigh::MAX_PERMANENT),
+                format!(
+                    "{at}: interface `{port}` has {} static neighbours, the most it takes",
+                    super::neigh::MAX_PERMANENT
+                ),
             ));
         }
         cfg.statics.push((k, a, r.mac("mac").unwrap_or_default()));
@@ -260,7 +284,8 @@ fn resolve(ifaces: Vec<IfaceCfg>, lines: Vec<RouteLine>) -> Result<RouterCfg, Er
     };
     // Connected subnets, then our own addresses (longer, so they win).
     for (k, f) in ifaces.iter().enumerate() {
-        let subnets = f.v4.iter().map(|(a, l)| (IpAddr::V4(*a), *l)).chain(f.v6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)));
+        let subnets =
+            f.v4.iter().map(|(a, l)| (IpAddr::V4(*a), *l)).chain(f.v6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)));
         for (a, l) in subnets {
             push(a, l, Target::Forward { iface: k, via: None });
         }
@@ -287,7 +312,10 @@ fn resolve(ifaces: Vec<IfaceCfg>, lines: Vec<RouteLine>) -> Result<RouterCfg, Er
             return Err((r.loc, format!("{}: {}/{} is already routed by {first}", r.at, r.prefix.0, r.prefix.1)));
         }
         if let Some(why) = never_routed(r.prefix.0, r.prefix.1) {
-            return Err((r.loc, format!("{}: {}/{} is inside {why}: it is never routed", r.at, r.prefix.0, r.prefix.1)));
+            return Err((
+                r.loc,
+                format!("{}: {}/{} is inside {why}: it is never routed", r.at, r.prefix.0, r.prefix.1),
+            ));
         }
         let t = target_of(&ifaces, &r)?;
         push(r.prefix.0, r.prefix.1, t);
@@ -298,7 +326,7 @@ fn resolve(ifaces: Vec<IfaceCfg>, lines: Vec<RouteLine>) -> Result<RouterCfg, Er
 /// The FIB target of a route line: its kind, or the interface its gateway is on (or
 /// its `port`).
 pub(super) fn target_of(ifaces: &[IfaceCfg], r: &RouteLine) -> Result<Target, Error> {
-Ok(match r.kind {
+    Ok(match r.kind {
         RouteType::Unreachable => Target::Unreachable,
         RouteType::Prohibit => Target::Prohibit,
         RouteType::Blackhole => Target::Blackhole,
@@ -306,7 +334,10 @@ Ok(match r.kind {
             let named = match &r.port {
                 Some(name) => Some(ifaces.iter().position(|f| f.port == *name).ok_or_else(|| {
                     let all: Vec<_> = ifaces.iter().map(|f| format!("`{}`", f.port)).collect();
-                    (r.loc, format!("{}: port `{name}` is not a router interface (interfaces: {})", r.at, all.join(", ")))
+                    (
+                        r.loc,
+                        format!("{}: port `{name}` is not a router interface (interfaces: {})", r.at, all.join(", ")),
+                    )
                 })?),
                 None => None,
             };
@@ -338,7 +369,8 @@ const NEVER_ROUTED: &[([u8; 4], u8, Target)] = &[
 pub(super) fn never_routed(a: IpAddr, len: u8) -> Option<String> {
     let IpAddr::V4(v) = a else { return None };
     NEVER_ROUTED.iter().find_map(|&(n, l, _)| {
-        (len >= l && Prefix::v4(Ipv4Addr::from(n), l).covers(super::lpm::key4(v))).then(|| format!("{}/{l}", Ipv4Addr::from(n)))
+        (len >= l && Prefix::v4(Ipv4Addr::from(n), l).covers(super::lpm::key4(v)))
+            .then(|| format!("{}/{l}", Ipv4Addr::from(n)))
     })
 }
 

@@ -66,12 +66,8 @@ impl Tables {
     /// The tables of a router built from `cfg`.
     pub(super) fn new(cfg: &RouterCfg, links: Vec<(u32, u16)>, max_plies: usize) -> Result<Tables, String> {
         let auto = RouterCfg::new(cfg.ifaces.clone(), &[])?;
-        let fixed = auto
-            .routes4
-            .iter()
-            .map(|(p, _)| (true, *p))
-            .chain(auto.routes6.iter().map(|(p, _)| (false, *p)))
-            .collect();
+        let fixed =
+            auto.routes4.iter().map(|(p, _)| (true, *p)).chain(auto.routes6.iter().map(|(p, _)| (false, *p))).collect();
         let map = |r: &[(Prefix, Target)]| r.iter().map(|(p, t)| ((p.len, p.bits), *t)).collect();
         Ok(Tables {
             ifaces: cfg.ifaces.clone(),
@@ -98,7 +94,11 @@ impl Tables {
                 Some(Target::Multicast) => "multicast (never routed)",
                 _ => "an address range never routed",
             };
-            return Err(format!("{}/{} is {what}: it is not changed by route commands", addr_of(prefix, v4), prefix.len));
+            return Err(format!(
+                "{}/{} is {what}: it is not changed by route commands",
+                addr_of(prefix, v4),
+                prefix.len
+            ));
         }
         if target.is_some() {
             if let Some(range) = config::never_routed(addr_of(prefix, v4), prefix.len) {
@@ -165,7 +165,9 @@ impl Tables {
     pub(super) fn forward(&self, via: Option<IpAddr>, port: Option<&str>) -> Result<Target, String> {
         let iface = match (via, port) {
             (_, Some(p)) => self.iface(p)?,
-            (Some(v), None) => on_link(&self.ifaces, v).ok_or(format!("gateway {v} is on no interface's subnet (give `port`)"))?,
+            (Some(v), None) => {
+                on_link(&self.ifaces, v).ok_or(format!("gateway {v} is on no interface's subnet (give `port`)"))?
+            }
             (None, None) => return Err("a forward route needs `via ADDRESS` or `port NAME`".into()),
         };
         Ok(Target::Forward { iface, via })
@@ -242,7 +244,8 @@ impl Controller for RouterCtl {
 
     fn attached(&mut self, remote: &Remote) -> Result<(), String> {
         if let Some(cfg) = self.follow.take() {
-            let what = format!("kernel table {} of {}", cfg.table, cfg.netns.as_deref().unwrap_or("this process's namespace"));
+            let what =
+                format!("kernel table {} of {}", cfg.table, cfg.netns.as_deref().unwrap_or("this process's namespace"));
             let f = super::kernel::follow(cfg, self.tables.clone(), remote.clone())
                 .map_err(|e| format!("follow_table: cannot follow {what}: {e}"))?;
             self.following = Some(f);
@@ -274,7 +277,8 @@ impl Controller for RouterCtl {
             }
             ["ip", "neighbor" | "neighbour" | "neigh", "add", addr, "lladdr", mac, "port" | "dev", port] => {
                 let (iface, ip) = neighbour(&t, addr, port)?;
-                let mac = ironpath_config::parse_mac(mac).ok_or(format!("`{mac}` is not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
+                let mac = ironpath_config::parse_mac(mac)
+                    .ok_or(format!("`{mac}` is not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
                 drop(t);
                 neigh_call(remote, NeighChange::Add { iface, ip, mac })?;
                 Ok(format!("neighbour {ip} lladdr {mac} port {port}: added (permanent)", mac = fmt_mac(mac)))

@@ -101,7 +101,8 @@ impl Router {
     fn quick4(&self, mbuf: &RawMbuf, data: &[u8], our_mac48: u64, k: usize) -> Option<(u32, u16)> {
         let frame: &[u8; ETH + 20] = data.first_chunk()?;
         let ne32_at = |o: usize| u32::from_ne_bytes([frame[o], frame[o + 1], frame[o + 2], frame[o + 3]]);
-        let first8 = u64::from_le_bytes([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5], frame[6], frame[7]]);
+        let first8 =
+            u64::from_le_bytes([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5], frame[6], frame[7]]);
         // Our MAC (the low six bytes), then EtherType 0x0800 and version 4, IHL 5.
         if (first8 ^ our_mac48) << 16 != 0 || u32::from_le(ne32_at(12)) & 0x00ff_ffff != 0x0045_0008 {
             return None;
@@ -109,7 +110,11 @@ impl Router {
         let total_len = u16::from_be_bytes([frame[16], frame[17]]);
         let ttl = frame[22];
         let flags = mbuf.ol_flags;
-        if ETH as u32 + u32::from(total_len) > mbuf.pkt_len || total_len < 20 || ttl <= 1 || flags & abi::RX_IP_CKSUM_BAD != 0 {
+        if ETH as u32 + u32::from(total_len) > mbuf.pkt_len
+            || total_len < 20
+            || ttl <= 1
+            || flags & abi::RX_IP_CKSUM_BAD != 0
+        {
             return None;
         }
         let header: &[u8; 20] = frame[ETH..].first_chunk()?;
@@ -156,7 +161,16 @@ impl Router {
     /// resolved: rewritten in place, its next edge set. `false`: it takes every check.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn forward(&mut self, pkts: &mut Burst, next: &mut [u16; MAX_BURST], i: usize, leaf: u32, dst: u32, mtu_len: u16, now: u64) -> bool {
+    fn forward(
+        &mut self,
+        pkts: &mut Burst,
+        next: &mut [u16; MAX_BURST],
+        i: usize,
+        leaf: u32,
+        dst: u32,
+        mtu_len: u16,
+        now: u64,
+    ) -> bool {
         // Leaves hold the target's index plus one.
         let target = leaf.wrapping_sub(1) as usize;
         match self.adj.get(target) {
@@ -189,7 +203,13 @@ impl Router {
     /// in place; every other packet takes every check ([`Router::general`]). Packets
     /// off both get `SLOW` and their reason in `w.slow`. Gives the packets forwarded
     /// and whether any packet took every check (what those dropped is in `w.drops`).
-    pub(super) fn fast(&mut self, w: &mut Work, pkts: &mut Burst, next: &mut [u16; MAX_BURST], now: u64) -> (u64, bool) {
+    pub(super) fn fast(
+        &mut self,
+        w: &mut Work,
+        pkts: &mut Burst,
+        next: &mut [u16; MAX_BURST],
+        now: u64,
+    ) -> (u64, bool) {
         let n = pkts.len();
         // Packets waiting for the second pass, and packets for every check.
         let (mut waiting, mut to_check) = (0, 0);

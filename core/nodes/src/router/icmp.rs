@@ -6,10 +6,10 @@
 
 use super::icmp_budget::Limited;
 use super::{Router, RouterCounter as C};
+use crate::icmp::fill_icmp6_checksum;
 use ironpath_eal::Mbuf;
 use ironpath_graph::NodeCx;
 use ironpath_wire::checksum;
-use crate::icmp::fill_icmp6_checksum;
 use ironpath_wire::ethernet::HEADER_LEN as ETH;
 use ironpath_wire::ipv6;
 use ironpath_wire::IpProtocol;

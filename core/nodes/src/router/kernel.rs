@@ -126,7 +126,11 @@ fn apply_loop(rx: &mpsc::Receiver<KernelEvent>, tables: &Mutex<Tables>, remote: 
     let mut last = Instant::now() - MIN_GAP;
     let mut gap = MIN_GAP;
     loop {
-        let first = if dirty || !neighs.is_empty() { rx.recv_timeout(Duration::from_millis(100)) } else { rx.recv().map_err(|_| RecvTimeoutError::Disconnected) };
+        let first = if dirty || !neighs.is_empty() {
+            rx.recv_timeout(Duration::from_millis(100))
+        } else {
+            rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        };
         let mut events = match first {
             Ok(e) => vec![e],
             Err(RecvTimeoutError::Timeout) => Vec::new(),
@@ -148,7 +152,8 @@ fn apply_loop(rx: &mpsc::Receiver<KernelEvent>, tables: &Mutex<Tables>, remote: 
             last = Instant::now();
             // A table the FIB cannot hold (too many plies) waits for the next change;
             // a node that did not answer is asked again next round.
-            let handed = t.build().map_err(|e| (false, e)).and_then(|swap| t.hand_over(remote, swap).map_err(|e| (true, e)));
+            let handed =
+                t.build().map_err(|e| (false, e)).and_then(|swap| t.hand_over(remote, swap).map_err(|e| (true, e)));
             match handed {
                 Ok(()) => {
                     t.kernel.rebuilds += 1;
@@ -199,7 +204,8 @@ fn apply(t: &mut Tables, e: KernelEvent, neighs: &mut VecDeque<NeighChange>) -> 
             for r in &routes {
                 route(t, r, true);
             }
-            let wanted: HashSet<(usize, IpAddr)> = kn.iter().filter_map(|n| neigh_of(t, n).map(|(k, _)| (k, n.addr))).collect();
+            let wanted: HashSet<(usize, IpAddr)> =
+                kn.iter().filter_map(|n| neigh_of(t, n).map(|(k, _)| (k, n.addr))).collect();
             let stale: Vec<(usize, IpAddr)> = t.kernel.neighs.difference(&wanted).copied().collect();
             for (iface, ip) in stale {
                 t.kernel.neighs.remove(&(iface, ip));
@@ -357,17 +363,29 @@ mod tests {
         let mut n = VecDeque::new();
         let file = target(&t, "0.0.0.0", 0);
         assert!(apply(&mut t, KernelEvent::RouteAdd(kr("0.0.0.0", 0, Some("198.18.2.7"), None, 50)), &mut n));
-        assert_eq!(target(&t, "0.0.0.0", 0), Some(Target::Forward { iface: 1, via: Some("198.18.2.7".parse().unwrap()) }));
+        assert_eq!(
+            target(&t, "0.0.0.0", 0),
+            Some(Target::Forward { iface: 1, via: Some("198.18.2.7".parse().unwrap()) })
+        );
         assert!(apply(&mut t, KernelEvent::RouteAdd(kr("0.0.0.0", 0, Some("198.18.1.7"), None, 10)), &mut n));
-        assert_eq!(target(&t, "0.0.0.0", 0), Some(Target::Forward { iface: 0, via: Some("198.18.1.7".parse().unwrap()) }));
+        assert_eq!(
+            target(&t, "0.0.0.0", 0),
+            Some(Target::Forward { iface: 0, via: Some("198.18.1.7".parse().unwrap()) })
+        );
         assert!(apply(&mut t, KernelEvent::RouteDel(kr("0.0.0.0", 0, None, None, 10)), &mut n));
-        assert_eq!(target(&t, "0.0.0.0", 0), Some(Target::Forward { iface: 1, via: Some("198.18.2.7".parse().unwrap()) }));
+        assert_eq!(
+            target(&t, "0.0.0.0", 0),
+            Some(Target::Forward { iface: 1, via: Some("198.18.2.7".parse().unwrap()) })
+        );
         assert!(apply(&mut t, KernelEvent::RouteDel(kr("0.0.0.0", 0, None, None, 50)), &mut n));
         assert_eq!(target(&t, "0.0.0.0", 0), file, "the file's default route is back");
         // A snapshot without the kernel's routes puts the file's back too.
         apply(&mut t, KernelEvent::RouteAdd(kr("198.19.0.0", 16, Some("198.18.1.7"), None, 0)), &mut n);
         apply(&mut t, KernelEvent::Snapshot { routes: vec![], neighs: vec![] }, &mut n);
-        assert_eq!(target(&t, "198.19.0.0", 16), Some(Target::Forward { iface: 1, via: Some("198.18.2.9".parse().unwrap()) }));
+        assert_eq!(
+            target(&t, "198.19.0.0", 16),
+            Some(Target::Forward { iface: 1, via: Some("198.18.2.9".parse().unwrap()) })
+        );
     }
 
     #[test]

@@ -191,7 +191,6 @@ impl Build {
             depth += 8;
         }
     }
-
 }
 
 impl Lpm {
@@ -358,7 +357,12 @@ mod tests {
     #[test]
     fn default_route_host_routes_and_the_edges_of_a_prefix() {
         let r = |a: [u8; 4], len, v| (Prefix::v4(Ipv4Addr::from(a), len), v);
-        let routes = [r([0, 0, 0, 0], 0, 0), r([198, 18, 0, 0], 15, 1), r([198, 19, 255, 255], 32, 2), r([198, 18, 1, 0], 24, 3)];
+        let routes = [
+            r([0, 0, 0, 0], 0, 0),
+            r([198, 18, 0, 0], 15, 1),
+            r([198, 19, 255, 255], 32, 2),
+            r([198, 18, 1, 0], 24, 3),
+        ];
         let t = Lpm::build(&routes, 16).unwrap();
         let at = |a: [u8; 4]| t.lookup(key4(Ipv4Addr::from(a)));
         assert_eq!(at([8, 8, 8, 8]), Some(0));

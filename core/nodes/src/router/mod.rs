@@ -247,7 +247,11 @@ impl Router {
         let mut r = Self::with_fib(cfg, fib, ports, local_edge, tune, pool);
         let links: Vec<(u32, u16)> = r.ifaces.iter().map(|f| (f.mtu as u32, f.edge)).collect();
         let tables = ctl::Tables::new(cfg, links, tune.max_plies)?;
-        r.ctl = Some(ctl::RouterCtl { tables: std::sync::Arc::new(std::sync::Mutex::new(tables)), follow: None, following: None });
+        r.ctl = Some(ctl::RouterCtl {
+            tables: std::sync::Arc::new(std::sync::Mutex::new(tables)),
+            follow: None,
+            following: None,
+        });
         Ok(r)
     }
 

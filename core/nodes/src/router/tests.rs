@@ -73,7 +73,8 @@ fn config_with(icmp_burst: u64, more: &[String]) -> (RouterCfg, Tuning) {
         icmp_peer_rate: 1000,
         icmp_peer_burst: 1000,
         tsc_hz: HZ,
-        max_plies: 1024, hash_key: [9; 16],
+        max_plies: 1024,
+        hash_key: [9; 16],
     };
     (cfg, tune)
 }
@@ -94,7 +95,12 @@ fn sent(c: &ironpath_graph::testing::Call, b: &mut Burst) -> Vec<(u16, Vec<u8>)>
 }
 
 fn dump(st: &NodeStats) -> String {
-    RouterCounter::SPECS.iter().filter_map(|c| Some((c.name, st.extra_by_name(c.name)?))).filter(|c| c.1 > 0).map(|(n, v)| format!("{n}={v} ")).collect()
+    RouterCounter::SPECS
+        .iter()
+        .filter_map(|c| Some((c.name, st.extra_by_name(c.name)?)))
+        .filter(|c| c.1 > 0)
+        .map(|(n, v)| format!("{n}={v} "))
+        .collect()
 }
 
 fn udp4(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
@@ -144,8 +150,16 @@ fn resolve_both(r: &mut Router, st: &NodeStats, pool: &Mempool) {
     run(r, st, pool, 1, &[arp_reply(B_MAC, B4, R1, R1_4)], 0);
     // Not awaited: replies create nothing; asked for, they do.
     for k in 0..2 {
-        r.ifaces[k].neigh.learn(if k == 0 { IpAddr::V4(A4) } else { IpAddr::V4(B4) }, if k == 0 { A_MAC } else { B_MAC }, 0);
-        r.ifaces[k].neigh.learn(if k == 0 { IpAddr::V6(A6) } else { IpAddr::V6(B6) }, if k == 0 { A_MAC } else { B_MAC }, 0);
+        r.ifaces[k].neigh.learn(
+            if k == 0 { IpAddr::V4(A4) } else { IpAddr::V4(B4) },
+            if k == 0 { A_MAC } else { B_MAC },
+            0,
+        );
+        r.ifaces[k].neigh.learn(
+            if k == 0 { IpAddr::V6(A6) } else { IpAddr::V6(B6) },
+            if k == 0 { A_MAC } else { B_MAC },
+            0,
+        );
     }
 }
 
@@ -311,7 +325,8 @@ fn ttl_expiry_no_route_rejects_and_too_big_answer_icmp_errors_to_the_sender() {
     assert_eq!(counter(&st, "too_big"), 2);
     // IPv6: hop limit 1 -> time exceeded (type 3), too big -> packet too big (type 2).
     let out = run(&mut r, &st, &pool, 0, &[udp6(A_MAC, R0, A6, B6, 1, 8), udp6(A_MAC, R0, A6, B6, 64, 1400)], 10);
-    let types: Vec<_> = out.iter().map(|(e, f)| (*e, f[54], u32::from_be_bytes([f[58], f[59], f[60], f[61]]))).collect();
+    let types: Vec<_> =
+        out.iter().map(|(e, f)| (*e, f[54], u32::from_be_bytes([f[58], f[59], f[60], f[61]]))).collect();
     assert_eq!(types, [(0, 3, 0), (0, 2, 1400)]);
     for (_, f) in &out {
         assert!(icmp6_checksum_ok(f, 54..f.len(), &R0_6, &A6));
@@ -467,14 +482,11 @@ fn a_gso_aggregate_larger_than_the_mtu_is_forwarded_whole() {
     assert_eq!(pool.stats().in_use, 0);
 }
 
-
 #[test]
 fn a_static_neighbour_needs_no_resolution_and_ignores_the_wire() {
     let pool = pool(64);
-    let ifaces = vec![
-        IfaceCfg::new("p0", &["198.18.1.1/24"]).unwrap(),
-        IfaceCfg::new("p1", &["198.18.2.1/24"]).unwrap(),
-    ];
+    let ifaces =
+        vec![IfaceCfg::new("p0", &["198.18.1.1/24"]).unwrap(), IfaceCfg::new("p1", &["198.18.2.1/24"]).unwrap()];
     let mut cfg = RouterCfg::new(ifaces, &[]).unwrap();
     cfg.statics.push((1, IpAddr::V4(B4), B_MAC));
     let tune = Tuning {
@@ -588,7 +600,10 @@ fn icmp6_checksum_ok(f: &[u8], r: std::ops::Range<usize>, src: &Ipv6Addr, dst: &
 
 /// A neighbour solicitation from a for `target`, to `dst`, on p0.
 fn ns_from_a(target: Ipv6Addr, dst: Ipv6Addr, dst_mac: [u8; 6]) -> Vec<u8> {
-    let ns = Icmpv6Repr::NeighborSolicit { target_addr: target, lladdr: Some(ironpath_wire::ethernet::EthernetAddress(A_MAC)) };
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target_addr: target,
+        lladdr: Some(ironpath_wire::ethernet::EthernetAddress(A_MAC)),
+    };
     eth(dst_mac, A_MAC, 0x86dd, &ipv6(A6, dst, 58, 255, &icmp6(ns, A6, dst, &[])))
 }
 
@@ -650,8 +665,8 @@ fn icmpv6_errors_behind_extension_headers_get_no_error_back() {
     let st = stats(&r);
     resolve_both(&mut r, &st, &pool);
     let far: Ipv6Addr = "fd00:9::1".parse().unwrap(); // no route
-    // An ICMPv6 destination-unreachable behind a destination-options header, an
-    // echo request behind the same header, and a later fragment.
+                                                      // An ICMPv6 destination-unreachable behind a destination-options header, an
+                                                      // echo request behind the same header, and a later fragment.
     let with_opts = |body: &[u8]| {
         let mut p = vec![58, 0, 1, 4, 0, 0, 0, 0];
         p.extend_from_slice(body);
@@ -797,4 +812,3 @@ fn a_fib_handed_over_routes_the_next_burst_and_the_old_one_comes_back() {
     drop(old);
     assert_eq!(pool.stats().in_use, 0);
 }
-

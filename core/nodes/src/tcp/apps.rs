@@ -9,8 +9,8 @@
 
 use super::files::{piece_cost, Delivery, FileBody, Files, Io, PieceAt};
 use super::http_server::HttpConn;
-use super::site::Site;
 use super::payload::Chunk;
+use super::site::Site;
 use ironpath_http as http;
 use ironpath_tcp::{Connection, Payload, State, Time};
 use std::collections::VecDeque;

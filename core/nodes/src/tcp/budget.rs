@@ -102,7 +102,8 @@ impl TcpNode {
             if let Some(e) = e {
                 if self.peers.conns(e.peer) > cap {
                     // Sorted by peer, then idlest first (the key's low bits are the slot).
-                    let idle = u64::try_from((now - e.progress_at).as_millis()).unwrap_or(u64::MAX).min(u64::from(u32::MAX));
+                    let idle =
+                        u64::try_from((now - e.progress_at).as_millis()).unwrap_or(u64::MAX).min(u64::from(u32::MAX));
                     cand.push((u64::from(e.peer) << 32 | (u64::from(u32::MAX) - idle), slot as u32));
                 }
             }
@@ -167,7 +168,8 @@ impl TcpNode {
             }
             if k >= stalled {
                 // A peer brought under its part keeps the rest of its connections.
-                let over = self.slots.get(slot as usize).and_then(Option::as_ref).map(|e| self.peers.held(e.peer) > cap);
+                let over =
+                    self.slots.get(slot as usize).and_then(Option::as_ref).map(|e| self.peers.held(e.peer) > cap);
                 if over != Some(true) {
                     continue;
                 }
@@ -210,7 +212,6 @@ impl TcpNode {
         }
         true
     }
-
 }
 
 /// One of `n` equal parts of `total` (all of it when no peer holds any).

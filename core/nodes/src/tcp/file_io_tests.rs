@@ -75,8 +75,11 @@ fn a_request_for_a_slow_file_holds_up_no_other_connection() {
     let mut b = Bench::new(pool(512), server_cfg(Some(dir.clone()), lim));
     // The threads: as a file on a disk that does not answer.
     io(&b).exec.hold().name("slow", true);
-    let (mut a, mut o, mut f) =
-        (Client::new(Ipv4Addr::new(198, 18, 0, 1), 43001), Client::new(Ipv4Addr::new(198, 18, 0, 1), 43002), Client::new(Ipv4Addr::new(198, 18, 0, 1), 43003));
+    let (mut a, mut o, mut f) = (
+        Client::new(Ipv4Addr::new(198, 18, 0, 1), 43001),
+        Client::new(Ipv4Addr::new(198, 18, 0, 1), 43002),
+        Client::new(Ipv4Addr::new(198, 18, 0, 1), 43003),
+    );
     for c in [&mut a, &mut o, &mut f] {
         assert!(b.connect(&mut c.p));
     }
@@ -113,7 +116,8 @@ fn pipelined_responses_keep_their_order_while_one_waits_for_its_file() {
     let dir = www("order", &[("slow", b"SLOW-BODY"), ("fast", b"FAST-BODY")]);
     let mut b = Bench::new(pool(512), server_cfg(Some(dir.clone()), limits()));
     io(&b).exec.hold().name("slow", true);
-    let (mut a, mut c) = (Client::new(Ipv4Addr::new(198, 18, 0, 1), 43101), Client::new(Ipv4Addr::new(198, 18, 0, 1), 43102));
+    let (mut a, mut c) =
+        (Client::new(Ipv4Addr::new(198, 18, 0, 1), 43101), Client::new(Ipv4Addr::new(198, 18, 0, 1), 43102));
     assert!(b.connect(&mut a.p) && b.connect(&mut c.p));
     let out = b.feed(&[a.get(&["/slow", "/obj", "/fast"]), c.get(&["/fast"])]);
     take(&out, &mut [&mut a, &mut c]);

@@ -538,7 +538,14 @@ impl Files {
 
     /// Takes in a completion of this site's: the cache, the streams and the pieces
     /// are brought up to date, and what its owner gets is returned.
-    pub(super) fn complete(&mut self, done: Done, what: Pending, owner: Option<Owner>, io: &mut Io, now: Time) -> Delivery {
+    pub(super) fn complete(
+        &mut self,
+        done: Done,
+        what: Pending,
+        owner: Option<Owner>,
+        io: &mut Io,
+        now: Time,
+    ) -> Delivery {
         let Done { token, op, outcome } = done;
         match (what, op) {
             (Pending::Open { retried }, Op::Open { root, rel, handle }) => {

@@ -188,7 +188,8 @@ impl HttpConn {
         if let Some(r) = a.result.take() {
             let (ctype, keep_alive, head_only) = (a.ctype, a.keep_alive, a.head_only);
             self.awaiting = None;
-            let found = r.map(|body| Found { body: Body::File(body), ctype, head: None }).map_err(|s| files_said(s, env));
+            let found =
+                r.map(|body| Found { body: Body::File(body), ctype, head: None }).map_err(|s| files_said(s, env));
             self.answer(found, keep_alive, head_only, env);
             return;
         }

@@ -28,9 +28,7 @@ impl TcpNode {
             let reuse = e.conn.state() == State::TimeWait && syn_replaces(&rx.repr, e.conn.info().rcv_nxt);
             if !reuse {
                 let limit = self.mem_limit;
-                if payload.is_some()
-                    && (self.rx_held + self.heap_held >= limit || self.peers.held(e.peer) >= plimit)
-                {
+                if payload.is_some() && (self.rx_held + self.heap_held >= limit || self.peers.held(e.peer) >= plimit) {
                     // Under memory pressure this connection's small pieces are copied
                     // into compact buffers first (Linux's collapse); then out-of-order
                     // data goes (it cannot be read until the hole fills); well over the

@@ -64,14 +64,20 @@ const LISTEN: &[ParamSpec] = &[
 
 const CONNECT: &[ParamSpec] = &[
     ParamSpec::new("to", ParamKind::IpList).required().doc("the peer's address"),
-    ParamSpec::new("congestion", ParamKind::Enum(CongestionChoice::NAMES)).doc("congestion control of these connections (default: the node's)"),
+    ParamSpec::new("congestion", ParamKind::Enum(CongestionChoice::NAMES))
+        .doc("congestion control of these connections (default: the node's)"),
     ParamSpec::new("port", ParamKind::Uint { min: 1, max: 65535 }).required().doc("the peer's port"),
     ParamSpec::new("app", ParamKind::Enum(ClientApp::NAMES)).required().doc("what the connection does"),
-    ParamSpec::new("bytes", ParamKind::Uint { min: 0, max: u64::MAX }).default("0").doc("source: bytes to send, then close (0: until the peer closes)"),
+    ParamSpec::new("bytes", ParamKind::Uint { min: 0, max: u64::MAX })
+        .default("0")
+        .doc("source: bytes to send, then close (0: until the peer closes)"),
     ParamSpec::new("path", ParamKind::Str).default("/").doc("http_get: the path requested"),
-    ParamSpec::new("save", ParamKind::Path).doc("http_get: file the body is written to (`.N` appended per connection when count > 1)"),
+    ParamSpec::new("save", ParamKind::Path)
+        .doc("http_get: file the body is written to (`.N` appended per connection when count > 1)"),
     ParamSpec::new("count", ParamKind::Uint { min: 1, max: 100_000 }).default("1").doc("connections opened"),
-    ParamSpec::new("requests", ParamKind::Uint { min: 1, max: u64::MAX }).default("1").doc("http_get: requests per connection (keep-alive)"),
+    ParamSpec::new("requests", ParamKind::Uint { min: 1, max: u64::MAX })
+        .default("1")
+        .doc("http_get: requests per connection (keep-alive)"),
 ];
 
 /// The node's parameters.

@@ -608,7 +608,8 @@ fn a_streamed_file_costs_its_reader_the_pieces_in_flight_only() {
     let mut b = Bench::new(pool(4096), server_cfg(Some(dir.clone()), lim));
     let send_buffer = Config::default().send_buffer as u64;
     // Three clients (three peers), on ports 46000..46002.
-    let mut readers: Vec<Peer> = (0..3).map(|i| Peer::new(Ipv4Addr::new(198, 18, 3, 1 + i), 46000 + u16::from(i))).collect();
+    let mut readers: Vec<Peer> =
+        (0..3).map(|i| Peer::new(Ipv4Addr::new(198, 18, 3, 1 + i), 46000 + u16::from(i))).collect();
     // What each reader was sent and has not taken yet: seq -> length.
     let mut unacked: Vec<std::collections::HashMap<u32, usize>> = vec![Default::default(); 3];
     let take = |out: &[Sent], unacked: &mut Vec<std::collections::HashMap<u32, usize>>| {
@@ -643,7 +644,8 @@ fn a_streamed_file_costs_its_reader_the_pieces_in_flight_only() {
             break;
         }
     }
-    let names = ["held_back", "http_errors", "alloc_failed", "tx_full", "peer_mem_dropped", "send_timeouts", "conns_closed"];
+    let names =
+        ["held_back", "http_errors", "alloc_failed", "tx_full", "peer_mem_dropped", "send_timeouts", "conns_closed"];
     let c: Vec<(&str, u64)> = names.iter().map(|n| (*n, b.counter(n))).collect();
     assert!(got.iter().all(|&g| g > size / 2), "{got:?} {c:?} heap {}", b.node.heap_held);
     // Never the file per reader: what each send buffer holds, and a piece or two.

@@ -43,24 +43,21 @@ mod site;
 pub mod trace;
 mod wire;
 
+use crate::hash::KeyedState;
 use apps::{App, AppEnv, HttpGet};
 use budget::{account_heap, account_rx};
-pub use files::raise_descriptor_limit;
-pub use site::LocalSite;
-use site::Site;
-use peers::Peers;
 pub use config::{ConnectCfg, ListenCfg, TcpConfig, TcpLimits};
 use counters::*;
 pub use counters::{TcpCounter, TcpGauge};
+pub use files::raise_descriptor_limit;
 pub use frame::build_frame;
 use frame::*;
-use crate::hash::KeyedState;
 use ironpath_eal::abi;
 use ironpath_eal::{Burst, Mbuf, Mempool, MAX_BURST};
 use ironpath_graph::{CounterSpec, Dispatch, Node, NodeCx, SleepPlan};
 use ironpath_tcp::{
-    rst_reply, Config, ConnError, Connection, Endpoint, IsnGenerator, Listener, Segment, SeqNum, State, Time,
-    TimeWait, TimeWaitReply,
+    rst_reply, Config, ConnError, Connection, Endpoint, IsnGenerator, Listener, Segment, SeqNum, State, Time, TimeWait,
+    TimeWaitReply,
 };
 use ironpath_wire::checksum;
 use ironpath_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN as ETH_LEN};
@@ -70,6 +67,9 @@ use ironpath_wire::tcp::{TcpControl, TcpPacket, TcpRepr};
 use ironpath_wire::{IpAddress, IpProtocol};
 pub use kind::{config, defaults, ClientApp, CongestionChoice, ServerApp, KIND};
 pub use payload::Chunk;
+use peers::Peers;
+pub use site::LocalSite;
+use site::Site;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -126,7 +126,6 @@ struct Pending {
 }
 
 type FlowKey = (Endpoint, Endpoint);
-
 
 /// The node.
 pub struct TcpNode {

@@ -220,7 +220,12 @@ fn drive(hops: &mut [Hop<'_>], p: &Mempool, inject: &[Inject], now: &mut u64, ma
                 match h.nexts.get(usize::from(e)) {
                     Some(To::Node(t)) => next[*t].push(m),
                     Some(To::Back(t)) => {
-                        assert_ne!(m.header().port, WAN, "a frame from the tunnel sent back into it: {:02x?}", bytes(&m));
+                        assert_ne!(
+                            m.header().port,
+                            WAN,
+                            "a frame from the tunnel sent back into it: {:02x?}",
+                            bytes(&m)
+                        );
                         next[*t].push(m)
                     }
                     Some(To::Sink(s)) => tr.out.push((s, bytes(&m))),
@@ -255,7 +260,8 @@ fn assert_accounted(vs: &NodeStats, underlay: u64, bs: &NodeStats, bridged: u64)
         .map(|c| counter(vs, c))
         .sum();
     assert_eq!(vx, underlay, "vxlan: every underlay frame counted once");
-    let br: u64 = ["forwarded", "flooded", "filtered", "malformed", "vlan_filtered"].iter().map(|c| counter(bs, c)).sum();
+    let br: u64 =
+        ["forwarded", "flooded", "filtered", "malformed", "vlan_filtered"].iter().map(|c| counter(bs, c)).sum();
     assert_eq!(br, bridged, "bridge: every frame counted once");
 }
 
@@ -458,7 +464,8 @@ fn icmp_too_big_to_a_sender_spoofed_onto_wan_does_not_loop() {
     let (mut v, vs) = vtep(&p, cfg(100, vec![R1, R2]));
     let (mut br, bs) = bridge(&[LAN1, LAN2], &[(A, 0), (B, 0)]);
     let mut hops = pair(&mut v, &vs, &mut br, &bs);
-    drive(&mut hops, &p, &[(VX, vec![(WAN, vx(R1, 100, &inner(BCAST, B, (B4, A4), 10)))])], &mut now, 6).assert_drains(2);
+    drive(&mut hops, &p, &[(VX, vec![(WAN, vx(R1, 100, &inner(BCAST, B, (B4, A4), 10)))])], &mut now, 6)
+        .assert_drains(2);
     let tr = drive(&mut hops, &p, &[(BR, vec![big_ab(LAN1), (LAN1, big(A, A, (A4, B4)))])], &mut now, 6);
     tr.assert_drains(3);
     assert_eq!((tr.fed[VX], tr.count("lan1") + tr.count("lan2"), tr.count("wire")), (2, 0, 0));
@@ -474,7 +481,8 @@ fn icmp_too_big_to_a_sender_spoofed_onto_wan_does_not_loop() {
     let (mut v, vs) = vtep(&p, cfg(100, vec![R1, R2]));
     let (mut br, bs) = bridge(&[LAN1, LAN2], &[]);
     let mut hops = pair(&mut v, &vs, &mut br, &bs);
-    drive(&mut hops, &p, &[(VX, vec![(WAN, vx(R1, 100, &inner(BCAST, B, (B4, A4), 10)))])], &mut now, 6).assert_drains(2);
+    drive(&mut hops, &p, &[(VX, vec![(WAN, vx(R1, 100, &inner(BCAST, B, (B4, A4), 10)))])], &mut now, 6)
+        .assert_drains(2);
     let tr = drive(&mut hops, &p, &[(VX, vec![big_ab(LAN1), big_ab(LAN2), big_ab(9)])], &mut now, 6);
     tr.assert_drains(2);
     assert_eq!(tr.fed[VX], 3);
@@ -529,18 +537,25 @@ fn odd_inner_frames_from_a_remote_never_come_back() {
         eth(dst, src, 0x0800, &ipv4(LOCAL, LOCAL, 17, 64, &u))
     };
     let frames = vec![
-        (WAN, vx(R1, 200, &inner(BCAST, B, (B4, A4), 10))),                 // other VNI: `other`
-        (WAN, vx(R1, 100, &inner(BCAST, B, (B4, A4), 10)[..13])),           // runt: malformed
+        (WAN, vx(R1, 200, &inner(BCAST, B, (B4, A4), 10))), // other VNI: `other`
+        (WAN, vx(R1, 100, &inner(BCAST, B, (B4, A4), 10)[..13])), // runt: malformed
         (WAN, vx(R1, 100, &inner(BCAST, [0x01, 0, 0x5e, 0, 0, 1], (B4, A4), 10))), // bridge: malformed
-        (WAN, vx(R1, 100, &inner(A, [0xff; 6], (B4, A4), 10))),             // bridge: malformed
-        (WAN, vx(R1, 100, &inner(A, [0; 6], (B4, A4), 10))),                // zero source: lan1
-        (WAN, vx(R1, 100, &tagged(&inner(BCAST, B, (B4, A4), 10), 0x8100, 7))),      // both lans
+        (WAN, vx(R1, 100, &inner(A, [0xff; 6], (B4, A4), 10))), // bridge: malformed
+        (WAN, vx(R1, 100, &inner(A, [0; 6], (B4, A4), 10))), // zero source: lan1
+        (WAN, vx(R1, 100, &tagged(&inner(BCAST, B, (B4, A4), 10), 0x8100, 7))), // both lans
         (WAN, vx(R1, 100, &tagged(&tagged(&inner(A, B, (B4, A4), 10), 0x8100, 7), 0x88a8, 9))), // lan1
-        (WAN, vx(R1, 100, &own(UNDER_MAC, B))),                             // both lans
-        (WAN, vx(R1, 100, &own(BCAST, UNDER_MAC))),                         // both lans
-        (WAN, vx(R1, 100, &own(UNDER_MAC, UNDER_MAC))),                     // filtered
+        (WAN, vx(R1, 100, &own(UNDER_MAC, B))),             // both lans
+        (WAN, vx(R1, 100, &own(BCAST, UNDER_MAC))),         // both lans
+        (WAN, vx(R1, 100, &own(UNDER_MAC, UNDER_MAC))),     // filtered
         (WAN, vx(Ipv4Addr::new(198, 18, 60, 99), 100, &inner(BCAST, B, (B4, A4), 10))), // unknown remote
-        (WAN, vx(R1, 100, &eth(BCAST, B, 0x86dd, &ipv6("fd00::1".parse().unwrap(), "ff02::1".parse().unwrap(), 58, 255, &[0; 8])))),
+        (
+            WAN,
+            vx(
+                R1,
+                100,
+                &eth(BCAST, B, 0x86dd, &ipv6("fd00::1".parse().unwrap(), "ff02::1".parse().unwrap(), 58, 255, &[0; 8])),
+            ),
+        ),
     ];
     let n = frames.len();
     let tr = drive(&mut hops, &p, &[(VX, frames)], &mut now, 6);
@@ -575,7 +590,10 @@ fn a_lan_host_sending_vxlan_to_our_vtep_gets_it_encapsulated_not_decapsulated() 
     let frames: Vec<(u16, Vec<u8>)> = [100u32, 200]
         .iter()
         .flat_map(|&vni| {
-            [(LAN1, vx_from(UNDER_MAC, A, R1, vni, &inner(BCAST, B, (B4, A4), 10))), (LAN1, vx_from(B, A, R1, vni, &inner(C, B, (B4, C4), 10)))]
+            [
+                (LAN1, vx_from(UNDER_MAC, A, R1, vni, &inner(BCAST, B, (B4, A4), 10))),
+                (LAN1, vx_from(B, A, R1, vni, &inner(C, B, (B4, C4), 10))),
+            ]
         })
         .collect();
     let tr = drive(&mut hops, &p, &[(BR, frames.clone())], &mut now, 6);
@@ -696,7 +714,6 @@ fn floods_to_many_remotes_are_bounded_and_a_remote_storm_stays_on_the_lans() {
     assert_eq!(p.stats().in_use, 0);
 }
 
-
 /// Random mixes of everything above, from both sides at once, round after round:
 /// lan frames and remote frames with MACs from a small set (lan hosts, remote hosts,
 /// our underlay MAC, group and zero addresses, new ones), nested VXLAN of either VNI
@@ -728,7 +745,11 @@ fn random_mixes_from_both_sides_always_drain() {
                 };
                 let (dst, src) = (mac(&mut rng), mac(&mut rng));
                 let ips = (rng.pick(&[A4, B4, C4, D4, LOCAL]), rng.pick(&[A4, B4, C4, D4, LOCAL]));
-                let mut f = if rng.next().is_multiple_of(4) { big(dst, src, ips) } else { inner(dst, src, ips, (rng.next() % 200) as usize) };
+                let mut f = if rng.next().is_multiple_of(4) {
+                    big(dst, src, ips)
+                } else {
+                    inner(dst, src, ips, (rng.next() % 200) as usize)
+                };
                 if rng.next().is_multiple_of(6) {
                     f = tagged(&f, 0x8100, (rng.next() % 4) as u16);
                 }

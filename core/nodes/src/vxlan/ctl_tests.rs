@@ -9,7 +9,8 @@ const R2: Ipv4Addr = Ipv4Addr::new(198, 18, 60, 3);
 
 /// A VXLAN packet from `src` carrying a frame from `mac`.
 fn from(src: Ipv4Addr, mac: [u8; 6]) -> Vec<u8> {
-    let inner = eth(US_MAC, mac, 0x0800, &ipv4(Ipv4Addr::new(198, 18, 70, 2), Ipv4Addr::new(198, 18, 70, 1), 17, 64, &[0; 8]));
+    let inner =
+        eth(US_MAC, mac, 0x0800, &ipv4(Ipv4Addr::new(198, 18, 70, 2), Ipv4Addr::new(198, 18, 70, 1), 17, 64, &[0; 8]));
     let mut v = vec![0x08, 0, 0, 0, 0, 0, 100, 0];
     v.extend_from_slice(&inner);
     let u = crate::tests::udp(ironpath_wire::IpAddress::V4(src), ironpath_wire::IpAddress::V4(LOCAL), 40000, 4789, &v);

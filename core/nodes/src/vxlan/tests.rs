@@ -1,6 +1,6 @@
 use super::*;
-use crate::tests::{burst, call, counter, eth, ipv4, ipv6, pool, stats, udp, PEER_MAC, US_MAC};
 use crate::attack::frames::{tagged, tcp};
+use crate::tests::{burst, call, counter, eth, ipv4, ipv6, pool, stats, udp, PEER_MAC, US_MAC};
 use ironpath_graph::NodeStats;
 use ironpath_wire::{IpAddress, IpProtocol, TcpControl};
 
@@ -199,7 +199,8 @@ fn decap_takes_only_our_vni_from_our_remotes() {
         (UNDER, vxlan(R1, 100, &f[..13], false)),
     ];
     let out = run(&mut v, &st, &p, &frames);
-    let want = vec![(INNER, f.clone()), (INNER, f.clone()), (OTHER, frames[2].1.clone()), (OTHER, arp), (OTHER, other_port)];
+    let want =
+        vec![(INNER, f.clone()), (INNER, f.clone()), (OTHER, frames[2].1.clone()), (OTHER, arp), (OTHER, other_port)];
     assert_eq!(out, want);
     let names = ["decapsulated", "other_vni", "unknown_remote", "other", "bad_checksum", "fragment", "malformed"];
     let got: Vec<u64> = names.iter().map(|c| counter(&st, c)).collect();
@@ -245,7 +246,13 @@ fn too_big_gets_the_icmp_error_its_family_needs() {
     let (a6, b6) = ("fd00:70::1".parse().unwrap(), "fd00:70::2".parse().unwrap());
     let big6 = eth(B_MAC, US_MAC, 0x86dd, &ipv6(a6, b6, 17, 64, &u6));
     let out = run(&mut v, &st, &p, &[(1, fits), (1, big), (1, big_df.clone()), (1, big6.clone())]);
-    assert_eq!(out.iter().filter(|(e, _)| *e == UNDERLAY).count(), 1, "the one that fits, to B's remote {} {:?}", dump(&st), out.iter().map(|(e, b)| (*e, b.len())).collect::<Vec<_>>());
+    assert_eq!(
+        out.iter().filter(|(e, _)| *e == UNDERLAY).count(),
+        1,
+        "the one that fits, to B's remote {} {:?}",
+        dump(&st),
+        out.iter().map(|(e, b)| (*e, b.len())).collect::<Vec<_>>()
+    );
     let errs: Vec<&Vec<u8>> = out.iter().filter(|(e, _)| *e == INNER).map(|(_, b)| b).collect();
     assert_eq!(errs.len(), 2);
     let e4 = errs[0];
@@ -273,7 +280,8 @@ fn a_tso_frame_leaves_as_encapsulated_segments() {
     let (mut v, st) = node(&p, c);
     learn_b(&mut v, &st, &p);
     let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
-    let seg = tcp((IpAddress::V4(A4), IpAddress::V4(B4)), (80, 5000), (1000, Some(1)), TcpControl::None, false, &payload);
+    let seg =
+        tcp((IpAddress::V4(A4), IpAddress::V4(B4)), (80, 5000), (1000, Some(1)), TcpControl::None, false, &payload);
     let f = eth(B_MAC, US_MAC, 0x0800, &ipv4(A4, B4, 6, 64, &seg));
     let mut b = burst(&p, std::slice::from_ref(&f));
     let h = b.header_mut(0);
@@ -378,7 +386,8 @@ fn settings_that_do_not_fit_are_refused_at_the_parameter() {
         let yaml = format!(
             "ports: [{{name: p, driver: net_null}}]\nlcores: [{{id: 0}}]\nnodes:\n  - {{name: v, type: vxlan, lcore: 0, params: {params}}}\n"
         );
-        let e = ironpath_config::parse_str(&yaml, std::path::Path::new("v.yaml"), &catalog).expect_err(params).to_string();
+        let e =
+            ironpath_config::parse_str(&yaml, std::path::Path::new("v.yaml"), &catalog).expect_err(params).to_string();
         assert!(e.contains(&format!("`{wrong}`: ")) && e.contains("v.yaml:4:"), "{params}: {e}");
     }
 }
