@@ -376,3 +376,28 @@ fn random_rings_never_crash_and_every_mbuf_comes_back() {
         assert_eq!(tp.in_use(), 0, "round {round}");
     }
 }
+
+/// Not a check: a steady io loop (32 frames of 64 bytes each way per round, with
+/// the features DPDK's virtio-user takes) to count the data path's instructions per
+/// packet, e.g. `ITERS=1000 valgrind --tool=callgrind
+/// --toggle-collect='ironpath_pmd_vhost::vring::Vring::enqueue' <test binary>
+/// --ignored io_loop_for_callgrind` (divide by ITERS x 32).
+#[test]
+#[ignore]
+fn io_loop_for_callgrind() {
+    let tp = TestPool::new(512, 2048 + 128, 128);
+    let (mut g, mut rx, mut tx) = setup(&tp, 0x950008000);
+    let f = frame(64, 1);
+    let iters: usize = std::env::var("ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    for _ in 0..iters {
+        for _ in 0..32 {
+            g.send(&[0; 12], &f, 2048);
+        }
+        let got = run_rx(&mut rx, 32, 3);
+        assert_eq!(got.len(), 32);
+        g.post_rx(32, 2048);
+        assert!(run_tx(&mut tx, got).is_empty());
+        g.used(1);
+        assert_eq!(g.used(0).len(), 32);
+    }
+}

@@ -114,6 +114,39 @@ pub struct Vring {
     /// The guest should kick us after adding buffers (an RX queue's lcore is about
     /// to sleep); else its used flags tell it not to (we poll).
     kicks_wanted: bool,
+    /// The bursts' scratch (taken for a burst, put back after it; allocated with
+    /// the ring, and again only if a burst panicked while it held it).
+    scratch: Option<Box<Scratch>>,
+}
+
+/// A burst's scratch arrays, kept with the ring: set up on the stack they cost a
+/// few KiB of stores every burst.
+struct Scratch {
+    ch: Chain,
+    first: Chain,
+    chains: [(u32, usize); MAX_SEGS],
+    later: Deferred,
+    fresh: [*mut abi::Mbuf; RX_BURST],
+    rx_later: [(*mut abi::Mbuf, *mut u8, usize); RX_BURST],
+}
+
+impl Scratch {
+    fn boxed() -> Box<Scratch> {
+        Box::new(Scratch {
+            ch: Chain::new(),
+            first: Chain::new(),
+            chains: [(0, 0); MAX_SEGS],
+            later: Deferred::new(),
+            fresh: [std::ptr::null_mut(); RX_BURST],
+            rx_later: [(std::ptr::null_mut(), std::ptr::null_mut(), 0); RX_BURST],
+        })
+    }
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Scratch")
+    }
 }
 
 // SAFETY: the raw pointers address the front end's shared memory, kept mapped by
@@ -137,6 +170,7 @@ impl Default for Vring {
             neg: Negotiated { hdr_len: 12, ..Default::default() },
             shadow: Vec::with_capacity(256),
             kicks_wanted: false,
+            scratch: Some(Scratch::boxed()),
         }
     }
 }
@@ -282,6 +316,22 @@ impl Vring {
     /// device-readable; `None` for a chain the rules refuse.
     #[inline(always)]
     fn chain(&self, mem: &MemTable, head: u32, write: bool, out: &mut Chain) -> Option<()> {
+        if head < self.num {
+            // The common case first: the head alone, in the direction asked (the
+            // walk below reads it again for any other chain, and rules on it).
+            // SAFETY: `head < num`, inside the ring's table (checked at `translate`).
+            let d = unsafe { Self::desc_at(self.desc, head) };
+            let dir = if write { DESC_WRITE } else { 0 };
+            if d.flags & (DESC_NEXT | DESC_INDIRECT | DESC_WRITE) == dir && d.len > 0 {
+                if !write && d.len as usize > MAX_FRAME + 12 {
+                    return None;
+                }
+                out.segs[0] = (mem.gpa(d.addr, u64::from(d.len))?, d.len);
+                out.n = 1;
+                out.total = d.len as usize;
+                return Some(());
+            }
+        }
         let (mut table, mut size, mut i) = (self.desc as *const u8, self.num, head);
         let (mut steps, mut walked, mut indirect) = (0u32, 0u32, false);
         out.n = 0;
@@ -409,12 +459,11 @@ impl Vring {
         }
         // Taken for the burst (no reference count touched), put back below.
         let Some(mem) = self.mem.take() else { return (0, 0, 0) };
-        let mut fresh = [std::ptr::null_mut::<abi::Mbuf>(); RX_BURST];
+        let mut scratch = self.scratch.take().unwrap_or_else(Scratch::boxed);
+        // `later`: packets in one buffer each, copied after the walk (see `Deferred`).
+        let Scratch { ch, fresh, rx_later: later, .. } = &mut *scratch;
         let (mut n, mut nf) = (0usize, 0usize);
         let (mut pkts, mut bytes, mut nombuf) = (0, 0, 0);
-        let mut ch = Chain::new();
-        // Packets in one buffer each, copied after the walk (see `Deferred`).
-        let mut later = [(std::ptr::null_mut::<abi::Mbuf>(), std::ptr::null_mut::<u8>(), 0usize); RX_BURST];
         let mut nl = 0usize;
         let hl = self.neg.hdr_len;
         let room = usize::from(pool.buf_len().saturating_sub(pool.headroom()));
@@ -434,7 +483,7 @@ impl Vring {
                 }
             }
             let head = self.head(taken);
-            if self.chain(&mem, head, false, &mut ch).is_none() || ch.total < hl + 14 {
+            if self.chain(&mem, head, false, ch).is_none() || ch.total < hl + 14 {
                 faults.bad_desc.add(1);
                 self.put_used(taken, head, 0);
                 taken += 1;
@@ -458,7 +507,7 @@ impl Vring {
                 continue;
             }
             let mut h = [0u8; 12];
-            gather(&ch, 0, &mut h[..hl]);
+            gather(ch, 0, &mut h[..hl]);
             let vh = VnetHdr::parse(&h[..10]).unwrap_or_default();
             let m = if len <= room {
                 let m = fresh[nf];
@@ -466,7 +515,7 @@ impl Vring {
                 // SAFETY: a fresh mbuf of the pool, ours; `len` fits its data room.
                 unsafe {
                     let r = &mut *m;
-                    gather_raw(&ch, hl, r.buf_addr.add(usize::from(r.data_off)), len);
+                    gather_raw(ch, hl, r.buf_addr.add(usize::from(r.data_off)), len);
                     r.data_len = len as u16;
                     r.pkt_len = len as u32;
                 }
@@ -491,7 +540,7 @@ impl Vring {
                     // SAFETY: fresh mbufs of the pool, ours; `part` fits each one's room.
                     unsafe {
                         let r = &mut *sm;
-                        gather_raw(&ch, at, r.buf_addr.add(usize::from(r.data_off)), part);
+                        gather_raw(ch, at, r.buf_addr.add(usize::from(r.data_off)), part);
                         r.data_len = part as u16;
                         r.next = if i + 1 < k { segs[i + 1] } else { std::ptr::null_mut() };
                     }
@@ -513,7 +562,7 @@ impl Vring {
             pkts += 1;
             bytes += len as u64;
         }
-        for &(m, src, len) in &later[..nl] {
+        for &(m, src, len) in later[..nl].iter() {
             // SAFETY: `src` maps the chain's one buffer of `hl + len` readable bytes
             // (checked by `chain`), still the guest's to reuse only after `publish`;
             // `m` is a fresh mbuf whose room holds `len`, ours until the burst takes it.
@@ -529,12 +578,13 @@ impl Vring {
             };
             rx_offloads(r, port, &VnetHdr::from_words(lo, hi), faults);
         }
-        self.mem = Some(mem);
-        self.publish(taken, true);
         if nf < n {
             // SAFETY: fresh mbufs no packet took.
             unsafe { ironpath_pmd_sdk::free_bulk(&fresh[nf..n]) };
         }
+        self.mem = Some(mem);
+        self.scratch = Some(scratch);
+        self.publish(taken, true);
         // SAFETY: `filled` slots hold the packets received above.
         unsafe { burst.set_filled(filled) };
         (pkts, bytes, nombuf)
@@ -550,12 +600,11 @@ impl Vring {
         let neg = self.neg;
         let (mut pkts, mut bytes) = (0, 0);
         let mut used = 0u16;
-        // Scratch for the chains of one packet, set up once a burst (zeroing them per
-        // packet cost more than the copies of small packets).
-        let mut ch = Chain::new();
-        let mut first = Chain::new();
-        let mut chains: [(u32, usize); MAX_SEGS] = [(0, 0); MAX_SEGS];
-        let mut later = Deferred::new();
+        // Scratch for the chains of one packet, kept with the ring (zeroing them per
+        // packet cost more than the copies of small packets; per burst, a few
+        // instructions a packet).
+        let mut scratch = self.scratch.take().unwrap_or_else(Scratch::boxed);
+        let Scratch { ch, first, chains, later, .. } = &mut *scratch;
         // Packets are freed together at the end: `done` from the front were sent or
         // dropped.
         let mut done = 0;
@@ -583,7 +632,7 @@ impl Vring {
                 let head = self.head(used);
                 used += 1;
                 avail -= 1;
-                let c = if nch == 0 { &mut first } else { &mut ch };
+                let c: &mut Chain = if nch == 0 { first } else { ch };
                 if self.chain(&mem, head, true, c).is_none()
                     || (nch == 0 && (c.n == 0 || (c.segs[0].1 as usize) < neg.hdr_len))
                 {
@@ -642,8 +691,8 @@ impl Vring {
                 let mut hb = [0u8; 12];
                 hb[..10].copy_from_slice(&vh.to_bytes());
                 hb[10..12].copy_from_slice(&(nch as u16).to_le_bytes());
-                scatter_packet(&first, neg.hdr_len, p.segments(), 0, first_data, fix.map(|(o, v)| (o, v, 0)));
-                scatter(&first, 0, &hb[..neg.hdr_len]);
+                scatter_packet(first, neg.hdr_len, p.segments(), 0, first_data, fix.map(|(o, v)| (o, v, 0)));
+                scatter(first, 0, &hb[..neg.hdr_len]);
             }
             for (k, &(head, put)) in chains[..nch].iter().enumerate() {
                 self.put_used(start + k as u16, head, put as u32);
@@ -659,6 +708,7 @@ impl Vring {
         unsafe { later.run() };
         burst.free(done);
         self.mem = Some(mem);
+        self.scratch = Some(scratch);
         self.publish(used, false);
         (pkts, bytes)
     }
