@@ -600,9 +600,9 @@ impl Vring {
         let neg = self.neg;
         let (mut pkts, mut bytes) = (0, 0);
         let mut used = 0u16;
-        // Scratch for the chains of one packet, kept with the ring (zeroing them per
-        // packet cost more than the copies of small packets; per burst, a few
-        // instructions a packet).
+        // Scratch for the chains of one packet, kept with the ring: set up per packet
+        // it cost more than a small packet's copies, per burst still a few
+        // instructions a packet.
         let mut scratch = self.scratch.take().unwrap_or_else(Scratch::boxed);
         let Scratch { ch, first, chains, later, .. } = &mut *scratch;
         // Packets are freed together at the end: `done` from the front were sent or
