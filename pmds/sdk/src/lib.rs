@@ -69,18 +69,47 @@ pub fn prefetch(p: *const u8) {
 }
 
 /// Hint the CPU to start loading the cache line at `p` for writing (`prefetchw`:
-/// a buffer another core owns, about to be written here). Never faults; no effect
-/// off x86_64.
+/// a buffer another core owns, about to be written here, is taken exclusive at once
+/// instead of shared and then again exclusive at the store). On an x86_64 CPU
+/// without `prefetchw` a read prefetch; never faults; no effect off x86_64.
 #[inline(always)]
 pub fn prefetch_write(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and reads nothing the program sees.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p.cast());
+    if has_prefetchw() {
+        // SAFETY: the CPU has the instruction (CPUID); a prefetch never faults and
+        // reads nothing the program sees. (`_mm_prefetch` with `_MM_HINT_ET0`
+        // compiles to a read prefetch unless the whole build targets `prfchw`.)
+        unsafe {
+            std::arch::asm!("prefetchw [{}]", in(reg) p, options(nostack, preserves_flags, readonly));
+        }
+    } else {
+        prefetch(p);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
+
+/// Whether this CPU has `prefetchw` (CPUID leaf 8000_0001h, ECX bit 8), asked once.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn has_prefetchw() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    /// 0: not asked yet; 1: no; 2: yes.
+    static HAS: AtomicU8 = AtomicU8::new(0);
+    #[cold]
+    fn ask() -> bool {
+        use std::arch::x86_64::__cpuid;
+        let yes = __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0;
+        HAS.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+        yes
+    }
+    match HAS.load(Ordering::Relaxed) {
+        2 => true,
+        1 => false,
+        _ => ask(),
+    }
+}
+
 pub use soft::{KernelFlowHash, SoftState};
 
 /// An error from a driver: an errno and a message for the user.
@@ -139,5 +168,28 @@ pub struct QueueStats {
 impl QueueStats {
     fn snapshot(&self) -> [u64; 5] {
         [self.packets.get(), self.bytes.get(), self.errors.get(), self.nombuf.get(), self.missed.get()]
+    }
+}
+
+#[cfg(test)]
+mod prefetch_tests {
+    #[test]
+    fn prefetches_never_fault_whatever_the_address() {
+        for p in [std::ptr::null(), usize::MAX as *const u8, 0x1000 as *const u8, &0u8 as *const u8] {
+            super::prefetch(p);
+            super::prefetch_write(p);
+        }
+    }
+
+    /// The CPUID answer agrees with the kernel's flag for the same bit.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    fn prefetchw_is_found_as_the_kernel_finds_it() {
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else { return };
+        let Some(flags) = info.lines().find(|l| l.starts_with("flags")) else { return };
+        let kernel = flags.split_whitespace().any(|f| f == "3dnowprefetch");
+        assert_eq!(super::has_prefetchw(), kernel);
+        // Asked once, then remembered.
+        assert_eq!(super::has_prefetchw(), kernel);
     }
 }
