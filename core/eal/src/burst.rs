@@ -210,10 +210,7 @@ impl Burst {
     pub fn for_each_data_mut(&mut self, mut f: impl FnMut(&mut [u8])) {
         const PREFETCH_AHEAD: usize = 4;
         let pkts = &self.pkts[..self.len];
-        for (i, &p) in pkts.iter().enumerate() {
-            if let Some(&q) = pkts.get(i + PREFETCH_AHEAD) {
-                prefetch_pkt_data(q);
-            }
+        let mut one = |p: *mut RawMbuf| {
             // SAFETY: a packet we own.
             let h = unsafe { &*p };
             if h.refcnt.load(Ordering::Acquire) == 1 && h.ol_flags & (abi::IND_ATTACHED | abi::EXT_ATTACHED) == 0 {
@@ -221,7 +218,15 @@ impl Burst {
                 // lives only for the call.
                 f(unsafe { std::slice::from_raw_parts_mut(h.buf_addr.add(h.data_off as usize), h.data_len as usize) });
             }
+        };
+        // The packets with one PREFETCH_AHEAD places on, then the last few (no test
+        // a packet for whether it has one).
+        let (head, tail) = pkts.split_at(pkts.len().saturating_sub(PREFETCH_AHEAD));
+        for (&p, &ahead) in head.iter().zip(&pkts[pkts.len() - head.len()..]) {
+            prefetch_pkt_data(ahead);
+            one(p);
         }
+        tail.iter().for_each(|&p| one(p));
     }
 
     /// Swap the Ethernet destination and source addresses of every packet whose
@@ -627,6 +632,48 @@ mod tests {
         drop(other);
         drop(b);
         assert_eq!(p.stats().in_use, 0);
+    }
+
+    /// Freeing a burst hands each packet back to its own pool whatever the mix (runs of
+    /// plain packets of one pool, broken anywhere by another pool's, a shared packet
+    /// or a chain), and a packet another handle shares is left to it, intact.
+    #[test]
+    fn free_all_returns_every_kind_of_packet_to_its_pool() {
+        let pool = |name: &str, data_room: u16| {
+            Mempool::create(&MempoolConfig::new(name, 512).cache_size(0).data_room(data_room).policy(MemPolicy::NoHuge))
+                .unwrap()
+        };
+        let (a, b, c) = (pool("fa", 2048), pool("fb", 2048), pool("fc", 128 + 100));
+        let mut rng = XorShift(11);
+        for round in 0..300 {
+            let mut burst = Burst::new();
+            let mut held = Vec::new();
+            let n = rng.below(41) as usize;
+            for i in 0..n {
+                let kind = rng.below(if round % 2 == 0 { 2 } else { 8 });
+                let data = [(round + i) as u8; 60];
+                let m = match kind {
+                    0 | 2 | 3 => Mbuf::from_slice(&a, &data).unwrap(),
+                    1 | 4 => Mbuf::from_slice(&b, &data).unwrap(),
+                    5 => Mbuf::from_slice(&c, &[(round + i) as u8; 250]).unwrap(),
+                    _ => {
+                        let m = Mbuf::from_slice(&a, &data).unwrap();
+                        held.push((m.share(), data.to_vec()));
+                        m
+                    }
+                };
+                assert!(burst.push(m).is_ok());
+            }
+            burst.free_all();
+            assert!(burst.is_empty());
+            assert_eq!(a.in_use() as usize, held.len(), "round {round}: the shared packets stay");
+            assert_eq!((b.in_use(), c.in_use()), (0, 0), "round {round}");
+            for (m, want) in &held {
+                assert_eq!(&m.to_vec(), want, "round {round}: a shared packet is intact");
+            }
+            drop(held);
+            assert_eq!(a.in_use(), 0, "round {round}");
+        }
     }
 
     /// The SIMD swap (where the CPU has it) and the scalar one do the same to frames

@@ -175,8 +175,10 @@ unsafe extern "C" fn ops_alloc_bulk(pool: *const abi::Mempool, objs: *mut *mut R
         let p = &*pool.cast::<PoolInner>();
         let out = std::slice::from_raw_parts_mut(objs, n as usize);
         if p.get_bulk(out) {
+            // (Read once: the resets' stores could alias it for the compiler.)
+            let headroom = p.abi.headroom;
             for &m in out.iter() {
-                mbuf::reset_raw(m, p.abi.headroom);
+                mbuf::reset_raw(m, headroom);
             }
             0
         } else {

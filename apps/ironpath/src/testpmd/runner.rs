@@ -239,8 +239,11 @@ fn activity(streams: &[Stream]) -> u64 {
 /// What an idle forwarding lcore sleeps on.
 struct Idle {
     sleeper: Sleeper,
-    /// TSC of the last round that moved packets.
+    /// TSC of the last round that moved packets (as of the first idle round after
+    /// it: a busy round reads no clock for it).
     last_work: u64,
+    /// A round moved packets since `last_work` was set.
+    worked: bool,
     /// A queue without a wake-up source, or held packets: no attempt before this TSC.
     retry_at: u64,
     adaptive_tsc: u64,
@@ -261,24 +264,31 @@ fn fwd_loop(
     let mut idle = sleeper.map(|sleeper| Idle {
         sleeper,
         last_work: tsc::rdtsc(),
+        worked: false,
         retry_at: 0,
         adaptive_tsc: per_us * ADAPTIVE_IDLE.as_micros() as u64,
         min_sleep_tsc: per_us * MIN_SLEEP.as_micros() as u64,
         hz,
         fds: Vec::new(),
     });
+    // The end of the last engine call (for busy cycles: see `round`).
+    let mut clock = if set.record_cycles { tsc::rdtsc() } else { 0 };
     // At least one round, as DPDK's do-while: a stop right after start still polls.
     loop {
         let before = if idle.is_some() { activity(&streams) } else { 0 };
-        round(&mut streams, engine, set);
+        round(&mut streams, engine, set, &mut clock);
         if stop.load(Ordering::Relaxed) {
             break;
         }
         if let Some(idle) = idle.as_mut() {
             if activity(&streams) != before {
-                idle.last_work = tsc::rdtsc();
+                idle.worked = true;
             } else {
-                idle_sleep(&mut streams, engine, set, stop, idle);
+                idle_sleep(&mut streams, engine, set, stop, idle, &mut clock);
+                if set.record_cycles {
+                    // An idle round, or a sleep, is no stream's busy time.
+                    clock = tsc::rdtsc();
+                }
             }
         }
     }
@@ -294,8 +304,18 @@ fn fwd_loop(
 /// and the streams allow it (the protocol of `ironpath_eal::sleep`).
 #[cold]
 #[inline(never)]
-fn idle_sleep(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings, stop: &AtomicBool, idle: &mut Idle) {
+fn idle_sleep(
+    streams: &mut [Stream],
+    engine: &FwdEngine,
+    set: &FwdSettings,
+    stop: &AtomicBool,
+    idle: &mut Idle,
+    clock: &mut u64,
+) {
     let now = tsc::rdtsc();
+    if std::mem::take(&mut idle.worked) {
+        idle.last_work = now;
+    }
     if set.rx_mode == RxMode::Adaptive && now.wrapping_sub(idle.last_work) < idle.adaptive_tsc {
         return;
     }
@@ -348,7 +368,7 @@ fn idle_sleep(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings, sto
     bell.asleep();
     // The last round with the wake-ups armed: what came before is found now.
     let before = activity(streams);
-    round(streams, engine, set);
+    round(streams, engine, set, clock);
     if activity(streams) != before || stop.load(Ordering::Relaxed) {
         bell.awake();
         disarm(streams);
@@ -373,19 +393,23 @@ fn tsc_ns(ticks: u64, hz: u64) -> u64 {
     (u128::from(ticks) * 1_000_000_000 / u128::from(hz.max(1))) as u64
 }
 
-/// One round of the engine over every stream.
+/// One round of the engine over every stream. With `--record-core-cycles`, one clock
+/// read after each engine call: a call that moved packets is charged from the end of
+/// the call before it (`clock`, the loop's own work between included), as a graph
+/// walk is.
 #[inline(always)]
-fn round(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings) {
+fn round(streams: &mut [Stream], engine: &FwdEngine, set: &FwdSettings, clock: &mut u64) {
     let batched = streams.iter().any(|s| matches!(s.tx, super::engine::TxPath::Batched { .. }));
     {
         for s in streams.iter_mut() {
             if set.record_cycles {
-                let t0 = tsc::rdtsc();
                 let before = s.stats.rx_packets.get() + s.stats.tx_packets.get();
                 (engine.fwd)(s, set);
+                let t = tsc::rdtsc();
                 if s.stats.rx_packets.get() + s.stats.tx_packets.get() != before {
-                    s.stats.busy_cycles.add(tsc::rdtsc().wrapping_sub(t0));
+                    s.stats.busy_cycles.add(t.wrapping_sub(*clock));
                 }
+                *clock = t;
             } else {
                 (engine.fwd)(s, set);
             }
