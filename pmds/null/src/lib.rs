@@ -244,6 +244,37 @@ mod tests {
         assert_eq!(csum(&[0x00, 0x01, 0xf2]), 0x0dfe);
     }
 
+    /// Every packet RX makes is one segment of `size` bytes (`pkt_len` and `data_len`),
+    /// stamped with the port, untagged, with the template when `copy=1`; RX counts.
+    #[test]
+    fn rx_makes_whole_packets_of_the_size_asked() {
+        use ironpath_pmd_sdk::testing::{run_rx, TestPool};
+        for (args, size, copy) in [("size=64", 64, false), ("size=1514,copy=1", 1514, true), ("size=14", 14, false)] {
+            let tp = TestPool::new(64, 2048, 128);
+            let mut dev = NullPmd::probe(&ProbeCtx { name: "net_null0", args }).unwrap();
+            let stats = Arc::new(QueueStats::default());
+            let mut q = dev.rx_queue_setup(0, 0, tp.pool(), stats.clone()).unwrap();
+            // (The packets of a round go back to the pool and are reused by the next.)
+            for room in [1, 5, 32] {
+                let pkts = run_rx(&mut q, room, 7);
+                assert_eq!(pkts.len(), room, "{args}");
+                for p in &pkts {
+                    let m = p.mbuf();
+                    assert_eq!(
+                        (m.pkt_len, m.data_len, m.nb_segs, m.port, m.vlan_tci),
+                        (size, size as u16, 1, 7, 0),
+                        "{args}"
+                    );
+                    assert_eq!(p.data().len(), size as usize, "{args}");
+                    if copy {
+                        assert_eq!(p.data(), &dev.template[..], "{args}");
+                    }
+                }
+            }
+            assert_eq!((stats.packets.get(), stats.bytes.get()), (38, 38 * u64::from(size)), "{args}");
+        }
+    }
+
     #[test]
     fn bad_arguments_name_themselves() {
         let e = NullPmd::probe(&ProbeCtx { name: "net_null0", args: "size=5" }).err().unwrap();

@@ -301,12 +301,18 @@ impl<'a> RxBurst<'a> {
         if n == 0 || !pool.alloc_bulk(s) {
             return None;
         }
+        // `pkt_len`, `data_len` and `vlan_tci` (0 in a fresh packet) are eight bytes in
+        // a row (the ABI's layout, asserted in `ironpath_abi`): one store.
+        let mut lens = [0u8; 8];
+        lens[..4].copy_from_slice(&u32::from(len).to_ne_bytes());
+        lens[4..6].copy_from_slice(&len.to_ne_bytes());
         let stamp = |m: *mut Mbuf| {
             // SAFETY: a fresh packet of `pool` has `data_off` = headroom, so `len`
-            // bytes fit its buffer; it is ours alone.
+            // bytes fit its buffer; it is ours alone. `pkt_len` is at offset 36 and
+            // `data_len`, `vlan_tci` follow it (offsets 40, 42): eight bytes inside
+            // the mbuf, written unaligned.
             unsafe {
-                (*m).data_len = len;
-                (*m).pkt_len = u32::from(len);
+                (&raw mut (*m).pkt_len).cast::<[u8; 8]>().write_unaligned(lens);
                 (*m).port = port;
             }
         };
