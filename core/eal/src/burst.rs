@@ -635,8 +635,9 @@ mod tests {
     }
 
     /// Freeing a burst hands each packet back to its own pool whatever the mix (runs of
-    /// plain packets of one pool, broken anywhere by another pool's, a shared packet
-    /// or a chain), and a packet another handle shares is left to it, intact.
+    /// plain packets of one pool, broken anywhere by another pool's, a shared packet,
+    /// a chain or an indirect clone), and a packet another handle shares is left to
+    /// it, intact.
     #[test]
     fn free_all_returns_every_kind_of_packet_to_its_pool() {
         let pool = |name: &str, data_room: u16| {
@@ -650,12 +651,14 @@ mod tests {
             let mut held = Vec::new();
             let n = rng.below(41) as usize;
             for i in 0..n {
-                let kind = rng.below(if round % 2 == 0 { 2 } else { 8 });
+                let kind = rng.below(if round % 2 == 0 { 2 } else { 9 });
                 let data = [(round + i) as u8; 60];
                 let m = match kind {
                     0 | 2 | 3 => Mbuf::from_slice(&a, &data).unwrap(),
                     1 | 4 => Mbuf::from_slice(&b, &data).unwrap(),
                     5 => Mbuf::from_slice(&c, &[(round + i) as u8; 250]).unwrap(),
+                    // Headers of `b` over a buffer of `a` (freed with the clone).
+                    6 => Mbuf::from_slice(&a, &data).unwrap().clone_indirect(&b).unwrap(),
                     _ => {
                         let m = Mbuf::from_slice(&a, &data).unwrap();
                         held.push((m.share(), data.to_vec()));

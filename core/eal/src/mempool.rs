@@ -576,9 +576,11 @@ impl Mempool {
     #[inline]
     pub fn alloc_bulk_raw(&self, out: &mut [*mut RawMbuf]) -> Result<(), MempoolError> {
         self.get_bulk(out)?;
+        // (Read once: the resets' stores could alias it for the compiler.)
+        let headroom = self.inner().abi.headroom;
         for &m in out.iter() {
             // SAFETY: fresh objects from this pool, owned by us.
-            unsafe { mbuf::reset_raw(m, self.inner().abi.headroom) };
+            unsafe { mbuf::reset_raw(m, headroom) };
         }
         Ok(())
     }

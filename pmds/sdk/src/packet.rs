@@ -301,8 +301,8 @@ impl<'a> RxBurst<'a> {
         if n == 0 || !pool.alloc_bulk(s) {
             return None;
         }
-        // `pkt_len`, `data_len` and `vlan_tci` (0 in a fresh packet) are eight bytes in
-        // a row (the ABI's layout, asserted in `ironpath_abi`): one store.
+        // `pkt_len`, `data_len` and `vlan_tci` (untagged: 0) are eight bytes in a row
+        // (the ABI's layout, asserted in `ironpath_abi`): one store.
         let mut lens = [0u8; 8];
         lens[..4].copy_from_slice(&u32::from(len).to_ne_bytes());
         lens[4..6].copy_from_slice(&len.to_ne_bytes());

@@ -243,6 +243,34 @@ pub fn saturated_eventfd() -> std::os::fd::OwnedFd {
 mod tests {
     use super::*;
 
+    /// `alloc_len` sets both lengths and the port, and clears the tag a reused mbuf
+    /// held (the test pool does not reset what it hands out).
+    #[test]
+    fn alloc_len_sets_the_lengths_and_port_and_clears_the_tag() {
+        let tp = TestPool::new(8, 2048, 128);
+        let mut slots = [std::ptr::null_mut(); 8];
+        let mut b = RxBurst::new(&mut slots, 1);
+        assert_eq!(b.alloc(&tp.pool(), 8).map(|f| f.len()), Some(8));
+        for &m in &slots {
+            // SAFETY: a packet the burst received, ours alone; plain field writes.
+            unsafe { ((*m).vlan_tci, (*m).data_len, (*m).pkt_len, (*m).port) = (0xabcd, 9, 9, 5) };
+        }
+        // SAFETY: the eight packets the burst received, taken over and freed.
+        drop(slots.iter().map(|&m| unsafe { Packet::from_raw(m) }).collect::<Vec<_>>());
+        for (room, len) in [(7, 1514u16), (1, 60), (4, 2048 - 128)] {
+            let mut slots = [std::ptr::null_mut(); 8];
+            let mut b = RxBurst::new(&mut slots, 3);
+            assert_eq!(b.alloc_len(&tp.pool(), room, len).map(|f| f.len()), Some(room));
+            // SAFETY: the packets the burst received, taken over (freed at the end).
+            let got: Vec<Packet> = slots[..room].iter().map(|&m| unsafe { Packet::from_raw(m) }).collect();
+            for p in &got {
+                let m = p.mbuf();
+                assert_eq!((m.pkt_len, m.data_len, m.vlan_tci, m.port), (u32::from(len), len, 0, 3));
+            }
+        }
+        assert_eq!(tp.in_use(), 0);
+    }
+
     #[test]
     fn packets_allocate_chain_and_return() {
         let tp = TestPool::new(8, 128, 32);

@@ -24,7 +24,8 @@ pub struct StreamStats {
     pub rx_bad_l4_csum: Counter,
     /// Malformed packets dropped (csum, icmpecho).
     pub rx_malformed: Counter,
-    /// TSC cycles spent in calls that moved packets.
+    /// TSC cycles of the calls that moved packets, each from the end of the call
+    /// before it (the forwarding loop's own work between included; see the runner).
     pub busy_cycles: Counter,
     /// Mbuf allocation failures (txonly, flowgen).
     pub alloc_failed: Counter,
