@@ -293,10 +293,17 @@ fn the_router_follows_a_kernel_table_and_bird_root() {
         .unwrap();
     let bird_route = "198.18.56.0/24 via 198.18.55.3 port b  (kernel)";
     let shown = route_shown(&run, |s| s.contains(bird_route));
-    let through_g2 = shown.contains(bird_route) && {
-        let before = net.g2_rx();
-        replies(&net, &a, "198.18.56.2", 20, "0.01") == 20 && net.g2_rx() - before >= 20 * 84
-    };
+    // A second round half a second later if the first falls short: a transient right
+    // after BIRD starts (seen once in CI, with the other test of this file loading the
+    // machine) is not what this checks.
+    let through_g2 = shown.contains(bird_route)
+        && (0..2).any(|round| {
+            if round > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            let before = net.g2_rx();
+            replies(&net, &a, "198.18.56.2", 20, "0.01") == 20 && net.g2_rx() - before >= 20 * 84
+        });
     let _ = Command::new("kill").args(["-TERM", &bird.id().to_string()]).status();
     let _ = bird.wait();
     assert!(shown.contains(bird_route), "BIRD's route: {shown}");

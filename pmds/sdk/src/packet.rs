@@ -290,8 +290,9 @@ impl<'a> RxBurst<'a> {
     }
 
     /// Allocate `n` (at most [`RxBurst::room`]) fresh packets from `pool` like
-    /// [`RxBurst::alloc`], each `len` bytes long (capped at the pool's data room) and
-    /// stamped with this port: a generator's burst in one pass over the packets.
+    /// [`RxBurst::alloc`], each `len` bytes long (capped at the pool's data room),
+    /// untagged and stamped with this port: a generator's burst in one pass over the
+    /// packets.
     #[inline(always)]
     pub fn alloc_len(&mut self, pool: &Pool, n: usize, len: u16) -> Option<&mut [Fresh]> {
         let len = len.min(pool.buf_len().saturating_sub(pool.headroom()));
