@@ -290,7 +290,9 @@ pub fn run_main(args: &[String]) -> i32 {
     announce_ctl(ctl.as_ref().map(|c| &c.0), &a.file_prefix);
     let mut control = crate::ctl::commands::Control::default();
     let t0 = Instant::now();
-    let mut prev = stats::snapshot(&eal, &run);
+    // The first interval counts from zero, not from a snapshot taken now: the lcores
+    // already run, and a short job (a few MiB over rings) can end before this line.
+    let mut prev: stats::Snapshot = vec![Default::default(); run.ports.len()];
     let mut t_prev = t0;
     let mut next_print = a.period;
     let mut next_json = 1.0;
