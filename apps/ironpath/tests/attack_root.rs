@@ -270,7 +270,11 @@ fn pipelining_attack(tag: &str, net: u8, peers: u8, conns: u32, read_every: &str
     let spawned: Vec<Child> = attackers
         .iter()
         .map(|a| {
-            s.spawn(&[&tool("pipeline_flood.py"), a, &s.v.ours4(), &conns.to_string(), &secs.to_string(), read_every])
+            // The slow readers go on until one is reset (at most 24 s in all).
+            let until_reset = if read_every == "2" { "24" } else { "0" };
+            let (flood, ours, conns, secs) =
+                (tool("pipeline_flood.py"), s.v.ours4(), conns.to_string(), secs.to_string());
+            s.spawn(&[flood.as_str(), a, &ours, &conns, &secs, read_every, until_reset])
         })
         .collect();
     // A download within a second every ~0.7 s while the attack runs (from the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Pipelining trickle readers from one address (inside the test's namespace).
 
-    pipeline_flood.py SRC_IP DST_IP CONNS SECS [READ_EVERY]
+    pipeline_flood.py SRC_IP DST_IP CONNS SECS [READ_EVERY [UNTIL_RESET_SECS]]
 
 Keeps CONNS kernel connections from SRC_IP to DST_IP:80 open for SECS seconds. Each
 has a small receive buffer, writes pipelined GET requests (mostly small answers: a
@@ -10,7 +10,10 @@ as fast as the socket takes them, and reads 2 KiB of the answers every READ_EVER
 seconds (2: below the server's send_min_rate; 0.5: above it, progress enough):
 each answer costs the server heap until it is acknowledged, its receive buffers
 fill with requests it has not parsed, and the send timeout sees a little progress
-now and then. A connection the server closes or resets is opened again. Prints
+now and then. A connection the server closes or resets is opened again. With
+UNTIL_RESET_SECS, the readers go on past SECS until the server has closed or reset
+one of their connections, for at most UNTIL_RESET_SECS in all (a loaded machine
+connects them late, and the send timeout needs whole periods to bite). Prints
 "opened N closed_by_peer M read R sent S".
 """
 import errno
@@ -29,9 +32,11 @@ def main():
     src, dst = sys.argv[1], sys.argv[2]
     conns, secs = int(sys.argv[3]), float(sys.argv[4])
     every = float(sys.argv[5]) if len(sys.argv) > 5 else 2.0
+    until_reset = float(sys.argv[6]) if len(sys.argv) > 6 else secs
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, conns + 100)), hard))
-    end = time.time() + secs
+    start = time.time()
+    end = start + secs
     opened = closed = read = sent = 0
     socks = {}  # socket -> [bytes of REQUESTS written, time of the next read]
 
@@ -50,7 +55,7 @@ def main():
 
     for _ in range(conns):
         open_one()
-    while time.time() < end:
+    while time.time() < end or (closed == 0 and time.time() < start + until_reset):
         _, writable, _ = select.select([], list(socks), [], 0.05)
         for s in writable:
             c = socks.get(s)
