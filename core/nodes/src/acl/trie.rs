@@ -326,11 +326,12 @@ impl Trie {
         // A path reads each key byte at most once: KEY_LEN steps reach a result.
         for _ in 0..KEY_LEN {
             // A result's key byte is all ones: the group is done when every key's
-            // link has it.
+            // link has it, tested on the links a step reached (not those it left: a
+            // step fewer a group).
             let mut all = Link::MAX;
             for (t, k) in t.iter_mut().zip(keys) {
-                all &= *t;
                 *t = Self::step(flat, *t, k, pick);
+                all &= *t;
             }
             if all >> AT_SHIFT == RESULT {
                 break;
