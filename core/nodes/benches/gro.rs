@@ -181,6 +181,7 @@ fn measure(frames: &Frames, o: &Opts) -> (Tally, Option<AggrStats>) {
                 flush: o.flush,
                 flush_tsc: (o.timeout_us * hz as f64 / 1e6) as u64,
                 drop_bad: false,
+                tso: false,
             };
             Some(Aggregator::new(cfg, lro))
         }

@@ -61,7 +61,8 @@ impl TxFixup {
         // A TSO packet, or a GSO frame received with its checksum partial, must be cut
         // before it is a valid packet: by the port, or here. (An aggregate made by
         // `rx_aggregate` carries complete checksums: a valid, large packet, sent as it
-        // is; a `gso` node cuts it for a port that cannot take it.)
+        // is; a `gso` node cuts it for a port that cannot take it. One made with
+        // `tso: true` is a TSO packet, `TX_TCP_SEG`.)
         let gso = f & abi::TX_TCP_SEG != 0 || (f & abi::RX_AGGREGATED != 0 && partial);
         if gso && h.tso_segsz > 0 && self.capa & abi::TX_TCP_SEG == 0 {
             let hdr = usize::from(h.l2_len) + usize::from(h.l3_len) + usize::from(h.l4_len);

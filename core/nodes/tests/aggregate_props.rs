@@ -12,7 +12,7 @@ use ironpath_nodes::aggregate::{AggrConfig, Aggregator, Flush, Mode};
 use ironpath_util::testing::XorShift;
 use ironpath_wire::ipv4::Ipv4Packet;
 use ironpath_wire::tcp::TcpPacket;
-use ironpath_wire::IpAddress;
+use ironpath_wire::{checksum, IpAddress, IpProtocol};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -257,6 +257,7 @@ fn cfg(mode: Mode, flush: Flush, rng: &mut XorShift) -> AggrConfig {
         flush,
         flush_tsc: 25,
         drop_bad: false,
+        tso: false,
     }
 }
 
@@ -291,21 +292,53 @@ fn gro_and_lro_keep_every_byte_of_every_flow_with_valid_checksums() {
     }
 }
 
+/// With `tso`, an aggregate leaves as a TSO packet: `TX_TCP_SEG | TX_TCP_CKSUM`, its
+/// MSS and header lengths, and in its TCP checksum field the pseudo-header sum over
+/// its whole TCP length (what the port or the kernel completes per segment).
+fn assert_tso_form(m: &Mbuf, seed: u64) {
+    let h = m.header();
+    let d = m.to_vec();
+    let (l2, l3) = (usize::from(h.l2_len), usize::from(h.l3_len));
+    let v6 = d[l2] >> 4 == 6;
+    let want_flags = abi::TX_TCP_SEG | abi::TX_TCP_CKSUM | if v6 { abi::TX_IPV6 } else { abi::TX_IPV4 };
+    assert_eq!(h.ol_flags & want_flags, want_flags, "seed {seed}: flags {:#x}", h.ol_flags);
+    assert_eq!(h.ol_flags & abi::RX_L4_CKSUM_GOOD, 0, "seed {seed}: the checksum is partial now");
+    let tcp_len = d.len() - l2 - l3;
+    let (src, dst) = if v6 {
+        let a = |o: usize| IpAddress::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&d[o..o + 16]).unwrap()));
+        (a(l2 + 8), a(l2 + 24))
+    } else {
+        let a = |o: usize| IpAddress::V4(Ipv4Addr::new(d[o], d[o + 1], d[o + 2], d[o + 3]));
+        (a(l2 + 12), a(l2 + 16))
+    };
+    let pseudo = checksum::fold(checksum::pseudo_header(&src, &dst, IpProtocol::TCP, tcp_len as u32));
+    let field = u16::from_be_bytes([d[l2 + l3 + 16], d[l2 + l3 + 17]]);
+    assert_eq!(field, pseudo, "seed {seed}: the TCP checksum field holds the pseudo-header sum");
+}
+
 #[test]
 fn gro_then_gso_gives_back_the_input_segments_byte_for_byte() {
     let (pool, _) = pools();
-    let mut merged_any = 0;
+    let (mut merged_any, mut tso_any) = (0, 0);
     for seed in 100..=160u64 {
         let mut rng = XorShift(seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
         let case = make_case(&mut rng);
-        let c = cfg(Mode::Gro, if seed % 2 == 0 { Flush::Burst } else { Flush::Timeout }, &mut rng);
+        let mut c = cfg(Mode::Gro, if seed % 2 == 0 { Flush::Burst } else { Flush::Timeout }, &mut rng);
+        // Every third seed marks the aggregates for TSO: cut by a port (here as
+        // `TxFixup` does for one without TSO), they come back the same.
+        c.tso = seed % 3 == 0;
         let mut agg = Aggregator::new(c, None);
         let mut kept = Vec::new();
         run(&mut agg, &case, &pool, 64, Some(&mut kept));
         merged_any += agg.stats.aggregates;
         let mut segs = Vec::new();
         for m in kept {
-            match segment(m, &pool, 0, &mut |s| segs.push(s.to_vec())) {
+            if m.header().ol_flags & abi::RX_AGGREGATED != 0 && c.tso {
+                assert_tso_form(&m, seed);
+                tso_any += 1;
+            }
+            let mss = if c.tso { m.header().tso_segsz } else { 0 };
+            match segment(m, &pool, mss, &mut |s| segs.push(s.to_vec())) {
                 Ok(_) => {}
                 Err((m, _)) => segs.push(m.to_vec()),
             }
@@ -326,6 +359,7 @@ fn gro_then_gso_gives_back_the_input_segments_byte_for_byte() {
         assert_eq!(pool.stats().in_use, 0, "seed {seed}: leak");
     }
     assert!(merged_any > 100, "the cases must exercise merging ({merged_any} aggregates)");
+    assert!(tso_any > 20, "and TSO marking ({tso_any} aggregates)");
 }
 
 #[test]

@@ -61,7 +61,8 @@ fn ring_vnet_hdr(m: &Mbuf, len: usize) -> VnetHdr {
 /// Whether `m` goes out whole for the kernel to segment: a TSO packet (`TX_TCP_SEG`),
 /// or a GSO frame received from the kernel (or a TAP) and forwarded as it came
 /// (`RX_AGGREGATED` with its checksum still partial; an aggregate made here, whose
-/// checksums are complete, is not one: a `gso` node splits those).
+/// checksums are complete, is not one: a `gso` node splits those, or `rx_aggregate`
+/// with `tso: true` makes them TSO packets).
 #[inline(always)]
 fn needs_gso(m: &Mbuf) -> bool {
     let f = m.ol_flags;

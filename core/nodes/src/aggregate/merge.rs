@@ -211,7 +211,7 @@ impl Aggregator {
         }
         for run in held {
             self.held_segs -= run.segs as usize;
-            finish(&mut self.stats, run, out);
+            finish(&mut self.stats, run, out, self.cfg.tso);
         }
         f.nruns = 0;
         // The last held flow takes the slot (a no-op when flushing from the end).
@@ -225,8 +225,8 @@ impl Aggregator {
 }
 
 /// Send a held run on (its slot is left free): unchanged when it is one segment,
-/// else as an aggregate.
-pub(super) fn finish(stats: &mut AggrStats, run: &mut Run, out: &mut Out<'_>) {
+/// else as an aggregate (with `tso`, marked for the port to cut again).
+pub(super) fn finish(stats: &mut AggrStats, run: &mut Run, out: &mut Out<'_>, tso: bool) {
     let Some(mut head) = run.head.take() else { return };
     if run.segs == 1 && run.tails.is_empty() {
         out.emit(head);
@@ -234,6 +234,9 @@ pub(super) fn finish(stats: &mut AggrStats, run: &mut Run, out: &mut Out<'_>) {
     }
     if let Ok(d) = head.data_mut() {
         finish_headers(d, &run.seg, run.bytes, run.last_flags as u8, run.head_sum, run.acc);
+        if tso {
+            tso_headers(d, &run.seg);
+        }
     }
     if head.chain_list(&mut run.tails).is_err() {
         run.tails.clear();
@@ -248,6 +251,14 @@ pub(super) fn finish(stats: &mut AggrStats, run: &mut Run, out: &mut Out<'_>) {
     h.l2_len = run.seg.l2 as u8;
     h.l3_len = run.seg.l3;
     h.l4_len = run.seg.l4 as u8;
+    if tso {
+        // The TCP checksum is now partial: what the port completes per segment.
+        h.ol_flags = (h.ol_flags & !abi::RX_L4_CKSUM_GOOD)
+            | abi::RX_L4_CKSUM_NONE
+            | abi::TX_TCP_SEG
+            | abi::TX_TCP_CKSUM
+            | if run.seg.v6 { abi::TX_IPV6 } else { abi::TX_IPV4 };
+    }
     stats.aggregates += 1;
     stats.merged += u64::from(run.segs);
     out.emit(head);

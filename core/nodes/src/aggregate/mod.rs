@@ -39,7 +39,8 @@ use ironpath_eal::abi;
 use ironpath_eal::{prefetch, Burst, Mbuf, Mempool, SegList};
 use parse::{
     at_offset, fast_hash, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words,
-    same_tpl, sum_at_offset, tpl_matches, tpl_may_match, tpl_words, Hdr, Kind, Pkt, Seg, Skip, END_MERGE, NO_MERGE,
+    same_tpl, sum_at_offset, tpl_matches, tpl_may_match, tpl_words, tso_headers, Hdr, Kind, Pkt, Seg, Skip, END_MERGE,
+    NO_MERGE,
     TPL_WORDS,
 };
 use std::collections::VecDeque;
@@ -85,6 +86,12 @@ pub struct AggrConfig {
     pub flush_tsc: u64,
     /// Drop (rather than pass on) malformed and bad-checksum packets.
     pub drop_bad: bool,
+    /// Aggregates leave as TSO packets (`TX_TCP_SEG | TX_TCP_CKSUM`, `tso_segsz` the
+    /// MSS, the TCP checksum field the pseudo-header sum) for the sending port, or
+    /// the kernel behind it, to cut again: a pipeline that forwards what it merged
+    /// sends one packet where the segments were many, as Linux forwards its GRO
+    /// packets. Off: complete checksums, for a consumer such as `tcp`.
+    pub tso: bool,
 }
 
 /// Counters of an aggregator (cumulative).

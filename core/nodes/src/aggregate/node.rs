@@ -233,6 +233,7 @@ pub const RX_AGGREGATE: NodeKind = NodeKind {
             ParamSpec::new("max_held", ParamKind::Uint { min: 64, max: 1 << 20 }).default("4096").doc("packets the flows may hold between bursts (flush: timeout); beyond it the oldest flows leave early (counted: flush_held), so a peer's out-of-order segments cannot pin more of the pool"),
             ParamSpec::new("flush", ParamKind::Enum(Flush::NAMES)).default("burst").doc("flush at the end of every burst, or after `flush_us`"),
             ParamSpec::new("flush_us", ParamKind::Duration).default("100us").doc("how long a flow may be held (flush: timeout)"),
+            ParamSpec::new("tso", ParamKind::Bool).default("false").doc("aggregates leave as TSO packets (TX_TCP_SEG, the MSS, a partial TCP checksum) for the sending port or the kernel behind it to cut again: for a pipeline that forwards what it merged, as Linux forwards GRO packets; false: complete checksums, for a consumer such as tcp"),
             ParamSpec::new("bad", ParamKind::Enum(BadPackets::NAMES)).default("pass").doc("what to do with malformed or bad-checksum packets (never merged, always counted)"),
             ParamSpec::new("lro_mempool", ParamKind::Mempool).doc("large buffers for lro (data_room >= the largest aggregate + headers, e.g. 65535)"),
         ],
@@ -273,6 +274,7 @@ fn config(p: Values<'_>, hz: u64) -> Result<(AggrMode, AggrConfig), NodeError> {
         flush: p.choice("flush")?,
         flush_tsc: p.tsc("flush_us", hz)?,
         drop_bad: p.choice::<BadPackets>("bad")? == BadPackets::Drop,
+        tso: p.bool("tso")?,
     };
     Ok((mode, cfg))
 }

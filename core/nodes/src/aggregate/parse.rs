@@ -192,8 +192,10 @@ fn header_sum(h: &[u8]) -> u32 {
 }
 
 /// Read segment `frame` (the first segment's data; `pkt_len` the whole packet's
-/// length, which must equal it: chained input is not aggregated). `ol_flags`
-/// tells which checksums the port already checked.
+/// length, which must equal it: chained input is not aggregated, nor is an
+/// aggregate already, `RX_AGGREGATED`, such as a GSO frame the kernel handed over
+/// whole: its segment size is its own). `ol_flags` tells which checksums the port
+/// already checked.
 pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
     let mut s = Seg::default();
     parse_into(frame, pkt_len, ol_flags, &mut s).map(|()| s)
@@ -203,7 +205,7 @@ pub fn parse(frame: &[u8], pkt_len: usize, ol_flags: u64) -> Result<Seg, Skip> {
 /// usual segment with [`parse_fast_pkt`] first and comes here for the others.
 #[inline(never)]
 pub fn parse_into(frame: &[u8], pkt_len: usize, ol_flags: u64, out: &mut Seg) -> Result<(), Skip> {
-    if frame.len() != pkt_len {
+    if frame.len() != pkt_len || ol_flags & abi::RX_AGGREGATED != 0 {
         return Err(Skip::NotTcp);
     }
     parse_general(frame, ol_flags, out)
@@ -423,7 +425,8 @@ pub fn tpl_may_match(t: &[u64; TPL_WORDS], frame: &[u8]) -> bool {
 #[inline(always)]
 pub fn parse_fast_pkt(frame: &[u8], ol_flags: u64, p: &mut Pkt) -> bool {
     const GOOD: u64 = abi::RX_IP_CKSUM_GOOD | abi::RX_L4_CKSUM_GOOD;
-    if ol_flags & GOOD != GOOD {
+    // (An aggregate already, `RX_AGGREGATED`: the general path passes it on.)
+    if ol_flags & (GOOD | abi::RX_AGGREGATED) != GOOD {
         return false;
     }
     let Some((h, l4, total)) = fast_layout(frame) else { return false };
@@ -745,6 +748,34 @@ pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u
     };
     tcp[13] = new as u8;
     tcp[16..18].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
+}
+
+/// Turn a finished aggregate's TCP checksum (complete, [`finish_headers`]) into the
+/// form TSO takes: the pseudo-header sum over its whole TCP length, for the port (or
+/// the kernel's GSO) to complete per segment. Its lengths are read from the IP
+/// header `finish_headers` wrote.
+pub fn tso_headers(frame: &mut [u8], s: &Hdr) {
+    let (l2, l3, l4) = (usize::from(s.l2), usize::from(s.l3), usize::from(s.l4));
+    if l3 < if s.v6 { 40 } else { 20 } || l4 < 20 {
+        return;
+    }
+    let Some(hdrs) = frame.get_mut(l2..l2 + l3 + l4) else { return };
+    let (ip, tcp) = hdrs.split_at_mut(l3);
+    let pseudo = if s.v6 {
+        // The payload length counts the extension headers too.
+        let tcp_len = (u32::from(be16(ip, 4)) + 40).saturating_sub(l3 as u32);
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&ip[8..24]);
+        let src = Ipv6Addr::from(a);
+        a.copy_from_slice(&ip[24..40]);
+        checksum::pseudo_header_v6(&src, &Ipv6Addr::from(a), IpProtocol::TCP, tcp_len)
+    } else {
+        let tcp_len = be16(ip, 2).saturating_sub(l3 as u16);
+        [12, 14, 16, 18].iter().map(|&o| u32::from(be16(ip, o))).sum::<u32>()
+            + u32::from(IpProtocol::TCP.0)
+            + u32::from(tcp_len)
+    };
+    tcp[16..18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
 }
 
 #[cfg(test)]

@@ -148,6 +148,7 @@ fn run_gro(a: &mut TcpNode, b: &mut TcpNode, rounds: u64) -> (NodeStats, NodeSta
         flush: Flush::Burst,
         flush_tsc: 0,
         drop_bad: false,
+        tso: false,
     };
     let mut gro = RxAggregate::new(Some(Aggregator::new(cfg, None)));
     let (sa, sb, sg) = (stats(a), stats(b), stats(&gro));
