@@ -257,8 +257,11 @@ fn the_wire_pipeline_merges_mtu_sized_segments_and_sends_them_whole_root() {
     );
     assert!(c("agg_b", "aggregates") > 100 && c("agg_b", "merged") > 4 * c("agg_b", "aggregates"), "{last}");
     assert!(c("agg_a", "aggregates") > 0, "iperf3 from a was merged too: {last}");
+    // No receive error, and the kernel refused no TSO packet (a refusal is an
+    // `oerrors`: the stream would only slow down).
     for port in ["a", "b"] {
         assert_eq!(last["ports"][port]["ierrors"].as_u64(), Some(0), "port {port}: {last}");
+        assert_eq!(last["ports"][port]["oerrors"].as_u64(), Some(0), "port {port}: {last}");
     }
     run.stop();
 }

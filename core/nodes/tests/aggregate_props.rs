@@ -392,6 +392,51 @@ fn bad_checksums_and_malformed_headers_are_never_merged() {
     assert_eq!(pool.stats().in_use, 0);
 }
 
+/// A TCP segment of a held flow that is not merged (an aggregate already, as a GSO
+/// frame the kernel hands over; a bad checksum; IPv4 options) leaves after what the
+/// flow held, never before it: the flow's order is kept.
+#[test]
+fn a_segment_of_a_held_flow_that_is_not_merged_leaves_after_the_flow() {
+    let (pool, _) = pools();
+    let f = FlowSpec { v6: false, n: 1, seq0: 1000, id0: 7, mss: 100, data: vec![0xab; 600], ack_every: usize::MAX };
+    for case in 0..3 {
+        let mut frames: Vec<Vec<u8>> = (0..6).map(|k| frame(&f, k, 0)).collect();
+        match case {
+            0 => {}
+            1 => frames[2][60] ^= 0xff, // payload byte: TCP checksum now wrong
+            _ => {
+                // Four NOP option bytes: IHL 6, the total length and checksum fixed.
+                let d = &mut frames[2];
+                d.splice(34..34, [1, 1, 1, 1]);
+                d[14] = 0x46;
+                let len = u16::from_be_bytes([d[16], d[17]]) + 4;
+                d[16..18].copy_from_slice(&len.to_be_bytes());
+                Ipv4Packet::new_unchecked(&mut d[14..]).fill_checksum();
+            }
+        }
+        let mut agg = Aggregator::new(AggrConfig::default(), None);
+        let mut b = Burst::new();
+        for (k, d) in frames.iter().enumerate() {
+            let mut m = Mbuf::from_slice(&pool, d).unwrap();
+            if case == 0 && k == 2 {
+                m.header_mut().ol_flags |= abi::RX_AGGREGATED;
+            }
+            b.push(m).unwrap();
+        }
+        agg.process(&mut b, 1);
+        let seqs: Vec<u32> = (0..b.len())
+            .map(|i| {
+                let d = b.data(i);
+                let t = 14 + usize::from(d[14] & 0x0f) * 4;
+                u32::from_be_bytes(d[t + 4..t + 8].try_into().unwrap())
+            })
+            .collect();
+        assert_eq!(seqs, [1000, 1200, 1300], "case {case}: 0+1 merged, 2 alone, then 3+4+5, in order");
+        drop(b);
+    }
+    assert_eq!(pool.stats().in_use, 0);
+}
+
 #[test]
 fn an_aggregate_carries_its_segment_count_mss_and_flags() {
     let (pool, big) = pools();

@@ -273,6 +273,10 @@ impl RxQueue for TapRx {
     }
 }
 
+/// Segments of one packet `tx_burst` writes (a 64 KiB TSO packet or aggregate of
+/// 512-byte segments); a packet of more is dropped and counted in `oerrors`.
+const MAX_TX_SEGS: usize = 128;
+
 impl TxQueue for TapTx {
     fn tx_burst(&mut self, burst: &mut TxBurst<'_>) {
         let mut sent = 0;
@@ -280,12 +284,24 @@ impl TxQueue for TapTx {
         let mut bytes = 0u64;
         for p in burst.packets() {
             let h = VnetHdr::from_mbuf(p.mbuf()).to_bytes();
-            let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 41];
+            let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 1 + MAX_TX_SEGS];
             iov[0] = libc::iovec { iov_base: h.as_ptr() as *mut libc::c_void, iov_len: h.len() };
             let mut k = 1;
-            for s in p.segments().take(iov.len() - 1) {
+            let mut fits = true;
+            for s in p.segments() {
+                if k == iov.len() {
+                    fits = false;
+                    break;
+                }
                 iov[k] = libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
                 k += 1;
+            }
+            if !fits {
+                // Never written cut short (the kernel would take a frame shorter than
+                // its headers say): dropped and counted.
+                self.stats.errors.add(1);
+                sent += 1;
+                continue;
             }
             match sys::writev(&self.fd, &iov[..k]) {
                 Ok(_) => {

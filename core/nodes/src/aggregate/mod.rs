@@ -43,6 +43,8 @@ use parse::{
     NO_MERGE,
     TPL_WORDS,
 };
+use ironpath_wire::ethernet::{l3_offset, EtherType};
+use ironpath_wire::IpProtocol;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
@@ -447,6 +449,13 @@ impl Aggregator {
 
     /// A packet that is not aggregated: counted, passed on or dropped.
     fn skip(&mut self, m: Mbuf, why: Skip, out: &mut Out<'_>) {
+        // A TCP packet that is not merged (chained, an aggregate already, IP options,
+        // malformed, a bad checksum) may belong to a held flow: what the flows hold
+        // leaves first, so no flow's packets change order. (A peer that sends such
+        // packets makes the flows leave sooner: less merging, nothing held longer.)
+        if self.live > 0 && maybe_tcp(m.data()) {
+            self.flush_all(Why::Mismatch, out);
+        }
         let bad = match why {
             Skip::NotTcp => {
                 self.stats.passed += 1;
@@ -747,5 +756,16 @@ impl Aggregator {
         self.pending.clear();
         self.stats.dropped += n as u64;
         n
+    }
+}
+
+/// Whether a packet the aggregator does not merge may still be a TCP segment of a
+/// held flow: IPv4 carrying TCP, or IPv6 with any next header but UDP and ICMPv6 (an
+/// extension header may lead to TCP), behind any VLAN tags.
+fn maybe_tcp(frame: &[u8]) -> bool {
+    match l3_offset(frame) {
+        Ok((EtherType::IPV4, o)) => frame.get(o + 9) == Some(&IpProtocol::TCP.0),
+        Ok((EtherType::IPV6, o)) => frame.get(o + 6).is_some_and(|&n| n != 17 && n != 58),
+        _ => false,
     }
 }
