@@ -383,7 +383,9 @@ impl Aggregator {
                 let h = m.header();
                 let frame = m.data();
                 let mut p = Pkt::default();
-                if !writable_single(h) || frame.len() != h.pkt_len as usize {
+                // (A tag the port took off is not in the frame's bytes, which key the
+                // flows: such packets are passed on, never merged across VLANs.)
+                if !writable_single(h) || frame.len() != h.pkt_len as usize || h.ol_flags & abi::RX_VLAN_STRIPPED != 0 {
                     tcp -= 1;
                     self.skip(m, Skip::NotTcp, &mut out);
                 } else if parse_fast_pkt(frame, h.ol_flags, &mut p) {
