@@ -367,7 +367,7 @@ fn bad_checksums_and_malformed_headers_are_never_merged() {
     let (pool, _) = pools();
     let f = FlowSpec { v6: false, n: 1, seq0: 1000, id0: 7, mss: 100, data: vec![0xab; 400], ack_every: usize::MAX };
     let mut frames: Vec<Vec<u8>> = (0..4).map(|k| frame(&f, k, 0)).collect();
-    frames[1][60] ^= 0xff; // payload byte: TCP checksum now wrong
+    frames[1][70] ^= 0xff; // payload byte (after 14 + 20 + 32): TCP checksum now wrong
     frames[3].truncate(40); // cut inside the TCP header (IPv4 total length now too big)
     let mut agg = Aggregator::new(AggrConfig::default(), None);
     let mut b = Burst::new();
@@ -404,7 +404,7 @@ fn a_segment_of_a_held_flow_that_is_not_merged_leaves_after_the_flow() {
         let mut frames: Vec<Vec<u8>> = (0..6).map(|k| frame(&f, k, 0)).collect();
         match case {
             0 | 3 => {}
-            1 => frames[2][60] ^= 0xff, // payload byte: TCP checksum now wrong
+            1 => frames[2][70] ^= 0xff, // payload byte (after 14 + 20 + 32): TCP checksum now wrong
             _ => {
                 // Four NOP option bytes: IHL 6, the total length and checksum fixed.
                 let d = &mut frames[2];

@@ -233,7 +233,7 @@ pub const RX_AGGREGATE: NodeKind = NodeKind {
             ParamSpec::new("max_held", ParamKind::Uint { min: 64, max: 1 << 20 }).default("4096").doc("packets the flows may hold between bursts (flush: timeout); beyond it the oldest flows leave early (counted: flush_held), so a peer's out-of-order segments cannot pin more of the pool"),
             ParamSpec::new("flush", ParamKind::Enum(Flush::NAMES)).default("burst").doc("flush at the end of every burst, or after `flush_us`"),
             ParamSpec::new("flush_us", ParamKind::Duration).default("100us").doc("how long a flow may be held (flush: timeout)"),
-            ParamSpec::new("tso", ParamKind::Bool).default("false").doc("aggregates leave as TSO packets (TX_TCP_SEG, the MSS, a partial TCP checksum) for the sending port or the kernel behind it to cut again: for a pipeline that forwards what it merged, as Linux forwards GRO packets (max_segments is then at most 64, what af_packet and tap write as one packet; net_virtio takes 32); false: complete checksums, for a consumer such as tcp"),
+            ParamSpec::new("tso", ParamKind::Bool).default("false").doc("aggregates leave as TSO packets (TX_TCP_SEG, the MSS, a partial TCP checksum) for the sending port or the kernel behind it to cut again: for a pipeline that forwards what it merged, as Linux forwards GRO packets (max_segments is then at most 64, what af_packet writes as one packet; tap takes 128, net_virtio 32); false: complete checksums, for a consumer such as tcp"),
             ParamSpec::new("bad", ParamKind::Enum(BadPackets::NAMES)).default("pass").doc("what to do with malformed or bad-checksum packets (never merged, always counted)"),
             ParamSpec::new("lro_mempool", ParamKind::Mempool).doc("large buffers for lro (data_room >= the largest aggregate + headers, e.g. 65535)"),
         ],
@@ -261,8 +261,8 @@ pub const RX_AGGREGATE: NodeKind = NodeKind {
     },
 };
 
-/// Most segments of an aggregate made with `tso` (af_packet's and tap's most per
-/// TSO packet).
+/// Most segments of an aggregate made with `tso` (af_packet's most per TSO packet;
+/// tap takes 128).
 const MAX_TSO_SEGMENTS: u16 = 64;
 
 /// The aggregator's settings from `rx_aggregate`'s parameters (`mode: off` comes
@@ -273,7 +273,7 @@ fn config(p: Values<'_>, hz: u64) -> Result<(AggrMode, AggrConfig), NodeError> {
         mode: if mode == AggrMode::Lro { Mode::Lro } else { Mode::Gro },
         max_bytes: p.int("max_bytes")?,
         // A TSO packet is handed to the kernel as one write of its segments: af_packet
-        // and tap take up to 64 (MAX_TSO_SEGMENTS).
+        // takes up to 64 (MAX_TSO_SEGMENTS), tap 128.
         max_segments: if p.bool("tso")? {
             p.int::<u16>("max_segments")?.min(MAX_TSO_SEGMENTS)
         } else {

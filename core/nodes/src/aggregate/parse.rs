@@ -352,9 +352,8 @@ pub const TPL_WORDS: usize = 9;
 /// 0, 8, ..., 56 and 58) name the flow and must match for a merge: all but the
 /// IPv4 total length, ID and checksum, the sequence number, the TCP checksum and
 /// the PSH and FIN flags (bytes 64-65 only with TCP options; without, bytes 54 on
-/// are payload). Stricter than the general comparison in three reserved fields:
-/// the IPv4 flags' reserved bit, the TCP header's reserved bits and the urgent
-/// pointer (URG is never merged, so the pointer means nothing) must match too.
+/// are payload). The IPv4 flags' reserved bit, the TCP header's reserved bits and
+/// the urgent pointer must match too, as in the general comparison.
 const TPL_MASK_OPTS: [u64; TPL_WORDS] = [
     !0,
     !0,
@@ -573,11 +572,6 @@ fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip>
             if frag & 0x3fff != 0 || ip[9] != IpProtocol::TCP.0 {
                 return Err(Skip::NotTcp); // a fragment (MF or offset) or not TCP
             }
-            if hl != 20 {
-                // IP options are not merged (nor by Linux's GRO): a cut aggregate
-                // would carry the first segment's on every segment.
-                return Err(Skip::NotTcp);
-            }
             if ol_flags & abi::RX_IP_CKSUM_GOOD == 0 && header_sum(&ip[..hl]) != 0xffff {
                 return Err(Skip::BadChecksum);
             }
@@ -654,6 +648,12 @@ fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip>
         // peer on veth): the data is the sender's own, nothing to check.
         p
     };
+    if !v6 && l3 != 20 {
+        // IPv4 options are not merged (nor by Linux's GRO): a cut aggregate would
+        // carry the first segment's on every segment. (Checked and counted as any
+        // segment is, before.)
+        return Err(Skip::NotTcp);
+    }
     // Options as words (their length is a multiple of 4).
     let o = &tcp[20..l4];
     let mut opts = [0u64; 5];
@@ -946,6 +946,10 @@ mod tests {
                 // IPv4 options are never merged (so no aggregate carries them).
                 let f = frame(false, ip_opts, 0, 100, 0, 0x10);
                 assert_eq!(parse_into(&f, f.len(), GOOD, &mut Seg::default()), Err(Skip::NotTcp));
+                // Still checked first: a bad TCP checksum is counted as one.
+                let mut bad = f.clone();
+                bad[14 + 20 + ip_opts + 20 + 5] ^= 0xff;
+                assert_eq!(parse_into(&bad, bad.len(), 0, &mut Seg::default()), Err(Skip::BadChecksum));
                 continue;
             }
             for tcp_opts in [0, 12, 40] {
