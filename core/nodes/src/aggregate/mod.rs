@@ -37,14 +37,13 @@ use merge::*;
 
 use ironpath_eal::abi;
 use ironpath_eal::{prefetch, Burst, Mbuf, Mempool, SegList};
+use ironpath_wire::ethernet::{l3_offset, EtherType};
+use ironpath_wire::IpProtocol;
 use parse::{
     at_offset, fast_hash, fast_words, finish_headers, key_of_words, parse_fast_pkt, parse_into, same_key_words,
     same_tpl, sum_at_offset, tpl_matches, tpl_may_match, tpl_words, tso_headers, Hdr, Kind, Pkt, Seg, Skip, END_MERGE,
-    NO_MERGE,
-    TPL_WORDS,
+    NO_MERGE, TPL_WORDS,
 };
-use ironpath_wire::ethernet::{l3_offset, EtherType};
-use ironpath_wire::IpProtocol;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
