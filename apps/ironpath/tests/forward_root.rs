@@ -109,17 +109,7 @@ fn traffic(p: &Pair, b_addr4: &str) {
     ];
     for (kind, args) in cases {
         let dst = if kind.ends_with('6') { &b6 } else { &b4 };
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &p.b, "timeout", "20", "iperf3", "-s", "-1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        let o = p.in_ns(&p.a, 20, &format!("iperf3 -c {dst} -t 2 {args} --json"));
-        let _ = server.wait();
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("iperf3 {kind} {args}: {out}"));
+        let j = iperf3(p, dst, args);
         let end = &j["end"];
         if kind.starts_with("udp") {
             let lost = end["sum"]["lost_percent"].as_f64().unwrap_or(100.0);
@@ -139,6 +129,22 @@ fn traffic(p: &Pair, b_addr4: &str) {
     download_100mib(p, &b4);
     let after = (p.csum_errors(&p.a), p.csum_errors(&p.b));
     assert_eq!(before, after, "checksum errors counted by the kernels (before, after)");
+}
+
+/// An `iperf3 -c DST -t 2 ARGS` from `a` against a one-shot server in `b`: its JSON
+/// report.
+fn iperf3(p: &Pair, dst: &str, args: &str) -> serde_json::Value {
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &p.b, "timeout", "20", "iperf3", "-s", "-1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let o = p.in_ns(&p.a, 20, &format!("iperf3 -c {dst} -t 2 {args} --json"));
+    let _ = server.wait();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    serde_json::from_str(&out).unwrap_or_else(|_| panic!("iperf3 {dst} {args}: {out}"))
 }
 
 /// 100 MiB by HTTP from `b` (at `b4`) to `a`, SHA-256 compared.
@@ -228,17 +234,7 @@ fn the_wire_pipeline_merges_mtu_sized_segments_and_sends_them_whole_root() {
     let mut run = Run::start(&config("wire.yaml"), &env, "wire-gro");
     let before = (p.csum_errors(&p.a), p.csum_errors(&p.b));
     for (dst, args) in [("198.18.56.2", ""), ("198.18.56.2", "-R"), ("fd00:56::2", "")] {
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &p.b, "timeout", "20", "iperf3", "-s", "-1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        let o = p.in_ns(&p.a, 20, &format!("iperf3 -c {dst} -t 2 {args} --json"));
-        let _ = server.wait();
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("iperf3 {dst} {args}: {out}"));
+        let j = iperf3(&p, dst, args);
         let bps = j["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
         eprintln!("tcp {dst} {args}: {:.2} Gbit/s", bps / 1e9);
         assert!(bps > 1e8, "{dst} {args}: {bps} bit/s");

@@ -156,6 +156,22 @@ fn be16(d: &[u8], o: usize) -> u16 {
     u16::from_be_bytes([d[o], d[o + 1]])
 }
 
+/// The TCP pseudo-header sum of IPv4 header `ip` for `tcp_len` bytes
+/// ([`checksum::pseudo_header_v4`], from the header's bytes).
+#[inline(always)]
+fn pseudo_v4(ip: &[u8], tcp_len: u16) -> u32 {
+    [12, 14, 16, 18].iter().map(|&o| u32::from(be16(ip, o))).sum::<u32>()
+        + u32::from(IpProtocol::TCP.0)
+        + u32::from(tcp_len)
+}
+
+/// The TCP pseudo-header sum of IPv6 header `ip` for `tcp_len` bytes.
+#[inline]
+fn pseudo_v6(ip: &[u8], tcp_len: u32) -> u32 {
+    let addr = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&ip[o..o + 16]).unwrap_or_default());
+    checksum::pseudo_header_v6(&addr(8), &addr(24), IpProtocol::TCP, tcp_len)
+}
+
 #[inline(always)]
 fn be32(d: &[u8], o: usize) -> u32 {
     u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]])
@@ -578,15 +594,7 @@ fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip>
             key[3] = le64(ip, 12);
             // TOS, TTL, DF and the reserved flag.
             let same = u64::from(ip[1]) << 24 | u64::from(ip[8]) << 16 | u64::from(frag & 0xc000);
-            let tcp_len = (total - hl) as u16;
-            // checksum::pseudo_header_v4, from the header's bytes.
-            let pseudo = u32::from(be16(ip, 12))
-                + u32::from(be16(ip, 14))
-                + u32::from(be16(ip, 16))
-                + u32::from(be16(ip, 18))
-                + u32::from(IpProtocol::TCP.0)
-                + u32::from(tcp_len);
-            (false, hl, total, be16(ip, 4), same, pseudo)
+            (false, hl, total, be16(ip, 4), same, pseudo_v4(ip, (total - hl) as u16))
         }
         EtherType::IPV6 => {
             if ip.len() < 40 || ip[0] >> 4 != 6 {
@@ -600,15 +608,9 @@ fn parse_general(frame: &[u8], ol_flags: u64, out: &mut Seg) -> Result<(), Skip>
                 return Err(Skip::NotTcp); // extension headers are not aggregated
             }
             (key[3], key[4], key[5], key[6]) = (le64(ip, 8), le64(ip, 16), le64(ip, 24), le64(ip, 32));
-            let mut a = [0u8; 16];
-            a.copy_from_slice(&ip[8..24]);
-            let src = Ipv6Addr::from(a);
-            a.copy_from_slice(&ip[24..40]);
-            let dst = Ipv6Addr::from(a);
             // Traffic class + flow label (first word minus version), hop limit.
             let same = u64::from(be32(ip, 0) & 0x0fff_ffff) << 8 | u64::from(ip[7]);
-            let tcp_len = (total - 40) as u32;
-            (true, 40, total, 0, same, checksum::pseudo_header_v6(&src, &dst, IpProtocol::TCP, tcp_len))
+            (true, 40, total, 0, same, pseudo_v6(ip, (total - 40) as u32))
         }
         _ => return Err(Skip::NotTcp),
     };
@@ -718,28 +720,14 @@ pub fn finish_headers(frame: &mut [u8], s: &Hdr, tcp_payload: u32, last_flags: u
         if s.csum_ok {
             0
         } else {
-            let mut a = [0u8; 16];
-            a.copy_from_slice(&ip[8..24]);
-            let src = Ipv6Addr::from(a);
-            a.copy_from_slice(&ip[24..40]);
-            checksum::pseudo_header_v6(&src, &Ipv6Addr::from(a), IpProtocol::TCP, tcp_len)
+            pseudo_v6(ip, tcp_len)
         }
     } else {
         let total = (l3 as u32 + tcp_len) as u16;
         // The total length replaced (the header's checksum was verified or
         // trusted when the segment was read).
         let sum = u32::from(!be16(ip, 10)) + u32::from(!be16(ip, 2)) + u32::from(total);
-        let pseudo = if s.csum_ok {
-            0
-        } else {
-            // checksum::pseudo_header_v4, from the header's bytes.
-            u32::from(be16(ip, 12))
-                + u32::from(be16(ip, 14))
-                + u32::from(be16(ip, 16))
-                + u32::from(be16(ip, 18))
-                + u32::from(IpProtocol::TCP.0)
-                + u32::from(tcp_len as u16)
-        };
+        let pseudo = if s.csum_ok { 0 } else { pseudo_v4(ip, tcp_len as u16) };
         ip[2..4].copy_from_slice(&total.to_be_bytes());
         ip[10..12].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
         pseudo
@@ -773,17 +761,9 @@ pub fn tso_headers(frame: &mut [u8], s: &Hdr) {
     let (ip, tcp) = hdrs.split_at_mut(l3);
     let pseudo = if s.v6 {
         // The payload length counts the extension headers too.
-        let tcp_len = (u32::from(be16(ip, 4)) + 40).saturating_sub(l3 as u32);
-        let mut a = [0u8; 16];
-        a.copy_from_slice(&ip[8..24]);
-        let src = Ipv6Addr::from(a);
-        a.copy_from_slice(&ip[24..40]);
-        checksum::pseudo_header_v6(&src, &Ipv6Addr::from(a), IpProtocol::TCP, tcp_len)
+        pseudo_v6(ip, (u32::from(be16(ip, 4)) + 40).saturating_sub(l3 as u32))
     } else {
-        let tcp_len = be16(ip, 2).saturating_sub(l3 as u16);
-        [12, 14, 16, 18].iter().map(|&o| u32::from(be16(ip, o))).sum::<u32>()
-            + u32::from(IpProtocol::TCP.0)
-            + u32::from(tcp_len)
+        pseudo_v4(ip, be16(ip, 2).saturating_sub(l3 as u16))
     };
     tcp[16..18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
 }
